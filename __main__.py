@@ -1,0 +1,4 @@
+"""Entry point of the Pulumi program (`pulumi up -s <stack>`); the work is in stacks/program.py."""
+from stacks.program import main
+
+main()

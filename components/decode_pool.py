@@ -1,0 +1,91 @@
+"""DecodePool: the decode engines (DP4 + expert parallel), fronted by the llm-d routing sidecar.
+
+In P/D the sidecar, a native sidecar, listens on 8000-8003, sends the prompt to the prefill
+instance the router chose, and forwards to the ranks on 8200-8203; the ranks pull KV over NIXL.
+In the AGG recipe the same engines serve whole requests and the pool targets the ranks directly.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import pulumi
+from pydantic import Field
+
+from components import engine as serving
+from components import pod, sizing
+from stacks.config import Decode
+
+TYPE = "rebel100:serving:DecodePool"
+
+
+class DecodePoolArgs(pod.EnginePoolArgs):
+    role: Decode = Field(Decode(), description="The decode section: replicas, DP/EP, sidecar.")
+    disaggregated: bool = Field(True, description="P/D: add the routing sidecar and the NIXL connector; false for AGG.")
+
+
+def sidecar_container(args: DecodePoolArgs, dp_local: int) -> pod.core.ContainerArgs:
+    """The routing sidecar as a native sidecar (an init container that keeps running)."""
+    role = args.role
+    ports = sizing.rank_ports(role.sidecar.port, dp_local)
+    return pod.core.ContainerArgs(
+        name="routing-proxy",
+        image=role.sidecar.image,
+        restart_policy="Always",
+        args=[
+            "--port", str(role.sidecar.port),
+            "--vllm-port", str(role.port),
+            "--data-parallel-size", str(dp_local),
+            "--kv-connector", role.sidecar.kv_connector,
+            "--secure-proxy=false",
+        ],
+        ports=pod.container_ports([(f"proxy-{i}", p) for i, p in enumerate(ports)]),
+        resources=pod.core.ResourceRequirementsArgs(requests={"cpu": "1", "memory": "1Gi"}, limits={"cpu": "4", "memory": "4Gi"}),
+        readiness_probe=pod.core.ProbeArgs(tcp_socket=pod.core.TCPSocketActionArgs(port=ports[0]), period_seconds=10),
+    )
+
+
+class DecodePool(pulumi.ComponentResource):
+    deployment_name: pulumi.Output[str]
+    target_ports: list[int]
+    devices_per_pod: int
+
+    def __init__(self, name: str, args: DecodePoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        role = args.role
+        resolved = serving.role_serving(args.engine, role)
+        if role.replicas < 1:
+            raise ValueError(f"DecodePool {name}: replicas is {role.replicas}; decode serves every request and needs at least one pod.")
+        if role.pipeline_parallel_size > 1:
+            raise ValueError(f"DecodePool {name}: pipeline-parallel-size {role.pipeline_parallel_size} is not usable for decode; use DP with expert parallel.")
+        pod.check_role("DecodePool", name, role, resolved.devices, args.hardware)
+        super().__init__(TYPE, name, None, opts)
+
+        kv_transfer = serving.kv_transfer_config(nixl=args.disaggregated, lmcache=False)
+        ports = [(f"http-{i}", p) for i, p in enumerate(resolved.rank_ports)]
+        if role.data_parallel_size > 1:
+            ports.append(("dp-rpc", role.data_parallel_rpc_port))
+        ports += [(f"nixl-{i}", p) for i, p in enumerate(resolved.side_channel_ports)]
+        container = pod.engine_container(
+            name="vllm",
+            image=args.engine.image,
+            args=serving.serve_args(args.model, args.engine, role, kv_transfer=kv_transfer,
+                                    role_args=serving.data_parallel_args(role, rpc_port=role.data_parallel_rpc_port)),
+            env=serving.engine_env(args.engine, role, hf_token_secret=args.hf_token_secret, extra={}),
+            ports=ports,
+            rank_ports=resolved.rank_ports,
+            resources=role.resources,
+            startup_failure_threshold=args.engine.startup_failure_threshold,
+        )
+        init = [sidecar_container(args, resolved.data_parallel_local)] if args.disaggregated else None
+        deployment, _, _ = pod.engine_pool(self, role_name="decode", args=args, role=role, devices=resolved.devices,
+                                           containers=[container], init_containers=init)
+        self.deployment_name = deployment.metadata.name
+        self.devices_per_pod = resolved.devices
+        # What the InferencePool targets: the sidecar in P/D, the ranks themselves in AGG.
+        self.target_ports = (sizing.rank_ports(role.sidecar.port, resolved.data_parallel_local)
+                             if args.disaggregated else resolved.rank_ports)
+        self.register_outputs({
+            "deploymentName": self.deployment_name,
+            "replicas": role.replicas,
+            "devicesPerPod": resolved.devices,
+            "targetPorts": self.target_ports,
+        })

@@ -1,0 +1,152 @@
+"""The `vllm serve` command line, environment and KV connector JSON of an engine container.
+
+Both roles are built here from the same inputs, so the arguments the reference design lists as
+common (section 4) cannot drift between prefill and decode.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Optional
+
+import pulumi_kubernetes as k8s
+
+from components import sizing
+from stacks.config import Engine, ModelSpec, Role, Speculative
+
+# vllm-rbln's NIXL connector class (the plain `NixlConnector` is the GPU one).
+NIXL_CONNECTOR = {
+    "kv_connector": "RblnNixlConnector",
+    "kv_role": "kv_both",
+    "kv_buffer_device": "rbln",
+    "kv_connector_extra_config": {"name": "nixl"},
+}
+LMCACHE_CONNECTOR = {"kv_connector": "RBLNLMCacheConnectorV1", "kv_role": "kv_both"}
+
+
+@dataclasses.dataclass(frozen=True)
+class RoleServing:
+    """The serving values a role may override, resolved against the common engine section."""
+
+    block_size: int
+    kv_cache_dtype: str
+    speculative: Optional[Speculative]
+    data_parallel_local: int
+    devices: int
+    rank_ports: list[int]
+    side_channel_ports: list[int]
+
+
+def role_serving(engine: Engine, role: Role) -> RoleServing:
+    """Resolve a role's overrides and derive its devices and ports (one place for both)."""
+    dp_local = role.data_parallel_size_local or role.data_parallel_size
+    return RoleServing(
+        block_size=role.block_size or engine.block_size,
+        kv_cache_dtype=role.kv_cache_dtype or engine.kv_cache_dtype,
+        speculative=role.speculative if role.speculative is not None else engine.speculative,
+        data_parallel_local=dp_local,
+        devices=sizing.devices_per_pod(role.tensor_parallel_size, role.pipeline_parallel_size, dp_local),
+        rank_ports=sizing.rank_ports(role.port, dp_local),
+        side_channel_ports=sizing.rank_ports(engine.nixl_side_channel_port, dp_local),
+    )
+
+
+def compact_json(value: object) -> str:
+    """JSON as vLLM's CLI takes it: no spaces, keys in a stable order."""
+    return json.dumps(value, separators=(",", ":"))
+
+
+def speculative_json(speculative: Speculative) -> str:
+    return compact_json(speculative.model_dump(exclude_none=True))
+
+
+def kv_transfer_config(*, nixl: bool, lmcache: bool) -> Optional[dict]:
+    """NIXL alone, LMCache alone, or both through MultiConnector (the upstream shape)."""
+    connectors = ([NIXL_CONNECTOR] if nixl else []) + ([LMCACHE_CONNECTOR] if lmcache else [])
+    if not connectors:
+        return None
+    if len(connectors) == 1:
+        return dict(connectors[0])
+    return {
+        "kv_connector": "MultiConnector",
+        "kv_role": "kv_both",
+        "kv_connector_extra_config": {"connectors": connectors},
+    }
+
+
+def serve_args(model: ModelSpec, engine: Engine, role: Role, *, kv_transfer: Optional[dict], role_args: list[str]) -> list[str]:
+    """Arguments of `vllm serve`: the model, the common arguments, then the role's own."""
+    serving = role_serving(engine, role)
+    args = [
+        model.name,
+        "--served-model-name", model.served_name or model.name,
+        "--port", str(role.port),
+        "--block-size", str(serving.block_size),
+        "--max-model-len", str(engine.max_model_len),
+        "--max-num-batched-tokens", str(engine.max_num_batched_tokens),
+        "--max-num-seqs", str(role.max_num_seqs),
+        "--kv-cache-dtype", serving.kv_cache_dtype,
+    ]
+    if role.tensor_parallel_size > 1:
+        args += ["--tensor-parallel-size", str(role.tensor_parallel_size)]
+    if role.pipeline_parallel_size > 1:
+        args += ["--pipeline-parallel-size", str(role.pipeline_parallel_size)]
+    args += role_args
+    if engine.enable_prefix_caching:
+        args.append("--enable-prefix-caching")
+    if engine.enable_chunked_prefill:
+        args.append("--enable-chunked-prefill")
+    if engine.tool_call_parser:
+        args += ["--enable-auto-tool-choice", "--tool-call-parser", engine.tool_call_parser]
+    if engine.reasoning_parser:
+        args += ["--reasoning-parser", engine.reasoning_parser]
+    if role.gpu_memory_utilization is not None:
+        args += ["--gpu-memory-utilization", f"{role.gpu_memory_utilization:g}"]
+    if serving.speculative is not None:
+        args += ["--speculative-config", speculative_json(serving.speculative)]
+    if kv_transfer is not None:
+        args += ["--kv-transfer-config", compact_json(kv_transfer)]
+    return args + list(role.extra_args)
+
+
+def data_parallel_args(role: Role, *, rpc_port: int) -> list[str]:
+    """Decode's DP + expert-parallel arguments: one external-LB port per rank."""
+    serving_local = role.data_parallel_size_local or role.data_parallel_size
+    args = [
+        "--data-parallel-size", str(role.data_parallel_size),
+        "--data-parallel-size-local", str(serving_local),
+    ]
+    if role.data_parallel_size > 1:
+        args += ["--data-parallel-multi-port-external-lb", "--data-parallel-rpc-port", str(rpc_port)]
+    if role.enable_expert_parallel:
+        args.append("--enable-expert-parallel")
+    return args
+
+
+def engine_env(engine: Engine, role: Role, *, hf_token_secret: str, extra: dict[str, str]) -> list[k8s.core.v1.EnvVarArgs]:
+    """Environment of an engine container (llm-d RBLN overlay); the token only as a Secret reference."""
+    plain = {
+        "RBLN_FORCE_CCL_ASYNC": "1",
+        "VLLM_RBLN_USE_DEVICE_TENSOR": "1",  # kv_buffer_device rbln needs it
+        "VLLM_RBLN_USE_VLLM_MODEL": "1",
+        "VLLM_RBLN_AUTO_PORT": "1",
+        "VLLM_RBLN_SUB_BLOCK_CACHE": "1" if engine.sub_block_cache else "0",
+        "VLLM_ENGINE_READY_TIMEOUT_S": str(engine.engine_ready_timeout_s),
+        "VLLM_RPC_TIMEOUT": str(engine.rpc_timeout_ms),
+        "VLLM_CACHE_ROOT": "/workspace/.cache",
+        "HF_HOME": "/models",
+        "VLLM_NIXL_SIDE_CHANNEL_PORT": str(engine.nixl_side_channel_port),
+    }
+    plain.update(extra)
+    plain.update(role.extra_env)
+    core = k8s.core.v1
+    env = [core.EnvVarArgs(name=key, value=value) for key, value in plain.items()]
+    env.append(core.EnvVarArgs(
+        name="VLLM_NIXL_SIDE_CHANNEL_HOST",
+        value_from=core.EnvVarSourceArgs(field_ref=core.ObjectFieldSelectorArgs(field_path="status.podIP")),
+    ))
+    env.append(core.EnvVarArgs(
+        name="HF_TOKEN",
+        value_from=core.EnvVarSourceArgs(secret_key_ref=core.SecretKeySelectorArgs(name=hf_token_secret, key="token")),
+    ))
+    return env

@@ -1,0 +1,61 @@
+"""PrefillPool: the prefill engines (PP4 in the Target Configuration), one pod per slot.
+
+Prefill computes the prompt's KV; decode pulls it over NIXL. With a KV tier, prefill also
+stores and looks up KV in LMCache (RDS or CPU) through a MultiConnector.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import pulumi
+from pydantic import Field
+
+from components import engine as serving
+from components import pod
+from stacks.config import Prefill
+
+TYPE = "rebel100:serving:PrefillPool"
+
+
+class PrefillPoolArgs(pod.EnginePoolArgs):
+    role: Prefill = Field(Prefill(), description="The prefill section: replicas, parallelism, serving arguments.")
+    kv_tier_env: dict[str, str] = Field(default_factory=dict, description="LMCache environment from RdsTier (empty: no KV tier).")
+    rds_nodes: bool = Field(False, description="Schedule only on nodes labelled rebellions.ai/rds.present=true.")
+
+
+class PrefillPool(pulumi.ComponentResource):
+    deployment_name: pulumi.Output[str]
+    devices_per_pod: int
+
+    def __init__(self, name: str, args: PrefillPoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        role = args.role
+        resolved = serving.role_serving(args.engine, role)
+        if role.replicas < 1:
+            raise ValueError(f"PrefillPool {name}: replicas is {role.replicas}; a prefill pool needs at least one pod "
+                             f"(leave the pool out for the AGG recipe).")
+        pod.check_role("PrefillPool", name, role, resolved.devices, args.hardware)
+        super().__init__(TYPE, name, None, opts)
+
+        kv_transfer = serving.kv_transfer_config(nixl=True, lmcache=bool(args.kv_tier_env))
+        # The pipeline spans every NPU the pod claims.
+        env = {"RBLN_DEVICES": ",".join(str(i) for i in range(resolved.devices)), **args.kv_tier_env}
+        container = pod.engine_container(
+            name="vllm",
+            image=args.engine.image,
+            args=serving.serve_args(args.model, args.engine, role, kv_transfer=kv_transfer, role_args=[]),
+            env=serving.engine_env(args.engine, role, hf_token_secret=args.hf_token_secret, extra=env),
+            ports=[("http", role.port), ("nixl", resolved.side_channel_ports[0])],
+            rank_ports=resolved.rank_ports,
+            resources=role.resources,
+            startup_failure_threshold=args.engine.startup_failure_threshold,
+        )
+        deployment, _, _ = pod.engine_pool(self, role_name="prefill", args=args, role=role, devices=resolved.devices,
+                                           containers=[container], rds_nodes=args.rds_nodes)
+        self.deployment_name = deployment.metadata.name
+        self.devices_per_pod = resolved.devices
+        self.register_outputs({
+            "deploymentName": self.deployment_name,
+            "replicas": role.replicas,
+            "devicesPerPod": resolved.devices,
+            "ports": resolved.rank_ports,
+        })

@@ -1,0 +1,177 @@
+"""Router: the llm-d Endpoint Picker (EPP) and the InferencePool it serves.
+
+Objects: ServiceAccount, a namespace-scoped Role (read pods and pools, nothing else) and its
+RoleBinding, the EndpointPickerConfig ConfigMap, the EPP Deployment and Service, the InferencePool.
+The plugin set is the P/D one (prefill and decode profiles, a decider) or the AGG one.
+"""
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from components import pod, sizing
+from stacks.config import Router as RouterSettings
+
+TYPE = "rebel100:serving:Router"
+POOL_GROUP = "inference.networking.k8s.io"
+POOL_API_VERSION = f"{POOL_GROUP}/v1"
+CONFIG_FILE = "epp-config.yaml"
+CONFIG_MOUNT = "/etc/epp"
+
+core = k8s.core.v1
+meta = k8s.meta.v1
+
+
+class RouterArgs(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    stack_name: str = Field(description="Prefix of object names; the pool selects pods part-of this stack.")
+    namespace: str = Field(description="Namespace of the router and the pool.")
+    settings: RouterSettings = Field(RouterSettings(), description="The router section.")
+    topology: Literal["pd", "agg"] = Field("pd", description="P/D plugin set (two profiles and a decider) or AGG (one profile).")
+    target_ports: list[int] = Field(description="Ports of the serving pods the pool targets (the decode sidecar in P/D).")
+
+
+def _prefix_producer(settings: RouterSettings) -> dict:
+    return {"type": "approx-prefix-cache-producer", "parameters": {
+        "blockSizeTokens": settings.block_size_tokens,
+        "lruCapacityPerServer": settings.lru_capacity_per_server,
+        "autoTune": settings.auto_tune,
+    }}
+
+
+def endpoint_picker_config(settings: RouterSettings, topology: str) -> dict:
+    """The EndpointPickerConfig document: upstream pd-epp-config weights for P/D, the AGG recipe otherwise."""
+    if topology == "agg":
+        plugins = [
+            _prefix_producer(settings),
+            {"type": "inflight-load-producer"},
+            {"type": "prefix-cache-affinity-filter", "parameters": {"peakPrefillThroughput": settings.peak_prefill_throughput}},
+            {"type": "token-load-scorer"},
+            {"type": "max-score-picker"},
+        ]
+        profiles = [{"name": "default", "plugins": [
+            {"pluginRef": "prefix-cache-affinity-filter"},
+            {"pluginRef": "token-load-scorer", "weight": 1},
+            {"pluginRef": "max-score-picker"},
+        ]}]
+    else:
+        decider = f"{settings.decider}-pd-decider"
+        decider_plugin = {"type": decider}
+        if settings.decider == "prefix-based":
+            decider_plugin["parameters"] = {"nonCachedTokens": settings.non_cached_tokens}
+        plugins = [
+            _prefix_producer(settings),
+            {"type": "prefix-cache-scorer"},
+            {"type": "queue-scorer"},
+            {"type": "prefill-filter"},
+            {"type": "decode-filter"},
+            {"type": "max-score-picker"},
+            decider_plugin,
+            {"type": "disagg-profile-handler", "parameters": {"deciders": {"prefill": decider}}},
+        ]
+
+        def profile(name: str) -> dict:
+            return {"name": name, "plugins": [
+                {"pluginRef": f"{name}-filter"},
+                {"pluginRef": "max-score-picker"},
+                {"pluginRef": "prefix-cache-scorer", "weight": settings.prefix_scorer_weight},
+                {"pluginRef": "queue-scorer", "weight": settings.queue_scorer_weight},
+            ]}
+        profiles = [profile("prefill"), profile("decode")]
+    return {"apiVersion": settings.config_api_version, "kind": "EndpointPickerConfig",
+            "plugins": plugins, "schedulingProfiles": profiles}
+
+
+class Router(pulumi.ComponentResource):
+    pool_name: str
+    service_name: str
+
+    def __init__(self, name: str, args: RouterArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        settings = args.settings
+        if not args.target_ports:
+            raise ValueError(f"Router {name}: the pool needs at least one target port.")
+        if len(args.target_ports) > sizing.MAX_POOL_TARGET_PORTS:
+            raise ValueError(f"Router {name}: {len(args.target_ports)} target ports; an InferencePool allows at most {sizing.MAX_POOL_TARGET_PORTS}.")
+        super().__init__(TYPE, name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        base = f"{args.stack_name}-epp"
+        ns = args.namespace
+        labels = {pod.PART_OF_LABEL: args.stack_name, pod.NAME_LABEL: base, pod.COMPONENT_LABEL: "router"}
+        self.pool_name = f"{args.stack_name}-pool"
+        self.service_name = base
+
+        account = core.ServiceAccount(f"{base}-sa", metadata=pod.object_meta(base, ns, labels), opts=child)
+        role = k8s.rbac.v1.Role(f"{base}-role", metadata=pod.object_meta(base, ns, labels), rules=[
+            k8s.rbac.v1.PolicyRuleArgs(api_groups=[""], resources=["pods"], verbs=["get", "list", "watch"]),
+            k8s.rbac.v1.PolicyRuleArgs(api_groups=[POOL_GROUP], resources=["inferencepools"], verbs=["get", "list", "watch"]),
+            k8s.rbac.v1.PolicyRuleArgs(api_groups=["inference.networking.x-k8s.io"], resources=["inferenceobjectives"], verbs=["get", "list", "watch"]),
+        ], opts=child)
+        k8s.rbac.v1.RoleBinding(
+            f"{base}-rolebinding", metadata=pod.object_meta(base, ns, labels),
+            role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="Role", name=base),
+            subjects=[k8s.rbac.v1.SubjectArgs(kind="ServiceAccount", name=base, namespace=ns)],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[account, role]))
+        config = core.ConfigMap(
+            f"{base}-config", metadata=pod.object_meta(f"{base}-config", ns, labels),
+            data={CONFIG_FILE: yaml.safe_dump(endpoint_picker_config(settings, args.topology), sort_keys=False)},
+            opts=child)
+        deployment = k8s.apps.v1.Deployment(
+            base, metadata=pod.object_meta(base, ns, labels),
+            spec=k8s.apps.v1.DeploymentSpecArgs(
+                replicas=settings.replicas,
+                selector=meta.LabelSelectorArgs(match_labels=labels),
+                template=core.PodTemplateSpecArgs(
+                    metadata=meta.ObjectMetaArgs(labels=labels),
+                    spec=core.PodSpecArgs(
+                        service_account_name=base,
+                        containers=[core.ContainerArgs(
+                            name="epp",
+                            image=settings.image,
+                            args=[
+                                "--pool-name", self.pool_name,
+                                "--pool-namespace", ns,
+                                "--pool-group", POOL_GROUP,
+                                "--config-file", f"{CONFIG_MOUNT}/{CONFIG_FILE}",
+                                "--grpc-port", str(settings.grpc_port),
+                                "--grpc-health-port", str(settings.health_port),
+                                "--metrics-port", str(settings.metrics_port),
+                                "--zap-encoder", "json",
+                            ],
+                            ports=pod.container_ports([("grpc", settings.grpc_port), ("grpc-health", settings.health_port), ("metrics", settings.metrics_port)]),
+                            readiness_probe=core.ProbeArgs(grpc=core.GRPCActionArgs(port=settings.health_port, service="inference-extension"), period_seconds=5),
+                            liveness_probe=core.ProbeArgs(grpc=core.GRPCActionArgs(port=settings.health_port, service="inference-extension"), period_seconds=10),
+                            resources=core.ResourceRequirementsArgs(requests={"cpu": "2", "memory": "2Gi"}, limits={"cpu": "4", "memory": "4Gi"}),
+                            volume_mounts=[core.VolumeMountArgs(name="config", mount_path=CONFIG_MOUNT, read_only=True)],
+                        )],
+                        volumes=[core.VolumeArgs(name="config", config_map=core.ConfigMapVolumeSourceArgs(name=f"{base}-config"))],
+                    ),
+                ),
+            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[config]))
+        service = core.Service(
+            f"{base}-svc", metadata=pod.object_meta(base, ns, labels),
+            spec=core.ServiceSpecArgs(type="ClusterIP", selector=labels, ports=[
+                core.ServicePortArgs(name="grpc-ext-proc", port=settings.grpc_port, target_port=settings.grpc_port, protocol="TCP", app_protocol="http2"),
+                core.ServicePortArgs(name="grpc-health", port=settings.health_port, target_port=settings.health_port, protocol="TCP"),
+                core.ServicePortArgs(name="metrics", port=settings.metrics_port, target_port=settings.metrics_port, protocol="TCP"),
+            ]),
+            opts=child)
+        pool = k8s.apiextensions.CustomResource(
+            f"{args.stack_name}-pool", api_version=POOL_API_VERSION, kind="InferencePool",
+            metadata=pod.object_meta(self.pool_name, ns, {pod.PART_OF_LABEL: args.stack_name}),
+            spec={
+                "selector": {"matchLabels": pod.pool_selector(args.stack_name)},
+                "targetPorts": [{"number": port} for port in args.target_ports],
+                "endpointPickerRef": {"name": base, "port": {"number": settings.grpc_port}, "failureMode": settings.failure_mode},
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[service]))
+        self.register_outputs({
+            "poolName": pool.metadata["name"],
+            "serviceName": service.metadata.name,
+            "deploymentName": deployment.metadata.name,
+        })

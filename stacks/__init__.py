@@ -1,0 +1,1 @@
+"""Composition of the full stack from one stack's config, and the offline tools (`python -m stacks`)."""

@@ -1,0 +1,96 @@
+"""Offline tools, no Pulumi CLI and no cluster: `python -m stacks render|plan|check`.
+
+  render STACK --out DIR     write one YAML file per Kubernetes object the program would apply
+  plan STACK [--json]        print devices, KV and the RDS memory budget
+  check STACK | --manifests DIR   config gate + render + policy pack (see policy/)
+
+STACK names `Pulumi.STACK.yaml` in the project; `--config-file FILE` reads any stack file instead.
+Exit status: 0 fine, 1 invalid configuration or a mandatory policy violation, 2 usage error.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+
+from stacks import stackfile
+
+
+def _stack_path(args) -> tuple[pathlib.Path, str]:
+    if args.config_file:
+        path = pathlib.Path(args.config_file)
+        name = args.stack or path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+    else:
+        if not args.stack:
+            raise SystemExit("a STACK name or --config-file is required")
+        path, name = stackfile.stack_file(args.stack), args.stack
+    if not path.exists():
+        known = ", ".join(stackfile.available_stacks())
+        print(f"error: {path} does not exist (stacks: {known})", file=sys.stderr)
+        raise SystemExit(2)
+    return path, name
+
+
+def cmd_render(args) -> int:
+    from stacks import render
+    from stacks.validation import ConfigError
+    path, name = _stack_path(args)
+    try:
+        result = render.render_stack_file(path, name)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    written = render.write(result.manifests, pathlib.Path(args.out))
+    print(f"rendered {len(written)} objects of stack {name!r} to {args.out}")
+    for key, value in result.outputs.items():
+        print(f"  {key}: {json.dumps(value)}")
+    return 0
+
+
+def cmd_plan(args) -> int:
+    from stacks.plan import format_plan, plan
+    from stacks.validation import ConfigError, load_config
+    path, name = _stack_path(args)
+    config, _ = stackfile.read_config(path)
+    try:
+        cfg = load_config(config, source=f"stack {name!r}")
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    data = plan(cfg)
+    print(json.dumps(data, indent=2) if args.json else format_plan(name, data))
+    return 0
+
+
+def cmd_check(args) -> int:
+    from stacks.check import run_check
+    return run_check(args)
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="python -m stacks", description=__doc__.splitlines()[0])
+    sub = top.add_subparsers(dest="command", required=True)
+    for name, helptext in (("render", "render the Kubernetes objects offline"), ("plan", "print the capacity and memory plan"),
+                           ("check", "run the config gate and the policy pack")):
+        cmd = sub.add_parser(name, help=helptext)
+        cmd.add_argument("stack", nargs="?", help="stack name (Pulumi.STACK.yaml)")
+        cmd.add_argument("--config-file", help="read this stack file instead of Pulumi.STACK.yaml")
+        if name == "render":
+            cmd.add_argument("--out", required=True, help="folder to (re)write")
+        if name == "plan":
+            cmd.add_argument("--json", action="store_true", help="machine-readable output")
+        if name == "check":
+            cmd.add_argument("--manifests", help="check this folder of Kubernetes YAML instead of a stack's render")
+            cmd.add_argument("--environment", choices=["dev", "prod"], help="policy enforcement level for --manifests (default prod)")
+            cmd.add_argument("--json", action="store_true", help="machine-readable output")
+    return top
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    return {"render": cmd_render, "plan": cmd_plan, "check": cmd_check}[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

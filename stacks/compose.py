@@ -1,0 +1,84 @@
+"""Compose the five components into the full stack described by one StackConfig.
+
+A new environment is a new `Pulumi.<name>.yaml`; nothing here is per environment.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import pod
+from components.decode_pool import DecodePool, DecodePoolArgs
+from components.engine import role_serving
+from components.gateway import Gateway, GatewayArgs
+from components.prefill_pool import PrefillPool, PrefillPoolArgs
+from components.rds_tier import RdsTier, RdsTierArgs, budget_output
+from components.router import Router, RouterArgs
+from components import sizing
+from stacks.config import StackConfig
+
+core = k8s.core.v1
+
+
+def provider(cfg: StackConfig) -> k8s.Provider:
+    """Render mode writes YAML to a folder and needs no cluster; otherwise the kubeconfig context."""
+    if cfg.render_directory:
+        return k8s.Provider("k8s", render_yaml_to_directory=cfg.render_directory)
+    return k8s.Provider("k8s", context=cfg.kube_context)
+
+
+def build(cfg: StackConfig, *, hf_token: Optional[pulumi.Output] = None) -> dict:
+    """Register every resource of the stack and return the stack outputs."""
+    k8s_provider = provider(cfg)
+    opts = pulumi.ResourceOptions(provider=k8s_provider)
+    ns = cfg.namespace
+    labels = {pod.PART_OF_LABEL: cfg.name}
+
+    namespace = core.Namespace("namespace", metadata=k8s.meta.v1.ObjectMetaArgs(name=ns, labels=labels), opts=opts)
+    in_ns = pulumi.ResourceOptions(provider=k8s_provider, depends_on=[namespace])
+    if hf_token is not None:
+        core.Secret("hf-token", metadata=pod.object_meta(cfg.hf_token_secret, ns, labels), type="Opaque",
+                    string_data={"token": hf_token}, opts=in_ns)
+    if cfg.storage.create_model_pvc:
+        core.PersistentVolumeClaim(
+            "model-weights", metadata=pod.object_meta(cfg.storage.model_pvc, ns, labels),
+            spec=core.PersistentVolumeClaimSpecArgs(
+                access_modes=["ReadOnlyMany"], storage_class_name=cfg.storage.storage_class,
+                resources=core.VolumeResourceRequirementsArgs(requests={"storage": cfg.storage.model_pvc_size})),
+            opts=in_ns)
+
+    pd = cfg.topology == "pd"
+    common = dict(stack_name=cfg.name, namespace=ns, model=cfg.model, engine=cfg.engine, hardware=cfg.hardware,
+                  storage=cfg.storage, hf_token_secret=cfg.hf_token_secret)
+    outputs: dict = {}
+    kv_tier = None
+    if pd:
+        kv_tier = RdsTier(f"{cfg.name}-kv-tier", RdsTierArgs(
+            tier=cfg.kv_tier, hardware=cfg.hardware, gpu_memory_utilization=cfg.prefill.gpu_memory_utilization,
+            prefill_memory_limit=cfg.prefill.resources.memory), opts=in_ns)
+        prefill = PrefillPool(f"{cfg.name}-prefill", PrefillPoolArgs(
+            **common, role=cfg.prefill, kv_tier_env=kv_tier.env, rds_nodes=kv_tier.needs_rds_nodes), opts=in_ns)
+        outputs["prefill"] = {"replicas": cfg.prefill.replicas, "devicesPerPod": prefill.devices_per_pod,
+                              "devices": cfg.prefill.replicas * prefill.devices_per_pod}
+    decode = DecodePool(f"{cfg.name}-decode", DecodePoolArgs(**common, role=cfg.decode, disaggregated=pd), opts=in_ns)
+    outputs["decode"] = {"replicas": cfg.decode.replicas, "devicesPerPod": decode.devices_per_pod,
+                         "devices": cfg.decode.replicas * decode.devices_per_pod}
+    router = Router(f"{cfg.name}-router", RouterArgs(
+        stack_name=cfg.name, namespace=ns, settings=cfg.router, topology=cfg.topology, target_ports=decode.target_ports),
+        opts=in_ns)
+    gateway = Gateway(f"{cfg.name}-gateway", GatewayArgs(
+        stack_name=cfg.name, namespace=ns, settings=cfg.gateway, pool_name=router.pool_name), opts=in_ns)
+
+    serving = role_serving(cfg.engine, cfg.decode)
+    outputs.update({
+        "openaiBaseUrl": gateway.base_url,
+        "servedModelName": cfg.model.served_name or cfg.model.name,
+        "totalDevices": sum(role["devices"] for role in (outputs.get("prefill"), outputs["decode"]) if role),
+        "kvBytesPerToken": sizing.kv_bytes_per_token(cfg.model.layers, cfg.model.kv_heads, cfg.model.head_dim, serving.kv_cache_dtype),
+        "kvTier": cfg.kv_tier.mode if pd else "off",
+        "rdsTokensPerRank": kv_tier.tokens_per_rank if kv_tier else 0,
+        "memoryBudget": budget_output(kv_tier.budget) if kv_tier else None,
+    })
+    return outputs

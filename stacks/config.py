@@ -1,0 +1,214 @@
+"""Typed stack configuration: the schema of the `rebel100:` Pulumi config namespace.
+
+Every field's default is the Target Configuration of `reference-design.md` (4P4D, RDS on, EAGLE-3);
+the `description` of each field is the one-line meaning shown in the README's reference table.
+Keys are camelCase in the stack files (`rebel100:prefill: {maxNumSeqs: 4}`) and snake_case here.
+
+This module only describes and parses. Rules that relate several fields live in
+`stacks.validation`, numbers derived from the fields in `components.sizing`.
+"""
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+NAMESPACE = "rebel100"
+
+
+class Section(BaseModel):
+    """Base of every config section: camelCase keys, unknown keys rejected, immutable."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        frozen=True,
+        validate_default=True,
+    )
+
+
+class Hardware(Section):
+    """Facts about the nodes and cards. Defaults describe the reference Rebel100 nodes."""
+
+    npus_per_node: int = Field(8, ge=1, le=64, description="Rebel100 cards (NPUs) per node; 4P4D places one prefill and one decode pod (4 + 4) on each node.")
+    nodes: Optional[int] = Field(None, ge=1, description="NPU nodes in the cluster; when set, the plan checks that every pod fits.")
+    chiplets_per_npu: int = Field(4, ge=1, description="Chiplets per card; each has one HBM stack.")
+    hbm_per_chiplet_gib: float = Field(36.0, gt=0, description="HBM per chiplet in GiB (36 GiB HBM3E, 144 GiB per card).")
+    nvme_drives_per_node: int = Field(2, ge=0, description="NVMe drives bound to RDS on each RDS node (Unverified default: the reference node inventory is not public).")
+    rdma_nics_per_pod: int = Field(2, ge=0, le=8, description="RoCE NICs each engine pod claims through dranet, from the NPUs' NUMA node.")
+    npu_product: str = Field("RBLN-CR13", min_length=1, description="Value of the node label rebellions.ai/npu.product the engines are scheduled on.")
+    npu_device_class: str = Field("npu.rebellions.ai", min_length=1, description="DRA DeviceClass of the NPUs.")
+    nic_device_class: str = Field("dranet", min_length=1, description="DRA DeviceClass of the RDMA NICs.")
+    numa_attribute: str = Field("resource.kubernetes.io/numaNode", min_length=1, description="Device attribute that keeps NPUs and NICs on one NUMA node.")
+
+
+class ModelSpec(Section):
+    """The served model and the facts the sizing needs."""
+
+    name: str = Field("MiniMaxAI/MiniMax-M2.7", min_length=1, description="Hugging Face id of the model, passed to `vllm serve`.")
+    served_name: Optional[str] = Field(None, description="Name clients send as `model`; defaults to `name`.")
+    layers: int = Field(62, ge=1, description="Decoder layers (bounds pipeline parallelism).")
+    experts: int = Field(256, ge=0, description="Routed experts per MoE layer (0 for a dense model).")
+    kv_heads: int = Field(8, ge=1, description="KV heads per layer.")
+    head_dim: int = Field(128, ge=1, description="Dimension of one attention head.")
+    max_context: int = Field(204800, ge=1, description="Longest context the model supports (input + output tokens).")
+
+
+class Speculative(Section):
+    """`--speculative-config`; must be identical on prefill and decode."""
+
+    method: Literal["eagle3", "suffix", "ngram"] = Field("eagle3", description="Speculative method: EAGLE-3 (draft head), or the draft-free suffix / n-gram.")
+    model: Optional[str] = Field("asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k", description="Draft model (EAGLE-3 only).")
+    num_speculative_tokens: int = Field(3, ge=1, le=16, description="Tokens proposed per step.")
+
+
+class Engine(Section):
+    """Serving arguments common to both roles (reference design section 4)."""
+
+    image: str = Field("rebellions/vllm-rbln:0.10.2", min_length=1, description="RBLN vLLM image of the engines (a pinned tag, never `latest`).")
+    block_size: int = Field(4096, ge=16, description="`--block-size`: KV block in tokens.")
+    max_model_len: int = Field(204800, ge=1, description="`--max-model-len`: input + output tokens.")
+    max_num_batched_tokens: int = Field(512, ge=1, description="`--max-num-batched-tokens`; also the sub-block size when sub-block caching is on.")
+    kv_cache_dtype: Literal["fp8", "auto", "bfloat16"] = Field("fp8", description="`--kv-cache-dtype`; fp8 gives the ~124 KiB per token of the design.")
+    sub_block_cache: bool = Field(True, description="`VLLM_RBLN_SUB_BLOCK_CACHE=1`: prefix reuse in sub-blocks of `maxNumBatchedTokens` tokens.")
+    enable_prefix_caching: bool = Field(True, description="`--enable-prefix-caching`.")
+    enable_chunked_prefill: bool = Field(True, description="`--enable-chunked-prefill`.")
+    tool_call_parser: Optional[str] = Field("minimax_m2", description="`--tool-call-parser` (with `--enable-auto-tool-choice`); null turns tool calls off.")
+    reasoning_parser: Optional[str] = Field("minimax_m2", description="`--reasoning-parser`; null turns it off.")
+    speculative: Optional[Speculative] = Field(Speculative(), description="`--speculative-config`; null turns speculative decoding off.")
+    nixl_side_channel_port: int = Field(5600, ge=1024, le=65000, description="`VLLM_NIXL_SIDE_CHANNEL_PORT`; DP rank r uses this + r.")
+    engine_ready_timeout_s: int = Field(9600, ge=60, description="`VLLM_ENGINE_READY_TIMEOUT_S`: compilation on first start is long.")
+    rpc_timeout_ms: int = Field(1800000, ge=1000, description="`VLLM_RPC_TIMEOUT` in milliseconds.")
+    lmcache_rbln_version: Optional[str] = Field("0.12.0", description="lmcache-rbln version in the image; below 0.12.0 `rds_max_chunks` is ignored.")
+    shm_size: str = Field("32Gi", description="Size of the /dev/shm memory volume.")
+    startup_failure_threshold: int = Field(240, ge=1, description="Startup probe: 30 s periods allowed for compilation (15 s + 30 s x 240 = 2 h).")
+
+
+class Resources(Section):
+    """CPU and memory of an engine container (requests = limits keeps the pod Guaranteed)."""
+
+    cpu: str = Field("32", description="CPU request and limit.")
+    memory: str = Field("256Gi", description="Memory request and limit (the CPU KV tier must fit inside it).")
+
+
+class Role(Section):
+    """One engine role: its pods, parallelism and role-specific serving arguments."""
+
+    replicas: int = Field(4, ge=0, le=1024, description="Engine pods of this role.")
+    tensor_parallel_size: int = Field(1, ge=1, description="`--tensor-parallel-size`.")
+    pipeline_parallel_size: int = Field(1, ge=1, description="`--pipeline-parallel-size`.")
+    data_parallel_size: int = Field(1, ge=1, description="`--data-parallel-size`.")
+    data_parallel_size_local: Optional[int] = Field(None, ge=1, description="`--data-parallel-size-local`: DP ranks in this pod; defaults to `dataParallelSize`.")
+    enable_expert_parallel: bool = Field(False, description="`--enable-expert-parallel`: spread the experts over the DP x TP devices.")
+    max_num_seqs: int = Field(4, ge=1, le=1024, description="`--max-num-seqs`.")
+    gpu_memory_utilization: Optional[float] = Field(None, description="`--gpu-memory-utilization` in (0, 1]; null keeps the engine default.")
+    port: int = Field(8000, ge=1024, le=65000, description="`--port` of the engine (DP rank r listens on port + r).")
+    block_size: Optional[int] = Field(None, description="Override of `engine.blockSize` for this role (must agree with the other role).")
+    kv_cache_dtype: Optional[str] = Field(None, description="Override of `engine.kvCacheDtype` for this role (must agree with the other role).")
+    speculative: Optional[Speculative] = Field(None, description="Override of `engine.speculative` for this role (must agree with the other role).")
+    resources: Resources = Field(Resources(), description="CPU and memory of the engine container.")
+    extra_args: list[str] = Field(default_factory=list, description="Extra `vllm serve` arguments appended after the generated ones.")
+    extra_env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables of the engine container.")
+
+
+class Prefill(Role):
+    replicas: int = Field(4, ge=0, le=1024, description="Prefill pods (0 for the AGG recipe).")
+    pipeline_parallel_size: int = Field(4, ge=1, description="`--pipeline-parallel-size`: 62 layers in 4 stages.")
+    max_num_seqs: int = Field(4, ge=1, le=1024, description="`--max-num-seqs`.")
+    gpu_memory_utilization: Optional[float] = Field(0.8, description="`--gpu-memory-utilization`; 0.8 leaves chiplet-0 memory for RDS.")
+    port: int = Field(8000, ge=1024, le=65000, description="`--port` of the prefill engine.")
+
+
+class Sidecar(Section):
+    """The llm-d routing sidecar in each decode pod (a native sidecar)."""
+
+    image: str = Field("ghcr.io/llm-d/llm-d-routing-sidecar:v0.3.0", min_length=1, description="Routing sidecar image.")
+    port: int = Field(8000, ge=1024, le=65000, description="`--port`: first port the sidecar listens on (rank r on port + r).")
+    kv_connector: Literal["nixlv2"] = Field("nixlv2", description="`--kv-connector` protocol the sidecar speaks to prefill.")
+
+
+class Decode(Role):
+    replicas: int = Field(4, ge=1, le=1024, description="Decode pods.")
+    data_parallel_size: int = Field(4, ge=1, description="`--data-parallel-size`: 4 ranks, one per NPU.")
+    enable_expert_parallel: bool = Field(True, description="`--enable-expert-parallel`: 256 experts over the 4 cards.")
+    max_num_seqs: int = Field(1, ge=1, le=1024, description="`--max-num-seqs`: 1 is the latency-first reference; 8 gives 282,624 KV tokens.")
+    port: int = Field(8200, ge=1024, le=65000, description="`--port` of rank 0 (ranks on 8200-8203).")
+    data_parallel_rpc_port: int = Field(5555, ge=1024, le=65000, description="`--data-parallel-rpc-port`.")
+    sidecar: Sidecar = Field(Sidecar(), description="The routing sidecar (P/D only).")
+    kv_capacity_tokens: Optional[int] = Field(None, ge=1, description="KV tokens one decode engine reported (num_gpu_blocks x block size), for the plan; e.g. 282624 with maxNumSeqs 8.")
+
+
+class KvTier(Section):
+    """Tier-2 KV offload of prefill through LMCache (reference design section 5)."""
+
+    mode: Literal["rds", "cpu", "off"] = Field("rds", description="`rds`: NVMe via Rebellions Direct Storage; `cpu`: host memory; `off`: NIXL only.")
+    chunk_size: int = Field(4096, ge=256, description="`LMCACHE_CHUNK_SIZE` in tokens.")
+    rds_max_chunks: int = Field(1000, ge=1, description="`rds_max_chunks` in `LMCACHE_EXTRA_CONFIG`: chunks each rank keeps on RDS (LRU).")
+    rds_chunk_overhead_mib: float = Field(2.0, gt=0, description="Chiplet-0 memory each stored chunk takes per NVMe drive, MiB (seed: 2 MiB).")
+    rds_drives: Optional[int] = Field(None, ge=1, description="NVMe drives bound to RDS; defaults to `hardware.nvmeDrivesPerNode`.")
+    staging_buffer_mib: float = Field(512.0, ge=0, description="RDS staging buffer in chiplet-0 memory, MiB (Unverified default).")
+    cpu_size_gib: float = Field(64.0, gt=0, description="`LMCACHE_MAX_LOCAL_CPU_SIZE` for the CPU tier, GiB; must fit the prefill memory limit.")
+    enable_kv_events: bool = Field(True, description="`LMCACHE_ENABLE_KV_EVENTS`.")
+    hash_algorithm: str = Field("sha256_cbor_64bit", min_length=1, description="`LMCACHE_PRE_CACHING_HASH_ALGORITHM` (same for RDS and CPU).")
+    extra_config: dict[str, object] = Field(default_factory=dict, description="More keys merged into `LMCACHE_EXTRA_CONFIG`.")
+
+
+class Router(Section):
+    """The llm-d router (Endpoint Picker) and its InferencePool (reference design section 6)."""
+
+    image: str = Field("ghcr.io/llm-d/llm-d-inference-scheduler:v0.3.2", min_length=1, description="EPP image.")
+    replicas: int = Field(1, ge=1, le=1, description="EPP replicas; 1 because in-flight accounting is per process.")
+    config_api_version: Literal["llm-d.ai/v1alpha1", "inference.networking.x-k8s.io/v1alpha1"] = Field("llm-d.ai/v1alpha1", description="apiVersion of the EndpointPickerConfig.")
+    decider: Literal["prefix-based", "always-disagg"] = Field("prefix-based", description="P/D decider: prefill only when enough tokens are not cached, or always (benchmarks).")
+    non_cached_tokens: int = Field(16, ge=0, description="prefix-based decider: prefill remotely when more tokens than this are not cached (0 disables P/D).")
+    block_size_tokens: int = Field(512, ge=1, description="approx-prefix-cache-producer `blockSizeTokens` (used as is when `autoTune` is false).")
+    lru_capacity_per_server: int = Field(1024, ge=1, description="approx-prefix-cache-producer `lruCapacityPerServer`.")
+    auto_tune: bool = Field(True, description="Let the router read block size and count from each pod's `vllm:cache_config_info` (hashes 4096-token units).")
+    prefix_scorer_weight: int = Field(2, ge=0, description="Weight of prefix-cache-scorer.")
+    queue_scorer_weight: int = Field(1, ge=0, description="Weight of queue-scorer.")
+    peak_prefill_throughput: int = Field(2256, ge=1, description="AGG: prefix-cache-affinity-filter `peakPrefillThroughput`, tokens/s measured for this model.")
+    grpc_port: int = Field(9002, ge=1024, le=65000, description="EPP ext-proc port (the pool's endpointPickerRef).")
+    health_port: int = Field(9003, ge=1024, le=65000, description="EPP gRPC health port.")
+    metrics_port: int = Field(9090, ge=1024, le=65000, description="EPP metrics port.")
+    failure_mode: Literal["FailClose", "FailOpen"] = Field("FailClose", description="What the gateway does when the EPP is unreachable.")
+
+
+class Gateway(Section):
+    class_name: str = Field("istio", min_length=1, description="GatewayClass (`istio` or `agentgateway`).")
+    port: int = Field(80, ge=1, le=65535, description="Client port of the Gateway listener.")
+    hostname: Optional[str] = Field(None, description="Listener hostname; null accepts any.")
+
+
+class Storage(Section):
+    model_pvc: str = Field("model-weights", min_length=1, description="PVC holding the pre-loaded Hugging Face cache (mounted read-only as HF_HOME).")
+    model_pvc_size: str = Field("600Gi", description="Size of the model PVC.")
+    create_model_pvc: bool = Field(True, description="Create the model PVC (false: it exists already).")
+    compile_cache_size: str = Field("200Gi", description="Size of each role's compile-cache PVC (VLLM_CACHE_ROOT).")
+    storage_class: Optional[str] = Field(None, description="StorageClass of the PVCs (ReadWriteMany); null uses the cluster default.")
+
+
+class StackConfig(Section):
+    """The whole `rebel100:` namespace of one stack."""
+
+    name: str = Field("minimax-m27", pattern=r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$", description="Prefix of every object name.")
+    namespace: str = Field("rebel100", pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", description="Kubernetes namespace (created by the stack).")
+    environment: Literal["dev", "prod"] = Field("prod", description="dev relaxes hygiene policies to advisory; prod makes them mandatory.")
+    topology: Literal["pd", "agg"] = Field("pd", description="`pd`: prefill/decode disaggregation; `agg`: aggregated engines, no prefill pods.")
+    render_directory: Optional[str] = Field(None, description="Render YAML to this folder instead of a cluster (no kubeconfig needed).")
+    kube_context: Optional[str] = Field(None, description="kubeconfig context to deploy to; null uses the current one.")
+    hf_token_secret: str = Field("hf-token", min_length=1, description="Secret holding the Hugging Face token under key `token`; created from `rebel100:hfToken` when that secret is set.")
+    hardware: Hardware = Field(Hardware(), description="Hardware profile.")
+    model: ModelSpec = Field(ModelSpec(), description="Served model.")
+    engine: Engine = Field(Engine(), description="Serving arguments common to both roles.")
+    prefill: Prefill = Field(Prefill(), description="Prefill role.")
+    decode: Decode = Field(Decode(), description="Decode role (the aggregated engine in `agg`).")
+    kv_tier: KvTier = Field(KvTier(), description="Tier-2 KV offload of prefill.")
+    router: Router = Field(Router(), description="llm-d router (EPP).")
+    gateway: Gateway = Field(Gateway(), description="Gateway API entry point.")
+    storage: Storage = Field(Storage(), description="Volumes.")
+
+
+# Keys of the namespace that are not part of the schema above but are read by the program.
+SECRET_KEYS = {"hfToken": "Hugging Face token (set with `pulumi config set --secret rebel100:hfToken`)."}

@@ -1,0 +1,105 @@
+"""The capacity and memory plan of one stack: what `python -m stacks plan` prints.
+
+Every figure comes from `components.sizing` through the same config the program uses.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from components import sizing
+from components.engine import role_serving
+from stacks.config import StackConfig
+from stacks.validation import rds_budget_for, warnings_for
+
+# What the reference design says was validated on the Target Configuration, and what was not.
+VALIDATED = [
+    "Common serving arguments (block size 4096, max-model-len 204800, batched tokens 512, fp8 KV, prefix caching, chunked prefill, tool/reasoning parsers)",
+    "Prefill PP4/DP1 and decode DP4 + expert parallel, KV over NIXL (4P4D, and 1P1D for function and accuracy)",
+    "EAGLE-3 speculative decoding on both roles",
+]
+UNVERIFIED = [
+    "Router plugin set and weights (pd-epp-config); the Target Configuration was measured with round robin",
+    "LMCache / RDS KV tier (validation ran without it); the router's index does not count RDS capacity",
+    "Router autoTune false with blockSizeTokens 512 and a per-pod lruCapacityPerServer",
+    "Hardware-profile defaults not in the sources: NVMe drives per node, RDS staging buffer size",
+]
+
+
+def plan(cfg: StackConfig) -> dict[str, Any]:
+    roles: dict[str, Any] = {}
+    pd = cfg.topology == "pd"
+    role_sections = ([("prefill", cfg.prefill)] if pd else []) + [("decode", cfg.decode)]
+    for name, role in role_sections:
+        serving = role_serving(cfg.engine, role)
+        roles[name] = {
+            "replicas": role.replicas,
+            "parallelism": f"TP{role.tensor_parallel_size} PP{role.pipeline_parallel_size} DP{role.data_parallel_size}"
+                           + (" +EP" if role.enable_expert_parallel else ""),
+            "devicesPerPod": serving.devices,
+            "devices": serving.devices * role.replicas,
+            "rankPorts": serving.rank_ports,
+            "maxNumSeqs": role.max_num_seqs,
+        }
+    total = sum(r["devices"] for r in roles.values())
+    decode_serving = role_serving(cfg.engine, cfg.decode)
+    kv_per_token = sizing.kv_bytes_per_token(cfg.model.layers, cfg.model.kv_heads, cfg.model.head_dim, decode_serving.kv_cache_dtype)
+    result: dict[str, Any] = {
+        "topology": cfg.topology,
+        "roles": roles,
+        "totalDevices": total,
+        "nodes": cfg.hardware.nodes,
+        "clusterDevices": cfg.hardware.nodes * cfg.hardware.npus_per_node if cfg.hardware.nodes else None,
+        "kvBytesPerToken": kv_per_token,
+        "prefixReuseUnitTokens": sizing.prefix_reuse_unit(cfg.engine.block_size, cfg.engine.max_num_batched_tokens, cfg.engine.sub_block_cache),
+        "kvTier": cfg.kv_tier.mode if pd else "off",
+    }
+    if cfg.decode.kv_capacity_tokens:
+        tokens = cfg.decode.kv_capacity_tokens
+        result["decodeKvCapacity"] = {
+            "tokensPerEngine": tokens,
+            "blocks": tokens // decode_serving.block_size,
+            "gib": round(tokens * kv_per_token / sizing.GIB, 2),
+            "tokensAllDecode": tokens * cfg.decode.replicas,
+        }
+    if pd and cfg.kv_tier.mode == "rds":
+        budget = rds_budget_for(cfg)
+        ranks = role_serving(cfg.engine, cfg.prefill).data_parallel_local
+        tokens = sizing.rds_tokens_per_rank(cfg.kv_tier.rds_max_chunks, cfg.kv_tier.chunk_size)
+        result["rds"] = {
+            "tokensPerRank": tokens,
+            "ranksPerPod": ranks,
+            "tokensAllPrefill": tokens * ranks * cfg.prefill.replicas,
+            "budget": {label: value for label, value in budget.lines()},
+            "fits": budget.fits,
+        }
+    result["warnings"] = [str(w) for w in warnings_for(cfg)]
+    result["validated"] = VALIDATED
+    result["unverified"] = UNVERIFIED
+    return result
+
+
+def format_plan(stack: str, data: dict[str, Any]) -> str:
+    lines = [f"Capacity and memory plan of stack {stack!r} ({data['topology']})", ""]
+    lines.append(f"{'role':<9}{'pods':>5}  {'parallelism':<17}{'NPUs/pod':>9}{'NPUs':>6}  ports")
+    for name, role in data["roles"].items():
+        ports = role["rankPorts"]
+        port_text = str(ports[0]) if len(ports) == 1 else f"{ports[0]}-{ports[-1]}"
+        lines.append(f"{name:<9}{role['replicas']:>5}  {role['parallelism']:<17}{role['devicesPerPod']:>9}{role['devices']:>6}  {port_text}")
+    cluster = f" of {data['clusterDevices']} on {data['nodes']} nodes" if data["clusterDevices"] else ""
+    lines.append(f"{'total':<9}{'':>5}  {'':<17}{'':>9}{data['totalDevices']:>6}{cluster}")
+    lines += ["", f"KV per token: {data['kvBytesPerToken']:,} B ({data['kvBytesPerToken'] / 1024:.0f} KiB)",
+              f"Prefix reuse unit: {data['prefixReuseUnitTokens']} tokens", f"KV tier 2: {data['kvTier']}"]
+    if "decodeKvCapacity" in data:
+        cap = data["decodeKvCapacity"]
+        lines.append(f"Decode KV capacity: {cap['tokensPerEngine']:,} tokens per engine ({cap['blocks']} blocks, "
+                     f"{cap['gib']} GiB), {cap['tokensAllDecode']:,} over all decode engines")
+    if "rds" in data:
+        rds = data["rds"]
+        lines += ["", f"RDS: {rds['tokensPerRank']:,} tokens per rank x {rds['ranksPerPod']} rank(s) per pod = "
+                      f"{rds['tokensAllPrefill']:,} tokens over all prefill pods", "Chiplet-0 budget (per prefill device):"]
+        lines += [f"  {label:<34}{value}" for label, value in rds["budget"].items()]
+    if data["warnings"]:
+        lines += ["", "Warnings:"] + [f"  - {w}" for w in data["warnings"]]
+    lines += ["", "Validated (reference design):"] + [f"  - {v}" for v in data["validated"]]
+    lines += ["Unverified:"] + [f"  - {u}" for u in data["unverified"]]
+    return "\n".join(lines)

@@ -1,0 +1,366 @@
+"""The first gate: parse the `rebel100:` config namespace and check the rules that relate fields.
+
+`load_config(raw)` returns a `StackConfig` or raises `ConfigError` carrying every problem found,
+each with the full key path, the value, the rule and the fix. Nothing is registered before this
+returns, so a bad stack file changes nothing. Warnings (advice, not errors) come back separately.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import typing
+from typing import Any, Iterable, Optional
+
+import pydantic
+from pydantic import BaseModel
+
+from components import sizing
+from components.engine import role_serving
+from stacks.config import NAMESPACE, SECRET_KEYS, StackConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class Issue:
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+class ConfigError(ValueError):
+    """Every problem of one stack configuration, reported together."""
+
+    def __init__(self, issues: list[Issue], source: str = "stack configuration"):
+        self.issues = issues
+        self.source = source
+        lines = [f"{source} is invalid ({len(issues)} problem{'s' if len(issues) != 1 else ''}):"]
+        lines += [f"  - {issue}" for issue in issues]
+        super().__init__("\n".join(lines))
+
+
+def key(path: str) -> str:
+    """`prefill.maxNumSeqs` -> `rebel100:prefill.maxNumSeqs`."""
+    return f"{NAMESPACE}:{path}"
+
+
+# --- parsing -------------------------------------------------------------------------------
+
+def namespace_values(raw: dict[str, Any]) -> dict[str, Any]:
+    """The `rebel100:` keys of a Pulumi config map, objects decoded from their JSON text."""
+    values: dict[str, Any] = {}
+    prefix = f"{NAMESPACE}:"
+    for full_key, value in raw.items():
+        if not full_key.startswith(prefix):
+            continue
+        name = full_key[len(prefix):]
+        if name in SECRET_KEYS:
+            continue
+        if isinstance(value, str) and value[:1] in "{[":
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                pass
+        values[name] = value
+    return values
+
+
+def _field_models(model: type[BaseModel], loc: tuple) -> Optional[type[BaseModel]]:
+    """The section model that `loc` (aliases) points into, or None."""
+    current: Any = model
+    for part in loc:
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return None
+        by_alias = {info.alias or name: info for name, info in current.model_fields.items()}
+        info = by_alias.get(part)
+        if info is None:
+            return None
+        current = _unwrap(info.annotation)
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _unwrap(annotation: Any) -> Any:
+    """Optional[X] -> X, so that nested sections can be walked."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) in (typing.Union, getattr(__import__("types"), "UnionType", None)) and len(args) == 1:
+        return args[0]
+    return annotation
+
+
+def _field_info(model: type[BaseModel], loc: tuple):
+    parent = _field_models(model, loc[:-1]) if len(loc) > 1 else model
+    if parent is None:
+        return None
+    by_alias = {info.alias or name: info for name, info in parent.model_fields.items()}
+    return by_alias.get(loc[-1])
+
+
+def _allowed(info) -> str:
+    """What a field accepts, from its annotation and bounds."""
+    if info is None:
+        return ""
+    parts = []
+    for constraint in info.metadata:
+        for attr, symbol in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<=")):
+            bound = getattr(constraint, attr, None)
+            if bound is not None:
+                parts.append(f"{symbol} {bound}")
+        pattern = getattr(constraint, "pattern", None)
+        if pattern:
+            parts.append(f"matching {pattern}")
+    literal = [a for a in typing.get_args(_unwrap(info.annotation))] if typing.get_origin(_unwrap(info.annotation)) is typing.Literal else []
+    if literal:
+        return "allowed: " + ", ".join(repr(v) for v in literal)
+    return ("allowed: " + " and ".join(parts)) if parts else ""
+
+
+def _path(loc: tuple) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return key(text)
+
+
+def _pydantic_issues(error: pydantic.ValidationError) -> list[Issue]:
+    issues = []
+    for err in error.errors():
+        loc = tuple(err["loc"])
+        path = _path(loc)
+        if err["type"] == "extra_forbidden":
+            parent = _field_models(StackConfig, loc[:-1]) if len(loc) > 1 else StackConfig
+            valid = sorted(info.alias or name for name, info in parent.model_fields.items()) if parent else []
+            if len(loc) == 1:
+                valid += sorted(SECRET_KEYS)
+            close = difflib.get_close_matches(str(loc[-1]), valid, n=1, cutoff=0.6)
+            hint = f" Did you mean `{_path(loc[:-1] + (close[0],))}`?" if close else ""
+            issues.append(Issue(path, f"unknown key.{hint} Valid keys here: {', '.join(valid)}."))
+            continue
+        value = err.get("input")
+        allowed = _allowed(_field_info(StackConfig, loc))
+        message = f"{value!r} is not valid: {err['msg']}."
+        if allowed:
+            message += f" ({allowed})"
+        issues.append(Issue(path, message))
+    return issues
+
+
+# --- rules across fields --------------------------------------------------------------------
+
+def _roles(cfg: StackConfig):
+    """(config key, role) of the engine roles that run pods."""
+    roles = []
+    if cfg.topology == "pd" and cfg.prefill.replicas > 0:
+        roles.append(("prefill", cfg.prefill))
+    roles.append(("decode", cfg.decode))
+    return roles
+
+
+def rule_pp_with_dp(cfg: StackConfig) -> Iterable[Issue]:
+    for name, role in _roles(cfg):
+        if role.pipeline_parallel_size > 1 and role.data_parallel_size > 1:
+            yield Issue(key(f"{name}.pipelineParallelSize"),
+                        f"pipelineParallelSize {role.pipeline_parallel_size} together with dataParallelSize "
+                        f"{role.data_parallel_size}: the vLLM entrypoint refuses PP > 1 with DP > 1. "
+                        f"Use PP with DP 1 (prefill: PP4/DP1) or DP with PP 1 (decode: DP4/PP1).")
+
+
+def rule_devices_fit_node(cfg: StackConfig) -> Iterable[Issue]:
+    per_node = cfg.hardware.npus_per_node
+    total = 0
+    for name, role in _roles(cfg):
+        serving = role_serving(cfg.engine, role)
+        total += serving.devices * role.replicas
+        if serving.devices > per_node:
+            yield Issue(key(name),
+                        f"TP {role.tensor_parallel_size} x PP {role.pipeline_parallel_size} x DP-local "
+                        f"{serving.data_parallel_local} = {serving.devices} NPUs per pod, more than "
+                        f"hardware.npusPerNode {per_node}: the pod can never be scheduled. Lower the parallelism "
+                        f"or dataParallelSizeLocal.")
+    nodes = cfg.hardware.nodes
+    if nodes is not None and total > nodes * per_node:
+        yield Issue(key("hardware.nodes"),
+                    f"the stack needs {total} NPUs but {nodes} nodes x {per_node} NPUs = {nodes * per_node}: "
+                    f"lower the replicas or add nodes.")
+
+
+def rule_pipeline_and_experts(cfg: StackConfig) -> Iterable[Issue]:
+    model = cfg.model
+    for name, role in _roles(cfg):
+        if role.pipeline_parallel_size > model.layers:
+            yield Issue(key(f"{name}.pipelineParallelSize"),
+                        f"pipelineParallelSize {role.pipeline_parallel_size} exceeds the model's {model.layers} "
+                        f"layers (model.layers): each stage needs at least one layer.")
+        if role.enable_expert_parallel:
+            shards = role.data_parallel_size * role.tensor_parallel_size
+            if model.experts == 0 or model.experts % shards:
+                yield Issue(key(f"{name}.enableExpertParallel"),
+                            f"expert parallel spreads model.experts {model.experts} over DP {role.data_parallel_size} "
+                            f"x TP {role.tensor_parallel_size} = {shards} devices, which does not divide evenly. "
+                            f"Choose DP x TP dividing {model.experts}, or turn expert parallel off.")
+    if cfg.decode.pipeline_parallel_size > 1:
+        yield Issue(key("decode.pipelineParallelSize"),
+                    f"pipelineParallelSize {cfg.decode.pipeline_parallel_size} on decode: PP is not usable for "
+                    f"decode (one token per step); use DP with expert parallel and PP 1.")
+
+
+def rule_block_and_memory(cfg: StackConfig) -> Iterable[Issue]:
+    engine = cfg.engine
+    for name, role in _roles(cfg):
+        serving = role_serving(engine, role)
+        if engine.sub_block_cache and serving.block_size % engine.max_num_batched_tokens:
+            yield Issue(key(f"{name}.blockSize" if role.block_size else "engine.blockSize"),
+                        f"blockSize {serving.block_size} is not a multiple of the sub-block size "
+                        f"engine.maxNumBatchedTokens {engine.max_num_batched_tokens} (sub-block caching is on): "
+                        f"choose a block size divisible by it, or set engine.subBlockCache false.")
+        utilization = role.gpu_memory_utilization
+        if utilization is not None and not 0 < utilization <= 1:
+            yield Issue(key(f"{name}.gpuMemoryUtilization"),
+                        f"gpuMemoryUtilization {utilization} is outside (0, 1]: it is the share of device memory "
+                        f"the engine may use.")
+    if engine.max_model_len > cfg.model.max_context:
+        yield Issue(key("engine.maxModelLen"),
+                    f"maxModelLen {engine.max_model_len} exceeds the model's context of {cfg.model.max_context} tokens "
+                    f"(model.maxContext).")
+    spec = engine.speculative
+    if spec is not None and spec.method == "eagle3" and not spec.model:
+        yield Issue(key("engine.speculative.model"), "EAGLE-3 needs a draft model: set engine.speculative.model.")
+
+
+def rds_budget_for(cfg: StackConfig) -> sizing.RdsBudget:
+    """The section 5 budget of this stack's prefill engines."""
+    tier = cfg.kv_tier
+    return sizing.rds_budget(
+        rds_max_chunks=tier.rds_max_chunks,
+        chunk_overhead_mib=tier.rds_chunk_overhead_mib,
+        drives=tier.rds_drives or cfg.hardware.nvme_drives_per_node,
+        staging_mib=tier.staging_buffer_mib,
+        hbm_per_chiplet_gib=cfg.hardware.hbm_per_chiplet_gib,
+        gpu_memory_utilization=cfg.prefill.gpu_memory_utilization,
+    )
+
+
+def rule_kv_tier(cfg: StackConfig) -> Iterable[Issue]:
+    tier = cfg.kv_tier
+    if tier.mode == "off":
+        return
+    if cfg.topology != "pd" or cfg.prefill.replicas == 0:
+        yield Issue(key("kvTier.mode"),
+                    f"kvTier.mode {tier.mode!r} offloads prefill KV, but this stack has no prefill pods "
+                    f"(topology {cfg.topology!r}, prefill.replicas {cfg.prefill.replicas}): set kvTier.mode off.")
+        return
+    if tier.mode == "rds":
+        budget = rds_budget_for(cfg)
+        if cfg.hardware.nvme_drives_per_node == 0 and tier.rds_drives is None:
+            yield Issue(key("hardware.nvmeDrivesPerNode"), "RDS needs NVMe drives: set hardware.nvmeDrivesPerNode or kvTier.rdsDrives, or use kvTier.mode cpu.")
+        elif not budget.fits:
+            yield Issue(key("kvTier.rdsMaxChunks"),
+                        f"RDS budget over chiplet-0 memory: rdsMaxChunks {tier.rds_max_chunks} x "
+                        f"{tier.rds_chunk_overhead_mib:g} MiB x {budget.drives} drives + staging "
+                        f"{tier.staging_buffer_mib:g} MiB = {budget.used_mib:,.0f} MiB, but "
+                        f"prefill.gpuMemoryUtilization {budget.gpu_memory_utilization:g} leaves "
+                        f"{budget.chiplet0_mib:,.0f} MiB x (1 - {budget.gpu_memory_utilization:g}) = "
+                        f"{budget.free_mib:,.0f} MiB. Lower rdsMaxChunks to at most {budget.max_chunks_that_fit} "
+                        f"or prefill.gpuMemoryUtilization to at most {budget.max_utilization_that_fits:g} "
+                        f"(change the two together).")
+    if tier.mode == "cpu":
+        limit = sizing.parse_quantity(cfg.prefill.resources.memory)
+        if tier.cpu_size_gib * sizing.GIB >= limit:
+            yield Issue(key("kvTier.cpuSizeGib"),
+                        f"the CPU KV tier of {tier.cpu_size_gib:g} GiB does not fit in the prefill memory limit "
+                        f"{cfg.prefill.resources.memory} (prefill.resources.memory): raise the limit or shrink the tier.")
+
+
+def rule_roles_agree(cfg: StackConfig) -> Iterable[Issue]:
+    if cfg.topology != "pd" or cfg.prefill.replicas == 0:
+        return
+    prefill = role_serving(cfg.engine, cfg.prefill)
+    decode = role_serving(cfg.engine, cfg.decode)
+    for field, label in (("block_size", "blockSize"), ("kv_cache_dtype", "kvCacheDtype")):
+        p, d = getattr(prefill, field), getattr(decode, field)
+        if p != d:
+            yield Issue(key(f"decode.{label}"),
+                        f"prefill {label} {p!r} and decode {label} {d!r} differ: NIXL moves KV blocks as they are, "
+                        f"so both roles need the same value (set it once in engine.{label}).")
+    if prefill.speculative != decode.speculative:
+        def show(s):
+            return "off" if s is None else json.dumps(s.model_dump(by_alias=True))
+        yield Issue(key("decode.speculative"),
+                    f"prefill speculative {show(prefill.speculative)} and decode speculative {show(decode.speculative)} "
+                    f"differ: EAGLE-3's draft head fills its own KV during prefill, so both roles need the same "
+                    f"config (set it once in engine.speculative).")
+
+
+def rule_pd_wiring(cfg: StackConfig) -> Iterable[Issue]:
+    if cfg.topology == "pd" and cfg.prefill.replicas == 0:
+        yield Issue(key("prefill.replicas"),
+                    "topology 'pd' needs at least one prefill pod; use topology 'agg' for a stack without prefill.")
+    if cfg.topology == "agg" and cfg.prefill.replicas > 0:
+        yield Issue(key("prefill.replicas"),
+                    f"topology 'agg' runs no prefill pods but prefill.replicas is {cfg.prefill.replicas}: set it to 0.")
+    decode = role_serving(cfg.engine, cfg.decode)
+    if len(decode.rank_ports) > sizing.MAX_POOL_TARGET_PORTS:
+        yield Issue(key("decode.dataParallelSizeLocal"),
+                    f"{len(decode.rank_ports)} DP ranks per decode pod need as many InferencePool targetPorts, "
+                    f"but the pool allows {sizing.MAX_POOL_TARGET_PORTS}.")
+    if cfg.topology == "pd":
+        sidecar = sizing.rank_ports(cfg.decode.sidecar.port, decode.data_parallel_local)
+        used: dict[int, str] = {}
+        groups = [("decode.sidecar.port", sidecar), ("decode.port", decode.rank_ports),
+                  ("decode.dataParallelRpcPort", [cfg.decode.data_parallel_rpc_port]),
+                  ("engine.nixlSideChannelPort", decode.side_channel_ports)]
+        for name, ports in groups:
+            for port in ports:
+                if port in used:
+                    yield Issue(key(name), f"port {port} is used by both {used[port]} and {name} in the decode pod: "
+                                           f"choose ranges that do not overlap (sidecar 8000-8003, ranks 8200-8203).")
+                used.setdefault(port, name)
+        if cfg.router.decider == "prefix-based" and cfg.router.non_cached_tokens == 0:
+            yield Issue(key("router.nonCachedTokens"),
+                        "nonCachedTokens 0 disables the prefix-based decider: no request would ever be prefilled "
+                        "remotely and P/D silently becomes decode-only. Use a positive value, or decider always-disagg.")
+    if not cfg.router.auto_tune:
+        unit = sizing.prefix_reuse_unit(cfg.engine.block_size, cfg.engine.max_num_batched_tokens, cfg.engine.sub_block_cache)
+        if cfg.router.block_size_tokens != unit:
+            yield Issue(key("router.blockSizeTokens"),
+                        f"with autoTune off the router hashes blockSizeTokens {cfg.router.block_size_tokens}-token "
+                        f"units but the engine reuses prefixes in {unit}-token units: set it to {unit}.")
+
+
+RULES = (rule_pp_with_dp, rule_devices_fit_node, rule_pipeline_and_experts, rule_block_and_memory,
+         rule_kv_tier, rule_roles_agree, rule_pd_wiring)
+
+
+def warnings_for(cfg: StackConfig) -> list[Issue]:
+    """Advice that does not stop a deployment."""
+    advice = []
+    if cfg.router.auto_tune:
+        advice.append(Issue(key("router.autoTune"),
+                            f"autoTune reads vllm:cache_config_info, where vllm-rbln reports --block-size "
+                            f"{cfg.engine.block_size}: the router tracks prefixes in {cfg.engine.block_size}-token units "
+                            f"while the engine reuses {cfg.engine.max_num_batched_tokens}-token sub-blocks."))
+    if cfg.kv_tier.mode == "rds" and cfg.topology == "pd":
+        reads = sizing.lmcache_reads_rds_max_chunks(cfg.engine.lmcache_rbln_version)
+        if reads is False:
+            advice.append(Issue(key("engine.lmcacheRblnVersion"),
+                                f"lmcache-rbln {cfg.engine.lmcache_rbln_version} ignores rds_max_chunks (needs 0.12.0 or later)."))
+    return advice
+
+
+def validate(cfg: StackConfig) -> list[Issue]:
+    issues: list[Issue] = []
+    for rule in RULES:
+        issues.extend(rule(cfg))
+    return issues
+
+
+def load_config(raw: dict[str, Any], source: str = "stack configuration") -> StackConfig:
+    """Parse and check one stack's config map; raise ConfigError with every problem at once."""
+    try:
+        cfg = StackConfig.model_validate(namespace_values(raw))
+    except pydantic.ValidationError as error:
+        raise ConfigError(_pydantic_issues(error), source) from None
+    issues = validate(cfg)
+    if issues:
+        raise ConfigError(issues, source)
+    return cfg
