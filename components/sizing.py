@@ -138,7 +138,7 @@ def parse_quantity(quantity: str) -> float:
 
 
 def version_tuple(version: str) -> tuple[int, ...]:
-    """"0.12.0" -> (0, 12, 0); anything after the numeric part ("rc1", "+local") is ignored."""
+    """"0.12.0" -> (0, 12, 0), "v0.12" -> (0, 12, 0); anything after the numbers ("rc1") is ignored."""
     parts = []
     for piece in version.lstrip("v").split("."):
         digits = ""
@@ -149,7 +149,7 @@ def version_tuple(version: str) -> tuple[int, ...]:
         if not digits:
             break
         parts.append(int(digits))
-    return tuple(parts)
+    return tuple(parts + [0] * (3 - len(parts)))
 
 
 # lmcache-rbln reads `rds_max_chunks` from this version on.

@@ -216,7 +216,7 @@ def rule_block_and_memory(cfg: StackConfig) -> Iterable[Issue]:
         utilization = role.gpu_memory_utilization
         if utilization is not None and not 0 < utilization <= 1:
             yield Issue(key(f"{name}.gpuMemoryUtilization"),
-                        f"gpuMemoryUtilization {utilization} is outside (0, 1]: it is the share of device memory "
+                        f"gpuMemoryUtilization {utilization:g} is outside (0, 1]: it is the share of device memory "
                         f"the engine may use.")
     if engine.max_model_len > cfg.model.max_context:
         yield Issue(key("engine.maxModelLen"),

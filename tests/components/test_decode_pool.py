@@ -1,0 +1,71 @@
+"""DecodePool alone under the mock runtime."""
+import json
+
+import pytest
+
+from components.decode_pool import DecodePool, DecodePoolArgs
+from stacks.config import Decode, Hardware
+from tests.conftest import arg_value, container, env_map
+
+
+def build(run_under_mocks, **args):
+    base = dict(stack_name="t", namespace="ns")
+    base.update(args)
+    return run_under_mocks(lambda: DecodePool("t-decode", DecodePoolArgs(**base)))
+
+
+def test_dp4_expert_parallel_args(run_under_mocks):
+    vllm = container(build(run_under_mocks).get("Deployment", "t-decode"), "vllm")
+    args = vllm["args"]
+    assert arg_value(args, "--data-parallel-size") == "4"
+    assert arg_value(args, "--data-parallel-size-local") == "4"
+    assert arg_value(args, "--data-parallel-rpc-port") == "5555"
+    assert "--data-parallel-multi-port-external-lb" in args and "--enable-expert-parallel" in args
+    assert "--pipeline-parallel-size" not in args and "--gpu-memory-utilization" not in args
+    assert arg_value(args, "--port") == "8200"
+    assert arg_value(args, "--max-num-seqs") == "1"
+    assert json.loads(arg_value(args, "--kv-transfer-config")) == {
+        "kv_connector": "RblnNixlConnector", "kv_role": "kv_both", "kv_buffer_device": "rbln",
+        "kv_connector_extra_config": {"name": "nixl"}}
+    assert json.loads(arg_value(args, "--speculative-config")) == {
+        "method": "eagle3", "model": "asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k", "num_speculative_tokens": 3}
+    ports = [p["containerPort"] for p in vllm["ports"]]
+    assert ports == [8200, 8201, 8202, 8203, 5555, 5600, 5601, 5602, 5603]
+    assert env_map(vllm)["VLLM_NIXL_SIDE_CHANNEL_PORT"] == "5600"
+    assert "RBLN_DEVICES" not in env_map(vllm)
+
+
+def test_routing_sidecar_is_native_sidecar(run_under_mocks):
+    sidecar = container(build(run_under_mocks).get("Deployment", "t-decode"), "routing-proxy", init=True)
+    assert sidecar["restartPolicy"] == "Always"
+    assert sidecar["image"].startswith("ghcr.io/llm-d/")
+    assert sidecar["args"] == ["--port", "8000", "--vllm-port", "8200", "--data-parallel-size", "4",
+                               "--kv-connector", "nixlv2", "--secure-proxy=false"]
+    assert [p["containerPort"] for p in sidecar["ports"]] == [8000, 8001, 8002, 8003]
+
+
+def test_readiness_checks_every_rank(run_under_mocks):
+    probe = container(build(run_under_mocks).get("Deployment", "t-decode"), "vllm")["readinessProbe"]
+    assert probe["exec"]["command"][-4:] == ["8200", "8201", "8202", "8203"]
+
+
+def test_agg_has_no_sidecar_and_no_connector(run_under_mocks):
+    deployment = build(run_under_mocks, disaggregated=False).get("Deployment", "t-decode")
+    assert "initContainers" not in deployment["spec"]["template"]["spec"]
+    assert "--kv-transfer-config" not in container(deployment, "vllm")["args"]
+
+
+def test_claim_counts_dp_local(run_under_mocks):
+    claim = build(run_under_mocks).get("ResourceClaimTemplate", "t-decode-npu-rdma")
+    npu = claim["spec"]["spec"]["devices"]["requests"][0]
+    assert npu["exactly"]["count"] == 4
+
+
+def test_refuses_pipeline_parallel():
+    with pytest.raises(ValueError, match="not usable for decode"):
+        DecodePool("bad", DecodePoolArgs(stack_name="t", namespace="ns", role=Decode(pipeline_parallel_size=2, data_parallel_size=1)))
+
+
+def test_refuses_more_devices_than_node():
+    with pytest.raises(ValueError, match="16 NPUs per pod do not fit a node of 8"):
+        DecodePool("bad", DecodePoolArgs(stack_name="t", namespace="ns", role=Decode(data_parallel_size=16), hardware=Hardware()))

@@ -1,0 +1,76 @@
+"""PrefillPool alone under the mock runtime."""
+import json
+
+import pytest
+
+from components.prefill_pool import PrefillPool, PrefillPoolArgs
+from components.rds_tier import lmcache_env
+from stacks.config import KvTier, Prefill
+from tests.conftest import arg_value, container, env_map
+
+
+def build(run_under_mocks, **args):
+    base = dict(stack_name="t", namespace="ns")
+    base.update(args)
+    return run_under_mocks(lambda: PrefillPool("t-prefill", PrefillPoolArgs(**base)))
+
+
+def test_pp4_args_env_and_claim(run_under_mocks):
+    cluster = build(run_under_mocks, kv_tier_env=lmcache_env(KvTier()), rds_nodes=True)
+    deployment = cluster.get("Deployment", "t-prefill")
+    vllm = container(deployment, "vllm")
+    args = vllm["args"]
+    assert vllm["command"] == ["vllm", "serve"]
+    assert args[0] == "MiniMaxAI/MiniMax-M2.7"
+    assert arg_value(args, "--pipeline-parallel-size") == "4"
+    assert "--data-parallel-size" not in args
+    assert arg_value(args, "--port") == "8000"
+    assert arg_value(args, "--max-num-seqs") == "4"
+    assert arg_value(args, "--gpu-memory-utilization") == "0.8"
+    transfer = json.loads(arg_value(args, "--kv-transfer-config"))
+    assert transfer["kv_connector"] == "MultiConnector"
+    assert [c["kv_connector"] for c in transfer["kv_connector_extra_config"]["connectors"]] == ["RblnNixlConnector", "RBLNLMCacheConnectorV1"]
+    env = env_map(vllm)
+    assert env["RBLN_DEVICES"] == "0,1,2,3"
+    assert env["LMCACHE_EXTRA_CONFIG"] == '{"rds_max_chunks":1000}'
+    assert env["HF_TOKEN"] == {"secretKeyRef": {"key": "token", "name": "hf-token"}}
+    assert env["VLLM_NIXL_SIDE_CHANNEL_HOST"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    assert [p["containerPort"] for p in vllm["ports"]] == [8000, 5600]
+    claim = cluster.get("ResourceClaimTemplate", "t-prefill-npu-rdma")
+    requests = {r["name"]: r["exactly"] for r in claim["spec"]["spec"]["devices"]["requests"]}
+    assert requests["npu"]["count"] == 4 and requests["npu"]["deviceClassName"] == "npu.rebellions.ai"
+    assert requests["rdma"]["count"] == 2 and requests["rdma"]["deviceClassName"] == "dranet"
+    terms = deployment["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    keys = [e["key"] for e in terms["nodeSelectorTerms"][0]["matchExpressions"]]
+    assert "rebellions.ai/rds.present" in keys
+
+
+def test_without_kv_tier_only_nixl(run_under_mocks):
+    cluster = build(run_under_mocks)
+    vllm = container(cluster.get("Deployment", "t-prefill"), "vllm")
+    transfer = json.loads(arg_value(vllm["args"], "--kv-transfer-config"))
+    assert transfer["kv_connector"] == "RblnNixlConnector"
+    assert "LMCACHE_CHUNK_SIZE" not in env_map(vllm)
+
+
+def test_pod_wiring(run_under_mocks):
+    spec = build(run_under_mocks).get("Deployment", "t-prefill")["spec"]
+    pod = spec["template"]["spec"]
+    assert spec["strategy"]["type"] == "Recreate"
+    assert pod["resourceClaims"] == [{"name": "npu-rdma", "resourceClaimTemplateName": "t-prefill-npu-rdma"}]
+    assert {v["name"] for v in pod["volumes"]} == {"shm", "model", "compile-cache"}
+    labels = spec["template"]["metadata"]["labels"]
+    assert labels["llm-d.ai/role"] == "prefill" and labels["llm-d.ai/inference-serving"] == "true"
+    vllm = pod["containers"][0]
+    assert vllm["startupProbe"]["failureThreshold"] == 240 and vllm["startupProbe"]["periodSeconds"] == 30
+    assert vllm["readinessProbe"]["httpGet"]["path"] == "/v1/models"
+
+
+def test_refuses_pp_with_dp():
+    with pytest.raises(ValueError, match="pipeline-parallel-size 4 with data-parallel-size 2"):
+        PrefillPool("bad", PrefillPoolArgs(stack_name="t", namespace="ns", role=Prefill(data_parallel_size=2)))
+
+
+def test_refuses_zero_replicas():
+    with pytest.raises(ValueError, match="at least one pod"):
+        PrefillPool("bad", PrefillPoolArgs(stack_name="t", namespace="ns", role=Prefill(replicas=0)))

@@ -1,0 +1,74 @@
+"""Router alone: RBAC, EPP Deployment/Service, ConfigMap plugins, InferencePool."""
+import pytest
+import yaml
+
+from components.router import Router, RouterArgs, endpoint_picker_config
+from stacks.config import Router as RouterSettings
+
+
+def build(run_under_mocks, topology="pd", **settings):
+    args = RouterArgs(stack_name="t", namespace="ns", topology=topology, target_ports=[8000, 8001, 8002, 8003],
+                      settings=RouterSettings(**settings))
+    return run_under_mocks(lambda: Router("t-router", args))
+
+
+def epp_config(cluster):
+    return yaml.safe_load(cluster.get("ConfigMap", "t-epp-config")["data"]["epp-config.yaml"])
+
+
+def test_pd_plugins_and_profiles(run_under_mocks):
+    config = epp_config(build(run_under_mocks))
+    assert config["apiVersion"] == "llm-d.ai/v1alpha1" and config["kind"] == "EndpointPickerConfig"
+    plugins = {p["type"]: p.get("parameters") for p in config["plugins"]}
+    assert plugins["approx-prefix-cache-producer"] == {"blockSizeTokens": 512, "lruCapacityPerServer": 1024, "autoTune": True}
+    assert plugins["prefix-based-pd-decider"] == {"nonCachedTokens": 16}
+    assert plugins["disagg-profile-handler"] == {"deciders": {"prefill": "prefix-based-pd-decider"}}
+    profiles = {p["name"]: {r["pluginRef"]: r.get("weight") for r in p["plugins"]} for p in config["schedulingProfiles"]}
+    assert set(profiles) == {"prefill", "decode"}
+    assert profiles["decode"]["prefix-cache-scorer"] == 2 and profiles["decode"]["queue-scorer"] == 1
+    assert "decode-filter" in profiles["decode"] and "prefill-filter" in profiles["prefill"]
+
+
+def test_always_disagg_decider():
+    config = endpoint_picker_config(RouterSettings(decider="always-disagg"), "pd")
+    types = [p["type"] for p in config["plugins"]]
+    assert "always-disagg-pd-decider" in types and "prefix-based-pd-decider" not in types
+
+
+def test_agg_plugins(run_under_mocks):
+    config = epp_config(build(run_under_mocks, topology="agg"))
+    types = [p["type"] for p in config["plugins"]]
+    assert types == ["approx-prefix-cache-producer", "inflight-load-producer", "prefix-cache-affinity-filter",
+                     "token-load-scorer", "max-score-picker"]
+    assert config["plugins"][2]["parameters"] == {"peakPrefillThroughput": 2256}
+    assert len(config["schedulingProfiles"]) == 1
+
+
+def test_pool_points_at_epp_service(run_under_mocks):
+    cluster = build(run_under_mocks)
+    pool = cluster.get("InferencePool", "t-pool")
+    assert pool["apiVersion"] == "inference.networking.k8s.io/v1"
+    assert pool["spec"]["targetPorts"] == [{"number": p} for p in (8000, 8001, 8002, 8003)]
+    assert pool["spec"]["endpointPickerRef"] == {"name": "t-epp", "port": {"number": 9002}, "failureMode": "FailClose"}
+    assert pool["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/part-of": "t", "llm-d.ai/inference-serving": "true"}
+    service = cluster.get("Service", "t-epp")
+    assert 9002 in [p["port"] for p in service["spec"]["ports"]]
+
+
+def test_rbac_is_namespaced_read_only(run_under_mocks):
+    cluster = build(run_under_mocks)
+    assert not cluster.of_kind("ClusterRole") and not cluster.of_kind("ClusterRoleBinding")
+    role = cluster.get("Role", "t-epp")
+    for rule in role["rules"]:
+        assert set(rule["verbs"]) == {"get", "list", "watch"}
+        assert "*" not in rule["resources"] and "*" not in rule["apiGroups"]
+    binding = cluster.get("RoleBinding", "t-epp")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "t-epp", "namespace": "ns"}]
+    deployment = cluster.get("Deployment", "t-epp")
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == "t-epp"
+
+
+def test_refuses_too_many_target_ports():
+    with pytest.raises(ValueError, match="at most 8"):
+        Router("bad", RouterArgs(stack_name="t", namespace="ns", target_ports=list(range(8000, 8009))))

@@ -1,0 +1,71 @@
+"""Parsing the `rebel100:` namespace: unknown keys, types and ranges, reported together with paths."""
+import pytest
+
+from stacks.config import StackConfig
+from stacks.validation import ConfigError, load_config
+from tests.conftest import stack_config
+
+
+def problems(config):
+    with pytest.raises(ConfigError) as info:
+        load_config(config)
+    return [str(issue) for issue in info.value.issues]
+
+
+def test_defaults_are_the_target_configuration():
+    cfg = StackConfig()
+    assert (cfg.prefill.replicas, cfg.prefill.pipeline_parallel_size, cfg.prefill.data_parallel_size) == (4, 4, 1)
+    assert (cfg.decode.replicas, cfg.decode.data_parallel_size, cfg.decode.enable_expert_parallel) == (4, 4, True)
+    assert cfg.decode.max_num_seqs == 1 and cfg.prefill.max_num_seqs == 4
+    assert cfg.prefill.gpu_memory_utilization == 0.8 and cfg.decode.gpu_memory_utilization is None
+    assert (cfg.engine.block_size, cfg.engine.max_model_len, cfg.engine.max_num_batched_tokens) == (4096, 204800, 512)
+    assert cfg.engine.kv_cache_dtype == "fp8" and cfg.engine.sub_block_cache
+    assert cfg.kv_tier.mode == "rds" and cfg.kv_tier.rds_max_chunks == 1000 and cfg.kv_tier.chunk_size == 4096
+    assert cfg.router.peak_prefill_throughput == 2256 and cfg.router.auto_tune
+    assert cfg.hardware.rdma_nics_per_pod == 2 and cfg.hardware.npus_per_node == 8
+
+
+def test_every_field_has_a_description():
+    def walk(model):
+        for name, info in model.model_fields.items():
+            assert info.description, f"{model.__name__}.{name} has no description"
+            annotation = info.annotation
+            if isinstance(annotation, type) and hasattr(annotation, "model_fields"):
+                walk(annotation)
+    walk(StackConfig)
+
+
+def test_stack_files_load():
+    for stack in ("dev", "prod-4p4d", "agg"):
+        load_config(stack_config(stack))
+
+
+def test_unknown_top_level_key_suggests_closest():
+    found = problems({"rebel100:prefil": '{"replicas": 1}'})
+    assert found == ["rebel100:prefil: unknown key. Did you mean `rebel100:prefill`? Valid keys here: "
+                     + found[0].split("Valid keys here: ")[1]]
+
+
+def test_unknown_nested_key_names_full_path():
+    found = problems({"rebel100:decode": '{"maxNumSeq": 8}'})
+    assert len(found) == 1
+    assert found[0].startswith("rebel100:decode.maxNumSeq: unknown key. Did you mean `rebel100:decode.maxNumSeqs`?")
+
+
+def test_wrong_type_and_range_name_path_value_and_range():
+    found = problems({"rebel100:prefill": '{"replicas": -1, "maxNumSeqs": "many"}', "rebel100:topology": "mesh"})
+    assert len(found) == 3  # all reported together
+    text = "\n".join(found)
+    assert "rebel100:prefill.replicas: -1 is not valid" in text and "allowed: >= 0 and <= 1024" in text
+    assert "rebel100:prefill.maxNumSeqs: 'many' is not valid" in text
+    assert "rebel100:topology: 'mesh' is not valid" in text and "allowed: 'pd', 'agg'" in text
+
+
+def test_other_namespaces_and_the_secret_are_ignored():
+    cfg = load_config({"kubernetes:context": "x", "rebel100:hfToken": "[secret]"})
+    assert cfg.namespace == "rebel100"
+
+
+def test_scalars_arrive_as_text():
+    cfg = load_config({"rebel100:environment": "dev", "rebel100:renderDirectory": "build/x"})
+    assert cfg.environment == "dev" and cfg.render_directory == "build/x"

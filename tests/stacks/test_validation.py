@@ -1,0 +1,131 @@
+"""Each config rule: a failing case with its message, and the passing case next to it."""
+import pytest
+
+from stacks.validation import ConfigError, load_config, warnings_for
+from tests.conftest import stack_config
+
+
+def problems(**overrides):
+    with pytest.raises(ConfigError) as info:
+        load_config(stack_config("prod-4p4d", **overrides))
+    return "\n".join(str(issue) for issue in info.value.issues)
+
+
+def ok(**overrides):
+    return load_config(stack_config("prod-4p4d", **overrides))
+
+
+def test_pp_with_dp_is_refused():
+    text = problems(prefill={"pipelineParallelSize": 4, "dataParallelSize": 2})
+    assert "rebel100:prefill.pipelineParallelSize: pipelineParallelSize 4 together with dataParallelSize 2" in text
+    assert "refuses PP > 1 with DP > 1" in text
+    ok(prefill={"pipelineParallelSize": 4, "dataParallelSize": 1})
+
+
+def test_devices_must_fit_the_node():
+    text = problems(decode={"dataParallelSize": 16, "enableExpertParallel": False})
+    assert "TP 1 x PP 1 x DP-local 16 = 16 NPUs per pod, more than hardware.npusPerNode 8" in text
+    ok(decode={"dataParallelSize": 8, "enableExpertParallel": False}, hardware={"nodes": 6})
+
+
+def test_cluster_must_hold_all_pods():
+    text = problems(hardware={"nodes": 3})
+    assert "rebel100:hardware.nodes: the stack needs 32 NPUs but 3 nodes x 8 NPUs = 24" in text
+
+
+def test_pp_at_most_layers():
+    text = problems(prefill={"pipelineParallelSize": 64}, hardware={"npusPerNode": 64})
+    assert "pipelineParallelSize 64 exceeds the model's 62 layers" in text
+
+
+def test_experts_divisible_by_dp_tp():
+    text = problems(decode={"dataParallelSize": 3})
+    assert "expert parallel spreads model.experts 256 over DP 3 x TP 1 = 3 devices" in text
+
+
+def test_decode_pp_refused():
+    text = problems(decode={"pipelineParallelSize": 2, "dataParallelSize": 1, "enableExpertParallel": False})
+    assert "rebel100:decode.pipelineParallelSize: pipelineParallelSize 2 on decode: PP is not usable for decode" in text
+
+
+def test_block_size_divisible_by_sub_block():
+    text = problems(engine={"blockSize": 4000})
+    assert "rebel100:engine.blockSize: blockSize 4000 is not a multiple of the sub-block size engine.maxNumBatchedTokens 512" in text
+    ok(engine={"blockSize": 4000, "subBlockCache": False}, router={"autoTune": True})
+
+
+def test_gpu_memory_utilization_range():
+    text = problems(prefill={"gpuMemoryUtilization": 1.2})
+    assert "rebel100:prefill.gpuMemoryUtilization: gpuMemoryUtilization 1.2 is outside (0, 1]" in text
+    assert "gpuMemoryUtilization 0 is outside" in problems(decode={"gpuMemoryUtilization": 0})
+
+
+def test_max_model_len_at_most_context():
+    assert "maxModelLen 300000 exceeds the model's context of 204800" in problems(engine={"maxModelLen": 300000})
+
+
+def test_rds_budget_over_chiplet0():
+    text = problems(kvTier={"rdsMaxChunks": 4000})
+    assert "rebel100:kvTier.rdsMaxChunks: RDS budget over chiplet-0 memory: rdsMaxChunks 4000 x 2 MiB x 2 drives + staging 512 MiB = 16,512 MiB" in text
+    assert "prefill.gpuMemoryUtilization 0.8 leaves 36,864 MiB x (1 - 0.8) = 7,373 MiB" in text
+    assert "at most 1715 or prefill.gpuMemoryUtilization to at most 0.55" in text
+    ok(kvTier={"rdsMaxChunks": 1715})
+
+
+def test_rds_budget_counts_utilization():
+    text = problems(prefill={"gpuMemoryUtilization": 0.95})
+    assert "prefill.gpuMemoryUtilization 0.95" in text and "to at most 0.87" in text
+
+
+def test_cpu_tier_must_fit_memory_limit():
+    text = problems(kvTier={"mode": "cpu", "cpuSizeGib": 300})
+    assert "the CPU KV tier of 300 GiB does not fit in the prefill memory limit 256Gi" in text
+    ok(kvTier={"mode": "cpu", "cpuSizeGib": 64})
+
+
+def test_kv_tier_needs_prefill():
+    config = stack_config("agg", kvTier={"mode": "rds"})
+    with pytest.raises(ConfigError, match="has no prefill pods"):
+        load_config(config)
+
+
+def test_roles_agree_on_block_dtype_and_speculative():
+    text = problems(decode={"blockSize": 8192, "kvCacheDtype": "auto", "speculative": {"method": "ngram", "model": None}})
+    assert "prefill blockSize 4096 and decode blockSize 8192 differ" in text
+    assert "prefill kvCacheDtype 'fp8' and decode kvCacheDtype 'auto' differ" in text
+    assert "EAGLE-3's draft head fills its own KV during prefill" in text
+
+
+def test_topology_and_prefill_replicas():
+    assert "topology 'pd' needs at least one prefill pod" in problems(prefill={"replicas": 0}, kvTier={"mode": "off"})
+    with pytest.raises(ConfigError, match="topology 'agg' runs no prefill pods but prefill.replicas is 2"):
+        load_config(stack_config("agg", prefill={"replicas": 2}))
+
+
+def test_decider_that_cannot_fire():
+    text = problems(router={"nonCachedTokens": 0})
+    assert "nonCachedTokens 0 disables the prefix-based decider" in text
+    ok(router={"nonCachedTokens": 0, "decider": "always-disagg"})
+
+
+def test_router_block_size_without_autotune():
+    assert "set it to 512" in problems(router={"autoTune": False, "blockSizeTokens": 4096})
+    cfg = ok(router={"autoTune": False, "blockSizeTokens": 512})
+    assert not [w for w in warnings_for(cfg) if "autoTune" in w.path]
+
+
+def test_decode_port_overlap():
+    text = problems(decode={"port": 8002})
+    assert "port 8002 is used by both decode.sidecar.port and decode.port" in text
+
+
+def test_autotune_warning_and_old_lmcache():
+    cfg = ok(engine={"lmcacheRblnVersion": "0.11.2"})
+    text = "\n".join(str(w) for w in warnings_for(cfg))
+    assert "4096-token units" in text
+    assert "lmcache-rbln 0.11.2 ignores rds_max_chunks" in text
+
+
+def test_independent_errors_reported_together():
+    text = problems(prefill={"pipelineParallelSize": 4, "dataParallelSize": 2}, kvTier={"rdsMaxChunks": 4000}, engine={"maxModelLen": 300000})
+    assert "together with dataParallelSize 2" in text and "RDS budget over" in text and "maxModelLen 300000" in text
