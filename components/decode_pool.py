@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Optional
 
 import pulumi
+import pulumi_kubernetes as k8s
 from pydantic import Field
 
 from components import engine as serving
@@ -41,11 +42,12 @@ def sidecar_container(args: DecodePoolArgs, dp_local: int) -> pod.core.Container
         ports=pod.container_ports([(f"proxy-{i}", p) for i, p in enumerate(ports)]),
         resources=pod.core.ResourceRequirementsArgs(requests={"cpu": "1", "memory": "1Gi"}, limits={"cpu": "4", "memory": "4Gi"}),
         readiness_probe=pod.core.ProbeArgs(tcp_socket=pod.core.TCPSocketActionArgs(port=ports[0]), period_seconds=10),
+        security_context=pod.restricted_security_context(),
     )
 
 
 class DecodePool(pulumi.ComponentResource):
-    deployment_name: pulumi.Output[str]
+    deployments: list[k8s.apps.v1.Deployment]
     target_ports: list[int]
     devices_per_pod: int
 
@@ -56,7 +58,7 @@ class DecodePool(pulumi.ComponentResource):
             raise ValueError(f"DecodePool {name}: replicas is {role.replicas}; decode serves every request and needs at least one pod.")
         if role.pipeline_parallel_size > 1:
             raise ValueError(f"DecodePool {name}: pipeline-parallel-size {role.pipeline_parallel_size} is not usable for decode; use DP with expert parallel.")
-        pod.check_role("DecodePool", name, role, resolved.devices, args.hardware)
+        pod.check_role("DecodePool", name, role, resolved.devices, args.hardware, args.placement.groups)
         super().__init__(TYPE, name, None, opts)
 
         kv_transfer = serving.kv_transfer_config(nixl=args.disaggregated, lmcache=False)
@@ -74,17 +76,18 @@ class DecodePool(pulumi.ComponentResource):
             rank_ports=resolved.rank_ports,
             resources=role.resources,
             startup_failure_threshold=args.engine.startup_failure_threshold,
+            security=args.security,
         )
         init = [sidecar_container(args, resolved.data_parallel_local)] if args.disaggregated else None
-        deployment, _, _ = pod.engine_pool(self, role_name="decode", args=args, role=role, devices=resolved.devices,
+        deployments = pod.engine_pool(self, role_name="decode", args=args, role=role, devices=resolved.devices,
                                            containers=[container], init_containers=init)
-        self.deployment_name = deployment.metadata.name
+        self.deployments = deployments
         self.devices_per_pod = resolved.devices
         # What the InferencePool targets: the sidecar in P/D, the ranks themselves in AGG.
         self.target_ports = (sizing.rank_ports(role.sidecar.port, resolved.data_parallel_local)
                              if args.disaggregated else resolved.rank_ports)
         self.register_outputs({
-            "deploymentName": self.deployment_name,
+            "deploymentNames": [d.metadata.name for d in deployments],
             "replicas": role.replicas,
             "devicesPerPod": resolved.devices,
             "targetPorts": self.target_ports,

@@ -32,6 +32,7 @@ def service_host(gateway_name: str, class_name: str, namespace: str) -> str:
 
 class Gateway(pulumi.ComponentResource):
     base_url: str
+    gateway_name: str
 
     def __init__(self, name: str, args: GatewayArgs, opts: Optional[pulumi.ResourceOptions] = None):
         settings = args.settings
@@ -61,5 +62,6 @@ class Gateway(pulumi.ComponentResource):
                 }],
             },
             opts=pulumi.ResourceOptions(parent=self, depends_on=[gateway]))
+        self.gateway_name = gateway_name
         self.base_url = f"http://{service_host(gateway_name, settings.class_name, args.namespace)}:{settings.port}/v1"
         self.register_outputs({"gatewayName": gateway_name, "routeName": route_name, "baseUrl": self.base_url})

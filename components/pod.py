@@ -11,7 +11,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pydantic import BaseModel, ConfigDict, Field
 
-from stacks.config import Engine, Hardware, ModelSpec, Resources, Role, Storage
+from stacks.config import Engine, Hardware, ModelSpec, Placement, Resources, Role, Rollout, Security, Storage
 
 core = k8s.core.v1
 meta = k8s.meta.v1
@@ -25,6 +25,10 @@ SERVING_LABEL = "llm-d.ai/inference-serving"
 NPU_PRESENT_LABEL = "rebellions.ai/npu.present"
 NPU_PRODUCT_LABEL = "rebellions.ai/npu.product"
 RDS_PRESENT_LABEL = "rebellions.ai/rds.present"
+POOL_LABEL = "rebel100.ai/pool"  # one value per Deployment, so that groups of one role stay apart
+SECURITY_EXCEPTIONS_ANNOTATION = "rebel100.ai/security-exceptions"
+LMCACHE_VERSION_ANNOTATION = "rebel100.ai/lmcache-rbln-version"  # read by the RDS budget policy
+NON_ROOT_UID = 65532
 
 CLAIM_NAME = "npu-rdma"  # the pod's name for its DRA claim
 MODEL_MOUNT = "/models"
@@ -139,6 +143,38 @@ def readiness_probe(ports: Sequence[int]) -> core.ProbeArgs:
     )
 
 
+def restricted_security_context() -> core.SecurityContextArgs:
+    """Containers that need nothing special (EPP, routing sidecar): the `restricted` profile."""
+    return core.SecurityContextArgs(
+        run_as_non_root=True, run_as_user=NON_ROOT_UID, allow_privilege_escalation=False,
+        read_only_root_filesystem=True, capabilities=core.CapabilitiesArgs(drop=["ALL"]),
+    )
+
+
+def engine_security_context(security: Security) -> core.SecurityContextArgs:
+    """Engines: no escalation, ALL dropped; root and the added capabilities are the NPU runtime's exceptions."""
+    return core.SecurityContextArgs(
+        run_as_non_root=not security.engine_run_as_root,
+        allow_privilege_escalation=False,
+        read_only_root_filesystem=False,
+        capabilities=core.CapabilitiesArgs(drop=["ALL"], add=list(security.engine_capabilities) or None),
+    )
+
+
+def engine_security_exceptions(security: Security) -> str:
+    """The annotation that records, on the pod, why an engine is not fully restricted."""
+    reasons = ["readOnlyRootFilesystem=false: vLLM and the RBLN compiler write caches and temp files outside the mounted volumes"]
+    if security.engine_run_as_root:
+        reasons.insert(0, "runAsRoot: the RBLN runtime opens the NPU device nodes and NIXL registers RDMA memory as root")
+    if security.engine_capabilities:
+        reasons.append(f"capabilities {','.join(security.engine_capabilities)}: pin RDMA buffers for NIXL")
+    return "; ".join(reasons)
+
+
+def pod_security_context() -> core.PodSecurityContextArgs:
+    return core.PodSecurityContextArgs(seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault"))
+
+
 def container_ports(named: Sequence[tuple[str, int]]) -> list[core.ContainerPortArgs]:
     return [core.ContainerPortArgs(name=name, container_port=port, protocol="TCP") for name, port in named]
 
@@ -153,6 +189,7 @@ def engine_container(
     rank_ports: Sequence[int],
     resources: Resources,
     startup_failure_threshold: int,
+    security: Security,
 ) -> core.ContainerArgs:
     """The `vllm serve` container; it consumes the pod's DRA claim."""
     amounts = {"cpu": resources.cpu, "memory": resources.memory}
@@ -168,21 +205,45 @@ def engine_container(
         startup_probe=startup_probe(rank_ports[0], startup_failure_threshold),
         readiness_probe=readiness_probe(rank_ports),
         liveness_probe=liveness_probe(rank_ports[0]),
+        security_context=engine_security_context(security),
     )
 
 
-def node_affinity(hardware: Hardware, *, rds: bool) -> core.AffinityArgs:
-    """Engines only on nodes with the NPU product; RDS prefill only on nodes labelled for RDS."""
+def affinity(hardware: Hardware, placement: Placement, *, rds: bool, group: Optional[str], role_selector: dict[str, str]) -> core.AffinityArgs:
+    """Engines only on nodes with the NPU product (and RDS, and their group); one pod of a role per node."""
     expressions = [
         core.NodeSelectorRequirementArgs(key=NPU_PRESENT_LABEL, operator="In", values=["true"]),
         core.NodeSelectorRequirementArgs(key=NPU_PRODUCT_LABEL, operator="In", values=[hardware.npu_product]),
     ]
     if rds:
         expressions.append(core.NodeSelectorRequirementArgs(key=RDS_PRESENT_LABEL, operator="In", values=["true"]))
-    return core.AffinityArgs(node_affinity=core.NodeAffinityArgs(
-        required_during_scheduling_ignored_during_execution=core.NodeSelectorArgs(
-            node_selector_terms=[core.NodeSelectorTermArgs(match_expressions=expressions)]),
-    ))
+    if group is not None:
+        expressions.append(core.NodeSelectorRequirementArgs(key=placement.group_label, operator="In", values=[group]))
+    anti = None
+    if placement.spread_roles:
+        anti = core.PodAntiAffinityArgs(required_during_scheduling_ignored_during_execution=[core.PodAffinityTermArgs(
+            label_selector=meta.LabelSelectorArgs(match_labels=role_selector), topology_key="kubernetes.io/hostname")])
+    return core.AffinityArgs(
+        node_affinity=core.NodeAffinityArgs(required_during_scheduling_ignored_during_execution=core.NodeSelectorArgs(
+            node_selector_terms=[core.NodeSelectorTermArgs(match_expressions=expressions)])),
+        pod_anti_affinity=anti,
+    )
+
+
+def deployment_strategy(rollout: Rollout) -> k8s.apps.v1.DeploymentStrategyArgs:
+    """Recreate (the reference), or one pod at a time without surge: a new pod needs the NPUs the old one holds."""
+    if rollout.strategy == "RollingUpdate":
+        return k8s.apps.v1.DeploymentStrategyArgs(type="RollingUpdate", rolling_update=k8s.apps.v1.RollingUpdateDeploymentArgs(max_surge=0, max_unavailable=1))
+    return k8s.apps.v1.DeploymentStrategyArgs(type="Recreate")
+
+
+def disruption_budget(resource_name: str, *, name: str, namespace: str, labels: dict[str, str], selector: dict[str, str],
+                      max_unavailable: int, opts: pulumi.ResourceOptions) -> k8s.policy.v1.PodDisruptionBudget:
+    """Voluntary evictions (drains, upgrades) take at most max_unavailable pods of a pool at a time."""
+    return k8s.policy.v1.PodDisruptionBudget(
+        resource_name, metadata=object_meta(name, namespace, labels),
+        spec=k8s.policy.v1.PodDisruptionBudgetSpecArgs(max_unavailable=max_unavailable, selector=meta.LabelSelectorArgs(match_labels=selector)),
+        opts=opts)
 
 
 def engine_deployment(
@@ -197,22 +258,25 @@ def engine_deployment(
     claim_template_name: str,
     volumes: list[core.VolumeArgs],
     affinity: core.AffinityArgs,
+    strategy: k8s.apps.v1.DeploymentStrategyArgs,
+    annotations: dict[str, str],
     opts: pulumi.ResourceOptions,
 ) -> k8s.apps.v1.Deployment:
-    """An engine Deployment: Recreate (a pod holds all NPUs of its slot), the DRA claim, no API token."""
-    selector = {k: labels[k] for k in (PART_OF_LABEL, ROLE_LABEL)}
+    """An engine Deployment: the DRA claim, seccomp RuntimeDefault, no API token."""
+    selector = {k: labels[k] for k in (PART_OF_LABEL, ROLE_LABEL, POOL_LABEL)}
     return k8s.apps.v1.Deployment(
         resource_name,
         metadata=object_meta(name, namespace, labels),
         spec=k8s.apps.v1.DeploymentSpecArgs(
             replicas=replicas,
-            strategy=k8s.apps.v1.DeploymentStrategyArgs(type="Recreate"),
+            strategy=strategy,
             selector=meta.LabelSelectorArgs(match_labels=selector),
             template=core.PodTemplateSpecArgs(
-                metadata=meta.ObjectMetaArgs(labels=labels),
+                metadata=meta.ObjectMetaArgs(labels=labels, annotations=annotations),
                 spec=core.PodSpecArgs(
                     automount_service_account_token=False,
                     termination_grace_period_seconds=120,
+                    security_context=pod_security_context(),
                     affinity=affinity,
                     resource_claims=[core.PodResourceClaimArgs(name=CLAIM_NAME, resource_claim_template_name=claim_template_name)],
                     init_containers=init_containers,
@@ -237,15 +301,25 @@ class EnginePoolArgs(BaseModel):
     hardware: Hardware = Field(Hardware(), description="Hardware profile (device classes, NICs, node labels).")
     storage: Storage = Field(Storage(), description="Model and compile-cache volumes.")
     hf_token_secret: str = Field("hf-token", description="Secret with the Hugging Face token under key `token`.")
+    security: Security = Field(Security(), description="Security contexts and their recorded exceptions.")
+    placement: Placement = Field(Placement(), description="Node groups (one Deployment per group) and anti-affinity.")
+    rollout: Rollout = Field(Rollout(), description="Deployment strategy and disruption budget.")
 
 
-def check_role(kind: str, name: str, role: Role, devices: int, hardware: Hardware) -> None:
+def check_role(kind: str, name: str, role: Role, devices: int, hardware: Hardware, groups: int = 1) -> None:
     """Guard clauses every engine pool applies before it creates anything."""
     if role.pipeline_parallel_size > 1 and role.data_parallel_size > 1:
         raise ValueError(f"{kind} {name}: pipeline-parallel-size {role.pipeline_parallel_size} with data-parallel-size "
                          f"{role.data_parallel_size} is refused by the vLLM entrypoint; use one or the other.")
     if devices > hardware.npus_per_node:
         raise ValueError(f"{kind} {name}: {devices} NPUs per pod do not fit a node of {hardware.npus_per_node} NPUs.")
+    if role.replicas % groups:
+        raise ValueError(f"{kind} {name}: {role.replicas} replicas cannot be split evenly over {groups} node groups.")
+
+
+def group_names(groups: int) -> list[Optional[str]]:
+    """Node-group values of a role's pools: none when there is one group, g0..gN-1 otherwise."""
+    return [None] if groups == 1 else [f"g{i}" for i in range(groups)]
 
 
 def engine_pool(
@@ -258,18 +332,32 @@ def engine_pool(
     containers: list[core.ContainerArgs],
     init_containers: Optional[list[core.ContainerArgs]] = None,
     rds_nodes: bool = False,
-) -> tuple[k8s.apps.v1.Deployment, k8s.resource.v1.ResourceClaimTemplate, core.PersistentVolumeClaim]:
-    """The objects of one engine role: DRA claim template, compile-cache PVC and the Deployment."""
+) -> list[k8s.apps.v1.Deployment]:
+    """The objects of one engine role: DRA claim template, compile-cache PVC, then per node group a
+    Deployment and its PodDisruptionBudget (one group: one Deployment named after the role)."""
     base = f"{args.stack_name}-{role_name}"
-    labels = pod_labels(args.stack_name, role_name)
+    role_labels = pod_labels(args.stack_name, role_name)
     child = pulumi.ResourceOptions(parent=parent)
-    claim = claim_template(f"{base}-claim", name=f"{base}-{CLAIM_NAME}", namespace=args.namespace, labels=labels,
-                           hardware=args.hardware, npus=devices, opts=child)
-    cache = compile_cache_pvc(f"{base}-compile-cache", name=f"{base}-compile-cache", namespace=args.namespace,
-                              labels=labels, storage=args.storage, opts=child)
-    deployment = engine_deployment(
-        base, name=base, namespace=args.namespace, labels=labels, replicas=role.replicas,
-        containers=containers, init_containers=init_containers, claim_template_name=f"{base}-{CLAIM_NAME}",
-        volumes=engine_volumes(shm_size=args.engine.shm_size, model_pvc=args.storage.model_pvc, compile_cache_pvc_name=f"{base}-compile-cache"),
-        affinity=node_affinity(args.hardware, rds=rds_nodes), opts=child)
-    return deployment, claim, cache
+    claim_template(f"{base}-claim", name=f"{base}-{CLAIM_NAME}", namespace=args.namespace, labels=role_labels,
+                   hardware=args.hardware, npus=devices, opts=child)
+    compile_cache_pvc(f"{base}-compile-cache", name=f"{base}-compile-cache", namespace=args.namespace,
+                      labels=role_labels, storage=args.storage, opts=child)
+    groups = group_names(args.placement.groups)
+    annotations = {SECURITY_EXCEPTIONS_ANNOTATION: engine_security_exceptions(args.security)}
+    if args.engine.lmcache_rbln_version and rds_nodes:
+        annotations[LMCACHE_VERSION_ANNOTATION] = args.engine.lmcache_rbln_version
+    deployments = []
+    for group in groups:
+        name = base if group is None else f"{base}-{group}"
+        labels = {**role_labels, POOL_LABEL: name}
+        deployments.append(engine_deployment(
+            name, name=name, namespace=args.namespace, labels=labels, replicas=role.replicas // len(groups),
+            containers=containers, init_containers=init_containers, claim_template_name=f"{base}-{CLAIM_NAME}",
+            volumes=engine_volumes(shm_size=args.engine.shm_size, model_pvc=args.storage.model_pvc, compile_cache_pvc_name=f"{base}-compile-cache"),
+            affinity=affinity(args.hardware, args.placement, rds=rds_nodes, group=group,
+                              role_selector={PART_OF_LABEL: args.stack_name, ROLE_LABEL: role_name}),
+            strategy=deployment_strategy(args.rollout), annotations=annotations, opts=child))
+        disruption_budget(f"{name}-pdb", name=name, namespace=args.namespace, labels=labels,
+                          selector={k: labels[k] for k in (PART_OF_LABEL, ROLE_LABEL, POOL_LABEL)},
+                          max_unavailable=args.rollout.max_unavailable, opts=child)
+    return deployments

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Optional
 
 import pulumi
+import pulumi_kubernetes as k8s
 from pydantic import Field
 
 from components import engine as serving
@@ -24,7 +25,7 @@ class PrefillPoolArgs(pod.EnginePoolArgs):
 
 
 class PrefillPool(pulumi.ComponentResource):
-    deployment_name: pulumi.Output[str]
+    deployments: list[k8s.apps.v1.Deployment]
     devices_per_pod: int
 
     def __init__(self, name: str, args: PrefillPoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
@@ -33,7 +34,7 @@ class PrefillPool(pulumi.ComponentResource):
         if role.replicas < 1:
             raise ValueError(f"PrefillPool {name}: replicas is {role.replicas}; a prefill pool needs at least one pod "
                              f"(leave the pool out for the AGG recipe).")
-        pod.check_role("PrefillPool", name, role, resolved.devices, args.hardware)
+        pod.check_role("PrefillPool", name, role, resolved.devices, args.hardware, args.placement.groups)
         super().__init__(TYPE, name, None, opts)
 
         kv_transfer = serving.kv_transfer_config(nixl=True, lmcache=bool(args.kv_tier_env))
@@ -48,13 +49,14 @@ class PrefillPool(pulumi.ComponentResource):
             rank_ports=resolved.rank_ports,
             resources=role.resources,
             startup_failure_threshold=args.engine.startup_failure_threshold,
+            security=args.security,
         )
-        deployment, _, _ = pod.engine_pool(self, role_name="prefill", args=args, role=role, devices=resolved.devices,
+        deployments = pod.engine_pool(self, role_name="prefill", args=args, role=role, devices=resolved.devices,
                                            containers=[container], rds_nodes=args.rds_nodes)
-        self.deployment_name = deployment.metadata.name
+        self.deployments = deployments
         self.devices_per_pod = resolved.devices
         self.register_outputs({
-            "deploymentName": self.deployment_name,
+            "deploymentNames": [d.metadata.name for d in deployments],
             "replicas": role.replicas,
             "devicesPerPod": resolved.devices,
             "ports": resolved.rank_ports,

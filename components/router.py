@@ -34,6 +34,7 @@ class RouterArgs(BaseModel):
     settings: RouterSettings = Field(RouterSettings(), description="The router section.")
     topology: Literal["pd", "agg"] = Field("pd", description="P/D plugin set (two profiles and a decider) or AGG (one profile).")
     target_ports: list[int] = Field(description="Ports of the serving pods the pool targets (the decode sidecar in P/D).")
+    max_unavailable: int = Field(1, ge=1, description="PodDisruptionBudget maxUnavailable of the EPP.")
 
 
 def _prefix_producer(settings: RouterSettings) -> dict:
@@ -90,6 +91,7 @@ def endpoint_picker_config(settings: RouterSettings, topology: str) -> dict:
 class Router(pulumi.ComponentResource):
     pool_name: str
     service_name: str
+    labels: dict[str, str]
 
     def __init__(self, name: str, args: RouterArgs, opts: Optional[pulumi.ResourceOptions] = None):
         settings = args.settings
@@ -104,6 +106,7 @@ class Router(pulumi.ComponentResource):
         labels = {pod.PART_OF_LABEL: args.stack_name, pod.NAME_LABEL: base, pod.COMPONENT_LABEL: "router"}
         self.pool_name = f"{args.stack_name}-pool"
         self.service_name = base
+        self.labels = labels
 
         account = core.ServiceAccount(f"{base}-sa", metadata=pod.object_meta(base, ns, labels), opts=child)
         role = k8s.rbac.v1.Role(f"{base}-role", metadata=pod.object_meta(base, ns, labels), rules=[
@@ -129,6 +132,7 @@ class Router(pulumi.ComponentResource):
                     metadata=meta.ObjectMetaArgs(labels=labels),
                     spec=core.PodSpecArgs(
                         service_account_name=base,
+                        security_context=pod.pod_security_context(),
                         containers=[core.ContainerArgs(
                             name="epp",
                             image=settings.image,
@@ -147,12 +151,15 @@ class Router(pulumi.ComponentResource):
                             liveness_probe=core.ProbeArgs(grpc=core.GRPCActionArgs(port=settings.health_port, service="inference-extension"), period_seconds=10),
                             resources=core.ResourceRequirementsArgs(requests={"cpu": "2", "memory": "2Gi"}, limits={"cpu": "4", "memory": "4Gi"}),
                             volume_mounts=[core.VolumeMountArgs(name="config", mount_path=CONFIG_MOUNT, read_only=True)],
+                            security_context=pod.restricted_security_context(),
                         )],
                         volumes=[core.VolumeArgs(name="config", config_map=core.ConfigMapVolumeSourceArgs(name=f"{base}-config"))],
                     ),
                 ),
             ),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[config]))
+        pod.disruption_budget(f"{base}-pdb", name=base, namespace=ns, labels=labels, selector=labels,
+                              max_unavailable=args.max_unavailable, opts=child)
         service = core.Service(
             f"{base}-svc", metadata=pod.object_meta(base, ns, labels),
             spec=core.ServiceSpecArgs(type="ClusterIP", selector=labels, ports=[

@@ -13,6 +13,8 @@ from components import pod
 from components.decode_pool import DecodePool, DecodePoolArgs
 from components.engine import role_serving
 from components.gateway import Gateway, GatewayArgs
+from components.monitoring import MonitoredRole, Monitoring, MonitoringArgs
+from components.network_isolation import NetworkIsolation, NetworkIsolationArgs
 from components.prefill_pool import PrefillPool, PrefillPoolArgs
 from components.rds_tier import RdsTier, RdsTierArgs, budget_output
 from components.router import Router, RouterArgs
@@ -51,9 +53,11 @@ def build(cfg: StackConfig, *, hf_token: Optional[pulumi.Output] = None) -> dict
 
     pd = cfg.topology == "pd"
     common = dict(stack_name=cfg.name, namespace=ns, model=cfg.model, engine=cfg.engine, hardware=cfg.hardware,
-                  storage=cfg.storage, hf_token_secret=cfg.hf_token_secret)
+                  storage=cfg.storage, hf_token_secret=cfg.hf_token_secret, security=cfg.security,
+                  placement=cfg.placement, rollout=cfg.rollout)
     outputs: dict = {}
     kv_tier = None
+    prefill = None
     if pd:
         kv_tier = RdsTier(f"{cfg.name}-kv-tier", RdsTierArgs(
             tier=cfg.kv_tier, hardware=cfg.hardware, gpu_memory_utilization=cfg.prefill.gpu_memory_utilization,
@@ -62,16 +66,40 @@ def build(cfg: StackConfig, *, hf_token: Optional[pulumi.Output] = None) -> dict
             **common, role=cfg.prefill, kv_tier_env=kv_tier.env, rds_nodes=kv_tier.needs_rds_nodes), opts=in_ns)
         outputs["prefill"] = {"replicas": cfg.prefill.replicas, "devicesPerPod": prefill.devices_per_pod,
                               "devices": cfg.prefill.replicas * prefill.devices_per_pod}
-    decode = DecodePool(f"{cfg.name}-decode", DecodePoolArgs(**common, role=cfg.decode, disaggregated=pd), opts=in_ns)
+    # One pool at a time: decode changes roll out only once prefill's Deployments are ready again.
+    decode_opts = in_ns
+    if prefill is not None and cfg.rollout.pool_at_a_time:
+        decode_opts = pulumi.ResourceOptions.merge(in_ns, pulumi.ResourceOptions(depends_on=prefill.deployments))
+    decode = DecodePool(f"{cfg.name}-decode", DecodePoolArgs(**common, role=cfg.decode, disaggregated=pd), opts=decode_opts)
     outputs["decode"] = {"replicas": cfg.decode.replicas, "devicesPerPod": decode.devices_per_pod,
                          "devices": cfg.decode.replicas * decode.devices_per_pod}
     router = Router(f"{cfg.name}-router", RouterArgs(
-        stack_name=cfg.name, namespace=ns, settings=cfg.router, topology=cfg.topology, target_ports=decode.target_ports),
-        opts=in_ns)
+        stack_name=cfg.name, namespace=ns, settings=cfg.router, topology=cfg.topology, target_ports=decode.target_ports,
+        max_unavailable=cfg.rollout.max_unavailable), opts=in_ns)
     gateway = Gateway(f"{cfg.name}-gateway", GatewayArgs(
         stack_name=cfg.name, namespace=ns, settings=cfg.gateway, pool_name=router.pool_name), opts=in_ns)
 
     serving = role_serving(cfg.engine, cfg.decode)
+    prefill_serving = role_serving(cfg.engine, cfg.prefill) if pd else None
+    if cfg.security.network_policies:
+        NetworkIsolation(f"{cfg.name}-network", NetworkIsolationArgs(
+            stack_name=cfg.name, namespace=ns, topology=cfg.topology, gateway_name=gateway.gateway_name,
+            gateway_pod_label=cfg.security.gateway_pod_label, monitoring_namespace=cfg.security.monitoring_namespace,
+            epp_labels=router.labels, epp_grpc_port=cfg.router.grpc_port, epp_metrics_port=cfg.router.metrics_port,
+            entry_ports=decode.target_ports, decode_ports=serving.rank_ports, decode_nixl_ports=serving.side_channel_ports,
+            prefill_port=cfg.prefill.port if pd else None,
+            prefill_nixl_ports=prefill_serving.side_channel_ports if prefill_serving else []), opts=in_ns)
+    observability = cfg.observability
+    if observability.pod_monitors or observability.grafana_dashboard:
+        targets = [MonitoredRole(role="decode", selector={pod.PART_OF_LABEL: cfg.name, pod.ROLE_LABEL: "decode"},
+                                 port_names=[f"http-{i}" for i in range(len(serving.rank_ports))]),
+                   MonitoredRole(role="epp", selector=router.labels, port_names=["metrics"])]
+        if pd:
+            targets.insert(0, MonitoredRole(role="prefill", selector={pod.PART_OF_LABEL: cfg.name, pod.ROLE_LABEL: "prefill"},
+                                            port_names=["http"]))
+        Monitoring(f"{cfg.name}-monitoring", MonitoringArgs(
+            stack_name=cfg.name, namespace=ns, targets=targets, pod_monitors=observability.pod_monitors,
+            dashboard=observability.grafana_dashboard, scrape_interval=observability.scrape_interval), opts=in_ns)
     outputs.update({
         "openaiBaseUrl": gateway.base_url,
         "servedModelName": cfg.model.served_name or cfg.model.name,

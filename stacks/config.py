@@ -189,6 +189,34 @@ class Storage(Section):
     storage_class: Optional[str] = Field(None, description="StorageClass of the PVCs (ReadWriteMany); null uses the cluster default.")
 
 
+class Security(Section):
+    """Least privilege and isolation (on by default; the exceptions the NPU runtime needs are explicit)."""
+
+    network_policies: bool = Field(True, description="Render NetworkPolicies: default deny, then only the paths the serving flow uses.")
+    monitoring_namespace: str = Field("monitoring", min_length=1, description="Namespace whose Prometheus may scrape metrics ports.")
+    gateway_pod_label: str = Field("gateway.networking.k8s.io/gateway-name", min_length=1, description="Label the gateway implementation puts on its pods (value: the Gateway's name).")
+    engine_run_as_root: bool = Field(True, description="Exception: the RBLN runtime and NIXL/RDMA need root in the engine containers (recorded in an annotation).")
+    engine_capabilities: list[str] = Field(["IPC_LOCK"], description="Exception: capabilities added to engines after dropping ALL (IPC_LOCK pins RDMA buffers).")
+
+
+class Observability(Section):
+    pod_monitors: bool = Field(True, description="Render PodMonitors (monitoring.coreos.com/v1) for prefill, decode and the EPP.")
+    grafana_dashboard: bool = Field(True, description="Render the P/D Grafana dashboard as a ConfigMap labelled grafana_dashboard=1.")
+    scrape_interval: str = Field("30s", pattern=r"^[0-9]+(ms|s|m)$", description="Prometheus scrape interval.")
+
+
+class Placement(Section):
+    groups: int = Field(1, ge=1, le=512, description="Node groups: each role is split into this many pools (Deployments), one per group.")
+    group_label: str = Field("rebel100.ai/pool-group", min_length=1, description="Node label naming a node's group (values g0, g1, ...); used when groups > 1.")
+    spread_roles: bool = Field(True, description="At most one pod of a role per node, so one node failure takes at most one P and one D.")
+
+
+class Rollout(Section):
+    strategy: Literal["Recreate", "RollingUpdate"] = Field("Recreate", description="Engine Deployment strategy; RollingUpdate replaces one pod at a time (maxSurge 0: no spare NPUs needed).")
+    pool_at_a_time: bool = Field(True, description="Update decode only after prefill finished rolling out (Pulumi dependency), never both pools at once.")
+    max_unavailable: int = Field(1, ge=1, description="PodDisruptionBudget maxUnavailable of every role.")
+
+
 class StackConfig(Section):
     """The whole `rebel100:` namespace of one stack."""
 
@@ -208,6 +236,10 @@ class StackConfig(Section):
     router: Router = Field(Router(), description="llm-d router (EPP).")
     gateway: Gateway = Field(Gateway(), description="Gateway API entry point.")
     storage: Storage = Field(Storage(), description="Volumes.")
+    security: Security = Field(Security(), description="NetworkPolicies, security contexts and their exceptions.")
+    observability: Observability = Field(Observability(), description="PodMonitors and the Grafana dashboard.")
+    placement: Placement = Field(Placement(), description="Node groups and anti-affinity.")
+    rollout: Rollout = Field(Rollout(), description="Update strategy and disruption budgets.")
 
 
 # Keys of the namespace that are not part of the schema above but are read by the program.

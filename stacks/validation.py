@@ -327,7 +327,16 @@ def rule_pd_wiring(cfg: StackConfig) -> Iterable[Issue]:
                         f"units but the engine reuses prefixes in {unit}-token units: set it to {unit}.")
 
 
-RULES = (rule_pp_with_dp, rule_devices_fit_node, rule_pipeline_and_experts, rule_block_and_memory,
+def rule_groups(cfg: StackConfig) -> Iterable[Issue]:
+    groups = cfg.placement.groups
+    for name, role in _roles(cfg):
+        if role.replicas % groups:
+            yield Issue(key(f"{name}.replicas"),
+                        f"{name}.replicas {role.replicas} cannot be split evenly over placement.groups {groups} node "
+                        f"groups: use a multiple of {groups}.")
+
+
+RULES = (rule_groups, rule_pp_with_dp, rule_devices_fit_node, rule_pipeline_and_experts, rule_block_and_memory,
          rule_kv_tier, rule_roles_agree, rule_pd_wiring)
 
 

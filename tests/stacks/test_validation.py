@@ -129,3 +129,8 @@ def test_autotune_warning_and_old_lmcache():
 def test_independent_errors_reported_together():
     text = problems(prefill={"pipelineParallelSize": 4, "dataParallelSize": 2}, kvTier={"rdsMaxChunks": 4000}, engine={"maxModelLen": 300000})
     assert "together with dataParallelSize 2" in text and "RDS budget over" in text and "maxModelLen 300000" in text
+
+
+def test_replicas_split_over_groups():
+    assert "prefill.replicas 4 cannot be split evenly over placement.groups 3" in problems(placement={"groups": 3})
+    ok(placement={"groups": 2})

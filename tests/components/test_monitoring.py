@@ -1,0 +1,24 @@
+"""Monitoring: PodMonitors per role and the dashboard ConfigMap."""
+import json
+
+from components.monitoring import MonitoredRole, Monitoring, MonitoringArgs
+
+
+def test_pod_monitors_and_dashboard(run_under_mocks):
+    targets = [MonitoredRole(role="decode", selector={"llm-d.ai/role": "decode"}, port_names=["http-0", "http-1"]),
+               MonitoredRole(role="epp", selector={"app": "epp"}, port_names=["metrics"])]
+    cluster = run_under_mocks(lambda: Monitoring("m", MonitoringArgs(stack_name="t", namespace="ns", targets=targets)))
+    decode = cluster.get("PodMonitor", "t-decode")
+    assert decode["apiVersion"] == "monitoring.coreos.com/v1"
+    assert [e["port"] for e in decode["spec"]["podMetricsEndpoints"]] == ["http-0", "http-1"]
+    dashboard = cluster.get("ConfigMap", "t-grafana-dashboard")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    panels = json.loads(dashboard["data"]["rebel100-pd.json"])["panels"]
+    titles = " ".join(p["title"] for p in panels)
+    for metric in ("Time to first token", "Inter-token latency", "KV cache usage", "Prefix cache hit rate", "P/D decisions"):
+        assert metric in titles
+
+
+def test_off(run_under_mocks):
+    cluster = run_under_mocks(lambda: Monitoring("m", MonitoringArgs(stack_name="t", namespace="ns", targets=[], pod_monitors=False, dashboard=False)))
+    assert cluster.manifests == []

@@ -1,0 +1,55 @@
+"""Shared engine pod pieces: security contexts and their exceptions, PDBs, anti-affinity, node groups."""
+from components import pod
+from components.prefill_pool import PrefillPool, PrefillPoolArgs
+from stacks.config import Placement, Prefill, Rollout, Security
+from tests.conftest import container
+
+
+def build(run_under_mocks, **args):
+    base = dict(stack_name="t", namespace="ns")
+    base.update(args)
+    return run_under_mocks(lambda: PrefillPool("t-prefill", PrefillPoolArgs(**base)))
+
+
+def test_engine_security_context_and_recorded_exceptions(run_under_mocks):
+    deployment = build(run_under_mocks).get("Deployment", "t-prefill")
+    template = deployment["spec"]["template"]
+    assert template["spec"]["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+    context = container(deployment, "vllm")["securityContext"]
+    assert context["allowPrivilegeEscalation"] is False
+    assert context["capabilities"] == {"add": ["IPC_LOCK"], "drop": ["ALL"]}
+    exceptions = template["metadata"]["annotations"][pod.SECURITY_EXCEPTIONS_ANNOTATION]
+    assert "runAsRoot" in exceptions and "IPC_LOCK" in exceptions
+
+
+def test_non_root_engines_when_the_runtime_allows(run_under_mocks):
+    deployment = build(run_under_mocks, security=Security(engine_run_as_root=False, engine_capabilities=[])).get("Deployment", "t-prefill")
+    context = container(deployment, "vllm")["securityContext"]
+    assert context["runAsNonRoot"] is True and "add" not in context["capabilities"]
+
+
+def test_pdb_and_anti_affinity(run_under_mocks):
+    cluster = build(run_under_mocks)
+    pdb = cluster.get("PodDisruptionBudget", "t-prefill")
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"][pod.POOL_LABEL] == "t-prefill"
+    anti = cluster.get("Deployment", "t-prefill")["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    term = anti["requiredDuringSchedulingIgnoredDuringExecution"][0]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert term["labelSelector"]["matchLabels"] == {"app.kubernetes.io/part-of": "t", "llm-d.ai/role": "prefill"}
+
+
+def test_node_groups_split_the_role(run_under_mocks):
+    cluster = build(run_under_mocks, placement=Placement(groups=2), role=Prefill(replicas=4))
+    names = sorted(d["metadata"]["name"] for d in cluster.of_kind("Deployment"))
+    assert names == ["t-prefill-g0", "t-prefill-g1"]
+    assert [d["spec"]["replicas"] for d in cluster.of_kind("Deployment")] == [2, 2]
+    assert len(cluster.of_kind("PodDisruptionBudget")) == 2 and len(cluster.of_kind("ResourceClaimTemplate")) == 1
+    g1 = cluster.get("Deployment", "t-prefill-g1")
+    terms = g1["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert {"key": "rebel100.ai/pool-group", "operator": "In", "values": ["g1"]} in terms["nodeSelectorTerms"][0]["matchExpressions"]
+
+
+def test_rolling_update_without_surge(run_under_mocks):
+    deployment = build(run_under_mocks, rollout=Rollout(strategy="RollingUpdate")).get("Deployment", "t-prefill")
+    assert deployment["spec"]["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
