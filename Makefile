@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STACKS := dev prod-4p4d agg
 VALIDATE := ../shared/tools/validate-manifests
 
-.PHONY: venv test unit golden render plan validate clean
+.PHONY: venv test unit golden render plan validate clean docs
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -35,3 +35,7 @@ validate: golden
 
 clean:
 	rm -rf build .pytest_cache
+
+# Regenerate the configuration reference table in README.md from stacks/config.py.
+docs: venv
+	$(PY) -m stacks.reference
