@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STACKS := dev prod-4p4d agg
 VALIDATE := ../shared/tools/validate-manifests
 
-.PHONY: venv test unit golden render plan validate clean docs
+.PHONY: venv test unit golden render plan validate clean docs bench
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -39,3 +39,7 @@ clean:
 # Regenerate the configuration reference table in README.md from stacks/config.py.
 docs: venv
 	$(PY) -m stacks.reference
+
+# Cost of render and check as stacks grow (prod-4p4d, 16, 64, 256 pools); prints a table.
+bench: venv
+	$(PY) benchmarks/bench.py
