@@ -1,0 +1,175 @@
+"""The pack's policies as data, their enforcement, and `evaluate()` over a list of manifests.
+
+One list serves both runners: `policy/pack.py` turns it into Pulumi policies for
+`pulumi preview --policy-pack policy`, and `python -m stacks check` calls `evaluate()` directly on
+YAML; the same rule functions and the same config file decide both, so they cannot disagree.
+Nothing here imports Pulumi.
+
+Scope: `resource` rules read one object at a time (they become ResourceValidationPolicies and run on
+each resource's inputs); `stack` rules relate several objects (StackValidationPolicies).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+from typing import Any, Callable, Mapping, Optional
+
+from policy import hygiene, memory, parallelism, wiring
+from policy.facts import Facts, facts_from
+from policy.manifests import Finding
+
+PACK_NAME = "rebel100-serving"
+MANDATORY, ADVISORY, DISABLED = "mandatory", "advisory", "disabled"
+LEVELS = (MANDATORY, ADVISORY, "remediate", DISABLED)
+CONFIG_DIR = pathlib.Path(__file__).resolve().parent / "config"
+
+Rule = Callable[[list, Facts], list]
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicySpec:
+    name: str
+    description: str
+    rule: Rule
+    scope: str  # "resource" or "stack"
+    enforcement: str = MANDATORY
+    facts: tuple[str, ...] = ()  # keys of the pack config this policy reads (its PolicyConfigSchema)
+
+
+POLICIES: tuple[PolicySpec, ...] = (
+    # 1-3: parallelism
+    PolicySpec("pp-with-dp", "An engine must not combine --pipeline-parallel-size > 1 with --data-parallel-size > 1 (vLLM refuses it).",
+               parallelism.pp_with_dp, "resource"),
+    PolicySpec("npu-claim-matches-parallelism", "NPUs claimed through DRA by an engine container must equal TP x PP x DP-local of its args.",
+               parallelism.npu_claims_match_parallelism, "stack", facts=("npuDeviceClass",)),
+    PolicySpec("npu-devices-fit-node", "The NPUs of one pod must fit on one node (npusPerNode).",
+               parallelism.npu_devices_fit_node, "stack", facts=("npusPerNode", "npuDeviceClass")),
+    PolicySpec("parallelism-fits-model", "PP <= model layers; expert parallel divides the experts evenly over DP x TP; no PP on decode.",
+               parallelism.parallelism_fits_model, "resource", facts=("modelLayers", "modelExperts")),
+    # 4-5: memory and serving arguments
+    PolicySpec("rds-memory-budget", "rds_max_chunks x chunk overhead x NVMe drives + staging must fit in the chiplet-0 memory --gpu-memory-utilization leaves free.",
+               memory.rds_memory_budget, "resource",
+               facts=("hbmPerChipletGib", "nvmeDrivesPerNode", "rdsChunkOverheadMib", "rdsStagingBufferMib")),
+    PolicySpec("lmcache-reads-rds-max-chunks", "rds_max_chunks must not be set for an lmcache-rbln older than 0.12.0, which ignores it.",
+               memory.lmcache_reads_rds_max_chunks, "resource"),
+    PolicySpec("engine-args-in-range", "--gpu-memory-utilization in (0, 1]; --block-size a multiple of the sub-block size with sub-block caching; --max-model-len <= the model's context.",
+               memory.engine_args_in_range, "resource", facts=("modelMaxContext",)),
+    # 6: wiring across resources
+    PolicySpec("pd-roles-agree", "Prefill and decode agree on block size, KV cache dtype, model and speculative config.",
+               wiring.pd_roles_agree, "stack"),
+    PolicySpec("sidecar-matches-decode", "The routing sidecar's --vllm-port, --data-parallel-size and --kv-connector match the engines.",
+               wiring.sidecar_matches_decode, "stack"),
+    PolicySpec("inference-pool-wiring", "The InferencePool selects both roles' pods, targets the ports they serve on, and names the EPP Service and port.",
+               wiring.inference_pool_wiring, "stack"),
+    PolicySpec("httproute-backend-exists", "An HTTPRoute's InferencePool backendRef names a pool that exists.",
+               wiring.httproute_backend_exists, "stack"),
+    PolicySpec("router-pd-profiles", "A P/D router config has a profile handler, a decider that can fire and both prefill and decode profiles.",
+               wiring.router_pd_profiles, "stack"),
+    PolicySpec("router-block-size", "With autoTune off, the router's blockSizeTokens equals the engines' prefix-reuse unit.",
+               wiring.router_block_size, "stack"),
+    PolicySpec("router-autotune-block-unit", "With autoTune on, the router hashes --block-size units while the engines reuse sub-blocks (advice).",
+               wiring.router_autotune_block_unit, "stack", enforcement=ADVISORY),
+    # 7: hygiene
+    PolicySpec("hf-token-secret-ref", "HF_TOKEN only from a Secret reference.",
+               hygiene.hf_token_secret_ref, "resource"),
+    PolicySpec("image-tag-pinned", "No untagged or :latest images.",
+               hygiene.image_tag_pinned, "resource"),
+    PolicySpec("engine-resource-requests", "Engine containers request CPU and memory.",
+               hygiene.engine_resource_requests, "resource"),
+)
+BY_NAME = {spec.name: spec for spec in POLICIES}
+
+
+# --- configuration (the `--policy-pack-config` file) ----------------------------------------
+
+
+class PackConfigError(ValueError):
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class Resolved:
+    """One policy's enforcement level and config properties after the config file is applied."""
+
+    level: str
+    properties: Mapping[str, Any]
+
+    @property
+    def facts(self) -> Facts:
+        return facts_from(self.properties)
+
+
+def resolve(config: Optional[Mapping[str, Any]] = None) -> dict[str, Resolved]:
+    """Apply a policy-pack config the way the Pulumi CLI does: `all` sets every level, a policy's own
+    entry (a level, or an object with `enforcementLevel` and properties) wins over it."""
+    config = dict(config or {})
+    unknown = sorted(set(config) - set(BY_NAME) - {"all"})
+    if unknown:
+        raise PackConfigError(f"policy config names unknown policies {unknown}; known: {', '.join(BY_NAME)}")
+    default_level = _level(config.get("all"), "all")
+    resolved = {}
+    for spec in POLICIES:
+        entry = config.get(spec.name)
+        level = _level(entry, spec.name) or default_level or spec.enforcement
+        properties = {k: v for k, v in entry.items() if k != "enforcementLevel"} if isinstance(entry, dict) else {}
+        resolved[spec.name] = Resolved(level, properties)
+        resolved[spec.name].facts  # noqa: B018 - raise on a bad value now, not mid-evaluation
+    return resolved
+
+
+def _level(entry: Any, where: str) -> Optional[str]:
+    level = entry.get("enforcementLevel") if isinstance(entry, dict) else entry
+    if level is not None and level not in LEVELS:
+        raise PackConfigError(f"policy config {where}: enforcement level {level!r} is not one of {', '.join(LEVELS)}")
+    return level
+
+
+def load_config(path: Optional[pathlib.Path]) -> dict[str, Any]:
+    if path is None:
+        return {}
+    try:
+        return json.loads(pathlib.Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise PackConfigError(f"cannot read policy config {path}: {error}") from None
+
+
+def environment_config(environment: str) -> pathlib.Path:
+    """`policy/config/dev.json` or `prod.json`, the files CI passes to `--policy-pack-config`."""
+    return CONFIG_DIR / f"{environment}.json"
+
+
+# --- evaluation ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Violation:
+    policy: str
+    resource: str
+    message: str
+    level: str
+
+    @property
+    def mandatory(self) -> bool:
+        return self.level in (MANDATORY, "remediate")
+
+    def line(self) -> str:
+        return f"[{self.level}] {self.policy}: {self.resource}: {self.message}"
+
+
+def evaluate(manifests: list[dict], config: Optional[Mapping[str, Any]] = None) -> list[Violation]:
+    """Every policy over the manifests, with the levels and facts of `config`."""
+    resolved = resolve(config)
+    violations = []
+    for spec in POLICIES:
+        setting = resolved[spec.name]
+        if setting.level == DISABLED:
+            continue
+        for finding in spec.rule(manifests, setting.facts):
+            violations.append(Violation(spec.name, finding.resource, finding.message, setting.level))
+    return violations
+
+
+def run_rule(spec: PolicySpec, manifests: list[dict], properties: Optional[Mapping[str, Any]]) -> list[Finding]:
+    """One policy's findings with its config properties (the Pulumi adapters call this)."""
+    return spec.rule(manifests, facts_from(properties))

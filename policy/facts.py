@@ -1,0 +1,97 @@
+"""Hardware and model facts the rules need, as the pack's config schema (`PolicyConfigSchema`).
+
+The rules judge resources against facts that are not in the resources themselves (NPUs per node,
+HBM per chiplet, NVMe drives, the model's layers...). Their defaults and descriptions are read from
+the program's own config models (`stacks.config`), so the pack and the program's hardware profile
+cannot drift; a platform team overrides them per policy with `--policy-pack-config`.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping, Optional
+
+from pydantic import BaseModel
+
+from stacks.config import Hardware, KvTier, ModelSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class Fact:
+    """One config key of the pack: its JSON type and the program field it mirrors."""
+
+    key: str
+    attribute: str
+    json_type: str
+    model: type[BaseModel]
+    field: str
+
+    @property
+    def default(self) -> Any:
+        return self.model.model_fields[self.field].default
+
+    def schema(self) -> dict[str, Any]:
+        info = self.model.model_fields[self.field]
+        prop: dict[str, Any] = {
+            "type": self.json_type,
+            "default": self.default,
+            "description": f"{info.description} (default from stacks.config.{self.model.__name__}.{self.field})",
+        }
+        if self.json_type in ("integer", "number"):
+            prop["minimum"] = 0
+        return prop
+
+    def coerce(self, value: Any) -> Any:
+        """Config values arrive as JSON (numbers as doubles over gRPC): back to the field's type."""
+        if self.json_type == "integer":
+            number = float(value)
+            if not number.is_integer():
+                raise ValueError(f"policy config {self.key}: expected an integer, got {value!r}")
+            return int(number)
+        if self.json_type == "number":
+            return float(value)
+        return str(value)
+
+
+FACTS = (
+    Fact("npusPerNode", "npus_per_node", "integer", Hardware, "npus_per_node"),
+    Fact("hbmPerChipletGib", "hbm_per_chiplet_gib", "number", Hardware, "hbm_per_chiplet_gib"),
+    Fact("nvmeDrivesPerNode", "nvme_drives_per_node", "integer", Hardware, "nvme_drives_per_node"),
+    Fact("npuDeviceClass", "npu_device_class", "string", Hardware, "npu_device_class"),
+    Fact("rdsChunkOverheadMib", "rds_chunk_overhead_mib", "number", KvTier, "rds_chunk_overhead_mib"),
+    Fact("rdsStagingBufferMib", "rds_staging_buffer_mib", "number", KvTier, "staging_buffer_mib"),
+    Fact("modelLayers", "model_layers", "integer", ModelSpec, "layers"),
+    Fact("modelExperts", "model_experts", "integer", ModelSpec, "experts"),
+    Fact("modelMaxContext", "model_max_context", "integer", ModelSpec, "max_context"),
+)
+BY_KEY = {fact.key: fact for fact in FACTS}
+
+
+@dataclasses.dataclass(frozen=True)
+class Facts:
+    npus_per_node: int
+    hbm_per_chiplet_gib: float
+    nvme_drives_per_node: int
+    npu_device_class: str
+    rds_chunk_overhead_mib: float
+    rds_staging_buffer_mib: float
+    model_layers: int
+    model_experts: int
+    model_max_context: int
+
+
+def facts_from(properties: Optional[Mapping[str, Any]] = None) -> Facts:
+    """The defaults, overridden by the keys of one policy's config; other keys are ignored
+    (the enforcement level travels in the same object)."""
+    values = {fact.attribute: fact.default for fact in FACTS}
+    for key, value in (properties or {}).items():
+        if key in BY_KEY:
+            values[BY_KEY[key].attribute] = BY_KEY[key].coerce(value)
+    return Facts(**values)
+
+
+def schema_properties(keys: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """JSON-schema properties of the given config keys, for a policy's `PolicyConfigSchema`."""
+    return {key: BY_KEY[key].schema() for key in keys}
+
+
+DEFAULTS = facts_from()

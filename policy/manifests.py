@@ -1,0 +1,525 @@
+"""Reading Kubernetes manifests the way the rules need them: pod templates, engines, flags, env, claims.
+
+Every rule of the pack works on plain manifest dicts (camelCase, as in YAML or in a Pulumi resource's
+properties), never on the program's Python objects, so the same rules judge the program's render, a
+hand-edited copy or a Helm chart's output. This module is the one place that knows where things are
+in those dicts; the rule modules only decide.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import shlex
+from typing import Any, Iterable, Iterator, Optional, Union
+
+import yaml
+
+# --- findings ------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    """What a rule found wrong: the resource (`Kind/namespace/name`) and the message (field, values,
+    rule, fix). The enforcement level is not the rule's to decide: it comes from the pack's config."""
+
+    resource: str
+    message: str
+
+    @property
+    def text(self) -> str:
+        """The message with the resource in front, as Pulumi shows it."""
+        kind, _, rest = self.resource.partition("/")
+        return f"{kind} {rest}: {self.message}"
+
+
+def resource_id(manifest: dict) -> str:
+    """`Kind/namespace/name` (`Kind/name` for cluster-scoped objects)."""
+    metadata = manifest.get("metadata") or {}
+    namespace = metadata.get("namespace")
+    name = metadata.get("name", "?")
+    kind = manifest.get("kind", "?")
+    return f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
+
+
+def namespace_of(manifest: dict) -> str:
+    return (manifest.get("metadata") or {}).get("namespace") or "default"
+
+
+def of_kind(manifests: Iterable[dict], kind: str) -> list[dict]:
+    return [m for m in manifests if m.get("kind") == kind]
+
+
+def find(manifests: Iterable[dict], kind: str, namespace: str, name: str) -> Optional[dict]:
+    for manifest in manifests:
+        if manifest.get("kind") == kind and namespace_of(manifest) == namespace \
+                and (manifest.get("metadata") or {}).get("name") == name:
+            return manifest
+    return None
+
+
+def api_group(api_version: str) -> str:
+    """`inference.networking.k8s.io/v1` -> `inference.networking.k8s.io`; `v1` -> `` (core)."""
+    return api_version.rpartition("/")[0]
+
+
+def selects(match_labels: dict, labels: dict) -> bool:
+    """A non-empty equality selector matches labels that contain all its pairs."""
+    return bool(match_labels) and all(labels.get(k) == str(v) for k, v in match_labels.items())
+
+
+def name_list(names: Iterable[str], limit: int = 3) -> str:
+    """`a, b, c and 5 more`: messages stay readable for stacks of many pools."""
+    names = sorted(set(names))
+    shown = ", ".join(names[:limit])
+    return f"{shown} and {len(names) - limit} more" if len(names) > limit else shown
+
+
+def show_labels(labels: dict) -> str:
+    return "{" + ", ".join(f"{k}: {v}" for k, v in sorted(labels.items())) + "}"
+
+
+# --- pod templates -------------------------------------------------------------------------
+
+ROLE_LABEL = "llm-d.ai/role"
+
+
+@dataclasses.dataclass(frozen=True)
+class PodTemplate:
+    """The pod template of a workload (or a bare Pod) together with the object that owns it."""
+
+    owner: dict
+    metadata: dict
+    spec: dict
+
+    @property
+    def resource(self) -> str:
+        return resource_id(self.owner)
+
+    @property
+    def namespace(self) -> str:
+        return namespace_of(self.owner)
+
+    @property
+    def labels(self) -> dict:
+        return self.metadata.get("labels") or {}
+
+    @property
+    def annotations(self) -> dict:
+        return self.metadata.get("annotations") or {}
+
+    def containers(self, init: bool = True) -> list[dict]:
+        """Containers, then init containers (native sidecars are init containers)."""
+        items = list(self.spec.get("containers") or [])
+        return items + list(self.spec.get("initContainers") or []) if init else items
+
+    @property
+    def role(self) -> Optional[str]:
+        """`prefill` / `decode` from the llm-d role label; a pod with a routing sidecar is a decode pod."""
+        role = self.labels.get(ROLE_LABEL)
+        if role:
+            return role
+        return "decode" if routing_sidecars(self) else None
+
+
+def _template_paths(manifest: dict) -> list[list[str]]:
+    kind = manifest.get("kind")
+    if kind == "Pod":
+        return [[]]
+    if kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "ReplicationController"):
+        return [["spec", "template"]]
+    if kind == "CronJob":
+        return [["spec", "jobTemplate", "spec", "template"]]
+    if kind == "LeaderWorkerSet":
+        return [["spec", "leaderWorkerTemplate", "leaderTemplate"], ["spec", "leaderWorkerTemplate", "workerTemplate"]]
+    return []
+
+
+def pod_templates(manifests: Iterable[dict]) -> Iterator[PodTemplate]:
+    for manifest in manifests:
+        for path in _template_paths(manifest):
+            node: Any = manifest
+            for part in path:
+                node = (node or {}).get(part) if isinstance(node, dict) else None
+            if isinstance(node, dict) and isinstance(node.get("spec"), dict):
+                yield PodTemplate(owner=manifest, metadata=node.get("metadata") or {}, spec=node["spec"])
+
+
+# --- command lines -------------------------------------------------------------------------
+
+# vLLM flags that take no value: needed so that `--enable-prefix-caching MODEL` reads MODEL as the
+# positional model, not as the flag's value. Unknown bare flags are recognised by what follows them.
+VLLM_BOOLEAN_FLAGS = frozenset({
+    "--enable-prefix-caching", "--no-enable-prefix-caching", "--enable-chunked-prefill", "--no-enable-chunked-prefill",
+    "--enable-auto-tool-choice", "--enable-expert-parallel", "--data-parallel-multi-port-external-lb",
+    "--data-parallel-external-lb", "--data-parallel-hybrid-lb", "--trust-remote-code", "--enforce-eager",
+    "--disable-log-requests", "--disable-log-stats", "--enable-log-requests", "--headless", "--api-server-count-auto",
+    "--disable-custom-all-reduce", "--disable-sliding-window", "--skip-tokenizer-init", "--enable-lora",
+    "--enable-sleep-mode", "--disable-fastapi-docs", "--enable-server-load-tracking", "--enable-dbo",
+})
+# vLLM's short aliases.
+VLLM_ALIASES = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size", "-dp": "--data-parallel-size",
+                "-dpl": "--data-parallel-size-local", "-dpr": "--data-parallel-rank", "-ep": "--enable-expert-parallel",
+                "-q": "--quantization"}
+
+FlagValue = Union[str, bool]
+
+
+@dataclasses.dataclass(frozen=True)
+class Flags:
+    """A parsed command line: `--flag value`, `--flag=value` and bare boolean flags, plus positionals.
+
+    A flag given twice keeps its last value, as argparse and Go's flag package do.
+    """
+
+    values: dict[str, FlagValue]
+    positionals: tuple[str, ...]
+
+    def get(self, flag: str) -> Optional[FlagValue]:
+        return self.values.get(flag)
+
+    def has(self, flag: str) -> bool:
+        value = self.values.get(flag)
+        return value is True or (isinstance(value, str) and value.lower() not in ("false", "0"))
+
+    def text(self, flag: str) -> Optional[str]:
+        value = self.values.get(flag)
+        return value if isinstance(value, str) else None
+
+    def integer(self, flag: str, default: Optional[int] = None) -> Optional[int]:
+        """The flag as an int; `default` when absent; None when present but not an integer."""
+        value = self.values.get(flag)
+        if value is None:
+            return default
+        try:
+            return int(str(value))
+        except ValueError:
+            return None
+
+    def number(self, flag: str, default: Optional[float] = None) -> Optional[float]:
+        value = self.values.get(flag)
+        if value is None:
+            return default
+        try:
+            return float(str(value))
+        except ValueError:
+            return None
+
+    def json(self, flag: str) -> Any:
+        """A JSON-valued flag (`--speculative-config`, `--kv-transfer-config`); None when absent or not JSON."""
+        value = self.text(flag)
+        if value is None:
+            return None
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return None
+
+
+def parse_flags(argv: Iterable[str], *, boolean: frozenset = frozenset(), aliases: Optional[dict] = None,
+                go_style: bool = False) -> Flags:
+    """Parse a command line. `go_style` accepts Go's single-dash long flags (`-vllm-port=8200`)."""
+    aliases = aliases or {}
+    values: dict[str, FlagValue] = {}
+    positionals: list[str] = []
+    tokens = [str(t) for t in argv]
+    index = 0
+    while index < len(tokens):
+        token = tokens[index]
+        index += 1
+        if not token.startswith("-") or token == "-" or _is_number(token):
+            positionals.append(token)
+            continue
+        name, has_value, value = token.partition("=")
+        name = aliases.get(name, name)
+        if go_style and not name.startswith("--"):
+            name = "-" + name
+        if name.startswith("--"):
+            name = "--" + name[2:].replace("_", "-")
+        if has_value:
+            values[name] = value
+        elif name in boolean or index >= len(tokens) or (tokens[index].startswith("-") and not _is_number(tokens[index])):
+            values[name] = True
+        else:
+            values[name] = tokens[index]
+            index += 1
+    return Flags(values=values, positionals=tuple(positionals))
+
+
+def _is_number(token: str) -> bool:
+    try:
+        float(token)
+        return True
+    except ValueError:
+        return False
+
+
+def command_line(container: dict) -> list[str]:
+    """command + args; a shell form (`sh -c "vllm serve ..."`) is split into words."""
+    words = [str(w) for w in (container.get("command") or [])] + [str(w) for w in (container.get("args") or [])]
+    expanded: list[str] = []
+    for word in words:
+        if " " in word and ("vllm serve" in word or "vllm\tserve" in word):
+            try:
+                expanded.extend(shlex.split(word))
+                continue
+            except ValueError:
+                pass
+        expanded.append(word)
+    return expanded
+
+
+def serve_argv(container: dict) -> Optional[list[str]]:
+    """The arguments after `vllm serve`, or None when the container does not run `vllm serve`."""
+    words = command_line(container)
+    for index in range(len(words) - 1):
+        if (words[index] == "vllm" or words[index].endswith("/vllm")) and words[index + 1] == "serve":
+            return words[index + 2:]
+    return None
+
+
+# --- engines -------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Engine:
+    """A container that runs `vllm serve`, with its parsed arguments and its pod template."""
+
+    template: PodTemplate
+    container: dict
+    flags: Flags
+
+    @property
+    def resource(self) -> str:
+        return self.template.resource
+
+    @property
+    def name(self) -> str:
+        return self.container.get("name", "?")
+
+    @property
+    def role(self) -> Optional[str]:
+        return self.template.role
+
+    @property
+    def model(self) -> Optional[str]:
+        return self.flags.text("--model") or (self.flags.positionals[0] if self.flags.positionals else None)
+
+    @property
+    def tp(self) -> Optional[int]:
+        return self.flags.integer("--tensor-parallel-size", 1)
+
+    @property
+    def pp(self) -> Optional[int]:
+        return self.flags.integer("--pipeline-parallel-size", 1)
+
+    @property
+    def dp(self) -> Optional[int]:
+        return self.flags.integer("--data-parallel-size", 1)
+
+    @property
+    def dp_local(self) -> Optional[int]:
+        return self.flags.integer("--data-parallel-size-local", self.dp)
+
+    @property
+    def port(self) -> Optional[int]:
+        return self.flags.integer("--port", VLLM_DEFAULT_PORT)
+
+    def env(self, name: str) -> Optional[str]:
+        return env_value(self.container, name)
+
+    def parallelism_text(self) -> str:
+        """How the args give the parallelism, for messages."""
+        return f"TP {self.tp} x PP {self.pp} x DP-local {self.dp_local}"
+
+
+VLLM_DEFAULT_PORT = 8000
+
+
+def template_engines(template: PodTemplate) -> list[Engine]:
+    found = []
+    for container in template.containers():
+        argv = serve_argv(container)
+        if argv is not None:
+            found.append(Engine(template, container, parse_flags(argv, boolean=VLLM_BOOLEAN_FLAGS, aliases=VLLM_ALIASES)))
+    return found
+
+
+def engines(manifests: Iterable[dict]) -> list[Engine]:
+    return [engine for template in pod_templates(manifests) for engine in template_engines(template)]
+
+
+def kv_connectors(flags: Flags) -> list[str]:
+    """Connector class names of `--kv-transfer-config`, MultiConnector's members included."""
+    config = flags.json("--kv-transfer-config")
+    names: list[str] = []
+
+    def walk(entry: Any) -> None:
+        if not isinstance(entry, dict):
+            return
+        name = entry.get("kv_connector")
+        if name:
+            names.append(str(name))
+        for member in ((entry.get("kv_connector_extra_config") or {}).get("connectors") or []):
+            walk(member)
+
+    walk(config)
+    return names
+
+
+# --- routing sidecar -----------------------------------------------------------------------
+
+SIDECAR_DEFAULTS = {"--port": 8000, "--vllm-port": 8001, "--data-parallel-size": 1, "--kv-connector": "nixlv2"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Sidecar:
+    """The llm-d routing sidecar of a decode pod (Go flags; defaults of llm-d-routing-sidecar)."""
+
+    template: PodTemplate
+    container: dict
+    flags: Flags
+
+    @property
+    def name(self) -> str:
+        return self.container.get("name", "?")
+
+    def integer(self, flag: str) -> Optional[int]:
+        return self.flags.integer(flag, SIDECAR_DEFAULTS[flag])
+
+    @property
+    def connector(self) -> str:
+        return self.flags.text("--kv-connector") or self.flags.text("--connector") or SIDECAR_DEFAULTS["--kv-connector"]
+
+
+def routing_sidecars(template: PodTemplate) -> list[Sidecar]:
+    found = []
+    for container in template.containers():
+        if serve_argv(container) is not None:
+            continue
+        flags = parse_flags(command_line(container), go_style=True)
+        image = str(container.get("image", ""))
+        if "--vllm-port" in flags.values or "routing-sidecar" in image or container.get("name") == "routing-proxy":
+            found.append(Sidecar(template, container, flags))
+    return found
+
+
+# --- environment ---------------------------------------------------------------------------
+
+
+def env_entry(container: dict, name: str) -> Optional[dict]:
+    """The last `env` entry of that name (Kubernetes lets a later entry win)."""
+    found = None
+    for entry in container.get("env") or []:
+        if entry.get("name") == name:
+            found = entry
+    return found
+
+
+def env_value(container: dict, name: str) -> Optional[str]:
+    """A plain `value`; None when unset or set through `valueFrom` (not readable before apply)."""
+    entry = env_entry(container, name)
+    if entry is None or "value" not in entry:
+        return None
+    return str(entry["value"])
+
+
+def env_flag_on(container: dict, name: str) -> bool:
+    return (env_value(container, name) or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def parse_structured(text: str) -> Any:
+    """JSON, or YAML (a superset that also takes `{key: value}`); None when neither."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError:
+            return None
+
+
+# --- devices through DRA -------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ClaimedDevices:
+    """NPUs a container (or pod) claims, where each count comes from, and what could not be read."""
+
+    count: int
+    sources: list[str]
+    problems: list[str]
+
+
+def _device_requests(claim_spec: dict) -> list[dict]:
+    return list(((claim_spec or {}).get("devices") or {}).get("requests") or [])
+
+
+def _request_count(request: dict, device_class: str) -> tuple[Optional[int], Optional[str]]:
+    """(count, None) for a request of the NPU class, (0, None) for another class, (None, why) when unreadable.
+    Reads `exactly` (resource.k8s.io/v1) and the flat v1beta1 form."""
+    exact = request.get("exactly") if isinstance(request.get("exactly"), dict) else request
+    if exact.get("deviceClassName") != device_class:
+        if request.get("firstAvailable"):
+            return None, f"request {request.get('name')} uses firstAvailable"
+        return 0, None
+    mode = exact.get("allocationMode", "ExactCount")
+    if mode != "ExactCount":
+        return None, f"request {request.get('name')} has allocationMode {mode}"
+    return int(exact.get("count", 1)), None
+
+
+def _claim_source(template: PodTemplate, pod_claim: dict, manifests: list[dict]) -> tuple[Optional[dict], str]:
+    """The claim spec behind one entry of `spec.resourceClaims` and how to name it."""
+    if pod_claim.get("resourceClaimTemplateName"):
+        name = pod_claim["resourceClaimTemplateName"]
+        rct = find(manifests, "ResourceClaimTemplate", template.namespace, name)
+        return ((rct or {}).get("spec") or {}).get("spec") if rct else None, f"ResourceClaimTemplate {name}"
+    name = pod_claim.get("resourceClaimName", "?")
+    claim = find(manifests, "ResourceClaim", template.namespace, name)
+    return (claim or {}).get("spec") if claim else None, f"ResourceClaim {name}"
+
+
+def claimed_npus(template: PodTemplate, manifests: list[dict], device_class: str,
+                 container: Optional[dict] = None) -> ClaimedDevices:
+    """NPUs of `device_class` claimed by one container (through `resources.claims`) or, without a
+    container, by the whole pod (every entry of `spec.resourceClaims`)."""
+    pod_claims = {c.get("name"): c for c in template.spec.get("resourceClaims") or []}
+    if container is None:
+        wanted = [(name, None) for name in pod_claims]
+    else:
+        wanted = [(c.get("name"), c.get("request")) for c in (container.get("resources") or {}).get("claims") or []]
+    count, sources, problems = 0, [], []
+    for claim_name, only_request in wanted:
+        pod_claim = pod_claims.get(claim_name)
+        if pod_claim is None:
+            problems.append(f"resources.claims names {claim_name}, which is not in spec.resourceClaims")
+            continue
+        spec, label = _claim_source(template, pod_claim, manifests)
+        if spec is None:
+            problems.append(f"spec.resourceClaims[{claim_name}] references {label}, which is not among the resources")
+            continue
+        for request in _device_requests(spec):
+            if only_request and request.get("name") != only_request:
+                continue
+            number, why = _request_count(request, device_class)
+            if why:
+                problems.append(f"{label} {why}: its NPU count cannot be checked")
+            elif number:
+                count += number
+                field = "exactly.count" if isinstance(request.get("exactly"), dict) else "count"
+                sources.append(f"{label} spec.spec.devices.requests[{request.get('name')}].{field} {number} "
+                               f"(deviceClassName {device_class})")
+    return ClaimedDevices(count, sources, problems)
+
+
+# --- images --------------------------------------------------------------------------------
+
+
+def image_tag(image: str) -> tuple[str, Optional[str], Optional[str]]:
+    """(repository, tag, digest) of an image reference; a registry port is not a tag."""
+    rest, _, digest = image.partition("@")
+    slash = rest.rfind("/")
+    colon = rest.rfind(":")
+    if colon > slash:
+        return rest[:colon], rest[colon + 1:], digest or None
+    return rest, None, digest or None

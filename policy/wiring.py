@@ -1,0 +1,461 @@
+"""Rule 6: the stack's resources agree with each other (P/D pairs, sidecar, pool, route, router).
+
+Each object can be valid alone and the stack still broken: a sidecar forwarding to a port no rank
+listens on, a pool whose selector misses the prefill pods, a route to a pool that does not exist, a
+router whose decider can never fire (P/D silently becomes decode-only), prefill and decode moving KV
+blocks of different shapes. These rules read several resources at once, so they are stack policies.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import defaultdict
+from typing import Any, Optional
+
+from components import sizing
+from policy.facts import Facts
+from policy.manifests import (Engine, Finding, PodTemplate, api_group, command_line, engines, env_flag_on, find,
+                              kv_connectors, namespace_of, of_kind, parse_flags, parse_structured, pod_templates,
+                              name_list, resource_id, routing_sidecars, selects, show_labels, template_engines)
+from policy.memory import SUB_BLOCK_ENV
+
+POOL_GROUPS = ("inference.networking.k8s.io", "inference.networking.x-k8s.io")
+
+
+def _by_namespace(items: list[Engine]) -> dict[str, list[Engine]]:
+    grouped: dict[str, list[Engine]] = defaultdict(list)
+    for engine in items:
+        grouped[engine.template.namespace].append(engine)
+    return grouped
+
+
+def _role(items: list[Engine], role: str) -> list[Engine]:
+    return [e for e in items if e.role == role]
+
+
+def _spec_text(value: Any) -> str:
+    """A value for messages and comparison: JSON objects compact with sorted keys, None as `none`."""
+    if value is None:
+        return "none"
+    return json.dumps(value, separators=(",", ":"), sort_keys=True) if isinstance(value, (dict, list)) else str(value)
+
+
+# --- prefill and decode agree --------------------------------------------------------------
+
+
+def pd_roles_agree(manifests: list[dict], facts: Facts) -> list[Finding]:
+    """Prefill and decode agree on block size, KV dtype, model and speculative config.
+
+    Each decode engine is compared with every distinct prefill setting of its namespace (not with
+    every prefill Deployment), so a stack of many pools reports a difference once per decode."""
+    found = []
+    for items in _by_namespace(engines(manifests)).values():
+        prefills = [(prefill, dict(_pd_field_values(prefill))) for prefill in _role(items, "prefill")]
+        for decode in _role(items, "decode"):
+            for field, decode_value, why in _pd_fields(decode):
+                by_value: dict[str, list[Engine]] = defaultdict(list)
+                for prefill, values in prefills:
+                    by_value[_spec_text(values[field])].append(prefill)
+                for value, group in by_value.items():
+                    if value != _spec_text(decode_value):
+                        found.append(_pd_finding(decode, group, field, value, decode_value, why))
+    return found
+
+
+def _speculative(engine: Engine) -> Any:
+    """--speculative-config parsed (the raw text when it is not JSON); None when absent."""
+    parsed = engine.flags.json("--speculative-config")
+    return parsed if parsed is not None else engine.flags.get("--speculative-config")
+
+
+def _pd_field_values(engine: Engine) -> list[tuple[str, Any]]:
+    return [("--block-size", engine.flags.integer("--block-size")),
+            ("--kv-cache-dtype", engine.flags.text("--kv-cache-dtype") or "auto"),
+            ("model", engine.model),
+            ("--speculative-config", _speculative(engine))]
+
+
+PD_WHY = {
+    "--block-size": "NIXL moves KV blocks as they are, so both roles need the same block size",
+    "--kv-cache-dtype": "decode cannot read KV written in another dtype",
+    "model": "KV computed by one model is garbage for another",
+    "--speculative-config": "both roles need the same speculative method, draft model and token count",
+}
+
+
+def _pd_fields(decode: Engine) -> list[tuple[str, Any, str]]:
+    return [(field, value, PD_WHY[field]) for field, value in _pd_field_values(decode)]
+
+
+def _pd_finding(decode: Engine, prefills: list[Engine], field: str, prefill_text: str, decode_value: Any, why: str) -> Finding:
+    eagle = isinstance(decode_value, dict) and str(decode_value.get("method", "")).startswith("eagle")
+    if field == "--speculative-config" and eagle and prefill_text == "none":
+        why = ("EAGLE-3 on decode needs it on prefill too: the draft head fills its own KV during prefill, and decode "
+               "receives that KV with the target model's")
+    names = name_list(p.resource for p in prefills)
+    return Finding(decode.resource,
+        f"decode container {decode.name} and prefill ({names}) differ on {field}: prefill {prefill_text} vs decode "
+        f"{_spec_text(decode_value)}; {why}. Set the same {field} on both roles.")
+
+
+# --- routing sidecar -----------------------------------------------------------------------
+
+# The sidecar's --kv-connector and the engine connector family it drives.
+SIDECAR_CONNECTOR_FAMILY = {"nixl": "nixl", "nixlv2": "nixl", "lmcache": "lmcache"}
+
+
+def _families(engine: Engine) -> set[str]:
+    return {family for name in kv_connectors(engine.flags) for family in ("nixl", "lmcache") if family in name.lower()}
+
+
+def sidecar_matches_decode(manifests: list[dict], facts: Facts) -> list[Finding]:
+    """The sidecar's --vllm-port, --data-parallel-size and --kv-connector match the engines it fronts."""
+    found = []
+    prefills = _by_namespace(_role(engines(manifests), "prefill"))
+    for template in pod_templates(manifests):
+        sidecars, local = routing_sidecars(template), template_engines(template)
+        if not sidecars or not local:
+            continue
+        engine = local[0]
+        for sidecar in sidecars:
+            where = f"routing sidecar {sidecar.name}"
+            vllm_port = sidecar.integer("--vllm-port")
+            if vllm_port != engine.port:
+                found.append(Finding(template.resource,
+                    f"{where} arg --vllm-port {sidecar.flags.get('--vllm-port') or '8001 (default)'} does not match the "
+                    f"decode engine's --port {engine.port} (container {engine.name}): the sidecar forwards rank r to "
+                    f"--vllm-port + r, where no rank listens. Set --vllm-port {engine.port}."))
+            dp = sidecar.integer("--data-parallel-size")
+            if dp != engine.dp_local:
+                found.append(Finding(template.resource,
+                    f"{where} arg --data-parallel-size {sidecar.flags.get('--data-parallel-size') or '1 (default)'} does "
+                    f"not match the decode engine's {engine.dp_local} local ranks (container {engine.name} "
+                    f"--data-parallel-size-local {engine.dp_local}): the sidecar listens on one port per rank and "
+                    f"ranks it does not front get no traffic. Set --data-parallel-size {engine.dp_local}."))
+            family = SIDECAR_CONNECTOR_FAMILY.get(sidecar.connector)
+            if family is None:
+                found.append(Finding(template.resource,
+                    f"{where} arg --kv-connector {sidecar.connector} is not a connector this pack knows "
+                    f"({', '.join(sorted(SIDECAR_CONNECTOR_FAMILY))}). Use nixlv2 with a NIXL connector on the engines."))
+                continue
+            for peer in [engine] + prefills.get(template.namespace, []):
+                if family not in _families(peer):
+                    role = "decode" if peer is engine else f"prefill {peer.resource}"
+                    found.append(Finding(template.resource,
+                        f"{where} arg --kv-connector {sidecar.connector} needs a {family.upper()} connector on every "
+                        f"engine, but {role} container {peer.name} --kv-transfer-config has "
+                        f"{kv_connectors(peer.flags) or 'none'}: the KV transfer handshake fails. Add the {family.upper()} "
+                        f"connector (RblnNixlConnector on Rebel100) to its --kv-transfer-config."))
+    return found
+
+
+# --- InferencePool ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolView:
+    """An InferencePool in either API shape (v1, or the older x-k8s.io v1alpha2), with field names for messages."""
+
+    manifest: dict
+    selector: dict
+    selector_field: str
+    target_ports: list[int]
+    ports_field: str
+    epp_name: Optional[str]
+    epp_port: Optional[int]
+    epp_field: str
+
+
+def pool_view(pool: dict) -> PoolView:
+    spec = pool.get("spec") or {}
+    if "targetPorts" in spec or isinstance((spec.get("selector") or {}).get("matchLabels"), dict):
+        ref = spec.get("endpointPickerRef") or {}
+        return PoolView(pool, (spec.get("selector") or {}).get("matchLabels") or {}, "spec.selector.matchLabels",
+                        [int(p.get("number", 0)) for p in spec.get("targetPorts") or []], "spec.targetPorts",
+                        ref.get("name"), (ref.get("port") or {}).get("number"), "spec.endpointPickerRef")
+    ref = spec.get("extensionRef") or {}
+    port = spec.get("targetPortNumber")
+    return PoolView(pool, spec.get("selector") or {}, "spec.selector", [int(port)] if port else [], "spec.targetPortNumber",
+                    ref.get("name"), ref.get("portNumber", 9002), "spec.extensionRef")
+
+
+def front_ports(template: PodTemplate) -> list[int]:
+    """Ports the pool should target on a pod: the sidecar's (one per rank) or else the engine's."""
+    sidecars = routing_sidecars(template)
+    if sidecars:
+        sidecar = sidecars[0]
+        return sizing.rank_ports(sidecar.integer("--port") or 0, sidecar.integer("--data-parallel-size") or 1)
+    ports: list[int] = []
+    for engine in template_engines(template):
+        per_rank = engine.flags.has("--data-parallel-multi-port-external-lb")
+        ports += sizing.rank_ports(engine.port or 0, (engine.dp_local or 1) if per_rank else 1)
+    return ports
+
+
+def inference_pool_wiring(manifests: list[dict], facts: Facts) -> list[Finding]:
+    """The pool selects both roles' pods, targets the ports they serve on, and points at the EPP Service."""
+    found = []
+    serving = [t for t in pod_templates(manifests) if template_engines(t)]
+    for pool in of_kind(manifests, "InferencePool"):
+        view, namespace, here = pool_view(pool), namespace_of(pool), resource_id(pool)
+        local = [t for t in serving if t.namespace == namespace]
+        selected = [t for t in local if selects(view.selector, t.labels)]
+        if not selected:
+            found.append(Finding(here,
+                f"{view.selector_field} {show_labels(view.selector)} selects no engine pod template in namespace "
+                f"{namespace} (" + ("; ".join(f"{t.resource} has {show_labels(t.labels)}" for t in local) or "none found")
+                + "): the gateway has no endpoint to route to. Use labels that every serving pod carries."))
+        else:
+            models = {e.model for t in selected for e in template_engines(t)}
+            for role in ("prefill", "decode"):
+                of_role = [t for t in local if t.role == role and any(e.model in models for e in template_engines(t))]
+                if of_role and not any(t.role == role for t in selected):
+                    found.append(Finding(here,
+                        f"{view.selector_field} {show_labels(view.selector)} does not select the {role} pod template "
+                        f"({'; '.join(f'{t.resource} has {show_labels(t.labels)}' for t in of_role)}): the router's "
+                        f"{role}-filter never sees {role} endpoints. Select on a label both roles share "
+                        f"(llm-d.ai/inference-serving: 'true')."))
+            found += _target_ports(view, here, selected)
+        found += _endpoint_picker(view, here, namespace, manifests)
+    return found
+
+
+def _target_ports(view: PoolView, here: str, selected: list[PodTemplate]) -> list[Finding]:
+    found = []
+    actual = set(view.target_ports)
+    if len(view.target_ports) > sizing.MAX_POOL_TARGET_PORTS:
+        found.append(Finding(here, f"{view.ports_field} has {len(view.target_ports)} ports but an InferencePool allows "
+                                   f"at most {sizing.MAX_POOL_TARGET_PORTS}. Lower the ranks per pod."))
+    serves = {template.resource: front_ports(template) for template in selected}
+    expected = sorted({port for ports in serves.values() for port in ports})
+    for template in selected:
+        missing = sorted(set(serves[template.resource]) - actual)
+        if missing:
+            source = ("routing sidecar --port and --data-parallel-size" if routing_sidecars(template)
+                      else "engine --port and ranks")
+            found.append(Finding(here,
+                f"{view.ports_field} {sorted(actual)} lacks {missing}, where {template.resource} serves "
+                f"({source}: {serves[template.resource]}): the router never sends requests to those ranks. "
+                f"Set {view.ports_field} to {expected}."))
+    extra = sorted(actual - set(expected))
+    if extra:
+        found.append(Finding(here,
+            f"{view.ports_field} {sorted(actual)} includes {extra}, where none of the selected pods listens "
+            f"(they serve on {expected}; on decode pods that is the routing sidecar): requests the router sends "
+            f"there fail. Set {view.ports_field} to {expected}."))
+    return found
+
+
+EPP_GRPC_DEFAULT = 9002
+
+
+def _endpoint_picker(view: PoolView, here: str, namespace: str, manifests: list[dict]) -> list[Finding]:
+    services = [s for s in of_kind(manifests, "Service") if namespace_of(s) == namespace]
+    if not view.epp_name:
+        return [Finding(here, f"{view.epp_field}.name is not set: the pool has no endpoint picker. Name the EPP Service.")]
+    service = find(manifests, "Service", namespace, view.epp_name)
+    if service is None:
+        names = ", ".join(s["metadata"]["name"] for s in services) or "none"
+        return [Finding(here, f"{view.epp_field}.name {view.epp_name} names no Service in namespace {namespace} "
+                              f"(Services: {names}): the gateway cannot reach the router and, with FailClose, rejects "
+                              f"every request. Set it to the EPP Service's name.")]
+    ports = (service.get("spec") or {}).get("ports") or []
+    port = next((p for p in ports if p.get("port") == view.epp_port), None)
+    if port is None:
+        listed = ", ".join(f"{p.get('port')} ({p.get('name', '')})" for p in ports)
+        return [Finding(here, f"{view.epp_field}.port.number {view.epp_port} is not a port of Service "
+                              f"{namespace}/{view.epp_name} (ports: {listed}). Use the Service's ext-proc port.")]
+    grpc = _epp_grpc_port(service, manifests)
+    target = port.get("targetPort", port.get("port"))
+    if grpc is not None and target not in grpc:
+        return [Finding(here, f"{view.epp_field}.port.number {view.epp_port} reaches targetPort {target} of Service "
+                              f"{namespace}/{view.epp_name}, but the EPP container serves ext-proc on --grpc-port "
+                              f"{grpc[0]}: the gateway talks to the wrong listener. Point the pool at the Service port "
+                              f"whose targetPort is {grpc[0]}.")]
+    return []
+
+
+def _epp_grpc_port(service: dict, manifests: list[dict]) -> Optional[list]:
+    """The EPP's ext-proc port (number and port name) in the pods the Service selects; None when not found."""
+    selector = (service.get("spec") or {}).get("selector") or {}
+    for template in pod_templates(manifests):
+        if template.namespace != namespace_of(service) or not selects(selector, template.labels):
+            continue
+        for container in template.containers():
+            flags = parse_flags(command_line(container), go_style=True)
+            if "--pool-name" in flags.values or "--grpc-port" in flags.values:
+                number = flags.integer("--grpc-port", EPP_GRPC_DEFAULT)
+                names = [p.get("name") for p in container.get("ports") or [] if p.get("containerPort") == number]
+                return [number] + names
+    return None
+
+
+# --- HTTPRoute -------------------------------------------------------------------------------
+
+
+def httproute_backend_exists(manifests: list[dict], facts: Facts) -> list[Finding]:
+    """Every InferencePool backendRef of an HTTPRoute names a pool that exists, in the API group it has."""
+    found = []
+    for route in of_kind(manifests, "HTTPRoute"):
+        for i, rule in enumerate((route.get("spec") or {}).get("rules") or []):
+            for j, ref in enumerate(rule.get("backendRefs") or []):
+                if ref.get("kind") != "InferencePool":
+                    continue
+                field = f"spec.rules[{i}].backendRefs[{j}]"
+                namespace = ref.get("namespace") or namespace_of(route)
+                pool = find(manifests, "InferencePool", namespace, ref.get("name"))
+                if pool is None:
+                    pools = ", ".join(p["metadata"]["name"] for p in of_kind(manifests, "InferencePool")
+                                      if namespace_of(p) == namespace) or "none"
+                    found.append(Finding(resource_id(route),
+                        f"{field} names InferencePool {ref.get('name')}, which does not exist in namespace {namespace} "
+                        f"(InferencePools: {pools}): the route has no backend and every request fails. Name an "
+                        f"existing pool."))
+                    continue
+                group = api_group(pool.get("apiVersion", ""))
+                if ref.get("group", "") != group:
+                    found.append(Finding(resource_id(route),
+                        f"{field} has group {ref.get('group', '(core)')!r} but InferencePool {ref.get('name')} is "
+                        f"{pool.get('apiVersion')}: the gateway looks up a kind that does not exist. Set group {group}."))
+    return found
+
+
+# --- router (EPP) configuration ------------------------------------------------------------
+
+
+def epp_configs(manifests: list[dict]) -> list[tuple[dict, str, dict]]:
+    """(ConfigMap, key, config) of every EndpointPickerConfig held in a ConfigMap."""
+    found = []
+    for config_map in of_kind(manifests, "ConfigMap"):
+        for key, text in ((config_map.get("data") or {}).items()):
+            config = parse_structured(text) if isinstance(text, str) and "EndpointPickerConfig" in text else None
+            if isinstance(config, dict) and config.get("kind") == "EndpointPickerConfig":
+                found.append((config_map, key, config))
+    return found
+
+
+def _plugins(config: dict) -> dict[str, dict]:
+    """Plugins by name (the name defaults to the type)."""
+    return {str(p.get("name") or p.get("type")): p for p in config.get("plugins") or [] if isinstance(p, dict)}
+
+
+def _params(plugin: dict) -> dict:
+    return plugin.get("parameters") or {}
+
+
+ALWAYS_DECIDERS = ("always-disagg-pd-decider",)
+THRESHOLD_DECIDERS = ("prefix-based-pd-decider", "prefix-disaggregation-decider")
+HANDLERS = ("disagg-profile-handler", "pd-profile-handler")
+
+
+def router_pd_profiles(manifests: list[dict], facts: Facts) -> list[Finding]:
+    """A P/D router config has a profile handler, a decider that can fire, and both profiles."""
+    found = []
+    pd_namespaces = {ns for ns, items in _by_namespace(engines(manifests)).items()
+                     if _role(items, "prefill") and _role(items, "decode")}
+    for config_map, key, config in epp_configs(manifests):
+        if namespace_of(config_map) not in pd_namespaces:
+            continue
+        here, where = resource_id(config_map), f"data[{key}]"
+        plugins = _plugins(config)
+        handlers = [p for p in plugins.values() if p.get("type") in HANDLERS]
+        if not handlers:
+            found.append(Finding(here, f"{where} has no {' or '.join(HANDLERS)} plugin although prefill and decode pods "
+                                       f"run in namespace {namespace_of(config_map)}: every request is served by decode "
+                                       f"alone and the prefill pods idle. Add disagg-profile-handler with a decider."))
+            continue
+        handler = handlers[0]
+        if handler.get("type") == "disagg-profile-handler":
+            found += _decider(here, where, handler, plugins)
+        params = _params(handler)
+        wanted = [params.get("prefillProfile", "prefill"), params.get("decodeProfile", "decode")]
+        profiles = [str(p.get("name")) for p in config.get("schedulingProfiles") or [] if isinstance(p, dict)]
+        for name in wanted:
+            if name not in profiles:
+                found.append(Finding(here, f"{where} schedulingProfiles {profiles} lacks the {name!r} profile the "
+                                           f"{handler.get('type')} runs: P/D cannot pick a {name} endpoint. Add a "
+                                           f"{name!r} profile (its filter plus scorers and a picker)."))
+    return found
+
+
+def _decider(here: str, where: str, handler: dict, plugins: dict[str, dict]) -> list[Finding]:
+    name = (_params(handler).get("deciders") or {}).get("prefill")
+    if not name:
+        return [Finding(here, f"{where} disagg-profile-handler has no parameters.deciders.prefill: no request is ever "
+                              f"prefilled remotely. Name a prefix-based-pd-decider (nonCachedTokens > 0) or "
+                              f"always-disagg-pd-decider plugin.")]
+    decider = plugins.get(str(name))
+    if decider is None:
+        return [Finding(here, f"{where} disagg-profile-handler parameters.deciders.prefill {name} names no plugin of the "
+                              f"config ({', '.join(plugins)}). Declare the decider plugin.")]
+    if decider.get("type") in THRESHOLD_DECIDERS:
+        tokens = _params(decider).get("nonCachedTokens", 0)
+        if not isinstance(tokens, (int, float)) or tokens <= 0:
+            return [Finding(here, f"{where} plugin {name} ({decider.get('type')}) parameters.nonCachedTokens "
+                                  f"{tokens} disables the decider: no request is ever prefilled remotely and P/D "
+                                  f"silently becomes decode-only. Set nonCachedTokens > 0 (e.g. 16), or use "
+                                  f"always-disagg-pd-decider.")]
+    elif decider.get("type") not in ALWAYS_DECIDERS:
+        return [Finding(here, f"{where} parameters.deciders.prefill {name} is a {decider.get('type')}, not a P/D decider "
+                              f"({', '.join(THRESHOLD_DECIDERS + ALWAYS_DECIDERS)}). Point it at a decider plugin.")]
+    return []
+
+
+PREFIX_PRODUCER = "approx-prefix-cache-producer"
+
+
+def _reuse_units(manifests: list[dict], namespace: str) -> dict[tuple[int, int, bool], list[Engine]]:
+    """Engines of a namespace by (block size, prefix-reuse unit, sub-block caching)."""
+    units: dict[tuple[int, int, bool], list[Engine]] = defaultdict(list)
+    for engine in engines(manifests):
+        block, batched = engine.flags.integer("--block-size"), engine.flags.integer("--max-num-batched-tokens")
+        sub_block = env_flag_on(engine.container, SUB_BLOCK_ENV)
+        if engine.template.namespace != namespace or not block or (sub_block and not batched):
+            continue
+        units[(block, sizing.prefix_reuse_unit(block, batched or block, sub_block), sub_block)].append(engine)
+    return units
+
+
+def _producers(manifests: list[dict]):
+    for config_map, key, config in epp_configs(manifests):
+        for name, plugin in _plugins(config).items():
+            if plugin.get("type") == PREFIX_PRODUCER:
+                yield config_map, f"data[{key}] plugin {name}", _params(plugin)
+
+
+def router_block_size(manifests: list[dict], facts: Facts) -> list[Finding]:
+    """With autoTune off, the router's blockSizeTokens equals the engines' prefix-reuse unit."""
+    found = []
+    for config_map, where, params in _producers(manifests):
+        if params.get("autoTune", True) is not False:
+            continue
+        size = params.get("blockSizeTokens")
+        for (block, unit, sub_block), items in _reuse_units(manifests, namespace_of(config_map)).items():
+            if size != unit:
+                engines_text = name_list(e.resource for e in items)
+                source = (f"sub-blocks of --max-num-batched-tokens {unit} ({SUB_BLOCK_ENV}=1)" if sub_block
+                          else f"blocks of --block-size {block}")
+                found.append(Finding(resource_id(config_map),
+                    f"{where} parameters.blockSizeTokens {size if size is not None else '(unset)'} with autoTune false, "
+                    f"but the engines ({engines_text}) reuse prefixes in {source}: the router's prefix hashes never "
+                    f"line up with what the engines cache, so prefix-aware routing picks at random. Set "
+                    f"blockSizeTokens {unit}."))
+    return found
+
+
+def router_autotune_block_unit(manifests: list[dict], facts: Facts) -> list[Finding]:
+    """Advice: autoTune makes the router hash --block-size units while the engines reuse sub-blocks."""
+    found = []
+    for config_map, where, params in _producers(manifests):
+        if params.get("autoTune", True) is False:
+            continue
+        for (block, unit, sub_block), items in _reuse_units(manifests, namespace_of(config_map)).items():
+            if block != unit:
+                found.append(Finding(resource_id(config_map),
+                    f"{where} parameters.autoTune true: the router reads --block-size {block} from each pod's "
+                    f"vllm:cache_config_info and tracks prefixes in {block}-token units, while the engines "
+                    f"({name_list(e.resource for e in items)}) reuse {unit}-token sub-blocks "
+                    f"({SUB_BLOCK_ENV}=1): shared prefixes shorter than {block} tokens are not routed by affinity. "
+                    f"For {unit}-token routing set autoTune false, blockSizeTokens {unit} and lruCapacityPerServer to "
+                    f"the per-pod KV block count in {unit}-token units."))
+    return found
