@@ -1,0 +1,100 @@
+"""`python -m stacks check`: the config gate, the offline render and the policy pack, without Pulumi.
+
+  check STACK | --config-file FILE   validate the stack's config, render it offline, run the pack
+  check --manifests DIR              run the pack over every *.yaml / *.yml under DIR (e.g. `helm template`)
+
+The pack's rules are called directly (`policy.catalog.evaluate`), with the same enforcement file CI
+passes to `pulumi preview --policy-pack policy --policy-pack-config`: `policy/config/dev.json` for a
+dev stack (image and request hygiene advisory), `prod.json` otherwise. Exit status: 0 no mandatory
+violation (advisories are printed), 1 invalid config or a mandatory violation, 2 usage error.
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+import time
+from typing import Optional
+
+import yaml
+
+from policy import catalog
+from stacks.stackfile import PROJECT_ROOT
+
+
+def load_manifests(folder: pathlib.Path) -> list[dict]:
+    """Every object of every YAML file under `folder` (multi-document files, `kind: List` expanded)."""
+    manifests: list[dict] = []
+    files = sorted(p for pattern in ("*.yaml", "*.yml") for p in folder.rglob(pattern) if p.is_file())
+    for path in files:
+        for document in yaml.safe_load_all(path.read_text()):
+            if isinstance(document, dict) and document.get("kind") == "List":
+                manifests += [item for item in document.get("items") or [] if isinstance(item, dict)]
+            elif isinstance(document, dict) and document.get("kind"):
+                manifests.append(document)
+    return manifests
+
+
+def _stack_manifests(args) -> tuple[Optional[list[dict]], str, str]:
+    """(manifests, what was checked, environment) of a stack; manifests None when its config is invalid."""
+    from stacks import render, stackfile
+    from stacks.__main__ import _stack_path
+    from stacks.validation import ConfigError, load_config
+
+    path, name = _stack_path(args)
+    config, _ = stackfile.read_config(path)
+    try:
+        cfg = load_config(config, source=f"stack {name!r}")
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return None, name, ""
+    print(f"config of stack {name!r}: valid")
+    return render.render_stack_file(path, name).manifests, f"stack {name!r} (offline render)", cfg.environment
+
+
+def run_check(args) -> int:
+    if bool(args.manifests) == bool(args.stack or args.config_file):
+        print("error: give a STACK (or --config-file FILE), or --manifests DIR, not both", file=sys.stderr)
+        return 2
+    if args.manifests:
+        folder = pathlib.Path(args.manifests)
+        if not folder.is_dir():
+            print(f"error: {folder} is not a folder", file=sys.stderr)
+            return 2
+        try:
+            manifests = load_manifests(folder)
+        except yaml.YAMLError as error:
+            print(f"error: {folder}: {error}", file=sys.stderr)
+            return 2
+        subject, environment = f"{len(manifests)} objects under {folder}", "prod"
+    else:
+        manifests, subject, environment = _stack_manifests(args)
+        if manifests is None:
+            return 1
+    environment = args.environment or environment
+    config_path = catalog.environment_config(environment)
+    try:
+        config = catalog.load_config(config_path)
+        started = time.perf_counter()
+        violations = catalog.evaluate(manifests, config)
+        elapsed_ms = 1000 * (time.perf_counter() - started)
+    except catalog.PackConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    mandatory = [v for v in violations if v.mandatory]
+    advisory = [v for v in violations if not v.mandatory]
+    if args.json:
+        print(json.dumps({
+            "subject": subject, "environment": environment, "policyConfig": str(config_path), "objects": len(manifests),
+            "evaluationMs": round(elapsed_ms, 2), "mandatory": len(mandatory), "advisory": len(advisory),
+            "violations": [{"policy": v.policy, "level": v.level, "resource": v.resource, "message": v.message}
+                           for v in violations],
+        }, indent=2))
+    else:
+        print(f"policy pack {catalog.PACK_NAME} over {subject}, environment {environment} "
+              f"({config_path.relative_to(PROJECT_ROOT)})")
+        for violation in mandatory + advisory:
+            print(violation.line())
+        print(f"{len(mandatory)} mandatory and {len(advisory)} advisory violations from {len(catalog.POLICIES)} "
+              f"policies over {len(manifests)} objects; evaluated in {elapsed_ms:.1f} ms")
+    return 1 if mandatory else 0
