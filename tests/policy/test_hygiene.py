@@ -1,0 +1,90 @@
+"""Rule 7 (policy/hygiene.py): token from a Secret, pinned images, engine requests; dev relaxes some to advice."""
+import pytest
+
+from policy import catalog
+from tests.policy.conftest import STACKS
+from tests.policy.fixtures import (DECODE, EPP, PREFILL, assert_verdict, engine, get, mutate, pod_spec, run_policy,
+                                   set_env, sidecar)
+
+POLICIES = ("hf-token-secret-ref", "image-tag-pinned", "engine-resource-requests")
+DECODE_ID, PREFILL_ID, EPP_ID = (f"Deployment/rebel100/{name}" for name in (DECODE, PREFILL, EPP))
+DEV = catalog.load_config(catalog.environment_config("dev"))
+PROD = catalog.load_config(catalog.environment_config("prod"))
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("policy", POLICIES)
+def test_good_render_passes(renders, stack, policy):
+    assert run_policy(policy, renders[stack]) == []
+
+
+def epp_container(m):
+    return pod_spec(m, EPP)["containers"][0]
+
+
+def drop_requests(m):
+    for section in ("requests", "limits"):
+        engine(m, PREFILL)["resources"].get(section, {}).pop("memory", None)
+
+
+BAD = {
+    "prefill-hf-token-literal": (
+        lambda m: set_env(engine(m, PREFILL), "HF_TOKEN", "hf_abc123"),
+        "hf-token-secret-ref", PREFILL_ID, ("container vllm env HF_TOKEN is a literal value", "valueFrom.secretKeyRef")),
+    "decode-hf-token-from-configmap": (
+        lambda m: set_env(engine(m, DECODE), "HF_TOKEN", valueFrom={"configMapKeyRef": {"name": "tokens", "key": "hf"}}),
+        "hf-token-secret-ref", DECODE_ID, ("env HF_TOKEN comes from configMapKeyRef, not from a Secret",)),
+    "sidecar-hub-token-literal": (
+        lambda m: set_env(sidecar(m), "HUGGING_FACE_HUB_TOKEN", "hf_abc123"),
+        "hf-token-secret-ref", DECODE_ID, ("container routing-proxy env HUGGING_FACE_HUB_TOKEN is a literal value",)),
+    "epp-image-latest": (
+        lambda m: epp_container(m).update(image="ghcr.io/llm-d/llm-d-inference-scheduler:latest"),
+        "image-tag-pinned", EPP_ID, ("image ghcr.io/llm-d/llm-d-inference-scheduler:latest uses the latest tag", "Pin a version tag")),
+    "sidecar-image-untagged-on-registry-with-port": (
+        lambda m: sidecar(m).update(image="registry.example:5000/llm-d/llm-d-routing-sidecar"),
+        "image-tag-pinned", DECODE_ID, ("container routing-proxy image registry.example:5000/llm-d/llm-d-routing-sidecar is untagged",)),
+    "prefill-engine-without-memory-request": (
+        drop_requests, "engine-resource-requests", PREFILL_ID, ("engine container vllm sets no resources.requests.memory",)),
+}
+
+
+@pytest.mark.parametrize("case", BAD, ids=list(BAD))
+def test_bad_fixture_is_rejected_in_prod(prod, case):
+    edit, policy, resource, contains = BAD[case]
+    assert_verdict(run_policy(policy, mutate(prod, edit), PROD), resource=resource, level="mandatory", contains=contains)
+
+
+@pytest.mark.parametrize("case", BAD, ids=list(BAD))
+def test_dev_relaxes_images_and_requests_not_the_token(prod, case):
+    edit, policy, resource, contains = BAD[case]
+    level = "mandatory" if policy == "hf-token-secret-ref" else "advisory"
+    assert_verdict(run_policy(policy, mutate(prod, edit), DEV), resource=resource, level=level, contains=contains)
+
+
+def test_digest_pinned_image_passes(prod):
+    pinned = mutate(prod, lambda m: epp_container(m).update(image="ghcr.io/llm-d/llm-d-inference-scheduler@sha256:" + "a" * 64))
+    assert run_policy("image-tag-pinned", pinned) == []
+
+
+def test_limits_alone_count_as_requests(prod):
+    """Kubernetes copies limits into unset requests, so the applied pod does request them."""
+    limits_only = mutate(prod, lambda m: engine(m, PREFILL)["resources"].pop("requests"))
+    assert run_policy("engine-resource-requests", limits_only) == []
+
+
+def test_policy_config_all_and_per_policy_levels():
+    """`all` sets every level; a policy's own entry wins, as with `pulumi --policy-pack-config`."""
+    resolved = catalog.resolve({"all": "advisory", "pp-with-dp": {"enforcementLevel": "mandatory"}})
+    assert resolved["pp-with-dp"].level == "mandatory"
+    assert resolved["rds-memory-budget"].level == "advisory"
+    assert catalog.resolve(PROD)["router-autotune-block-unit"].level == "advisory"
+    with pytest.raises(catalog.PackConfigError, match="unknown policies"):
+        catalog.resolve({"pp-with-db": "mandatory"})
+    with pytest.raises(catalog.PackConfigError, match="is not one of"):
+        catalog.resolve({"pp-with-dp": "strict"})
+
+
+def test_disabled_policy_reports_nothing(prod):
+    latest = mutate(prod, BAD["epp-image-latest"][0])
+    assert run_policy("image-tag-pinned", latest, {"image-tag-pinned": "disabled"}) == []
+    assert get(latest, "Deployment", EPP)  # the object is still there

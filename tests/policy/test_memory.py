@@ -1,0 +1,122 @@
+"""Rules 4-5 (policy/memory.py): the RDS budget, lmcache-rbln versions, serving-argument ranges."""
+import json
+
+import pytest
+
+from tests.policy.conftest import STACKS
+from tests.policy.fixtures import (DECODE, PREFILL, assert_verdict, engine, get, mutate, run_policy, set_arg,
+                                   set_env)
+
+POLICIES = ("rds-memory-budget", "lmcache-reads-rds-max-chunks", "engine-args-in-range")
+DECODE_ID, PREFILL_ID = f"Deployment/rebel100/{DECODE}", f"Deployment/rebel100/{PREFILL}"
+ANNOTATION = "rebel100.ai/lmcache-rbln-version"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("policy", POLICIES)
+def test_good_render_passes(renders, stack, policy):
+    assert run_policy(policy, renders[stack]) == []
+
+
+def rds_chunks(chunks):
+    return lambda m: set_env(engine(m, PREFILL), "LMCACHE_EXTRA_CONFIG", json.dumps({"rds_max_chunks": chunks}))
+
+
+def annotate_lmcache(version):
+    """Set (or with None remove) the pod template's lmcache-rbln version annotation."""
+    def edit(m):
+        annotations = get(m, "Deployment", PREFILL)["spec"]["template"]["metadata"].setdefault("annotations", {})
+        if version is None:
+            annotations.pop(ANNOTATION, None)
+        else:
+            annotations[ANNOTATION] = version
+    return edit
+
+
+def lmcache_image(image):
+    """No annotation: the version comes from the image tag when the image is an lmcache image."""
+    return lambda m: (annotate_lmcache(None)(m), engine(m, PREFILL).update(image=image))
+
+
+BAD = {
+    "prefill-rds-max-chunks-4000": (
+        rds_chunks(4000), "rds-memory-budget", PREFILL_ID,
+        ("env LMCACHE_EXTRA_CONFIG rds_max_chunks 4000", "4000 x 2 MiB x 2 NVMe drives + 512 MiB staging = 16512 MiB",
+         "--gpu-memory-utilization 0.8 leaves only 36864 MiB x (1 - 0.8) = 7372.8 MiB",
+         "16384000 tokens per rank at LMCACHE_CHUNK_SIZE 4096", "at most 1715", "at most 0.55")),
+    "prefill-utilization-0.9-equals-form": (
+        lambda m: set_arg(engine(m, PREFILL), "--gpu-memory-utilization", "0.9", equals=True),
+        "rds-memory-budget", PREFILL_ID,
+        ("rds_max_chunks 1000", "= 4512 MiB", "--gpu-memory-utilization 0.9 leaves only", "= 3686.4 MiB", "at most 793")),
+    "prefill-utilization-left-to-engine-default": (
+        lambda m: set_arg(engine(m, PREFILL), "--gpu-memory-utilization", None),
+        "rds-memory-budget", PREFILL_ID, ("the engine default --gpu-memory-utilization 0.9", "= 3686.4 MiB")),
+    "prefill-extra-config-not-json": (
+        lambda m: set_env(engine(m, PREFILL), "LMCACHE_EXTRA_CONFIG", "rds_max_chunks=1000"),
+        "rds-memory-budget", PREFILL_ID, ("env LMCACHE_EXTRA_CONFIG 'rds_max_chunks=1000' is not a JSON object",)),
+    "prefill-lmcache-0.11.2-annotated": (
+        annotate_lmcache("0.11.2"), "lmcache-reads-rds-max-chunks", PREFILL_ID,
+        ("rds_max_chunks 1000 is ignored by lmcache-rbln 0.11.2", f"from annotation {ANNOTATION} 0.11.2", "0.12.0 and later")),
+    "prefill-lmcache-image-v0.11.0": (
+        lmcache_image("registry.example:5000/rbln/lmcache-rbln:v0.11.0"),
+        "lmcache-reads-rds-max-chunks", PREFILL_ID,
+        ("ignored by lmcache-rbln v0.11.0", "from image registry.example:5000/rbln/lmcache-rbln:v0.11.0")),
+    "decode-utilization-1.5": (
+        lambda m: set_arg(engine(m, DECODE), "--gpu-memory-utilization", "1.5"),
+        "engine-args-in-range", DECODE_ID, ("--gpu-memory-utilization 1.5 is outside (0, 1]",)),
+    "decode-utilization-0-equals-form": (
+        lambda m: set_arg(engine(m, DECODE), "--gpu-memory-utilization", "0", equals=True),
+        "engine-args-in-range", DECODE_ID, ("--gpu-memory-utilization 0 is outside (0, 1]",)),
+    "decode-block-size-4000-with-sub-blocks": (
+        lambda m: set_arg(engine(m, DECODE), "--block-size", "4000"),
+        "engine-args-in-range", DECODE_ID,
+        ("--block-size 4000 is not a multiple of the sub-block size --max-num-batched-tokens 512",
+         "VLLM_RBLN_SUB_BLOCK_CACHE=1", "divisible by 512")),
+    "prefill-max-model-len-300000": (
+        lambda m: set_arg(engine(m, PREFILL), "--max-model-len", "300000"),
+        "engine-args-in-range", PREFILL_ID, ("--max-model-len 300000 exceeds the model's context of 204800 tokens",)),
+    "prefill-block-size-not-a-number": (
+        lambda m: set_arg(engine(m, PREFILL), "--block-size", "4k"),
+        "engine-args-in-range", PREFILL_ID, ("--block-size '4k' is not an integer",)),
+}
+
+
+@pytest.mark.parametrize("case", BAD, ids=list(BAD))
+def test_bad_fixture_is_rejected(prod, case):
+    edit, policy, resource, contains = BAD[case]
+    assert_verdict(run_policy(policy, mutate(prod, edit)), resource=resource, level="mandatory", contains=contains)
+
+
+GOOD = {
+    "prefill-rds-max-chunks-1715-just-fits": rds_chunks(1715),
+    "prefill-lmcache-0.12.0-annotated": annotate_lmcache("0.12.0"),
+    "prefill-lmcache-version-unknown": lmcache_image("rebellions/vllm-rbln:0.9.0"),
+    "prefill-lmcache-image-0.12.1": lmcache_image("rbln/lmcache-rbln:0.12.1"),
+    "decode-block-size-4000-without-sub-blocks": lambda m: (set_arg(engine(m, DECODE), "--block-size", "4000"),
+                                                           set_env(engine(m, DECODE), "VLLM_RBLN_SUB_BLOCK_CACHE", "0")),
+    "prefill-cpu-tier-no-rds": lambda m: (set_env(engine(m, PREFILL), "LMCACHE_EXTRA_CONFIG"),
+                                          set_arg(engine(m, PREFILL), "--gpu-memory-utilization", None)),
+}
+
+
+@pytest.mark.parametrize("case", GOOD, ids=list(GOOD))
+def test_good_edit_passes(prod, case):
+    edited = mutate(prod, GOOD[case])
+    for policy in POLICIES:
+        assert run_policy(policy, edited) == [], policy
+
+
+def test_drives_and_staging_come_from_the_policy_config(prod):
+    """4 drives: 1000 x 2 MiB x 4 + 512 = 8512 MiB > 7372.8 MiB."""
+    violations = run_policy("rds-memory-budget", prod, {"rds-memory-budget": {"nvmeDrivesPerNode": 4}})
+    assert_verdict(violations, resource=PREFILL_ID, level="mandatory", contains=("x 4 NVMe drives", "= 8512 MiB"))
+    assert run_policy("rds-memory-budget", prod, {"rds-memory-budget": {"hbmPerChipletGib": 64}}) == []
+
+
+def test_rds_defaults_match_the_program():
+    from policy.facts import DEFAULTS
+    from stacks.config import Hardware, KvTier
+    assert DEFAULTS.nvme_drives_per_node == Hardware().nvme_drives_per_node == 2
+    assert DEFAULTS.rds_staging_buffer_mib == KvTier().staging_buffer_mib == 512
+    assert DEFAULTS.rds_chunk_overhead_mib == KvTier().rds_chunk_overhead_mib == 2
+    assert DEFAULTS.hbm_per_chiplet_gib == Hardware().hbm_per_chiplet_gib == 36

@@ -1,0 +1,181 @@
+"""Rule 6 (policy/wiring.py): prefill/decode agreement, sidecar, pool, route and router config."""
+import pytest
+
+from tests.policy.conftest import STACKS
+from tests.policy.fixtures import (DECODE, EPP, POOL, PREFILL, ROUTE, assert_verdict, engine, epp_config, get, mutate,
+                                   plugin, run_policy, set_arg, set_epp_config, sidecar)
+
+POLICIES = ("pd-roles-agree", "sidecar-matches-decode", "inference-pool-wiring", "httproute-backend-exists",
+            "router-pd-profiles", "router-block-size")
+DECODE_ID = f"Deployment/rebel100/{DECODE}"
+POOL_ID, ROUTE_ID = f"InferencePool/rebel100/{POOL}", f"HTTPRoute/rebel100/{ROUTE}"
+EPP_CONFIG_ID = "ConfigMap/rebel100/minimax-m27-epp-config"
+EAGLE = '{"method":"eagle3","model":"asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k","num_speculative_tokens":3}'
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("policy", POLICIES)
+def test_good_render_passes(renders, stack, policy):
+    assert run_policy(policy, renders[stack]) == []
+
+
+def pool_spec(m):
+    return get(m, "InferencePool", POOL)["spec"]
+
+
+def edit_router(change):
+    def edit(m):
+        config = epp_config(m)
+        change(config)
+        set_epp_config(m, config)
+    return edit
+
+
+def producer(**params):
+    return edit_router(lambda c: plugin(c, "approx-prefix-cache-producer")["parameters"].update(params))
+
+
+BAD = {
+    # prefill and decode agree
+    "decode-block-size-2048": (
+        lambda m: set_arg(engine(m, DECODE), "--block-size", "2048"),
+        "pd-roles-agree", DECODE_ID, ("differ on --block-size: prefill 4096 vs decode 2048", f"Deployment/rebel100/{PREFILL}")),
+    "decode-kv-dtype-left-to-default": (
+        lambda m: set_arg(engine(m, DECODE), "--kv-cache-dtype", None),
+        "pd-roles-agree", DECODE_ID, ("differ on --kv-cache-dtype: prefill fp8 vs decode auto",)),
+    "decode-other-model": (
+        lambda m: engine(m, DECODE)["args"].__setitem__(0, "MiniMaxAI/MiniMax-M2"),
+        "pd-roles-agree", DECODE_ID, ("differ on model: prefill MiniMaxAI/MiniMax-M2.7 vs decode MiniMaxAI/MiniMax-M2",)),
+    "prefill-without-eagle3": (
+        lambda m: set_arg(engine(m, PREFILL), "--speculative-config", None),
+        "pd-roles-agree", DECODE_ID, ("differ on --speculative-config: prefill none vs decode", "eagle3",
+                                      "EAGLE-3 on decode needs it on prefill too")),
+    "prefill-eagle3-4-tokens-equals-form": (
+        lambda m: set_arg(engine(m, PREFILL), "--speculative-config", EAGLE.replace(":3}", ":4}"), equals=True),
+        "pd-roles-agree", DECODE_ID, ('"num_speculative_tokens":4', '"num_speculative_tokens":3')),
+    # routing sidecar
+    "sidecar-vllm-port-8001": (
+        lambda m: set_arg(sidecar(m), "--vllm-port", "8001"),
+        "sidecar-matches-decode", DECODE_ID, ("--vllm-port 8001", "decode engine's --port 8200", "Set --vllm-port 8200")),
+    "sidecar-vllm-port-equals-form": (
+        lambda m: set_arg(sidecar(m), "--vllm-port", "8100", equals=True),
+        "sidecar-matches-decode", DECODE_ID, ("--vllm-port 8100", "--port 8200")),
+    "sidecar-vllm-port-left-to-default": (
+        lambda m: set_arg(sidecar(m), "--vllm-port", None),
+        "sidecar-matches-decode", DECODE_ID, ("--vllm-port 8001 (default)",)),
+    "sidecar-dp-2": (
+        lambda m: set_arg(sidecar(m), "--data-parallel-size", "2"),
+        "sidecar-matches-decode", DECODE_ID, ("--data-parallel-size 2", "4 local ranks", "Set --data-parallel-size 4")),
+    "decode-without-nixl-connector": (
+        lambda m: set_arg(engine(m, DECODE), "--kv-transfer-config", None),
+        "sidecar-matches-decode", DECODE_ID, ("--kv-connector nixlv2 needs a NIXL connector", "decode container vllm")),
+    "prefill-lmcache-only-connector": (
+        lambda m: set_arg(engine(m, PREFILL), "--kv-transfer-config", '{"kv_connector":"RBLNLMCacheConnectorV1","kv_role":"kv_both"}'),
+        "sidecar-matches-decode", DECODE_ID, ("prefill Deployment/rebel100/minimax-m27-prefill container vllm", "['RBLNLMCacheConnectorV1']")),
+    "sidecar-unknown-connector": (
+        lambda m: set_arg(sidecar(m), "--kv-connector", "shm"),
+        "sidecar-matches-decode", DECODE_ID, ("--kv-connector shm is not a connector this pack knows",)),
+    # InferencePool
+    "pool-target-port-8000-only": (
+        lambda m: pool_spec(m).update(targetPorts=[{"number": 8000}]),
+        "inference-pool-wiring", POOL_ID, ("spec.targetPorts [8000] lacks [8001, 8002, 8003]",
+                                           "Deployment/rebel100/minimax-m27-decode on [8000, 8001, 8002, 8003] (routing sidecar",
+                                           "Set spec.targetPorts to [8000, 8001, 8002, 8003]")),
+    "pool-target-ports-on-engine-ranks": (
+        lambda m: pool_spec(m).update(targetPorts=[{"number": p} for p in (8200, 8201, 8202, 8203)]),
+        "inference-pool-wiring", POOL_ID, ("spec.targetPorts [8200, 8201, 8202, 8203] lacks [8000, 8001, 8002, 8003]",
+                                           "and includes [8200, 8201, 8202, 8203], where none of the selected pods listens",
+                                           "Deployment/rebel100/minimax-m27-prefill on [8000] (engine --port")),
+    "pool-selects-decode-only": (
+        lambda m: pool_spec(m)["selector"]["matchLabels"].update({"llm-d.ai/role": "decode"}),
+        "inference-pool-wiring", POOL_ID, ("spec.selector.matchLabels", "does not select the prefill pod template",
+                                           "Deployment/rebel100/minimax-m27-prefill has")),
+    "pool-selects-nothing": (
+        lambda m: pool_spec(m)["selector"].update(matchLabels={"app": "typo"}),
+        "inference-pool-wiring", POOL_ID, ("spec.selector.matchLabels {app: typo} selects no engine pod template",)),
+    "pool-epp-service-misnamed": (
+        lambda m: pool_spec(m)["endpointPickerRef"].update(name="minimax-m27-router"),
+        "inference-pool-wiring", POOL_ID, ("spec.endpointPickerRef.name minimax-m27-router names no Service",
+                                           "Services: minimax-m27-epp")),
+    "pool-epp-port-not-on-service": (
+        lambda m: pool_spec(m)["endpointPickerRef"].update(port={"number": 9100}),
+        "inference-pool-wiring", POOL_ID, ("spec.endpointPickerRef.port.number 9100 is not a port of Service rebel100/minimax-m27-epp",)),
+    "pool-epp-port-is-the-health-port": (
+        lambda m: pool_spec(m)["endpointPickerRef"].update(port={"number": 9003}),
+        "inference-pool-wiring", POOL_ID, ("port.number 9003 reaches targetPort 9003", "--grpc-port 9002")),
+    # HTTPRoute
+    "route-to-missing-pool": (
+        lambda m: get(m, "HTTPRoute", ROUTE)["spec"]["rules"][0]["backendRefs"][0].update(name="minimax-pool"),
+        "httproute-backend-exists", ROUTE_ID, ("spec.rules[0].backendRefs[0] names InferencePool minimax-pool, which does not exist",
+                                               "InferencePools: minimax-m27-pool")),
+    "route-to-pool-in-old-group": (
+        lambda m: get(m, "HTTPRoute", ROUTE)["spec"]["rules"][0]["backendRefs"][0].update(group="inference.networking.x-k8s.io"),
+        "httproute-backend-exists", ROUTE_ID, ("group 'inference.networking.x-k8s.io'", "Set group inference.networking.k8s.io")),
+    # router config
+    "router-decider-non-cached-tokens-0": (
+        edit_router(lambda c: plugin(c, "prefix-based-pd-decider")["parameters"].update(nonCachedTokens=0)),
+        "router-pd-profiles", EPP_CONFIG_ID, ("parameters.nonCachedTokens 0 disables the decider", "decode-only")),
+    "router-decider-threshold-unset": (
+        edit_router(lambda c: plugin(c, "prefix-based-pd-decider").pop("parameters")),
+        "router-pd-profiles", EPP_CONFIG_ID, ("nonCachedTokens 0 disables",)),
+    "router-without-decode-profile": (
+        edit_router(lambda c: c.update(schedulingProfiles=[p for p in c["schedulingProfiles"] if p["name"] != "decode"])),
+        "router-pd-profiles", EPP_CONFIG_ID, ("schedulingProfiles ['prefill'] lacks the 'decode' profile",)),
+    "router-without-profile-handler": (
+        edit_router(lambda c: c.update(plugins=[p for p in c["plugins"] if p["type"] != "disagg-profile-handler"])),
+        "router-pd-profiles", EPP_CONFIG_ID, ("has no disagg-profile-handler or pd-profile-handler plugin",)),
+    "router-handler-names-missing-decider": (
+        edit_router(lambda c: plugin(c, "disagg-profile-handler")["parameters"]["deciders"].update(prefill="pd-decider")),
+        "router-pd-profiles", EPP_CONFIG_ID, ("deciders.prefill pd-decider names no plugin",)),
+    "router-autotune-off-block-4096": (
+        producer(autoTune=False, blockSizeTokens=4096),
+        "router-block-size", EPP_CONFIG_ID, ("blockSizeTokens 4096 with autoTune false", "512 (VLLM_RBLN_SUB_BLOCK_CACHE=1)",
+                                             "Set blockSizeTokens 512")),
+}
+
+
+@pytest.mark.parametrize("case", BAD, ids=list(BAD))
+def test_bad_fixture_is_rejected(prod, case):
+    edit, policy, resource, contains = BAD[case]
+    assert_verdict(run_policy(policy, mutate(prod, edit)), resource=resource, level="mandatory", contains=contains)
+
+
+def test_always_disagg_decider_can_fire(prod):
+    def always(config):
+        config["plugins"].append({"type": "always-disagg-pd-decider"})
+        plugin(config, "disagg-profile-handler")["parameters"]["deciders"]["prefill"] = "always-disagg-pd-decider"
+        plugin(config, "prefix-based-pd-decider")["parameters"]["nonCachedTokens"] = 0  # unused now
+    assert run_policy("router-pd-profiles", mutate(prod, edit_router(always))) == []
+
+
+def test_autotune_advice_is_advisory_and_goes_with_autotune_off(prod):
+    """The 4096-token unit note is printed for every stack as advice; autoTune false with 512 silences it."""
+    assert_verdict(run_policy("router-autotune-block-unit", prod), resource=EPP_CONFIG_ID, level="advisory",
+                   contains=("autoTune true", "--block-size 4096", "512-token sub-blocks", "set autoTune false, blockSizeTokens 512"))
+    tuned = mutate(prod, producer(autoTune=False, blockSizeTokens=512))
+    assert run_policy("router-autotune-block-unit", tuned) == []
+    assert run_policy("router-block-size", tuned) == []
+
+
+def test_agg_pool_targets_engine_ranks(agg):
+    """No sidecar in AGG: the pool targets the engine's rank ports, and losing one is caught."""
+    assert run_policy("inference-pool-wiring", agg) == []
+    bad = mutate(agg, lambda m: pool_spec(m).update(targetPorts=[{"number": p} for p in (8200, 8201, 8202)]))
+    assert_verdict(run_policy("inference-pool-wiring", bad), resource=POOL_ID, level="mandatory",
+                   contains=("lacks [8203]", "engine --port and ranks", "Set spec.targetPorts to [8200, 8201, 8202, 8203]"))
+
+
+def test_agg_needs_no_prefill_profile(agg):
+    assert run_policy("router-pd-profiles", agg) == []
+
+
+def test_violation_message_text_names_the_resource(prod):
+    """What Pulumi shows (Finding.text) starts with the kind and namespace/name."""
+    from policy.wiring import sidecar_matches_decode
+    from policy.facts import DEFAULTS
+    finding, = sidecar_matches_decode(mutate(prod, BAD["sidecar-vllm-port-8001"][0]), DEFAULTS)
+    assert finding.text.startswith(f"Deployment rebel100/{DECODE}: routing sidecar routing-proxy arg --vllm-port 8001")
+
+
+def test_epp_service_name_is_read(prod):
+    assert get(prod, "Service", EPP)["spec"]["ports"][0]["port"] == 9002
