@@ -221,28 +221,27 @@ def inference_pool_wiring(manifests: list[dict], facts: Facts) -> list[Finding]:
 
 
 def _target_ports(view: PoolView, here: str, selected: list[PodTemplate]) -> list[Finding]:
+    """One finding per pool: the ports it lacks and the ports it targets where nothing listens."""
     found = []
     actual = set(view.target_ports)
     if len(view.target_ports) > sizing.MAX_POOL_TARGET_PORTS:
         found.append(Finding(here, f"{view.ports_field} has {len(view.target_ports)} ports but an InferencePool allows "
                                    f"at most {sizing.MAX_POOL_TARGET_PORTS}. Lower the ranks per pod."))
-    serves = {template.resource: front_ports(template) for template in selected}
-    expected = sorted({port for ports in serves.values() for port in ports})
-    for template in selected:
-        missing = sorted(set(serves[template.resource]) - actual)
-        if missing:
-            source = ("routing sidecar --port and --data-parallel-size" if routing_sidecars(template)
-                      else "engine --port and ranks")
-            found.append(Finding(here,
-                f"{view.ports_field} {sorted(actual)} lacks {missing}, where {template.resource} serves "
-                f"({source}: {serves[template.resource]}): the router never sends requests to those ranks. "
-                f"Set {view.ports_field} to {expected}."))
-    extra = sorted(actual - set(expected))
+    serves = {template.resource: (front_ports(template), bool(routing_sidecars(template))) for template in selected}
+    expected = sorted({port for ports, _ in serves.values() for port in ports})
+    missing, extra = sorted(set(expected) - actual), sorted(actual - set(expected))
+    if not missing and not extra:
+        return found
+    problems = []
+    if missing:
+        problems.append(f"lacks {missing}, so the router never sends requests to those ranks")
     if extra:
-        found.append(Finding(here,
-            f"{view.ports_field} {sorted(actual)} includes {extra}, where none of the selected pods listens "
-            f"(they serve on {expected}; on decode pods that is the routing sidecar): requests the router sends "
-            f"there fail. Set {view.ports_field} to {expected}."))
+        problems.append(f"includes {extra}, where none of the selected pods listens, so requests sent there fail")
+    listening = "; ".join(
+        f"{resource} on {ports} ({'routing sidecar --port and --data-parallel-size' if sidecar else 'engine --port and ranks'})"
+        for resource, (ports, sidecar) in sorted(serves.items()))
+    found.append(Finding(here, f"{view.ports_field} {sorted(actual)} {' and '.join(problems)} (the selected pods serve: "
+                               f"{listening}). Set {view.ports_field} to {expected}."))
     return found
 
 
