@@ -37,6 +37,12 @@ def api_version_kind(resource_type: str) -> Optional[tuple[str, str]]:
     return (module.removeprefix("core/"), kind)
 
 
+def type_token(manifest: dict) -> str:
+    """The provider's type token of a manifest (the inverse of api_version_kind)."""
+    api = manifest["apiVersion"]
+    return f"{KUBERNETES}{api if '/' in api else 'core/' + api}:{manifest['kind']}"
+
+
 def _plain(value: Any) -> Any:
     """Unwrap the SDK's proxies into dicts and lists (reading an unknown raises UnknownValueError)."""
     if isinstance(value, Mapping):

@@ -20,6 +20,7 @@ from google.protobuf import empty_pb2, json_format, struct_pb2
 from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc, engine_pb2_grpc
 
 from policy import catalog
+from policy.pack import type_token as resource_type
 from stacks.stackfile import PROJECT_ROOT
 from tests.policy.fixtures import DECODE, PREFILL, engine, get, npu_request, set_arg, sidecar
 
@@ -36,12 +37,6 @@ class RecordingEngine(engine_pb2_grpc.EngineServicer):
     def Log(self, request, context):
         self.logs.append(request.message)
         return empty_pb2.Empty()
-
-
-def resource_type(manifest: dict) -> str:
-    """The Kubernetes provider's type token: `kubernetes:apps/v1:Deployment`, core group as `core/v1`."""
-    api = manifest["apiVersion"]
-    return f"kubernetes:{api if '/' in api else 'core/' + api}:{manifest['kind']}"
 
 
 def urn(manifest: dict) -> str:
