@@ -50,13 +50,13 @@ def pd_roles_agree(manifests: list[dict], facts: Facts) -> list[Finding]:
     every prefill Deployment), so a stack of many pools reports a difference once per decode."""
     found = []
     for items in _by_namespace(engines(manifests)).values():
-        prefills = [(prefill, dict(_pd_field_values(prefill))) for prefill in _role(items, "prefill")]
+        prefill_groups: dict[str, dict[str, list[Engine]]] = defaultdict(lambda: defaultdict(list))
+        for prefill in _role(items, "prefill"):
+            for field, value in _pd_field_values(prefill):
+                prefill_groups[field][_spec_text(value)].append(prefill)
         for decode in _role(items, "decode"):
             for field, decode_value, why in _pd_fields(decode):
-                by_value: dict[str, list[Engine]] = defaultdict(list)
-                for prefill, values in prefills:
-                    by_value[_spec_text(values[field])].append(prefill)
-                for value, group in by_value.items():
+                for value, group in prefill_groups[field].items():
                     if value != _spec_text(decode_value):
                         found.append(_pd_finding(decode, group, field, value, decode_value, why))
     return found
@@ -111,41 +111,51 @@ def _families(engine: Engine) -> set[str]:
 def sidecar_matches_decode(manifests: list[dict], facts: Facts) -> list[Finding]:
     """The sidecar's --vllm-port, --data-parallel-size and --kv-connector match the engines it fronts."""
     found = []
-    prefills = _by_namespace(_role(engines(manifests), "prefill"))
+    prefill_families: dict[str, dict[frozenset, list[Engine]]] = defaultdict(lambda: defaultdict(list))
+    for prefill in _role(engines(manifests), "prefill"):
+        prefill_families[prefill.template.namespace][frozenset(_families(prefill))].append(prefill)
     for template in pod_templates(manifests):
         sidecars, local = routing_sidecars(template), template_engines(template)
         if not sidecars or not local:
             continue
         engine = local[0]
         for sidecar in sidecars:
-            where = f"routing sidecar {sidecar.name}"
-            vllm_port = sidecar.integer("--vllm-port")
-            if vllm_port != engine.port:
-                found.append(Finding(template.resource,
-                    f"{where} arg --vllm-port {sidecar.flags.get('--vllm-port') or '8001 (default)'} does not match the "
-                    f"decode engine's --port {engine.port} (container {engine.name}): the sidecar forwards rank r to "
-                    f"--vllm-port + r, where no rank listens. Set --vllm-port {engine.port}."))
-            dp = sidecar.integer("--data-parallel-size")
-            if dp != engine.dp_local:
-                found.append(Finding(template.resource,
-                    f"{where} arg --data-parallel-size {sidecar.flags.get('--data-parallel-size') or '1 (default)'} does "
-                    f"not match the decode engine's {engine.dp_local} local ranks (container {engine.name} "
-                    f"--data-parallel-size-local {engine.dp_local}): the sidecar listens on one port per rank and "
-                    f"ranks it does not front get no traffic. Set --data-parallel-size {engine.dp_local}."))
-            family = SIDECAR_CONNECTOR_FAMILY.get(sidecar.connector)
-            if family is None:
-                found.append(Finding(template.resource,
-                    f"{where} arg --kv-connector {sidecar.connector} is not a connector this pack knows "
-                    f"({', '.join(sorted(SIDECAR_CONNECTOR_FAMILY))}). Use nixlv2 with a NIXL connector on the engines."))
-                continue
-            for peer in [engine] + prefills.get(template.namespace, []):
-                if family not in _families(peer):
-                    role = "decode" if peer is engine else f"prefill {peer.resource}"
-                    found.append(Finding(template.resource,
-                        f"{where} arg --kv-connector {sidecar.connector} needs a {family.upper()} connector on every "
-                        f"engine, but {role} container {peer.name} --kv-transfer-config has "
-                        f"{kv_connectors(peer.flags) or 'none'}: the KV transfer handshake fails. Add the {family.upper()} "
-                        f"connector (RblnNixlConnector on Rebel100) to its --kv-transfer-config."))
+            found += _sidecar_findings(template, sidecar, engine, prefill_families[template.namespace])
+    return found
+
+
+def _sidecar_findings(template: PodTemplate, sidecar, engine: Engine,
+                      prefill_families: dict[frozenset, list[Engine]]) -> list[Finding]:
+    found = []
+    where = f"routing sidecar {sidecar.name}"
+    if sidecar.integer("--vllm-port") != engine.port:
+        found.append(Finding(template.resource,
+            f"{where} arg --vllm-port {sidecar.flags.get('--vllm-port') or '8001 (default)'} does not match the "
+            f"decode engine's --port {engine.port} (container {engine.name}): the sidecar forwards rank r to "
+            f"--vllm-port + r, where no rank listens. Set --vllm-port {engine.port}."))
+    if sidecar.integer("--data-parallel-size") != engine.dp_local:
+        found.append(Finding(template.resource,
+            f"{where} arg --data-parallel-size {sidecar.flags.get('--data-parallel-size') or '1 (default)'} does "
+            f"not match the decode engine's {engine.dp_local} local ranks (container {engine.name} "
+            f"--data-parallel-size-local {engine.dp_local}): the sidecar listens on one port per rank and "
+            f"ranks it does not front get no traffic. Set --data-parallel-size {engine.dp_local}."))
+    family = SIDECAR_CONNECTOR_FAMILY.get(sidecar.connector)
+    if family is None:
+        found.append(Finding(template.resource,
+            f"{where} arg --kv-connector {sidecar.connector} is not a connector this pack knows "
+            f"({', '.join(sorted(SIDECAR_CONNECTOR_FAMILY))}). Use nixlv2 with a NIXL connector on the engines."))
+        return found
+    peers = [("decode", [engine], _families(engine))]
+    peers += [("prefill", group, families) for families, group in prefill_families.items()]
+    for role, group, families in peers:
+        if family not in families:
+            who = f"decode container {engine.name}" if role == "decode" else \
+                f"prefill {name_list(p.resource for p in group)} container {group[0].name}"
+            found.append(Finding(template.resource,
+                f"{where} arg --kv-connector {sidecar.connector} needs a {family.upper()} connector on every engine, "
+                f"but {who} --kv-transfer-config has {kv_connectors(group[0].flags) or 'none'}: the KV transfer "
+                f"handshake fails. Add the {family.upper()} connector (RblnNixlConnector on Rebel100) to its "
+                f"--kv-transfer-config."))
     return found
 
 
@@ -195,29 +205,35 @@ def front_ports(template: PodTemplate) -> list[int]:
 def inference_pool_wiring(manifests: list[dict], facts: Facts) -> list[Finding]:
     """The pool selects both roles' pods, targets the ports they serve on, and points at the EPP Service."""
     found = []
-    serving = [t for t in pod_templates(manifests) if template_engines(t)]
+    serving = [(t, models) for t in pod_templates(manifests) if (models := {e.model for e in template_engines(t)})]
     for pool in of_kind(manifests, "InferencePool"):
         view, namespace, here = pool_view(pool), namespace_of(pool), resource_id(pool)
-        local = [t for t in serving if t.namespace == namespace]
-        selected = [t for t in local if selects(view.selector, t.labels)]
+        local = [(t, models) for t, models in serving if t.namespace == namespace]
+        selected = [(t, models) for t, models in local if selects(view.selector, t.labels)]
         if not selected:
             found.append(Finding(here,
                 f"{view.selector_field} {show_labels(view.selector)} selects no engine pod template in namespace "
-                f"{namespace} (" + ("; ".join(f"{t.resource} has {show_labels(t.labels)}" for t in local) or "none found")
-                + "): the gateway has no endpoint to route to. Use labels that every serving pod carries."))
+                f"{namespace} ({_labels_of([t for t, _ in local]) or 'none found'}): the gateway has no endpoint to "
+                f"route to. Use labels that every serving pod carries."))
         else:
-            models = {e.model for t in selected for e in template_engines(t)}
+            served = set().union(*(models for _, models in selected))
             for role in ("prefill", "decode"):
-                of_role = [t for t in local if t.role == role and any(e.model in models for e in template_engines(t))]
-                if of_role and not any(t.role == role for t in selected):
+                of_role = [t for t, models in local if t.role == role and models & served]
+                if of_role and not any(t.role == role for t, _ in selected):
                     found.append(Finding(here,
                         f"{view.selector_field} {show_labels(view.selector)} does not select the {role} pod template "
-                        f"({'; '.join(f'{t.resource} has {show_labels(t.labels)}' for t in of_role)}): the router's "
-                        f"{role}-filter never sees {role} endpoints. Select on a label both roles share "
-                        f"(llm-d.ai/inference-serving: 'true')."))
-            found += _target_ports(view, here, selected)
+                        f"({_labels_of(of_role)}): the router's {role}-filter never sees {role} endpoints. Select on "
+                        f"a label both roles share (llm-d.ai/inference-serving: 'true')."))
+            found += _target_ports(view, here, [t for t, _ in selected])
         found += _endpoint_picker(view, here, namespace, manifests)
     return found
+
+
+def _labels_of(templates: list[PodTemplate]) -> str:
+    """`A, B and 3 more; A has {labels}`: which templates, and the labels of the first as an example."""
+    if not templates:
+        return ""
+    return f"{name_list(t.resource for t in templates)}; {templates[0].resource} has {show_labels(templates[0].labels)}"
 
 
 def _target_ports(view: PoolView, here: str, selected: list[PodTemplate]) -> list[Finding]:
