@@ -14,13 +14,10 @@ from typing import Any, Optional
 
 from components import sizing
 from policy.facts import Facts
-from policy.manifests import (Engine, Finding, PodTemplate, api_group, command_line, engines, env_flag_on, find,
+from policy.manifests import (Engine, Finding, PodTemplate, Sidecar, api_group, command_line, engines, env_flag_on, find,
                               kv_connectors, namespace_of, of_kind, parse_flags, parse_structured, pod_templates,
                               name_list, resource_id, routing_sidecars, selects, show_labels, template_engines)
 from policy.memory import SUB_BLOCK_ENV
-
-POOL_GROUPS = ("inference.networking.k8s.io", "inference.networking.x-k8s.io")
-
 
 def _by_namespace(items: list[Engine]) -> dict[str, list[Engine]]:
     grouped: dict[str, list[Engine]] = defaultdict(list)
@@ -124,7 +121,7 @@ def sidecar_matches_decode(manifests: list[dict], facts: Facts) -> list[Finding]
     return found
 
 
-def _sidecar_findings(template: PodTemplate, sidecar, engine: Engine,
+def _sidecar_findings(template: PodTemplate, sidecar: Sidecar, engine: Engine,
                       prefill_families: dict[frozenset, list[Engine]]) -> list[Finding]:
     found = []
     where = f"routing sidecar {sidecar.name}"
@@ -162,6 +159,9 @@ def _sidecar_findings(template: PodTemplate, sidecar, engine: Engine,
 # --- InferencePool ---------------------------------------------------------------------------
 
 
+EPP_GRPC_DEFAULT = 9002  # the EPP's --grpc-port default and the older API's extensionRef.portNumber default
+
+
 @dataclasses.dataclass(frozen=True)
 class PoolView:
     """An InferencePool in either API shape (v1, or the older x-k8s.io v1alpha2), with field names for messages."""
@@ -174,6 +174,7 @@ class PoolView:
     epp_name: Optional[str]
     epp_port: Optional[int]
     epp_field: str
+    epp_port_field: str
 
 
 def pool_view(pool: dict) -> PoolView:
@@ -182,11 +183,12 @@ def pool_view(pool: dict) -> PoolView:
         ref = spec.get("endpointPickerRef") or {}
         return PoolView(pool, (spec.get("selector") or {}).get("matchLabels") or {}, "spec.selector.matchLabels",
                         [int(p.get("number", 0)) for p in spec.get("targetPorts") or []], "spec.targetPorts",
-                        ref.get("name"), (ref.get("port") or {}).get("number"), "spec.endpointPickerRef")
+                        ref.get("name"), (ref.get("port") or {}).get("number"), "spec.endpointPickerRef",
+                        "spec.endpointPickerRef.port.number")
     ref = spec.get("extensionRef") or {}
     port = spec.get("targetPortNumber")
     return PoolView(pool, spec.get("selector") or {}, "spec.selector", [int(port)] if port else [], "spec.targetPortNumber",
-                    ref.get("name"), ref.get("portNumber", 9002), "spec.extensionRef")
+                    ref.get("name"), ref.get("portNumber", EPP_GRPC_DEFAULT), "spec.extensionRef", "spec.extensionRef.portNumber")
 
 
 def front_ports(template: PodTemplate) -> list[int]:
@@ -261,9 +263,6 @@ def _target_ports(view: PoolView, here: str, selected: list[PodTemplate]) -> lis
     return found
 
 
-EPP_GRPC_DEFAULT = 9002
-
-
 def _endpoint_picker(view: PoolView, here: str, namespace: str, manifests: list[dict]) -> list[Finding]:
     services = [s for s in of_kind(manifests, "Service") if namespace_of(s) == namespace]
     if not view.epp_name:
@@ -278,12 +277,12 @@ def _endpoint_picker(view: PoolView, here: str, namespace: str, manifests: list[
     port = next((p for p in ports if p.get("port") == view.epp_port), None)
     if port is None:
         listed = ", ".join(f"{p.get('port')} ({p.get('name', '')})" for p in ports)
-        return [Finding(here, f"{view.epp_field}.port.number {view.epp_port} is not a port of Service "
+        return [Finding(here, f"{view.epp_port_field} {view.epp_port} is not a port of Service "
                               f"{namespace}/{view.epp_name} (ports: {listed}). Use the Service's ext-proc port.")]
     grpc = _epp_grpc_port(service, manifests)
     target = port.get("targetPort", port.get("port"))
     if grpc is not None and target not in grpc:
-        return [Finding(here, f"{view.epp_field}.port.number {view.epp_port} reaches targetPort {target} of Service "
+        return [Finding(here, f"{view.epp_port_field} {view.epp_port} reaches targetPort {target} of Service "
                               f"{namespace}/{view.epp_name}, but the EPP container serves ext-proc on --grpc-port "
                               f"{grpc[0]}: the gateway talks to the wrong listener. Point the pool at the Service port "
                               f"whose targetPort is {grpc[0]}.")]

@@ -179,3 +179,19 @@ def test_violation_message_text_names_the_resource(prod):
 
 def test_epp_service_name_is_read(prod):
     assert get(prod, "Service", EPP)["spec"]["ports"][0]["port"] == 9002
+
+
+def test_older_pool_api_is_read(prod):
+    """inference.networking.x-k8s.io/v1alpha2: flat selector, one targetPortNumber, extensionRef."""
+    def older(m):
+        pool = get(m, "InferencePool", POOL)
+        pool["apiVersion"] = "inference.networking.x-k8s.io/v1alpha2"
+        spec = pool["spec"]
+        pool["spec"] = {"selector": spec["selector"]["matchLabels"], "targetPortNumber": 8000,
+                        "extensionRef": {"name": spec["endpointPickerRef"]["name"], "portNumber": 9003}}
+    bad = mutate(prod, older)
+    found = {v.message for v in run_policy("inference-pool-wiring", bad)}
+    assert any("spec.targetPortNumber [8000] lacks [8001, 8002, 8003]" in m for m in found), found
+    assert any("spec.extensionRef.portNumber 9003 reaches targetPort 9003" in m for m in found), found
+    assert_verdict(run_policy("httproute-backend-exists", bad), resource=ROUTE_ID, level="mandatory",
+                   contains=("is inference.networking.x-k8s.io/v1alpha2", "Set group inference.networking.x-k8s.io"))
