@@ -77,6 +77,12 @@ POLICIES: tuple[PolicySpec, ...] = (
                hygiene.image_tag_pinned, "resource"),
     PolicySpec("engine-resource-requests", "Engine containers request CPU and memory.",
                hygiene.engine_resource_requests, "resource"),
+    # A dev stack runs without NetworkPolicies and PodMonitors by design, and `pulumi up --policy-pack
+    # policy` without a config file must not block it: advice by default, mandatory through prod.json.
+    PolicySpec("engine-network-policy", "Engine pods are selected by an ingress NetworkPolicy.",
+               hygiene.engine_network_policy, "stack", enforcement=ADVISORY),
+    PolicySpec("engine-metrics-scraped", "Engine pods are selected by a PodMonitor.",
+               hygiene.engine_metrics_scraped, "stack", enforcement=ADVISORY),
 )
 BY_NAME = {spec.name: spec for spec in POLICIES}
 

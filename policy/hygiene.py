@@ -3,12 +3,15 @@
 The Hugging Face token only through a Secret reference (a literal lands in the state file, in
 `kubectl get -o yaml` and in git); images pinned to a tag or digest (`latest` changes under a running
 stack and makes a rollback redeploy something else); CPU and memory requests on the engines (without
-them the scheduler packs engines onto nodes whose CPU the NPU runtime needs, and they are evicted first).
+them the scheduler packs engines onto nodes whose CPU the NPU runtime needs, and they are evicted first);
+engines behind an ingress NetworkPolicy and scraped by a PodMonitor (a dev cluster may have neither:
+`policy/config/dev.json` makes these two advice, as the dev stack file says).
 """
 from __future__ import annotations
 
 from policy.facts import Facts
-from policy.manifests import Finding, engines, env_entry, image_tag, pod_templates
+from policy.manifests import (Finding, engines, env_entry, image_tag, label_selector_matches, namespace_of, of_kind,
+                              pod_templates, show_labels, template_engines)
 
 TOKEN_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 
@@ -66,4 +69,42 @@ def engine_resource_requests(manifests: list[dict], facts: Facts) -> list[Findin
                 f"may pack it next to other pods on a node whose CPU and memory the NPU runtime, tokenizer and "
                 f"KV offload need, and it is evicted first under pressure. Set resources.requests (and limits) "
                 f"{' and '.join(missing)}."))
+    return found
+
+
+def _engine_templates(manifests: list[dict]):
+    return [t for t in pod_templates(manifests) if template_engines(t)]
+
+
+def engine_network_policy(manifests: list[dict], facts: Facts) -> list[Finding]:
+    """Every engine pod is selected by an ingress NetworkPolicy of its namespace."""
+    found = []
+    policies = [p for p in of_kind(manifests, "NetworkPolicy")
+                if "Ingress" in ((p.get("spec") or {}).get("policyTypes") or ["Ingress"])]
+    for template in _engine_templates(manifests):
+        if not any(namespace_of(p) == template.namespace and
+                   label_selector_matches((p.get("spec") or {}).get("podSelector") or {}, template.labels) for p in policies):
+            found.append(Finding(template.resource,
+                f"no ingress NetworkPolicy in namespace {template.namespace} selects this engine pod template (labels "
+                f"{show_labels(template.labels)}): anything in the cluster can reach its serving, DP RPC and NIXL "
+                f"ports and bypass the gateway and router. Add a NetworkPolicy whose podSelector matches these labels "
+                f"(rebel100:security.networkPolicies true)."))
+    return found
+
+
+def engine_metrics_scraped(manifests: list[dict], facts: Facts) -> list[Finding]:
+    """Every engine pod is selected by a PodMonitor (Prometheus Operator)."""
+    found = []
+    monitors = of_kind(manifests, "PodMonitor")
+    for template in _engine_templates(manifests):
+        def covers(monitor: dict) -> bool:
+            spec = monitor.get("spec") or {}
+            namespaces = spec.get("namespaceSelector") or {}
+            in_scope = namespaces.get("any") or template.namespace in (namespaces.get("matchNames") or [namespace_of(monitor)])
+            return bool(in_scope) and label_selector_matches(spec.get("selector") or {}, template.labels)
+        if not any(covers(m) for m in monitors):
+            found.append(Finding(template.resource,
+                f"no PodMonitor selects this engine pod template (labels {show_labels(template.labels)}): vLLM's "
+                f"/metrics (KV cache usage, queue length, TTFT) are not scraped, so capacity and latency alerts are "
+                f"blind. Add a PodMonitor whose selector matches these labels (rebel100:observability.podMonitors true)."))
     return found

@@ -67,6 +67,19 @@ def selects(match_labels: dict, labels: dict) -> bool:
     return bool(match_labels) and all(labels.get(k) == str(v) for k, v in match_labels.items())
 
 
+def label_selector_matches(selector: dict, labels: dict) -> bool:
+    """A Kubernetes LabelSelector (matchLabels and matchExpressions); an empty selector matches everything."""
+    if not all(labels.get(k) == str(v) for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expression in selector.get("matchExpressions") or []:
+        key, operator, values = expression.get("key"), expression.get("operator"), [str(v) for v in expression.get("values") or []]
+        present = key in labels
+        if (operator == "In" and labels.get(key) not in values) or (operator == "NotIn" and present and labels[key] in values) \
+                or (operator == "Exists" and not present) or (operator == "DoesNotExist" and present):
+            return False
+    return True
+
+
 def name_list(names: Iterable[str], limit: int = 3) -> str:
     """`a, b, c and 5 more`: messages stay readable for stacks of many pools."""
     names = sorted(set(names))

@@ -88,3 +88,41 @@ def test_disabled_policy_reports_nothing(prod):
     latest = mutate(prod, BAD["epp-image-latest"][0])
     assert run_policy("image-tag-pinned", latest, {"image-tag-pinned": "disabled"}) == []
     assert get(latest, "Deployment", EPP)  # the object is still there
+
+
+NETWORK_AND_METRICS = ("engine-network-policy", "engine-metrics-scraped")
+
+
+def drop(kind, *names):
+    return lambda m: [m.remove(get(m, kind, name)) for name in names]
+
+
+@pytest.mark.parametrize("edit, policy, contains", [
+    pytest.param(drop("NetworkPolicy", "minimax-m27-default-deny", "minimax-m27-decode"), "engine-network-policy",
+                 ("no ingress NetworkPolicy in namespace rebel100 selects this engine pod template", "llm-d.ai/role: decode"),
+                 id="decode-without-network-policy"),
+    pytest.param(drop("PodMonitor", "minimax-m27-decode"), "engine-metrics-scraped",
+                 ("no PodMonitor selects this engine pod template", "llm-d.ai/role: decode"),
+                 id="decode-without-pod-monitor"),
+])
+def test_engines_unprotected_or_unscraped(prod, edit, policy, contains):
+    bad = mutate(prod, edit)
+    assert_verdict(run_policy(policy, bad, PROD), resource=DECODE_ID, level="mandatory", contains=contains)
+    assert_verdict(run_policy(policy, bad, DEV), resource=DECODE_ID, level="advisory", contains=contains)
+    assert_verdict(run_policy(policy, bad), resource=DECODE_ID, level="advisory", contains=contains)  # no config file
+
+
+def test_dev_stack_runs_without_network_policies_and_monitors_as_advice(renders):
+    """The dev stack turns both off on purpose: advice under dev.json, mandatory under prod.json."""
+    for policy in NETWORK_AND_METRICS:
+        assert {v.level for v in run_policy(policy, renders["dev"], DEV)} == {"advisory"}
+        assert {(v.resource, v.level) for v in run_policy(policy, renders["dev"], PROD)} == {
+            (DECODE_ID, "mandatory"), (PREFILL_ID, "mandatory")}
+
+
+def test_selector_expressions_are_understood(prod):
+    def by_expression(m):
+        policy = get(m, "NetworkPolicy", "minimax-m27-default-deny")
+        policy["spec"]["podSelector"] = {"matchExpressions": [
+            {"key": "llm-d.ai/role", "operator": "In", "values": ["prefill", "decode"]}]}
+    assert run_policy("engine-network-policy", mutate(prod, drop("NetworkPolicy", "minimax-m27-decode"), by_expression), PROD) == []
