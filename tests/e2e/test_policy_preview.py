@@ -6,49 +6,15 @@ toolchain cache of scripts/install-pulumi; never builds the toolchain itself.
 """
 from __future__ import annotations
 
-import glob
-import os
-import pathlib
-import shutil
-import subprocess
-
 import pytest
 import yaml
 
-from stacks.stackfile import PROJECT_ROOT
-
 pytestmark = pytest.mark.e2e
-# What the copy leaves out: local state, caches, renders and the tests themselves.
-NOT_COPIED = shutil.ignore_patterns(".git", ".venv", ".pulumi-*", "build", "__pycache__", ".pytest_cache", "tests")
 
 
-def toolchain() -> str:
-    on_path = shutil.which("pulumi")
-    cached = sorted(glob.glob(os.path.expanduser("~/.cache/rebel100-stack/*/bin/pulumi")))
-    found = on_path or (cached[-1] if cached else None)
-    if not found:
-        pytest.skip("no Pulumi CLI on PATH or in the scripts/install-pulumi cache")
-    return str(pathlib.Path(found).parent)
-
-
-@pytest.fixture(scope="module")
-def project(tmp_path_factory):
-    bin_dir = toolchain()
-    root = tmp_path_factory.mktemp("e2e") / "project"
-    shutil.copytree(PROJECT_ROOT, root, ignore=NOT_COPIED)
-    (root / ".venv").symlink_to(PROJECT_ROOT / ".venv")
-    (root / "state").mkdir()
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PULUMI_HOME": str(root / ".pulumi-home"),
-           "PULUMI_BACKEND_URL": f"file://{root / 'state'}", "PULUMI_CONFIG_PASSPHRASE": "e2e",
-           "PULUMI_SKIP_UPDATE_CHECK": "true", "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true"}
-    return root, env
-
-
-def preview(project, stack: str, *extra: str) -> subprocess.CompletedProcess:
-    root, env = project
-    subprocess.run(["pulumi", "stack", "select", stack, "--create"], cwd=root, env=env, capture_output=True, check=True)
-    return subprocess.run(["pulumi", "preview", "-s", stack, "--policy-pack", "policy", "--non-interactive", *extra],
-                          cwd=root, env=env, capture_output=True, text=True, timeout=900)
+def preview(project, stack: str, *extra: str):
+    project.select(stack)
+    return project.pulumi("preview", "-s", stack, "--policy-pack", "policy", *extra)
 
 
 def test_prod_passes_the_pack(project):
@@ -61,7 +27,7 @@ def test_prod_passes_the_pack(project):
 
 def test_resources_the_config_gate_cannot_see_are_rejected(project):
     """Extra args and env pass the config gate (it reads typed fields) but not the pack (it reads the args)."""
-    root, _ = project
+    root = project.root
     path = root / "Pulumi.pp-dp.yaml"
     stack = yaml.safe_load((root / "Pulumi.dev.yaml").read_text())
     stack.pop("encryptionsalt", None)

@@ -1,0 +1,92 @@
+"""The real Pulumi engine on a copy of the project: toolchain lookup, project copies, a CLI runner.
+
+The tests never build the toolchain (that is `scripts/install-pulumi`, run by `make` and `.ci/run`).
+Without it they skip, unless REBEL100_REQUIRE_E2E=1 (set by .ci/run), which turns the skip into a
+failure so that CI can never pass without running them.
+"""
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import pathlib
+import shutil
+import subprocess
+from typing import Optional
+
+import pytest
+
+from stacks.stackfile import PROJECT_ROOT
+
+# What a copy leaves out: local state, caches, renders and the tests themselves.
+NOT_COPIED = shutil.ignore_patterns(".git", ".venv", ".pulumi-*", "build", "__pycache__", ".pytest_cache", "tests", "benchmarks")
+
+
+def toolchain_dir() -> Optional[str]:
+    """The bin folder with pulumi, the Python language host and the Kubernetes provider."""
+    on_path = shutil.which("pulumi")
+    if on_path and shutil.which("pulumi-resource-kubernetes"):
+        return str(pathlib.Path(on_path).parent)
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    cached = sorted(glob.glob(os.path.join(cache, "rebel100-stack", "*", "bin", "pulumi")))
+    return str(pathlib.Path(cached[-1]).parent) if cached else None
+
+
+@pytest.fixture(scope="session")
+def toolchain() -> str:
+    found = toolchain_dir()
+    if not found:
+        message = "no Pulumi toolchain on PATH or in the scripts/install-pulumi cache (run `make toolchain`)"
+        if os.environ.get("REBEL100_REQUIRE_E2E") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    return found
+
+
+class Project:
+    """A copy of the project with its own file backend, PULUMI_HOME and passphrase."""
+
+    def __init__(self, root: pathlib.Path, bin_dir: str):
+        self.root = root
+        self.env = {
+            **os.environ,
+            "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            "PULUMI_HOME": str(root / ".pulumi-home"),
+            "PULUMI_BACKEND_URL": f"file://{root / '.pulumi-state'}",
+            "PULUMI_CONFIG_PASSPHRASE": "e2e",
+            "PULUMI_SKIP_UPDATE_CHECK": "true",
+            "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+            # Render mode: the provider refuses a kubeconfig next to renderYamlToDirectory.
+            "KUBECONFIG": "",
+        }
+        (root / ".pulumi-state").mkdir(exist_ok=True)
+
+    def pulumi(self, *args: str, check: bool = False, timeout: int = 900) -> subprocess.CompletedProcess:
+        split = args.index("--") if "--" in args else len(args)  # flags go before a `--` value separator
+        command = ["pulumi", *args[:split], "--non-interactive", *args[split:]]
+        proc = subprocess.run(command, cwd=self.root, env=self.env,
+                              capture_output=True, text=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"pulumi {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    def select(self, stack: str) -> None:
+        self.pulumi("stack", "select", stack, "--create", check=True)
+
+    def checkpoint(self, stack: str) -> Optional[str]:
+        """Digest of the stack's state file in the file backend (None when there is none)."""
+        files = sorted((self.root / ".pulumi-state").rglob(f"{stack}.json"))
+        return hashlib.sha256(files[0].read_bytes()).hexdigest() if files else None
+
+
+def tree_digest(folder: pathlib.Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()} if folder.exists() else {}
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory, toolchain) -> Project:
+    root = tmp_path_factory.mktemp("e2e") / "project"
+    shutil.copytree(PROJECT_ROOT, root, ignore=NOT_COPIED)
+    (root / ".venv").symlink_to(PROJECT_ROOT / ".venv")
+    return Project(root, toolchain)

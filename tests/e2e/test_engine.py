@@ -1,0 +1,143 @@
+"""The real engine end to end: preview with the policy pack, the config gate, up/refresh/destroy, S3 state.
+
+Each test runs `pulumi` on a copy of the project (see conftest.py), so the working tree, its
+state and its renders are never touched.
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+import socket
+
+import pytest
+import yaml
+
+from stacks import render
+from stacks.stackfile import stack_file
+from tests.e2e.conftest import Project, tree_digest
+
+pytestmark = pytest.mark.e2e
+STACKS = ["dev", "prod-4p4d", "agg"]
+
+
+def policy_config(stack: str) -> list[str]:
+    level = "prod" if stack == "prod-4p4d" else "dev"
+    return ["--policy-pack-config", f"policy/config/{level}.json"]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_preview_with_policy_pack(project: Project, stack: str):
+    project.select(stack)
+    proc = project.pulumi("preview", "-s", stack, "--policy-pack", "policy", *policy_config(stack))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "[mandatory]" not in proc.stdout
+    assert "to create" in proc.stdout
+
+
+def parsed(folder: pathlib.Path) -> dict[str, dict]:
+    return {str(p.relative_to(folder)): yaml.safe_load(p.read_text()) for p in sorted(folder.rglob("*.yaml"))}
+
+
+def test_up_matches_offline_render_then_no_changes_then_destroy(project: Project):
+    project.select("dev")
+    up = project.pulumi("up", "-s", "dev", "--yes", "--policy-pack", "policy", *policy_config("dev"))
+    assert up.returncode == 0, up.stdout + up.stderr
+    engine = parsed(project.root / "build" / "dev")
+    offline = {render.manifest_path(m): m for m in render.render_stack_file(stack_file("dev"), "dev").manifests}
+    # Same objects, same content, compared as parsed YAML (the provider orders keys its own way).
+    assert sorted(engine) == sorted(offline)
+    for path, manifest in offline.items():
+        assert engine[path] == manifest, path
+    outputs = json.loads(project.pulumi("stack", "output", "-s", "dev", "--json", check=True).stdout)
+    assert outputs["totalDevices"] == 8 and outputs["kvBytesPerToken"] == 126_976
+
+    again = project.pulumi("up", "-s", "dev", "--yes", "--policy-pack", "policy", *policy_config("dev"))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "+ " not in again.stdout.split("Resources:")[1] and "unchanged" in again.stdout
+    preview = project.pulumi("preview", "-s", "dev", "--expect-no-changes")
+    assert preview.returncode == 0, preview.stdout + preview.stderr
+
+    destroy = project.pulumi("destroy", "-s", "dev", "--yes")
+    assert destroy.returncode == 0, destroy.stdout + destroy.stderr
+    assert not list((project.root / "build" / "dev").rglob("*.yaml"))
+
+
+@pytest.fixture(scope="module")
+def deployed(project: Project) -> Project:
+    """dev deployed once: a state and a render that a refused change must leave as they are."""
+    project.select("gate")
+    (project.root / "Pulumi.gate.yaml").write_text((project.root / "Pulumi.dev.yaml").read_text().replace("build/dev", "build/gate"))
+    project.pulumi("up", "-s", "gate", "--yes", "--policy-pack", "policy", *policy_config("dev"), check=True)
+    return project
+
+
+def refused(project: Project, *config: tuple[str, str]):
+    """Set config on the deployed stack, run `up`, and return (process, state changed, render changed)."""
+    state, files = project.checkpoint("gate"), tree_digest(project.root / "build" / "gate")
+    stack_yaml = (project.root / "Pulumi.gate.yaml").read_text()
+    for key, value in config:
+        project.pulumi("config", "set", "-s", "gate", "--path", key, "--", value, check=True)
+    proc = project.pulumi("up", "-s", "gate", "--yes", "--policy-pack", "policy", *policy_config("dev"))
+    changed = (project.checkpoint("gate") != state, tree_digest(project.root / "build" / "gate") != files)
+    (project.root / "Pulumi.gate.yaml").write_text(stack_yaml)
+    return proc, changed
+
+
+def test_config_gate_pp_with_dp(deployed: Project):
+    proc, changed = refused(deployed, ("rebel100:prefill.dataParallelSize", "2"))
+    assert proc.returncode != 0
+    assert "rebel100:prefill.pipelineParallelSize: pipelineParallelSize 4 together with dataParallelSize 2" in proc.stdout + proc.stderr
+    assert changed == (False, False)
+
+
+def test_config_gate_rds_budget(deployed: Project):
+    proc, changed = refused(deployed, ("rebel100:kvTier.rdsMaxChunks", "4000"))
+    assert proc.returncode != 0
+    assert "RDS budget over chiplet-0 memory: rdsMaxChunks 4000" in proc.stdout + proc.stderr
+    assert changed == (False, False)
+
+
+def test_policy_rejects_what_passes_the_gate(deployed: Project):
+    """The sidecar port set through extraArgs: typed config cannot see it, the pack reads the args."""
+    proc, changed = refused(deployed, ("rebel100:decode.extraArgs[0]", "--port=8300"))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert "[mandatory]  sidecar-matches-decode" in out, out
+    assert changed == (False, False)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_up_against_s3_backend(project: Project):
+    boto3 = pytest.importorskip("boto3")
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        credentials = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"}
+        s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                          aws_access_key_id="test", aws_secret_access_key="test")
+        s3.create_bucket(Bucket="pulumi-state")
+        s3_project = Project(project.root, project.env["PATH"].split(":")[0])
+        s3_project.env.update(credentials)
+        s3_project.env["PULUMI_BACKEND_URL"] = (
+            f"s3://pulumi-state?endpoint=127.0.0.1:{port}&disableSSL=true&s3ForcePathStyle=true&region=us-east-1")
+        s3_project.select("dev")
+        up = s3_project.pulumi("up", "-s", "dev", "--yes", "--policy-pack", "policy", *policy_config("dev"))
+        assert up.returncode == 0, up.stdout + up.stderr
+        keys = [o["Key"] for o in s3.list_objects_v2(Bucket="pulumi-state").get("Contents", [])]
+        checkpoint = [k for k in keys if k.endswith("/dev.json")]
+        assert checkpoint, keys
+        state = json.loads(s3.get_object(Bucket="pulumi-state", Key=checkpoint[0])["Body"].read())
+        types = {r["type"] for r in state["checkpoint"]["latest"]["resources"]}
+        assert "kubernetes:apps/v1:Deployment" in types
+        s3_project.pulumi("destroy", "-s", "dev", "--yes", check=True)
+    finally:
+        server.stop()
