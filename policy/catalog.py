@@ -15,7 +15,7 @@ import json
 import pathlib
 from typing import Any, Callable, Mapping, Optional
 
-from policy import hygiene, memory, parallelism, wiring
+from policy import hygiene, memory, parallelism, security, wiring
 from policy.facts import Facts, facts_from
 from policy.manifests import Finding
 
@@ -83,6 +83,18 @@ POLICIES: tuple[PolicySpec, ...] = (
                hygiene.engine_network_policy, "stack", enforcement=ADVISORY),
     PolicySpec("engine-metrics-scraped", "Engine pods are selected by a PodMonitor.",
                hygiene.engine_metrics_scraped, "stack", enforcement=ADVISORY),
+    # 8: security. A secret literal is never right: mandatory everywhere, as hf-token-secret-ref. The rest is
+    # what a single-node dev cluster may do without: advice by default and in dev.json, mandatory in prod.json.
+    PolicySpec("no-literal-secrets", "No env var named like a token, secret, password or API key holds a literal value.",
+               security.no_literal_secrets, "resource"),
+    PolicySpec("rbac-least-privilege", "Roles bound to a ServiceAccount that runs a pod grant no '*' and no write verbs; the EPP's Role is namespace-scoped.",
+               security.rbac_least_privilege, "stack", enforcement=ADVISORY),
+    PolicySpec("pod-security-context", "Seccomp confined, no host namespaces or privileged; containers restricted, engine deviations recorded in rebel100.ai/security-exceptions.",
+               security.pod_security_context, "resource", enforcement=ADVISORY),
+    PolicySpec("disruption-budget", "Engines and the EPP are selected by one PodDisruptionBudget, and no budget blocks drains.",
+               security.disruption_budget, "stack", enforcement=ADVISORY),
+    PolicySpec("engine-spread", "Engine workloads of more than one replica keep their role's pods one per node (required podAntiAffinity on kubernetes.io/hostname).",
+               security.engine_spread, "resource", enforcement=ADVISORY),
 )
 BY_NAME = {spec.name: spec for spec in POLICIES}
 

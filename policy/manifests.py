@@ -157,6 +157,20 @@ def pod_templates(manifests: Iterable[dict]) -> Iterator[PodTemplate]:
                 yield PodTemplate(owner=manifest, metadata=node.get("metadata") or {}, spec=node["spec"])
 
 
+WORKLOAD_KINDS = ("Deployment", "StatefulSet")
+
+
+def replicas(manifest: dict) -> int:
+    """spec.replicas of a Deployment or StatefulSet (1 when unset, as the API server defaults it)."""
+    value = (manifest.get("spec") or {}).get("replicas")
+    return 1 if value is None else int(value)
+
+
+def service_account(template: PodTemplate) -> str:
+    """The ServiceAccount the pod runs as (`default` when the template names none)."""
+    return template.spec.get("serviceAccountName") or template.spec.get("serviceAccount") or "default"
+
+
 # --- command lines -------------------------------------------------------------------------
 
 # vLLM flags that take no value: needed so that `--enable-prefix-caching MODEL` reads MODEL as the

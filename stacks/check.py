@@ -5,7 +5,8 @@
 
 The pack's rules are called directly (`policy.catalog.evaluate`), with the same enforcement file CI
 passes to `pulumi preview --policy-pack policy --policy-pack-config`: `policy/config/dev.json` for a
-dev stack (image, request, NetworkPolicy and PodMonitor hygiene advisory), `prod.json` otherwise;
+dev stack (image, request, NetworkPolicy and PodMonitor hygiene, RBAC, security contexts, disruption
+budgets and engine spread advisory), `prod.json` otherwise;
 `--environment dev|prod` overrides the choice (default prod for --manifests). Exit status: 0 no mandatory
 violation (advisories are printed), 1 invalid config or a mandatory violation, 2 usage error.
 """

@@ -22,7 +22,7 @@ from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc, engine_pb2_grp
 from policy import catalog
 from policy.pack import type_token as resource_type
 from stacks.stackfile import PROJECT_ROOT
-from tests.policy.fixtures import DECODE, PREFILL, engine, get, npu_request, set_arg, sidecar
+from tests.policy.fixtures import DECODE, EPP, PREFILL, engine, get, npu_request, set_arg, sidecar
 
 START_TIMEOUT_S = 60
 MANDATORY, ADVISORY = analyzer_pb2.EnforcementLevel.MANDATORY, analyzer_pb2.EnforcementLevel.ADVISORY
@@ -164,3 +164,24 @@ def test_value_unknown_in_preview_is_not_judged(pack, renders):
     found = diagnostics(stub.Analyze(analyzer_pb2.AnalyzeRequest(
         type=resource_type(prefill), urn=urn(prefill), name=PREFILL, properties=analyzer_resource(prefill).properties)))
     assert found and all(d[1] == ADVISORY and "can't be known during preview" in d[3] for d in found)
+
+
+def test_security_policies_are_advice_by_default_and_name_the_urn(pack, renders):
+    """Without a config file the new security policies report as advice, on the offending resource's URN:
+    a ClusterRoleBinding for the EPP (stack policy) and an EPP without seccomp (resource policy)."""
+    stub, _ = pack
+    manifests = copy.deepcopy(renders["prod-4p4d"])
+    role, binding = get(manifests, "Role", EPP), get(manifests, "RoleBinding", EPP)
+    role["kind"], binding["kind"], binding["roleRef"]["kind"] = "ClusterRole", "ClusterRoleBinding", "ClusterRole"
+    del role["metadata"]["namespace"], binding["metadata"]["namespace"]
+    found = [d for d in diagnostics(stub.AnalyzeStack(analyzer_pb2.AnalyzeStackRequest(
+        resources=[analyzer_resource(m) for m in manifests]))) if d[0] == "rbac-least-privilege"]
+    assert [(d[1], d[2]) for d in found] == [(ADVISORY, urn(binding))]
+    assert f"ClusterRoleBinding {EPP}: ClusterRoleBinding {EPP} binds ClusterRole {EPP}" in found[0][3]
+
+    epp = copy.deepcopy(get(renders["prod-4p4d"], "Deployment", EPP))
+    epp["spec"]["template"]["spec"].pop("securityContext")
+    found = diagnostics(stub.Analyze(analyzer_pb2.AnalyzeRequest(
+        type=resource_type(epp), urn=urn(epp), name=EPP, properties=analyzer_resource(epp).properties)))
+    assert [(d[0], d[1]) for d in found] == [("pod-security-context", ADVISORY)]
+    assert "seccompProfile.type is unset" in found[0][3]

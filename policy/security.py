@@ -1,0 +1,436 @@
+"""Security: least-privilege RBAC, pod and container security contexts, disruption budgets, spread.
+
+What the program renders by default in prod and every serving pod should have whoever wrote it:
+the RBAC of any workload's ServiceAccount reads and never writes (the EPP only watches pods and pools,
+in its own namespace); every container runs with seccomp, no privilege escalation and ALL capabilities
+dropped, as non-root on a read-only root filesystem, except what an engine records in the pod-template
+annotation `rebel100.ai/security-exceptions` (the RBLN runtime needs root, a writable root filesystem
+and IPC_LOCK); engines and the EPP are guarded by a PodDisruptionBudget that lets drains proceed; pods
+of one engine role spread one per node; no secret-looking env var holds a literal value.
+
+A dev cluster may run a single node without any of this: `policy/config/dev.json` makes the first four
+advice (as their built-in level is), `prod.json` makes them mandatory.
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Iterable, Optional
+
+from policy import hygiene, wiring
+from policy.facts import Facts
+from policy.manifests import (ROLE_LABEL, WORKLOAD_KINDS, Finding, PodTemplate, command_line, label_selector_matches,
+                              name_list, namespace_of, of_kind, parse_flags, pod_templates, replicas, resource_id,
+                              selects, service_account, show_labels, template_engines)
+
+SECURITY_EXCEPTIONS_ANNOTATION = "rebel100.ai/security-exceptions"  # components/pod.py writes the same key
+
+# --- the EPP -------------------------------------------------------------------------------
+
+
+def is_epp(template: PodTemplate, manifests: list[dict]) -> bool:
+    """The endpoint picker: a container with the EPP's `--pool-name` flag, or the pods of the Service an
+    InferencePool names as its endpoint picker."""
+    for container in template.containers():
+        if "--pool-name" in parse_flags(command_line(container), go_style=True).values:
+            return True
+    for pool in of_kind(manifests, "InferencePool"):
+        view = wiring.pool_view(pool)
+        if not view.epp_name or namespace_of(pool) != template.namespace:
+            continue
+        for service in of_kind(manifests, "Service"):
+            if namespace_of(service) == template.namespace and service["metadata"].get("name") == view.epp_name \
+                    and selects((service.get("spec") or {}).get("selector") or {}, template.labels):
+                return True
+    return False
+
+
+# --- rbac-least-privilege ------------------------------------------------------------------
+
+WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection", "escalate", "bind", "impersonate")
+READ_VERBS = ("get", "list", "watch")
+# Built-in ClusterRoles whose rules are not among the resources but are known to write.
+BUILTIN_WRITERS = {"cluster-admin": "every verb on every resource of the cluster",
+                   "admin": "create, update, patch and delete on most namespaced resources, RBAC included",
+                   "edit": "create, update, patch and delete on most namespaced resources"}
+
+Account = tuple[str, str]  # (namespace, name)
+
+
+def _accounts_running_pods(manifests: list[dict]) -> dict[Account, list[str]]:
+    """Every ServiceAccount a pod template of the stack runs as, with the workloads that use it."""
+    accounts: dict[Account, list[str]] = {}
+    for template in pod_templates(manifests):
+        accounts.setdefault((template.namespace, service_account(template)), []).append(template.resource)
+    return accounts
+
+
+def _granted(binding: dict, accounts: dict[Account, list[str]]) -> list[Account]:
+    """Which of `accounts` a RoleBinding or ClusterRoleBinding grants to (ServiceAccount subjects,
+    the `system:serviceaccount:NS:NAME` user and the `system:serviceaccounts[:NS]` groups)."""
+    granted: list[Account] = []
+    for subject in binding.get("subjects") or []:
+        kind, name = subject.get("kind"), str(subject.get("name") or "")
+        if kind == "ServiceAccount":
+            namespace = subject.get("namespace") or (namespace_of(binding) if binding.get("kind") == "RoleBinding" else None)
+            matched = [(namespace, name)] if namespace else []
+        elif kind == "User" and name.startswith("system:serviceaccount:"):
+            matched = [tuple(name.split(":", 3)[2:4])] if name.count(":") == 3 else []
+        elif kind == "Group" and name == "system:serviceaccounts":
+            matched = list(accounts)
+        elif kind == "Group" and name.startswith("system:serviceaccounts:"):
+            matched = [a for a in accounts if a[0] == name.split(":", 2)[2]]
+        else:
+            matched = []
+        granted += [a for a in matched if a in accounts and a not in granted]
+    return granted
+
+
+def _role(manifests: list[dict], binding: dict) -> tuple[Optional[dict], str]:
+    """The Role or ClusterRole a binding's roleRef names (None when it is not among the resources)."""
+    ref = binding.get("roleRef") or {}
+    kind, name = ref.get("kind"), ref.get("name")
+    for manifest in of_kind(manifests, kind or "?"):
+        if manifest["metadata"].get("name") == name and (kind == "ClusterRole" or namespace_of(manifest) == namespace_of(binding)):
+            return manifest, resource_id(manifest)
+    return None, f"{kind}/{name}" if kind == "ClusterRole" else f"{kind}/{namespace_of(binding)}/{name}"
+
+
+def _show_account(account: Account) -> str:
+    return f"ServiceAccount {account[0]}/{account[1]}"
+
+
+def _rule_problems(rule: dict) -> list[str]:
+    problems = []
+    for field in ("verbs", "resources", "apiGroups", "nonResourceURLs"):
+        if "*" in [str(v) for v in rule.get(field) or []]:
+            problems.append(f"{field} '*'")
+    writes = [v for v in rule.get("verbs") or [] if str(v).lower() in WRITE_VERBS]
+    if writes:
+        problems.append(f"write verbs {', '.join(writes)}")
+    return problems
+
+
+def rbac_least_privilege(manifests: list[dict], facts: Facts) -> list[Finding]:
+    """Roles bound to a ServiceAccount that runs a pod: no `*`, no write verbs; the EPP's only namespaced."""
+    accounts = _accounts_running_pods(manifests)
+    epp_accounts = {(t.namespace, service_account(t)) for t in pod_templates(manifests) if is_epp(t, manifests)}
+    grants: dict[str, list[tuple[dict, str, Account]]] = {}  # role id -> (binding, role id, account)
+    roles: dict[str, Optional[dict]] = {}
+    found = []
+    for binding in of_kind(manifests, "RoleBinding") + of_kind(manifests, "ClusterRoleBinding"):
+        granted = _granted(binding, accounts)
+        if not granted:
+            continue
+        role, role_id = _role(manifests, binding)
+        roles[role_id] = role
+        for account in granted:
+            grants.setdefault(role_id, []).append((binding, role_id, account))
+        cluster_wide = binding.get("kind") == "ClusterRoleBinding" or (binding.get("roleRef") or {}).get("kind") == "ClusterRole"
+        for account in [a for a in granted if a in epp_accounts and cluster_wide]:
+            how = ("grants it across the whole cluster" if binding.get("kind") == "ClusterRoleBinding"
+                   else "grants a ClusterRole (a cluster-wide definition others may widen) in its namespace")
+            found.append(Finding(resource_id(binding),
+                f"{binding.get('kind')} {_qualified_name(binding)} binds {role_id.replace('/', ' ', 1)} to "
+                f"{_show_account(account)}, the EPP's ({name_list(accounts[account])}): it {how}, while the EPP only "
+                f"needs get/list/watch on pods and InferencePools of its own namespace. Bind a namespace-scoped Role "
+                f"in namespace {account[0]} with a RoleBinding instead."))
+    for role_id, role_grants in grants.items():
+        role = roles[role_id]
+        bound = "; ".join(sorted({f"bound by {b.get('kind')} {_qualified_name(b)} to {_show_account(a)}, which runs "
+                                  f"{name_list(accounts[a])}" for b, _, a in role_grants}))
+        if role is None:
+            name = role_id.rpartition("/")[2]
+            if role_id.startswith("ClusterRole/") and name in BUILTIN_WRITERS:
+                found.append(Finding(resource_id(role_grants[0][0]),
+                    f"built-in ClusterRole {name} ({BUILTIN_WRITERS[name]}) is {bound}: a compromised pod could change "
+                    f"or delete what it serves next to. Bind a Role that lists the resources it reads with verbs "
+                    f"{', '.join(READ_VERBS)} only."))
+            continue
+        for index, rule in enumerate(role.get("rules") or []):
+            problems = _rule_problems(rule)
+            if not problems:
+                continue
+            resources = ", ".join(str(r) for r in rule.get("resources") or rule.get("nonResourceURLs") or []) or "none"
+            groups = ", ".join(repr(str(g)) for g in rule.get("apiGroups") or []) or "none"
+            risks = (["a compromised pod could change or delete objects it only needs to read"]
+                     if any(p.startswith("write") or p == "verbs '*'" for p in problems) else []) + \
+                    (["'*' also grants whatever is added to the API later"] if any("'*'" in p for p in problems) else [])
+            found.append(Finding(role_id,
+                f"{role.get('kind')} {_qualified_name(role)} rules[{index}] grants {' and '.join(problems)} "
+                f"(verbs {', '.join(str(v) for v in rule.get('verbs') or [])} on resources {resources}, apiGroups "
+                f"{groups}) and is {bound}: {'; '.join(risks)}. List the resources and API groups explicitly and keep "
+                f"verbs {', '.join(READ_VERBS)}; a writer needs its own reviewed Role."))
+    return found
+
+
+def _qualified_name(manifest: dict) -> str:
+    metadata = manifest.get("metadata") or {}
+    return f"{metadata['namespace']}/{metadata.get('name')}" if metadata.get("namespace") else str(metadata.get("name"))
+
+
+# --- pod-security-context ------------------------------------------------------------------
+
+CONFINED_SECCOMP = ("RuntimeDefault", "Localhost")
+# The restricted Pod Security Standard lets any container add this one back after dropping ALL.
+RESTRICTED_ADDABLE = frozenset({"NET_BIND_SERVICE"})
+HOST_NAMESPACES = ("hostNetwork", "hostPID", "hostIPC")
+
+
+def _context(item: dict) -> dict:
+    return item.get("securityContext") or {}
+
+
+def _capability(name: Any) -> str:
+    return str(name).upper().removeprefix("CAP_")
+
+
+def _records(exceptions: str, *words: str) -> bool:
+    """The exceptions annotation mentions one of `words` (as a word; `CAP_` prefix allowed)."""
+    return any(re.search(rf"(?<![A-Za-z0-9_])(CAP_)?{re.escape(word)}(?![A-Za-z0-9_])", exceptions, re.IGNORECASE)
+               for word in words)
+
+
+def _show(value: Any) -> str:
+    return "unset" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _container_problems(template: PodTemplate, container: dict, engine: bool) -> list[tuple[str, str]]:
+    """(what is wrong, how to fix it) for one container; engines may deviate where the annotation says why."""
+    pod, own = _context(template.spec), _context(container)
+    exceptions = str(template.annotations.get(SECURITY_EXCEPTIONS_ANNOTATION) or "").strip()
+    def unrecorded(word: str) -> str:
+        return (f"(no {SECURITY_EXCEPTIONS_ANNOTATION} annotation on the pod template)" if not exceptions else
+                f"({SECURITY_EXCEPTIONS_ANNOTATION} does not name {word})")
+    record = f"or record the reason in the pod template annotation {SECURITY_EXCEPTIONS_ANNOTATION}"
+    problems: list[tuple[str, str]] = []
+    if own.get("privileged") is True:
+        problems.append(("privileged true (the container has every capability and every host device)",
+                         "remove privileged; claim devices through DRA and add only the capabilities needed"))
+    if own.get("allowPrivilegeEscalation") is not False:
+        problems.append((f"allowPrivilegeEscalation {_show(own.get('allowPrivilegeEscalation'))} (must be false)",
+                         "set allowPrivilegeEscalation false"))
+    capabilities = own.get("capabilities") or {}
+    dropped = [_capability(c) for c in capabilities.get("drop") or []]
+    if "ALL" not in dropped:
+        problems.append((f"capabilities.drop [{', '.join(dropped)}] lacks ALL", "set capabilities.drop [ALL]"))
+    added = [_capability(c) for c in capabilities.get("add") or []]
+    if engine:
+        extra = [c for c in added if c not in RESTRICTED_ADDABLE and not _records(exceptions, c)]
+        if extra:
+            problems.append((f"capabilities.add {', '.join(extra)} not recorded {unrecorded(', '.join(extra))}",
+                             f"remove {', '.join(extra)} from capabilities.add {record} (naming {', '.join(extra)})"))
+    else:
+        extra = [c for c in added if c not in RESTRICTED_ADDABLE]
+        if extra:
+            problems.append((f"capabilities.add {', '.join(extra)} (only engines may add capabilities)",
+                             f"remove {', '.join(extra)} from capabilities.add"))
+    non_root = own["runAsNonRoot"] if "runAsNonRoot" in own else pod.get("runAsNonRoot")
+    user = own["runAsUser"] if "runAsUser" in own else pod.get("runAsUser")
+    as_root = non_root is not True or str(user) == "0"
+    root_text = f"runAsNonRoot {_show(non_root)}" + (", runAsUser 0" if str(user) == "0" else "")
+    if as_root and not (engine and _records(exceptions, "runAsRoot", "runAsNonRoot")):
+        if engine:
+            problems.append((f"{root_text} (may run as root) not recorded {unrecorded('runAsRoot')}",
+                             f"set runAsNonRoot true with a non-zero runAsUser {record} (runAsRoot: why)"))
+        else:
+            problems.append((f"{root_text} (must be runAsNonRoot true with a non-zero runAsUser)",
+                             "set runAsNonRoot true and runAsUser to the image's non-root user (e.g. 65532)"))
+    read_only = own.get("readOnlyRootFilesystem")
+    if read_only is not True and not (engine and _records(exceptions, "readOnlyRootFilesystem")):
+        if engine:
+            problems.append((f"readOnlyRootFilesystem {_show(read_only)} not recorded {unrecorded('readOnlyRootFilesystem')}",
+                             f"set readOnlyRootFilesystem true and mount volumes where it writes, {record} "
+                             f"(readOnlyRootFilesystem=false: why)"))
+        else:
+            problems.append((f"readOnlyRootFilesystem {_show(read_only)} (must be true)",
+                             "set readOnlyRootFilesystem true and mount an emptyDir where it must write"))
+    return problems
+
+
+def pod_security_context(manifests: list[dict], facts: Facts) -> list[Finding]:
+    """Seccomp confined, no host namespaces; every container restricted, engines' exceptions recorded."""
+    found = []
+    for template in pod_templates(manifests):
+        on = [name for name in HOST_NAMESPACES if template.spec.get(name) is True]
+        if on:
+            found.append(Finding(template.resource,
+                f"pod template sets {', '.join(f'{n} true' for n in on)}: the pod shares the node's "
+                f"{'network, ' if 'hostNetwork' in on else ''}processes or IPC and can see or reach what other pods "
+                f"and the kubelet keep private. Remove {', '.join(on)} (serving ports and NIXL work on the pod "
+                f"network; RDMA devices come through DRA)."))
+        pod_profile = (_context(template.spec).get("seccompProfile") or {}).get("type")
+        unconfined = []
+        for container in template.containers():
+            profile = (_context(container).get("seccompProfile") or {}).get("type") or pod_profile
+            if profile not in CONFINED_SECCOMP:
+                unconfined.append(f"{container.get('name')} ({_show(profile)})")
+        if unconfined:
+            found.append(Finding(template.resource,
+                f"spec.securityContext.seccompProfile.type is {_show(pod_profile)} and containers "
+                f"{', '.join(unconfined)} run without a confined seccomp profile: every syscall of the kernel is "
+                f"reachable from the container. Set spec.securityContext.seccompProfile.type RuntimeDefault (or "
+                f"Localhost with a profile) and no container override to Unconfined."))
+        engine_containers = [id(e.container) for e in template_engines(template)]
+        init_names = {c.get("name") for c in template.spec.get("initContainers") or []}
+        for container in template.containers():
+            engine = id(container) in engine_containers
+            problems = _container_problems(template, container, engine)
+            if not problems:
+                continue
+            what = "engine container" if engine else "init container" if container.get("name") in init_names else "container"
+            found.append(Finding(template.resource,
+                f"{what} {container.get('name')} securityContext: {'; '.join(p for p, _ in problems)}. "
+                f"Fix: {'; '.join(f for _, f in problems)}."))
+    return found
+
+
+# --- disruption-budget ---------------------------------------------------------------------
+
+
+def _budget_selects(budget: dict, labels: dict) -> bool:
+    """A PDB's selector: absent selects nothing; empty selects every pod (policy/v1) or none (v1beta1)."""
+    selector = (budget.get("spec") or {}).get("selector")
+    if selector is None or (not selector and budget.get("apiVersion") == "policy/v1beta1"):
+        return False
+    return label_selector_matches(selector, labels)
+
+
+def _scaled(value: Any, pods: int) -> Optional[int]:
+    """An int-or-percent of `pods`, rounded up as the disruption controller does; None when unreadable."""
+    text = str(value).strip()
+    try:
+        return math.ceil(float(text[:-1]) * pods / 100) if text.endswith("%") else int(text)
+    except ValueError:
+        return None
+
+
+def disruption_budget(manifests: list[dict], facts: Facts) -> list[Finding]:
+    """Engines and the EPP selected by exactly one PDB of their namespace, and no PDB that blocks drains."""
+    found = []
+    budgets = of_kind(manifests, "PodDisruptionBudget")
+    workloads = [t for t in pod_templates(manifests) if t.owner.get("kind") in WORKLOAD_KINDS]
+    for template in workloads:
+        engine = bool(template_engines(template))
+        if replicas(template.owner) < 1 or not (engine or is_epp(template, manifests)):
+            continue
+        what = "engine" if engine else "EPP"
+        matching = [b for b in budgets if namespace_of(b) == template.namespace and _budget_selects(b, template.labels)]
+        if not matching:
+            found.append(Finding(template.resource,
+                f"no PodDisruptionBudget in namespace {template.namespace} selects this {what} pod template (labels "
+                f"{show_labels(template.labels)}, spec.replicas {replicas(template.owner)}): a node drain or upgrade may "
+                f"evict all its pods at once and take the {'role' if engine else 'router'} down. Add a policy/v1 "
+                f"PodDisruptionBudget whose selector.matchLabels is a subset of these labels, with maxUnavailable 1 "
+                f"(rebel100:rollout.maxUnavailable)."))
+        elif len(matching) > 1:
+            found.append(Finding(template.resource,
+                f"{len(matching)} PodDisruptionBudgets select this {what} pod template "
+                f"({', '.join(b['metadata'].get('name', '?') for b in matching)}): the eviction API refuses to evict a "
+                f"pod more than one budget selects, so every drain of its nodes hangs. Keep one PodDisruptionBudget "
+                f"per workload."))
+    for budget in budgets:
+        spec = budget.get("spec") or {}
+        selected = [t for t in workloads if namespace_of(t.owner) == namespace_of(budget) and _budget_selects(budget, t.labels)]
+        pods = sum(replicas(t.owner) for t in selected)
+        which = f"{name_list(t.resource for t in selected)}, {pods} pods" if selected else "no workload of the stack"
+        if "maxUnavailable" in spec:
+            allowed, field = _scaled(spec["maxUnavailable"], pods), f"spec.maxUnavailable {spec['maxUnavailable']}"
+            blocks = allowed is not None and allowed <= 0
+        elif "minAvailable" in spec and selected:
+            minimum, field = _scaled(spec["minAvailable"], pods), f"spec.minAvailable {spec['minAvailable']}"
+            blocks = minimum is not None and minimum >= pods
+        else:
+            continue
+        if blocks:
+            found.append(Finding(resource_id(budget),
+                f"{field} allows no voluntary disruption of the pods it selects ({which}): `kubectl drain`, node "
+                f"upgrades and the autoscaler wait forever on their nodes. Set maxUnavailable 1 (or minAvailable "
+                f"at most {max(pods - 1, 0)})."))
+    return found
+
+
+# --- engine-spread -------------------------------------------------------------------------
+
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def _term_spreads(term: dict, template: PodTemplate) -> Optional[str]:
+    """None when a required anti-affinity term keeps this pod's own kind apart per node, else why not."""
+    if term.get("topologyKey") != HOSTNAME:
+        return f"topologyKey {term.get('topologyKey') or 'unset'}"
+    namespaces = term.get("namespaces")
+    # A namespaceSelector adds namespaces whose labels are not among the resources: taken as covering.
+    if namespaces and template.namespace not in namespaces and "namespaceSelector" not in term:
+        return f"namespaces {', '.join(namespaces)} exclude {template.namespace}"
+    selector = term.get("labelSelector")
+    if not selector:
+        return "no labelSelector (matches no pod)"
+    if any(key in template.labels for key in term.get("mismatchLabelKeys") or []):
+        return f"mismatchLabelKeys {', '.join(term['mismatchLabelKeys'])} exclude the pod's own labels"
+    if not label_selector_matches(selector, template.labels):
+        return f"labelSelector {show_labels(selector.get('matchLabels') or {})}" + \
+               (" with matchExpressions" if selector.get("matchExpressions") else "") + " does not match the pod's own labels"
+    return None
+
+
+def engine_spread(manifests: list[dict], facts: Facts) -> list[Finding]:
+    """Engine workloads of more than one replica: required podAntiAffinity per hostname against their own role."""
+    found = []
+    for template in pod_templates(manifests):
+        if template.owner.get("kind") not in WORKLOAD_KINDS or not template_engines(template) or replicas(template.owner) <= 1:
+            continue
+        anti = (template.spec.get("affinity") or {}).get("podAntiAffinity") or {}
+        terms = anti.get("requiredDuringSchedulingIgnoredDuringExecution") or []
+        reasons = [_term_spreads(term, template) for term in terms]
+        if terms and None in reasons:
+            continue
+        if terms:
+            found_text = "its required podAntiAffinity terms do not keep these pods apart per node (" + \
+                         "; ".join(f"[{i}] {r}" for i, r in enumerate(reasons)) + ")"
+        elif anti.get("preferredDuringSchedulingIgnoredDuringExecution"):
+            found_text = "it has only preferredDuringSchedulingIgnoredDuringExecution podAntiAffinity, which the scheduler may ignore"
+        else:
+            found_text = "it has no required podAntiAffinity"
+        wanted = {k: v for k, v in template.labels.items() if k in (ROLE_LABEL, "app.kubernetes.io/part-of")} or template.labels
+        found.append(Finding(template.resource,
+            f"engine workload with spec.replicas {replicas(template.owner)} (role {template.role or 'unknown'}): {found_text}: "
+            f"two of its pods may land on one node, and one node failure then takes several pods of the role. Add "
+            f"spec.template.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution "
+            f"[{{labelSelector: {{matchLabels: {show_labels(wanted)}}}, topologyKey: {HOSTNAME}}}] "
+            f"(rebel100:placement.spreadRoles true)."))
+    return found
+
+
+# --- no-literal-secrets --------------------------------------------------------------------
+
+# A name segment, not a substring: MAX_NUM_BATCHED_TOKENS and TOKENIZERS_PARALLELISM are not secrets.
+SECRET_NAME = re.compile(r"(?:^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY)(?:_|$)", re.IGNORECASE)
+# Names that point at a secret rather than hold one (a mounted file, the Secret's name).
+SECRET_POINTER_SUFFIXES = ("_FILE", "_PATH", "_DIR", "_NAME")
+
+
+def is_secret_name(name: str) -> bool:
+    return bool(SECRET_NAME.search(name)) and not name.upper().endswith(SECRET_POINTER_SUFFIXES)
+
+
+def _env_entries(container: dict) -> Iterable[dict]:
+    return [e for e in container.get("env") or [] if isinstance(e, dict)]
+
+
+def no_literal_secrets(manifests: list[dict], facts: Facts) -> list[Finding]:
+    """No env var named like a token, secret, password or API key holds a literal value (HF_TOKEN is
+    hf-token-secret-ref's)."""
+    found = []
+    for template in pod_templates(manifests):
+        for container in template.containers():
+            for entry in _env_entries(container):
+                name = str(entry.get("name") or "")
+                if name in hygiene.TOKEN_ENV or not is_secret_name(name) or not str(entry.get("value") or ""):
+                    continue
+                found.append(Finding(template.resource,
+                    f"container {container.get('name')} env {name} is a literal value ({len(str(entry['value']))} "
+                    f"characters, not shown): its name says it is a secret, and a literal ends up in the stack state, "
+                    f"the rendered YAML and anyone's `kubectl get -o yaml`. Use valueFrom.secretKeyRef to a Secret "
+                    f"(or, if it is not a secret, rename it)."))
+    return found

@@ -1,0 +1,402 @@
+"""Rule 8 (policy/security.py): RBAC, security contexts, disruption budgets, spread, literal secrets.
+
+Good fixtures: the real renders (prod-4p4d renders all of it by default; agg and dev too). Bad fixtures:
+named hand edits of a deep copy of prod-4p4d. Levels: advice without a config file and in dev.json,
+mandatory in prod.json; a literal secret is mandatory everywhere.
+"""
+import pytest
+
+from policy import catalog, security
+from tests.policy.conftest import STACKS
+from tests.policy.fixtures import (DECODE, EPP, PREFILL, assert_verdict, engine, get, mutate, pod_spec, run_policy,
+                                   set_env, sidecar)
+
+POLICIES = ("no-literal-secrets", "rbac-least-privilege", "pod-security-context", "disruption-budget", "engine-spread")
+DECODE_ID, PREFILL_ID, EPP_ID = (f"Deployment/rebel100/{name}" for name in (DECODE, PREFILL, EPP))
+ROLE_ID = f"Role/rebel100/{EPP}"
+DEV = catalog.load_config(catalog.environment_config("dev"))
+PROD = catalog.load_config(catalog.environment_config("prod"))
+ANNOTATION = "rebel100.ai/security-exceptions"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("config", [PROD, DEV, None], ids=["prod.json", "dev.json", "no-config"])
+def test_good_render_passes(renders, stack, policy, config):
+    assert run_policy(policy, renders[stack], config) == []
+
+
+def test_annotation_key_is_the_programs():
+    from components import pod
+    assert security.SECURITY_EXCEPTIONS_ANNOTATION == pod.SECURITY_EXCEPTIONS_ANNOTATION == ANNOTATION
+
+
+# --- edits ---------------------------------------------------------------------------------
+
+
+def epp_container(m):
+    return pod_spec(m, EPP)["containers"][0]
+
+
+def context(container):
+    return container.setdefault("securityContext", {})
+
+
+def role_rule(index, **change):
+    return lambda m: get(m, "Role", EPP)["rules"][index].update(change)
+
+
+def epp_rbac_cluster_wide(m):
+    """The Role and its binding turned into a ClusterRole and a ClusterRoleBinding (same rules)."""
+    role, binding = get(m, "Role", EPP), get(m, "RoleBinding", EPP)
+    role["kind"], binding["kind"] = "ClusterRole", "ClusterRoleBinding"
+    del role["metadata"]["namespace"], binding["metadata"]["namespace"]
+    binding["roleRef"]["kind"] = "ClusterRole"
+
+
+def default_account_bound_to_edit(m):
+    """The engines run as the namespace's default ServiceAccount; a binding gives it the built-in `edit`."""
+    m.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+              "metadata": {"name": "engines-edit", "namespace": "rebel100"},
+              "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+              "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": "rebel100"}]})
+
+
+def seccomp(deployment, profile=None):
+    def edit(m):
+        spec = pod_spec(m, deployment)
+        spec["securityContext"].pop("seccompProfile")
+        if profile:
+            spec["securityContext"]["seccompProfile"] = {"type": profile}
+    return edit
+
+
+def sidecar_unconfined(m):
+    context(sidecar(m))["seccompProfile"] = {"type": "Unconfined"}
+
+
+def sidecar_root_writable(m):
+    ctx = context(sidecar(m))
+    ctx.pop("runAsNonRoot")
+    ctx.pop("runAsUser")
+    ctx["readOnlyRootFilesystem"] = False
+
+
+def annotation(deployment, text=None):
+    def edit(m):
+        annotations = get(m, "Deployment", deployment)["spec"]["template"]["metadata"]["annotations"]
+        annotations.pop(ANNOTATION)
+        if text is not None:
+            annotations[ANNOTATION] = text
+    return edit
+
+
+def engine_caps(deployment, **change):
+    return lambda m: context(engine(m, deployment))["capabilities"].update(change)
+
+
+def pdb(name, **change):
+    def edit(m):
+        spec = get(m, "PodDisruptionBudget", name)["spec"]
+        for key, value in change.items():
+            if value is None:
+                spec.pop(key, None)
+            else:
+                spec[key] = value
+    return edit
+
+
+def drop(kind, *names):
+    return lambda m: [m.remove(get(m, kind, name)) for name in names]
+
+
+def second_decode_budget(m):
+    import copy
+    extra = copy.deepcopy(get(m, "PodDisruptionBudget", DECODE))
+    extra["metadata"]["name"] = "decode-extra"
+    m.append(extra)
+
+
+def preferred_only(m):
+    anti = pod_spec(m, DECODE)["affinity"]["podAntiAffinity"]
+    terms = anti.pop("requiredDuringSchedulingIgnoredDuringExecution")
+    anti["preferredDuringSchedulingIgnoredDuringExecution"] = [{"weight": 100, "podAffinityTerm": t} for t in terms]
+
+
+def required_term(deployment, **change):
+    return lambda m: pod_spec(m, deployment)["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0].update(change)
+
+
+SECURITY_ADVICE = {"rbac-least-privilege", "pod-security-context", "disruption-budget", "engine-spread"}
+
+BAD = {
+    # rbac-least-privilege
+    "epp-role-writes-pods": (
+        role_rule(0, verbs=["get", "list", "watch", "create", "delete"]),
+        "rbac-least-privilege", ROLE_ID,
+        (f"Role rebel100/{EPP} rules[0] grants write verbs create, delete", "on resources pods",
+         f"bound by RoleBinding rebel100/{EPP} to ServiceAccount rebel100/{EPP}, which runs {EPP_ID}",
+         "could change or delete objects it only needs to read", "keep verbs get, list, watch")),
+    "epp-role-wildcard-resources": (
+        role_rule(1, resources=["*"]),
+        "rbac-least-privilege", ROLE_ID,
+        ("rules[1] grants resources '*'", "apiGroups 'inference.networking.k8s.io'", "whatever is added to the API later",
+         "List the resources and API groups explicitly")),
+    "epp-role-wildcard-verbs-and-groups": (
+        role_rule(2, verbs=["*"], apiGroups=["*"]),
+        "rbac-least-privilege", ROLE_ID, ("rules[2] grants verbs '*' and apiGroups '*'", "on resources inferenceobjectives")),
+    "epp-cluster-role-binding": (
+        epp_rbac_cluster_wide,
+        "rbac-least-privilege", f"ClusterRoleBinding/{EPP}",
+        (f"ClusterRoleBinding {EPP} binds ClusterRole {EPP} to ServiceAccount rebel100/{EPP}, the EPP's",
+         "across the whole cluster", "Bind a namespace-scoped Role in namespace rebel100 with a RoleBinding")),
+    "engine-default-account-bound-to-edit": (
+        default_account_bound_to_edit,
+        "rbac-least-privilege", "RoleBinding/rebel100/engines-edit",
+        ("built-in ClusterRole edit", "to ServiceAccount rebel100/default, which runs", DECODE_ID, PREFILL_ID,
+         "verbs get, list, watch only")),
+    # pod-security-context
+    "epp-without-seccomp": (
+        seccomp(EPP), "pod-security-context", EPP_ID,
+        ("spec.securityContext.seccompProfile.type is unset and containers epp (unset)", "Set spec.securityContext.seccompProfile.type RuntimeDefault")),
+    "decode-pod-seccomp-unconfined": (
+        seccomp(DECODE, "Unconfined"), "pod-security-context", DECODE_ID,
+        ("seccompProfile.type is Unconfined and containers vllm (Unconfined), routing-proxy (Unconfined)",)),
+    "decode-sidecar-seccomp-unconfined": (
+        sidecar_unconfined, "pod-security-context", DECODE_ID,
+        ("seccompProfile.type is RuntimeDefault and containers routing-proxy (Unconfined)",)),
+    "epp-allows-privilege-escalation": (
+        lambda m: context(epp_container(m)).update(allowPrivilegeEscalation=True),
+        "pod-security-context", EPP_ID,
+        ("container epp securityContext: allowPrivilegeEscalation true (must be false)", "Fix: set allowPrivilegeEscalation false")),
+    "epp-adds-net-admin": (
+        lambda m: context(epp_container(m))["capabilities"].update(add=["NET_ADMIN"]),
+        "pod-security-context", EPP_ID, ("capabilities.add NET_ADMIN (only engines may add capabilities)", "remove NET_ADMIN")),
+    "sidecar-root-and-writable": (
+        sidecar_root_writable, "pod-security-context", DECODE_ID,
+        ("init container routing-proxy securityContext: runAsNonRoot unset", "readOnlyRootFilesystem false (must be true)",
+         "set runAsNonRoot true", "mount an emptyDir")),
+    "epp-without-security-context": (
+        lambda m: epp_container(m).pop("securityContext"), "pod-security-context", EPP_ID,
+        ("allowPrivilegeEscalation unset", "capabilities.drop [] lacks ALL", "runAsNonRoot unset", "readOnlyRootFilesystem unset")),
+    "prefill-engine-without-exceptions-annotation": (
+        annotation(PREFILL), "pod-security-context", PREFILL_ID,
+        ("engine container vllm securityContext: capabilities.add IPC_LOCK not recorded (no "
+         "rebel100.ai/security-exceptions annotation on the pod template)", "runAsNonRoot false (may run as root) not recorded",
+         "readOnlyRootFilesystem false not recorded", "runAsRoot: why", "(naming IPC_LOCK)")),
+    "decode-engine-exceptions-annotation-empty": (
+        annotation(DECODE, "  "), "pod-security-context", DECODE_ID,
+        ("engine container vllm", "(no rebel100.ai/security-exceptions annotation on the pod template)")),
+    "decode-engine-adds-sys-admin-unrecorded": (
+        engine_caps(DECODE, add=["IPC_LOCK", "SYS_ADMIN"]), "pod-security-context", DECODE_ID,
+        ("capabilities.add SYS_ADMIN not recorded (rebel100.ai/security-exceptions does not name SYS_ADMIN)",
+         "(naming SYS_ADMIN)")),
+    "decode-engine-drops-nothing": (
+        engine_caps(DECODE, drop=[]), "pod-security-context", DECODE_ID,
+        ("engine container vllm securityContext: capabilities.drop [] lacks ALL", "set capabilities.drop [ALL]")),
+    "prefill-engine-privileged": (
+        lambda m: context(engine(m, PREFILL)).update(privileged=True), "pod-security-context", PREFILL_ID,
+        ("engine container vllm securityContext: privileged true", "remove privileged")),
+    "decode-host-network": (
+        lambda m: pod_spec(m, DECODE).update(hostNetwork=True, hostIPC=True), "pod-security-context", DECODE_ID,
+        ("pod template sets hostNetwork true, hostIPC true", "Remove hostNetwork, hostIPC")),
+    # disruption-budget
+    "decode-without-pdb": (
+        drop("PodDisruptionBudget", DECODE), "disruption-budget", DECODE_ID,
+        ("no PodDisruptionBudget in namespace rebel100 selects this engine pod template", "llm-d.ai/role: decode",
+         "spec.replicas 4", "maxUnavailable 1")),
+    "epp-without-pdb": (
+        drop("PodDisruptionBudget", EPP), "disruption-budget", EPP_ID,
+        ("no PodDisruptionBudget in namespace rebel100 selects this EPP pod template", "spec.replicas 1", "take the router down")),
+    "decode-pdb-selector-typo": (
+        pdb(DECODE, selector={"matchLabels": {"llm-d.ai/role": "decode", "rebel100.ai/pool": "minimax-m27-decod"}}),
+        "disruption-budget", DECODE_ID, ("no PodDisruptionBudget in namespace rebel100 selects this engine pod template",)),
+    "prefill-pdb-max-unavailable-0": (
+        pdb(PREFILL, maxUnavailable=0), "disruption-budget", f"PodDisruptionBudget/rebel100/{PREFILL}",
+        ("spec.maxUnavailable 0 allows no voluntary disruption", f"{PREFILL_ID}, 4 pods", "Set maxUnavailable 1")),
+    "decode-pdb-min-available-4": (
+        pdb(DECODE, maxUnavailable=None, minAvailable=4), "disruption-budget", f"PodDisruptionBudget/rebel100/{DECODE}",
+        ("spec.minAvailable 4 allows no voluntary disruption", f"{DECODE_ID}, 4 pods", "minAvailable at most 3")),
+    "epp-pdb-min-available-100-percent": (
+        pdb(EPP, maxUnavailable=None, minAvailable="100%"), "disruption-budget", f"PodDisruptionBudget/rebel100/{EPP}",
+        ("spec.minAvailable 100% allows no voluntary disruption", f"{EPP_ID}, 1 pods")),
+    "decode-two-pdbs": (
+        second_decode_budget, "disruption-budget", DECODE_ID,
+        (f"2 PodDisruptionBudgets select this engine pod template ({DECODE}, decode-extra)", "eviction API refuses")),
+    # engine-spread
+    "decode-anti-affinity-preferred-only": (
+        preferred_only, "engine-spread", DECODE_ID,
+        ("engine workload with spec.replicas 4 (role decode): it has only preferredDuringSchedulingIgnoredDuringExecution",
+         "topologyKey: kubernetes.io/hostname", "llm-d.ai/role: decode")),
+    "prefill-anti-affinity-by-zone": (
+        required_term(PREFILL, topologyKey="topology.kubernetes.io/zone"), "engine-spread", PREFILL_ID,
+        ("[0] topologyKey topology.kubernetes.io/zone", "one node failure then takes several pods of the role")),
+    "decode-anti-affinity-against-prefill": (
+        required_term(DECODE, labelSelector={"matchLabels": {"app.kubernetes.io/part-of": "minimax-m27", "llm-d.ai/role": "prefill"}}),
+        "engine-spread", DECODE_ID, ("[0] labelSelector {app.kubernetes.io/part-of: minimax-m27, llm-d.ai/role: prefill} does not match the pod's own labels",)),
+    "prefill-without-anti-affinity": (
+        lambda m: pod_spec(m, PREFILL)["affinity"].pop("podAntiAffinity"), "engine-spread", PREFILL_ID,
+        ("engine workload with spec.replicas 4 (role prefill): it has no required podAntiAffinity", "rebel100:placement.spreadRoles true")),
+    # no-literal-secrets
+    "epp-api-key-literal": (
+        lambda m: set_env(epp_container(m), "OPENAI_API_KEY", "sk-live-123456"), "no-literal-secrets", EPP_ID,
+        ("container epp env OPENAI_API_KEY is a literal value (14 characters, not shown)", "valueFrom.secretKeyRef")),
+    "sidecar-password-literal": (
+        lambda m: set_env(sidecar(m), "REDIS_PASSWORD", "hunter2"), "no-literal-secrets", DECODE_ID,
+        ("container routing-proxy env REDIS_PASSWORD is a literal value",)),
+    "prefill-secret-literal": (
+        lambda m: set_env(engine(m, PREFILL), "aws_secret_access_key", "abc"), "no-literal-secrets", PREFILL_ID,
+        ("container vllm env aws_secret_access_key is a literal value",)),
+}
+
+
+def expected_level(policy: str, config) -> str:
+    return "mandatory" if config is PROD or policy not in SECURITY_ADVICE else "advisory"
+
+
+@pytest.mark.parametrize("config", [PROD, DEV, None], ids=["prod.json", "dev.json", "no-config"])
+@pytest.mark.parametrize("case", BAD, ids=list(BAD))
+def test_bad_fixture_is_rejected(prod, case, config):
+    edit, policy, resource, contains = BAD[case]
+    assert_verdict(run_policy(policy, mutate(prod, edit), config), resource=resource,
+                   level=expected_level(policy, config), contains=contains)
+
+
+@pytest.mark.parametrize("case", BAD, ids=list(BAD))
+def test_bad_fixture_trips_no_other_security_policy(prod, case):
+    """Each edit is named by its own policy only (messages stay one per mistake)."""
+    edit, policy, _, _ = BAD[case]
+    bad = mutate(prod, edit)
+    assert [v.line() for other in POLICIES if other != policy for v in run_policy(other, bad, PROD)] == []
+
+
+def test_rbac_message_states_only_the_risks_found(prod):
+    wildcard = run_policy("rbac-least-privilege", mutate(prod, BAD["epp-role-wildcard-resources"][0]))[0].message
+    writes = run_policy("rbac-least-privilege", mutate(prod, BAD["epp-role-writes-pods"][0]))[0].message
+    assert "change or delete" not in wildcard and "added to the API later" not in writes
+
+
+def test_secret_value_is_never_printed(prod):
+    bad = mutate(prod, BAD["epp-api-key-literal"][0])
+    assert all("sk-live-123456" not in v.message for v in run_policy("no-literal-secrets", bad))
+
+
+# --- what passes ---------------------------------------------------------------------------
+
+
+def test_unbound_role_is_not_judged(prod):
+    """A Role no running pod's ServiceAccount is bound to grants nothing to the stack."""
+    def unbind(m):
+        get(m, "RoleBinding", EPP)["subjects"][0]["name"] = "nobody"
+    assert run_policy("rbac-least-privilege", mutate(prod, role_rule(0, verbs=["*"]), unbind), PROD) == []
+
+
+def test_service_account_group_counts_as_a_grant(prod):
+    def to_group(m):
+        get(m, "RoleBinding", EPP)["subjects"] = [{"kind": "Group", "name": "system:serviceaccounts:rebel100",
+                                                   "apiGroup": "rbac.authorization.k8s.io"}]
+    violations = run_policy("rbac-least-privilege", mutate(prod, role_rule(0, verbs=["delete"]), to_group), PROD)
+    assert len(violations) == 1 and "ServiceAccount rebel100/default" in violations[0].message \
+        and f"ServiceAccount rebel100/{EPP}" in violations[0].message
+
+
+def test_container_level_seccomp_everywhere_passes(prod):
+    def per_container(m):
+        spec = pod_spec(m, DECODE)
+        spec["securityContext"].pop("seccompProfile")
+        for container in spec["containers"] + spec["initContainers"]:
+            context(container)["seccompProfile"] = {"type": "Localhost", "localhostProfile": "profiles/vllm.json"}
+    assert run_policy("pod-security-context", mutate(prod, per_container), PROD) == []
+
+
+def test_pod_level_run_as_non_root_is_inherited(prod):
+    def pod_level(m):
+        pod_spec(m, EPP)["securityContext"].update(runAsNonRoot=True, runAsUser=65532)
+        context(epp_container(m)).pop("runAsNonRoot")
+        context(epp_container(m)).pop("runAsUser")
+    assert run_policy("pod-security-context", mutate(prod, pod_level), PROD) == []
+
+
+def test_root_user_id_is_root_even_with_run_as_non_root(prod):
+    violations = run_policy("pod-security-context", mutate(prod, lambda m: context(epp_container(m)).update(runAsUser=0)), PROD)
+    assert len(violations) == 1 and "runAsNonRoot true, runAsUser 0" in violations[0].message
+
+
+def test_engine_exceptions_are_recorded_per_deviation(prod):
+    """The annotation must name each deviation: root, writable root filesystem, each capability."""
+    only_root = annotation(DECODE, "runAsRoot: the RBLN runtime opens the NPU device nodes")
+    violations = run_policy("pod-security-context", mutate(prod, only_root), PROD)
+    assert len(violations) == 1
+    message = violations[0].message
+    assert "(rebel100.ai/security-exceptions does not name readOnlyRootFilesystem)" in message
+    assert "capabilities.add IPC_LOCK not recorded (rebel100.ai/security-exceptions does not name IPC_LOCK)" in message
+    assert "runAsNonRoot" not in message
+    spelled = annotation(DECODE, "runAsRoot: NPU; readOnlyRootFilesystem=false: caches; capabilities CAP_IPC_LOCK: RDMA")
+    assert run_policy("pod-security-context", mutate(prod, spelled), PROD) == []
+
+
+def test_restricted_engine_needs_no_annotation(prod):
+    """An engine that runs restricted has nothing to record."""
+    def restricted(m):
+        context(engine(m, PREFILL)).update(runAsNonRoot=True, runAsUser=1000, readOnlyRootFilesystem=True,
+                                           capabilities={"drop": ["ALL"]})
+    assert run_policy("pod-security-context", mutate(prod, restricted, annotation(PREFILL)), PROD) == []
+
+
+def test_single_replica_engine_needs_no_spread(renders):
+    """The dev stack (1P1D on one node) has replicas 1: nothing to spread."""
+    dev = mutate(renders["dev"], lambda m: pod_spec(m, DECODE)["affinity"].pop("podAntiAffinity"))
+    assert run_policy("engine-spread", dev, PROD) == []
+
+
+def test_spread_by_expression_and_namespace_list_passes(prod):
+    term = required_term(DECODE, labelSelector={"matchExpressions": [
+        {"key": "llm-d.ai/role", "operator": "In", "values": ["decode"]}]}, namespaces=["rebel100"])
+    assert run_policy("engine-spread", mutate(prod, term), PROD) == []
+
+
+def test_one_budget_over_a_role_of_many_pools_passes(prod):
+    """A budget over a whole role (fewer labels than the pod's) still selects it; the percentage rounds up."""
+    assert run_policy("disruption-budget", mutate(prod, pdb(DECODE, selector={"matchLabels": {"llm-d.ai/role": "decode"}},
+                                                            maxUnavailable="25%")), PROD) == []
+
+
+def test_names_that_are_not_secrets_pass(prod):
+    def not_secrets(m):
+        container = engine(m, PREFILL)
+        set_env(container, "TOKENIZERS_PARALLELISM", "false")
+        set_env(container, "VLLM_MAX_TOKENS_PER_BATCH", "512")
+        set_env(container, "HF_TOKEN_FILE", "/var/run/secrets/hf/token")
+        set_env(container, "API_KEY_SECRET_NAME", "openai")
+        set_env(container, "OPENAI_API_KEY", valueFrom={"secretKeyRef": {"name": "openai", "key": "key"}})
+    assert run_policy("no-literal-secrets", mutate(prod, not_secrets), PROD) == []
+
+
+def test_hf_token_literal_is_reported_once(prod):
+    bad = mutate(prod, lambda m: set_env(engine(m, PREFILL), "HF_TOKEN", "hf_abc123"))
+    assert run_policy("no-literal-secrets", bad, PROD) == []
+    assert len(run_policy("hf-token-secret-ref", bad, PROD)) == 1
+
+
+# --- levels end to end ---------------------------------------------------------------------
+
+
+def test_levels_in_the_config_files():
+    for policy in SECURITY_ADVICE:
+        assert catalog.BY_NAME[policy].enforcement == "advisory"
+        assert catalog.resolve(DEV)[policy].level == "advisory"
+        assert catalog.resolve(PROD)[policy].level == "mandatory"
+    assert {catalog.resolve(c)["no-literal-secrets"].level for c in (DEV, PROD, None)} == {"mandatory"}
+
+
+def test_check_command_applies_the_environment(tmp_path):
+    """`python -m stacks check --manifests`: a copy of the prod render without the EPP's seccomp fails under
+    prod.json and is advice under dev.json."""
+    from tests.policy.test_check import EPP_FILE, check, copy_of_golden, edit_yaml
+    folder = copy_of_golden(tmp_path)
+    edit_yaml(folder / EPP_FILE, lambda d: d["spec"]["template"]["spec"].pop("securityContext"))
+    line = f"pod-security-context: {EPP_ID}: spec.securityContext.seccompProfile.type is unset"
+    prod = check("--manifests", str(folder))
+    assert prod.returncode == 1 and f"[mandatory] {line}" in prod.stdout, prod.stdout
+    dev = check("--manifests", str(folder), "--environment", "dev")
+    assert dev.returncode == 0 and f"[advisory] {line}" in dev.stdout, dev.stdout
