@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STACKS := dev prod-4p4d agg
 VALIDATE := ../shared/tools/validate-manifests
 
-.PHONY: venv test unit golden render plan validate clean docs bench
+.PHONY: venv toolchain up test unit e2e golden render plan validate clean docs bench
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -13,9 +13,22 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $@
 
-# Unit tests, golden renders, policy tests (and the end-to-end tests when the toolchain is there).
+# The Pulumi CLI, Python language host and Kubernetes provider (cached outside the project).
+toolchain:
+	scripts/install-pulumi >/dev/null
+
+# The main job: `pulumi up` of the dev stack (renders to build/dev, no cluster), then its outputs.
+up: venv toolchain
+	scripts/up dev
+
+# Unit, golden, policy and end-to-end tests. The e2e tests need the toolchain: `make test` tries to
+# install it and runs them when that worked (they skip otherwise; .ci/run makes that a failure).
 test: venv
+	-@scripts/install-pulumi >/dev/null || echo "make test: no Pulumi toolchain, the e2e tests will skip" >&2
 	$(PY) -m pytest
+
+e2e: venv toolchain
+	$(PY) -m pytest -m e2e
 
 unit: venv
 	$(PY) -m pytest -m "not e2e"
