@@ -32,6 +32,19 @@ def _stack_path(args) -> tuple[pathlib.Path, str]:
     return path, name
 
 
+def load_stack(args):
+    """(path, name, config) of the stack the arguments name; config is None, with the problems
+    printed, when the configuration is invalid."""
+    from stacks.validation import ConfigError, load_config
+    path, name = _stack_path(args)
+    config, _ = stackfile.read_config(path)
+    try:
+        return path, name, load_config(config, source=f"stack {name!r}")
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return path, name, None
+
+
 def cmd_render(args) -> int:
     from stacks import render
     from stacks.validation import ConfigError
@@ -50,13 +63,8 @@ def cmd_render(args) -> int:
 
 def cmd_plan(args) -> int:
     from stacks.plan import format_plan, plan
-    from stacks.validation import ConfigError, load_config
-    path, name = _stack_path(args)
-    config, _ = stackfile.read_config(path)
-    try:
-        cfg = load_config(config, source=f"stack {name!r}")
-    except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
+    _, name, cfg = load_stack(args)
+    if cfg is None:
         return 1
     data = plan(cfg)
     print(json.dumps(data, indent=2) if args.json else format_plan(name, data))

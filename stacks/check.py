@@ -39,16 +39,11 @@ def load_manifests(folder: pathlib.Path) -> list[dict]:
 
 def _stack_manifests(args) -> tuple[Optional[list[dict]], str, str]:
     """(manifests, what was checked, environment) of a stack; manifests None when its config is invalid."""
-    from stacks import render, stackfile
-    from stacks.__main__ import _stack_path
-    from stacks.validation import ConfigError, load_config
+    from stacks import render
+    from stacks.__main__ import load_stack
 
-    path, name = _stack_path(args)
-    config, _ = stackfile.read_config(path)
-    try:
-        cfg = load_config(config, source=f"stack {name!r}")
-    except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
+    path, name, cfg = load_stack(args)
+    if cfg is None:
         return None, name, ""
     print(f"config of stack {name!r}: valid")
     return render.render_stack_file(path, name).manifests, f"stack {name!r} (offline render)", cfg.environment
