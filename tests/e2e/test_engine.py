@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import pathlib
 import socket
+import subprocess
 
 import pytest
 import yaml
@@ -26,12 +27,15 @@ def policy_config(stack: str) -> list[str]:
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_preview_with_policy_pack(project: Project, stack: str):
-    project.select(stack)
-    proc = project.pulumi("preview", "-s", stack, "--policy-pack", "policy", *policy_config(stack))
+def test_pr_check_preview_passes(project: Project, stack: str):
+    """scripts/preview, the command of the PR workflow: preview with the pack at the stack's level."""
+    proc = subprocess.run([str(project.root / "scripts" / "preview"), stack], cwd=project.root, env=project.env,
+                          capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "[mandatory]" not in proc.stdout
     assert "to create" in proc.stdout
+    level = "prod" if stack == "prod-4p4d" else "dev"
+    assert f"policy pack level: policy/config/{level}.json" in proc.stderr
 
 
 def parsed(folder: pathlib.Path) -> dict[str, dict]:
