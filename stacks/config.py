@@ -9,12 +9,22 @@ This module only describes and parses. Rules that relate several fields live in
 """
 from __future__ import annotations
 
-from typing import Literal, Optional
+import types
+import typing
+from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 NAMESPACE = "rebel100"
+
+
+def unwrap_optional(annotation: Any) -> Any:
+    """Optional[X] -> X (anything else unchanged), to walk nested sections of the schema."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1:
+        return args[0]
+    return annotation
 
 
 class Section(BaseModel):

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from components import sizing
 from components.engine import role_serving
-from stacks.config import NAMESPACE, SECRET_KEYS, StackConfig
+from stacks.config import NAMESPACE, SECRET_KEYS, StackConfig, unwrap_optional
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,16 +76,8 @@ def _field_models(model: type[BaseModel], loc: tuple) -> Optional[type[BaseModel
         info = by_alias.get(part)
         if info is None:
             return None
-        current = _unwrap(info.annotation)
+        current = unwrap_optional(info.annotation)
     return current if isinstance(current, type) and issubclass(current, BaseModel) else None
-
-
-def _unwrap(annotation: Any) -> Any:
-    """Optional[X] -> X, so that nested sections can be walked."""
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    if typing.get_origin(annotation) in (typing.Union, getattr(__import__("types"), "UnionType", None)) and len(args) == 1:
-        return args[0]
-    return annotation
 
 
 def _field_info(model: type[BaseModel], loc: tuple):
@@ -109,7 +101,7 @@ def _allowed(info) -> str:
         pattern = getattr(constraint, "pattern", None)
         if pattern:
             parts.append(f"matching {pattern}")
-    literal = [a for a in typing.get_args(_unwrap(info.annotation))] if typing.get_origin(_unwrap(info.annotation)) is typing.Literal else []
+    literal = [a for a in typing.get_args(unwrap_optional(info.annotation))] if typing.get_origin(unwrap_optional(info.annotation)) is typing.Literal else []
     if literal:
         return "allowed: " + ", ".join(repr(v) for v in literal)
     return ("allowed: " + " and ".join(parts)) if parts else ""
