@@ -80,7 +80,7 @@ class DecodePool(pulumi.ComponentResource):
         )
         init = [sidecar_container(args, resolved.data_parallel_local)] if args.disaggregated else None
         deployments = pod.engine_pool(self, role_name="decode", args=args, role=role, devices=resolved.devices,
-                                           containers=[container], init_containers=init)
+                                           containers=[container], init_containers=init, opts=opts)
         self.deployments = deployments
         self.devices_per_pod = resolved.devices
         # What the InferencePool targets: the sidecar in P/D, the ranks themselves in AGG.

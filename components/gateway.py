@@ -39,7 +39,7 @@ class Gateway(pulumi.ComponentResource):
         if not args.pool_name:
             raise ValueError(f"Gateway {name}: pool_name is empty; the route needs an InferencePool to send requests to.")
         super().__init__(TYPE, name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
+        child = pod.child_options(self, opts)
         gateway_name = f"{args.stack_name}-gateway"
         labels = {pod.PART_OF_LABEL: args.stack_name, pod.COMPONENT_LABEL: "gateway"}
         listener = {"name": "http", "port": settings.port, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "Same"}}}
@@ -61,7 +61,7 @@ class Gateway(pulumi.ComponentResource):
                     "backendRefs": [{"group": POOL_GROUP, "kind": "InferencePool", "name": args.pool_name}],
                 }],
             },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[gateway]))
+            opts=pod.child_options(self, opts, gateway))
         self.gateway_name = gateway_name
         self.base_url = f"http://{service_host(gateway_name, settings.class_name, args.namespace)}:{settings.port}/v1"
         self.register_outputs({"gatewayName": gateway_name, "routeName": route_name, "baseUrl": self.base_url})

@@ -43,7 +43,7 @@ class Monitoring(pulumi.ComponentResource):
         if args.pod_monitors and not args.targets:
             raise ValueError(f"Monitoring {name}: PodMonitors are on but there is nothing to scrape.")
         super().__init__(TYPE, name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
+        child = pod.child_options(self, opts)
         labels = {pod.PART_OF_LABEL: args.stack_name, pod.COMPONENT_LABEL: "monitoring"}
         monitors = []
         if args.pod_monitors:

@@ -57,7 +57,7 @@ class NetworkIsolation(pulumi.ComponentResource):
         if not args.entry_ports:
             raise ValueError(f"NetworkIsolation {name}: entry_ports is empty; the gateway could reach no serving pod.")
         super().__init__(TYPE, name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
+        child = pod.child_options(self, opts)
         stack = {pod.PART_OF_LABEL: args.stack_name}
         labels = {**stack, pod.COMPONENT_LABEL: "network-policy"}
         gateway = _pods({args.gateway_pod_label: args.gateway_name})

@@ -36,6 +36,16 @@ COMPILE_CACHE_MOUNT = "/workspace/.cache"
 ENGINE_COMMAND = ["vllm", "serve"]
 
 
+def child_options(parent: pulumi.Resource, opts: Optional[pulumi.ResourceOptions], *depends_on: pulumi.Resource) -> pulumi.ResourceOptions:
+    """Options of a component's child: parented to it and waiting for what the component waits for.
+
+    Pulumi does not hand a component's `depends_on` down to its children, so a component that must
+    come after the namespace, or decode after prefill, forwards it here."""
+    inherited = opts.depends_on if opts is not None and opts.depends_on is not None else []
+    inherited = list(inherited) if isinstance(inherited, (list, tuple)) else [inherited]
+    return pulumi.ResourceOptions(parent=parent, depends_on=(inherited + list(depends_on)) or None)
+
+
 def pool_selector(stack_name: str) -> dict[str, str]:
     """Labels the InferencePool selects: every serving pod of this stack, whatever its role."""
     return {PART_OF_LABEL: stack_name, SERVING_LABEL: "true"}
@@ -332,12 +342,13 @@ def engine_pool(
     containers: list[core.ContainerArgs],
     init_containers: Optional[list[core.ContainerArgs]] = None,
     rds_nodes: bool = False,
+    opts: Optional[pulumi.ResourceOptions] = None,
 ) -> list[k8s.apps.v1.Deployment]:
     """The objects of one engine role: DRA claim template, compile-cache PVC, then per node group a
     Deployment and its PodDisruptionBudget (one group: one Deployment named after the role)."""
     base = f"{args.stack_name}-{role_name}"
     role_labels = pod_labels(args.stack_name, role_name)
-    child = pulumi.ResourceOptions(parent=parent)
+    child = child_options(parent, opts)
     claim_template(f"{base}-claim", name=f"{base}-{CLAIM_NAME}", namespace=args.namespace, labels=role_labels,
                    hardware=args.hardware, npus=devices, opts=child)
     compile_cache_pvc(f"{base}-compile-cache", name=f"{base}-compile-cache", namespace=args.namespace,

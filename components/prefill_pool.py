@@ -52,7 +52,7 @@ class PrefillPool(pulumi.ComponentResource):
             security=args.security,
         )
         deployments = pod.engine_pool(self, role_name="prefill", args=args, role=role, devices=resolved.devices,
-                                           containers=[container], rds_nodes=args.rds_nodes)
+                                           containers=[container], rds_nodes=args.rds_nodes, opts=opts)
         self.deployments = deployments
         self.devices_per_pod = resolved.devices
         self.register_outputs({

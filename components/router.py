@@ -100,7 +100,7 @@ class Router(pulumi.ComponentResource):
         if len(args.target_ports) > sizing.MAX_POOL_TARGET_PORTS:
             raise ValueError(f"Router {name}: {len(args.target_ports)} target ports; an InferencePool allows at most {sizing.MAX_POOL_TARGET_PORTS}.")
         super().__init__(TYPE, name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
+        child = pod.child_options(self, opts)
         base = f"{args.stack_name}-epp"
         ns = args.namespace
         labels = {pod.PART_OF_LABEL: args.stack_name, pod.NAME_LABEL: base, pod.COMPONENT_LABEL: "router"}
@@ -118,7 +118,7 @@ class Router(pulumi.ComponentResource):
             f"{base}-rolebinding", metadata=pod.object_meta(base, ns, labels),
             role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="Role", name=base),
             subjects=[k8s.rbac.v1.SubjectArgs(kind="ServiceAccount", name=base, namespace=ns)],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[account, role]))
+            opts=pod.child_options(self, opts, account, role))
         config = core.ConfigMap(
             f"{base}-config", metadata=pod.object_meta(f"{base}-config", ns, labels),
             data={CONFIG_FILE: yaml.safe_dump(endpoint_picker_config(settings, args.topology), sort_keys=False)},
@@ -157,7 +157,7 @@ class Router(pulumi.ComponentResource):
                     ),
                 ),
             ),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[config]))
+            opts=pod.child_options(self, opts, config))
         pod.disruption_budget(f"{base}-pdb", name=base, namespace=ns, labels=labels, selector=labels,
                               max_unavailable=args.max_unavailable, opts=child)
         service = core.Service(
@@ -176,7 +176,7 @@ class Router(pulumi.ComponentResource):
                 "targetPorts": [{"number": port} for port in args.target_ports],
                 "endpointPickerRef": {"name": base, "port": {"number": settings.grpc_port}, "failureMode": settings.failure_mode},
             },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[service]))
+            opts=pod.child_options(self, opts, service))
         self.register_outputs({
             "poolName": pool.metadata["name"],
             "serviceName": service.metadata.name,

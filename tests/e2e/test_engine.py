@@ -55,6 +55,13 @@ def test_up_matches_offline_render_then_no_changes_then_destroy(project: Project
     outputs = json.loads(project.pulumi("stack", "output", "-s", "dev", "--json", check=True).stdout)
     assert outputs["totalDevices"] == 8 and outputs["kvBytesPerToken"] == 126_976
 
+    # One pool at a time: the engine orders decode's update after prefill's (rollout.poolAtATime).
+    state = json.loads(next((project.root / ".pulumi-state").rglob("dev.json")).read_text())
+    by_name = {r["urn"].rsplit("::", 1)[1]: r for r in state["checkpoint"]["latest"]["resources"]
+               if r["type"] == "kubernetes:apps/v1:Deployment"}
+    prefill_urn = by_name["minimax-m27-prefill"]["urn"]
+    assert prefill_urn in by_name["minimax-m27-decode"].get("dependencies", []), by_name["minimax-m27-decode"]
+
     again = project.pulumi("up", "-s", "dev", "--yes", "--policy-pack", "policy", *policy_config("dev"))
     assert again.returncode == 0, again.stdout + again.stderr
     assert "+ " not in again.stdout.split("Resources:")[1] and "unchanged" in again.stdout
