@@ -18,7 +18,7 @@ from components.network_isolation import NetworkIsolation, NetworkIsolationArgs
 from components.prefill_pool import PrefillPool, PrefillPoolArgs
 from components.rds_tier import RdsTier, RdsTierArgs, budget_output
 from components.router import Router, RouterArgs
-from components import sizing
+from stacks import plan as capacity
 from stacks.config import StackConfig
 
 core = k8s.core.v1
@@ -64,15 +64,11 @@ def build(cfg: StackConfig, *, hf_token: Optional[pulumi.Output] = None) -> dict
             prefill_memory_limit=cfg.prefill.resources.memory), opts=in_ns)
         prefill = PrefillPool(f"{cfg.name}-prefill", PrefillPoolArgs(
             **common, role=cfg.prefill, kv_tier_env=kv_tier.env, rds_nodes=kv_tier.needs_rds_nodes), opts=in_ns)
-        outputs["prefill"] = {"replicas": cfg.prefill.replicas, "devicesPerPod": prefill.devices_per_pod,
-                              "devices": cfg.prefill.replicas * prefill.devices_per_pod}
     # One pool at a time: decode changes roll out only once prefill's Deployments are ready again.
     decode_opts = in_ns
     if prefill is not None and cfg.rollout.pool_at_a_time:
         decode_opts = pulumi.ResourceOptions.merge(in_ns, pulumi.ResourceOptions(depends_on=prefill.deployments))
     decode = DecodePool(f"{cfg.name}-decode", DecodePoolArgs(**common, role=cfg.decode, disaggregated=pd), opts=decode_opts)
-    outputs["decode"] = {"replicas": cfg.decode.replicas, "devicesPerPod": decode.devices_per_pod,
-                         "devices": cfg.decode.replicas * decode.devices_per_pod}
     router = Router(f"{cfg.name}-router", RouterArgs(
         stack_name=cfg.name, namespace=ns, settings=cfg.router, topology=cfg.topology, target_ports=decode.target_ports,
         max_unavailable=cfg.rollout.max_unavailable), opts=in_ns)
@@ -100,11 +96,13 @@ def build(cfg: StackConfig, *, hf_token: Optional[pulumi.Output] = None) -> dict
         Monitoring(f"{cfg.name}-monitoring", MonitoringArgs(
             stack_name=cfg.name, namespace=ns, targets=targets, pod_monitors=observability.pod_monitors,
             dashboard=observability.grafana_dashboard, scrape_interval=observability.scrape_interval), opts=in_ns)
+    roles = capacity.devices(cfg)
+    outputs.update(roles)
     outputs.update({
         "openaiBaseUrl": gateway.base_url,
         "servedModelName": cfg.model.served_name or cfg.model.name,
-        "totalDevices": sum(role["devices"] for role in (outputs.get("prefill"), outputs["decode"]) if role),
-        "kvBytesPerToken": sizing.kv_bytes_per_token(cfg.model.layers, cfg.model.kv_heads, cfg.model.head_dim, serving.kv_cache_dtype),
+        "totalDevices": sum(role["devices"] for role in roles.values()),
+        "kvBytesPerToken": capacity.kv_bytes_per_token(cfg),
         "kvTier": cfg.kv_tier.mode if pd else "off",
         "rdsTokensPerRank": kv_tier.tokens_per_rank if kv_tier else 0,
         "memoryBudget": budget_output(kv_tier.budget) if kv_tier else None,

@@ -251,6 +251,14 @@ class StackConfig(Section):
     placement: Placement = Field(Placement(), description="Node groups and anti-affinity.")
     rollout: Rollout = Field(Rollout(), description="Update strategy and disruption budgets.")
 
+    def engine_roles(self) -> list[tuple[str, Role]]:
+        """(config key, section) of the engine roles that run pods: prefill only in P/D."""
+        roles: list[tuple[str, Role]] = []
+        if self.topology == "pd" and self.prefill.replicas > 0:
+            roles.append(("prefill", self.prefill))
+        roles.append(("decode", self.decode))
+        return roles
+
 
 # Keys of the namespace that are not part of the schema above but are read by the program.
 SECRET_KEYS = {"hfToken": "Hugging Face token (set with `pulumi config set --secret rebel100:hfToken`)."}

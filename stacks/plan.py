@@ -25,28 +25,37 @@ UNVERIFIED = [
 ]
 
 
+def devices(cfg: StackConfig) -> dict[str, dict[str, int]]:
+    """Pods and NPUs of each engine role: what the plan prints and the stack exports."""
+    result = {}
+    for name, role in cfg.engine_roles():
+        per_pod = role_serving(cfg.engine, role).devices
+        result[name] = {"replicas": role.replicas, "devicesPerPod": per_pod, "devices": per_pod * role.replicas}
+    return result
+
+
+def kv_bytes_per_token(cfg: StackConfig) -> int:
+    """KV bytes of one token with the decode engines' KV dtype (the roles agree on it)."""
+    dtype = role_serving(cfg.engine, cfg.decode).kv_cache_dtype
+    return sizing.kv_bytes_per_token(cfg.model.layers, cfg.model.kv_heads, cfg.model.head_dim, dtype)
+
+
 def plan(cfg: StackConfig) -> dict[str, Any]:
-    roles: dict[str, Any] = {}
     pd = cfg.topology == "pd"
-    role_sections = ([("prefill", cfg.prefill)] if pd else []) + [("decode", cfg.decode)]
-    for name, role in role_sections:
-        serving = role_serving(cfg.engine, role)
-        roles[name] = {
-            "replicas": role.replicas,
+    roles: dict[str, Any] = devices(cfg)
+    for name, role in cfg.engine_roles():
+        roles[name].update({
             "parallelism": f"TP{role.tensor_parallel_size} PP{role.pipeline_parallel_size} DP{role.data_parallel_size}"
                            + (" +EP" if role.enable_expert_parallel else ""),
-            "devicesPerPod": serving.devices,
-            "devices": serving.devices * role.replicas,
-            "rankPorts": serving.rank_ports,
+            "rankPorts": role_serving(cfg.engine, role).rank_ports,
             "maxNumSeqs": role.max_num_seqs,
-        }
-    total = sum(r["devices"] for r in roles.values())
+        })
     decode_serving = role_serving(cfg.engine, cfg.decode)
-    kv_per_token = sizing.kv_bytes_per_token(cfg.model.layers, cfg.model.kv_heads, cfg.model.head_dim, decode_serving.kv_cache_dtype)
+    kv_per_token = kv_bytes_per_token(cfg)
     result: dict[str, Any] = {
         "topology": cfg.topology,
         "roles": roles,
-        "totalDevices": total,
+        "totalDevices": sum(r["devices"] for r in roles.values()),
         "nodes": cfg.hardware.nodes,
         "clusterDevices": cfg.hardware.nodes * cfg.hardware.npus_per_node if cfg.hardware.nodes else None,
         "kvBytesPerToken": kv_per_token,

@@ -139,17 +139,8 @@ def _pydantic_issues(error: pydantic.ValidationError) -> list[Issue]:
 
 # --- rules across fields --------------------------------------------------------------------
 
-def _roles(cfg: StackConfig):
-    """(config key, role) of the engine roles that run pods."""
-    roles = []
-    if cfg.topology == "pd" and cfg.prefill.replicas > 0:
-        roles.append(("prefill", cfg.prefill))
-    roles.append(("decode", cfg.decode))
-    return roles
-
-
 def rule_pp_with_dp(cfg: StackConfig) -> Iterable[Issue]:
-    for name, role in _roles(cfg):
+    for name, role in cfg.engine_roles():
         if role.pipeline_parallel_size > 1 and role.data_parallel_size > 1:
             yield Issue(key(f"{name}.pipelineParallelSize"),
                         f"pipelineParallelSize {role.pipeline_parallel_size} together with dataParallelSize "
@@ -160,7 +151,7 @@ def rule_pp_with_dp(cfg: StackConfig) -> Iterable[Issue]:
 def rule_devices_fit_node(cfg: StackConfig) -> Iterable[Issue]:
     per_node = cfg.hardware.npus_per_node
     total = 0
-    for name, role in _roles(cfg):
+    for name, role in cfg.engine_roles():
         serving = role_serving(cfg.engine, role)
         total += serving.devices * role.replicas
         if serving.devices > per_node:
@@ -178,7 +169,7 @@ def rule_devices_fit_node(cfg: StackConfig) -> Iterable[Issue]:
 
 def rule_pipeline_and_experts(cfg: StackConfig) -> Iterable[Issue]:
     model = cfg.model
-    for name, role in _roles(cfg):
+    for name, role in cfg.engine_roles():
         if role.pipeline_parallel_size > model.layers:
             yield Issue(key(f"{name}.pipelineParallelSize"),
                         f"pipelineParallelSize {role.pipeline_parallel_size} exceeds the model's {model.layers} "
@@ -198,7 +189,7 @@ def rule_pipeline_and_experts(cfg: StackConfig) -> Iterable[Issue]:
 
 def rule_block_and_memory(cfg: StackConfig) -> Iterable[Issue]:
     engine = cfg.engine
-    for name, role in _roles(cfg):
+    for name, role in cfg.engine_roles():
         serving = role_serving(engine, role)
         if engine.sub_block_cache and serving.block_size % engine.max_num_batched_tokens:
             yield Issue(key(f"{name}.blockSize" if role.block_size else "engine.blockSize"),
@@ -321,7 +312,7 @@ def rule_pd_wiring(cfg: StackConfig) -> Iterable[Issue]:
 
 def rule_groups(cfg: StackConfig) -> Iterable[Issue]:
     groups = cfg.placement.groups
-    for name, role in _roles(cfg):
+    for name, role in cfg.engine_roles():
         if role.replicas % groups:
             yield Issue(key(f"{name}.replicas"),
                         f"{name}.replicas {role.replicas} cannot be split evenly over placement.groups {groups} node "
