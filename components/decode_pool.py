@@ -70,7 +70,7 @@ class DecodePool(pulumi.ComponentResource):
             name="vllm",
             image=args.engine.image,
             args=serving.serve_args(args.model, args.engine, role, kv_transfer=kv_transfer,
-                                    role_args=serving.data_parallel_args(role, rpc_port=role.data_parallel_rpc_port)),
+                                    role_args=serving.data_parallel_args(role, dp_local=resolved.data_parallel_local, rpc_port=role.data_parallel_rpc_port)),
             env=serving.engine_env(args.engine, role, hf_token_secret=args.hf_token_secret, extra={}),
             ports=ports,
             rank_ports=resolved.rank_ports,

@@ -109,12 +109,11 @@ def serve_args(model: ModelSpec, engine: Engine, role: Role, *, kv_transfer: Opt
     return args + list(role.extra_args)
 
 
-def data_parallel_args(role: Role, *, rpc_port: int) -> list[str]:
+def data_parallel_args(role: Role, *, dp_local: int, rpc_port: int) -> list[str]:
     """Decode's DP + expert-parallel arguments: one external-LB port per rank."""
-    serving_local = role.data_parallel_size_local or role.data_parallel_size
     args = [
         "--data-parallel-size", str(role.data_parallel_size),
-        "--data-parallel-size-local", str(serving_local),
+        "--data-parallel-size-local", str(dp_local),
     ]
     if role.data_parallel_size > 1:
         args += ["--data-parallel-multi-port-external-lb", "--data-parallel-rpc-port", str(rpc_port)]

@@ -13,7 +13,6 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import pulumi  # noqa: E402
 from pulumi.runtime import mocks as pulumi_mocks  # noqa: E402
 from pulumi.runtime.settings import SETTINGS  # noqa: E402
 from pulumi.runtime.stack import run_pulumi_func  # noqa: E402

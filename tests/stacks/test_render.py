@@ -2,7 +2,6 @@
 
 Regenerate after an intended change with `make golden`, review the diff, commit it.
 """
-import pathlib
 import subprocess
 import sys
 
