@@ -13,7 +13,7 @@ import pulumi_kubernetes as k8s
 from pydantic import Field
 
 from components import engine as serving
-from components import pod, sizing
+from components import pod
 from stacks.config import Decode
 
 TYPE = "rebel100:serving:DecodePool"
@@ -24,10 +24,10 @@ class DecodePoolArgs(pod.EnginePoolArgs):
     disaggregated: bool = Field(True, description="P/D: add the routing sidecar and the NIXL connector; false for AGG.")
 
 
-def sidecar_container(args: DecodePoolArgs, dp_local: int) -> pod.core.ContainerArgs:
+def sidecar_container(args: DecodePoolArgs) -> pod.core.ContainerArgs:
     """The routing sidecar as a native sidecar (an init container that keeps running)."""
     role = args.role
-    ports = sizing.rank_ports(role.sidecar.port, dp_local)
+    ports = serving.sidecar_ports(role)
     return pod.core.ContainerArgs(
         name="routing-proxy",
         image=role.sidecar.image,
@@ -35,7 +35,7 @@ def sidecar_container(args: DecodePoolArgs, dp_local: int) -> pod.core.Container
         args=[
             "--port", str(role.sidecar.port),
             "--vllm-port", str(role.port),
-            "--data-parallel-size", str(dp_local),
+            "--data-parallel-size", str(len(ports)),
             "--kv-connector", role.sidecar.kv_connector,
             "--secure-proxy=false",
         ],
@@ -78,14 +78,13 @@ class DecodePool(pulumi.ComponentResource):
             startup_failure_threshold=args.engine.startup_failure_threshold,
             security=args.security,
         )
-        init = [sidecar_container(args, resolved.data_parallel_local)] if args.disaggregated else None
+        init = [sidecar_container(args)] if args.disaggregated else None
         deployments = pod.engine_pool(self, role_name="decode", args=args, role=role, devices=resolved.devices,
                                            containers=[container], init_containers=init, opts=opts)
         self.deployments = deployments
         self.devices_per_pod = resolved.devices
         # What the InferencePool targets: the sidecar in P/D, the ranks themselves in AGG.
-        self.target_ports = (sizing.rank_ports(role.sidecar.port, resolved.data_parallel_local)
-                             if args.disaggregated else resolved.rank_ports)
+        self.target_ports = serving.sidecar_ports(role) if args.disaggregated else resolved.rank_ports
         self.register_outputs({
             "deploymentNames": [d.metadata.name for d in deployments],
             "replicas": role.replicas,

@@ -12,7 +12,7 @@ from typing import Optional
 import pulumi_kubernetes as k8s
 
 from components import sizing
-from stacks.config import Engine, ModelSpec, Role, Speculative
+from stacks.config import Decode, Engine, ModelSpec, Role, Speculative
 
 # vllm-rbln's NIXL connector class (the plain `NixlConnector` is the GPU one).
 NIXL_CONNECTOR = {
@@ -37,9 +37,19 @@ class RoleServing:
     side_channel_ports: list[int]
 
 
+def data_parallel_local(role: Role) -> int:
+    """DP ranks in one pod: `dataParallelSizeLocal`, else all of `dataParallelSize`."""
+    return role.data_parallel_size_local or role.data_parallel_size
+
+
+def sidecar_ports(role: Decode) -> list[int]:
+    """Ports of the routing sidecar: one per DP rank of the pod, from `sidecar.port` (8000-8003)."""
+    return sizing.rank_ports(role.sidecar.port, data_parallel_local(role))
+
+
 def role_serving(engine: Engine, role: Role) -> RoleServing:
     """Resolve a role's overrides and derive its devices and ports (one place for both)."""
-    dp_local = role.data_parallel_size_local or role.data_parallel_size
+    dp_local = data_parallel_local(role)
     return RoleServing(
         block_size=role.block_size or engine.block_size,
         kv_cache_dtype=role.kv_cache_dtype or engine.kv_cache_dtype,

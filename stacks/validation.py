@@ -16,7 +16,7 @@ import pydantic
 from pydantic import BaseModel
 
 from components import sizing
-from components.engine import role_serving
+from components.engine import role_serving, sidecar_ports
 from stacks.config import NAMESPACE, SECRET_KEYS, StackConfig, unwrap_optional
 
 
@@ -287,7 +287,7 @@ def rule_pd_wiring(cfg: StackConfig) -> Iterable[Issue]:
                     f"{len(decode.rank_ports)} DP ranks per decode pod need as many InferencePool targetPorts, "
                     f"but the pool allows {sizing.MAX_POOL_TARGET_PORTS}.")
     if cfg.topology == "pd":
-        sidecar = sizing.rank_ports(cfg.decode.sidecar.port, decode.data_parallel_local)
+        sidecar = sidecar_ports(cfg.decode)
         used: dict[int, str] = {}
         groups = [("decode.sidecar.port", sidecar), ("decode.port", decode.rank_ports),
                   ("decode.dataParallelRpcPort", [cfg.decode.data_parallel_rpc_port]),
