@@ -5,7 +5,7 @@ from typing import Optional
 
 import pulumi
 import pulumi_kubernetes as k8s
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from components import pod
 from components.router import POOL_GROUP
@@ -15,11 +15,7 @@ TYPE = "rebel100:serving:Gateway"
 GATEWAY_API_VERSION = "gateway.networking.k8s.io/v1"
 
 
-class GatewayArgs(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    stack_name: str = Field(description="Prefix of object names.")
-    namespace: str = Field(description="Namespace of the Gateway and the route.")
+class GatewayArgs(pod.StackArgs):
     settings: GatewaySettings = Field(GatewaySettings(), description="The gateway section: class, port, hostname.")
     pool_name: str = Field(description="InferencePool the route sends every request to.")
 

@@ -27,11 +27,7 @@ class MonitoredRole(BaseModel):
     port_names: list[str] = Field(description="Container port names that serve /metrics.")
 
 
-class MonitoringArgs(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    stack_name: str = Field(description="Prefix of object names.")
-    namespace: str = Field(description="Namespace of the PodMonitors (the pods' namespace).")
+class MonitoringArgs(pod.StackArgs):
     targets: list[MonitoredRole] = Field(description="What to scrape.")
     pod_monitors: bool = Field(True, description="Render the PodMonitors.")
     dashboard: bool = Field(True, description="Render the dashboard ConfigMap.")

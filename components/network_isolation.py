@@ -14,7 +14,7 @@ from typing import Literal, Optional
 
 import pulumi
 import pulumi_kubernetes as k8s
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from components import pod
 
@@ -23,11 +23,7 @@ net = k8s.networking.v1
 meta = k8s.meta.v1
 
 
-class NetworkIsolationArgs(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    stack_name: str = Field(description="Stack whose pods (app.kubernetes.io/part-of) are isolated.")
-    namespace: str = Field(description="Namespace of the stack.")
+class NetworkIsolationArgs(pod.StackArgs):
     topology: Literal["pd", "agg"] = Field("pd", description="P/D has prefill pods and decode sidecars; AGG has neither.")
     gateway_name: str = Field(description="Name of the Gateway; its pods carry it in `gateway_pod_label`.")
     gateway_pod_label: str = Field("gateway.networking.k8s.io/gateway-name", description="Label of the gateway implementation's pods.")

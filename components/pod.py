@@ -46,6 +46,15 @@ def child_options(parent: pulumi.Resource, opts: Optional[pulumi.ResourceOptions
     return pulumi.ResourceOptions(parent=parent, depends_on=(inherited + list(depends_on)) or None)
 
 
+class StackArgs(BaseModel):
+    """What every component of the stack is given: its name prefix and its namespace."""
+
+    model_config = ConfigDict(frozen=True)
+
+    stack_name: str = Field(description="Prefix of object names and value of app.kubernetes.io/part-of.")
+    namespace: str = Field(description="Namespace of the component's objects.")
+
+
 def pool_selector(stack_name: str) -> dict[str, str]:
     """Labels the InferencePool selects: every serving pod of this stack, whatever its role."""
     return {PART_OF_LABEL: stack_name, SERVING_LABEL: "true"}
@@ -299,13 +308,9 @@ def engine_deployment(
     )
 
 
-class EnginePoolArgs(BaseModel):
+class EnginePoolArgs(StackArgs):
     """What every engine pool needs besides its role section."""
 
-    model_config = ConfigDict(frozen=True)
-
-    stack_name: str = Field(description="Prefix of object names and value of app.kubernetes.io/part-of.")
-    namespace: str = Field(description="Namespace of the pool's objects.")
     model: ModelSpec = Field(ModelSpec(), description="Served model.")
     engine: Engine = Field(Engine(), description="Serving arguments common to both roles.")
     hardware: Hardware = Field(Hardware(), description="Hardware profile (device classes, NICs, node labels).")

@@ -11,7 +11,7 @@ from typing import Literal, Optional
 import pulumi
 import pulumi_kubernetes as k8s
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from components import pod, sizing
 from stacks.config import Router as RouterSettings
@@ -26,11 +26,7 @@ core = k8s.core.v1
 meta = k8s.meta.v1
 
 
-class RouterArgs(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    stack_name: str = Field(description="Prefix of object names; the pool selects pods part-of this stack.")
-    namespace: str = Field(description="Namespace of the router and the pool.")
+class RouterArgs(pod.StackArgs):
     settings: RouterSettings = Field(RouterSettings(), description="The router section.")
     topology: Literal["pd", "agg"] = Field("pd", description="P/D plugin set (two profiles and a decider) or AGG (one profile).")
     target_ports: list[int] = Field(description="Ports of the serving pods the pool targets (the decode sidecar in P/D).")
