@@ -14,6 +14,8 @@ from typing import Any, Iterable, Iterator, Optional, Union
 
 import yaml
 
+from components import sizing
+
 # --- findings ------------------------------------------------------------------------------
 
 
@@ -353,6 +355,13 @@ class Engine:
 
     def env(self, name: str) -> Optional[str]:
         return env_value(self.container, name)
+
+    @property
+    def devices(self) -> Optional[int]:
+        """NPUs the ranks need, TP x PP x DP-local (components.sizing), None when an arg is unreadable."""
+        if None in (self.tp, self.pp, self.dp_local):
+            return None
+        return sizing.devices_per_pod(self.tp, self.pp, self.dp_local)
 
     def parallelism_text(self) -> str:
         """How the args give the parallelism, for messages."""

@@ -7,7 +7,6 @@ PP on decode) are all found before apply instead of at boot or never.
 """
 from __future__ import annotations
 
-from components import sizing
 from policy.facts import Facts
 from policy.manifests import Engine, Finding, claimed_npus, engines, pod_templates, template_engines
 
@@ -44,7 +43,7 @@ def npu_claims_match_parallelism(manifests: list[dict], facts: Facts) -> list[Fi
     for engine in engines(manifests):
         if not _readable(engine):
             continue
-        need = sizing.devices_per_pod(engine.tp, engine.pp, engine.dp_local)
+        need = engine.devices
         claimed = claimed_npus(engine.template, manifests, facts.npu_device_class, engine.container)
         for problem in claimed.problems:
             found.append(Finding(engine.resource, f"container {engine.name}: {problem}; the pod cannot get its "
@@ -69,7 +68,7 @@ def npu_devices_fit_node(manifests: list[dict], facts: Facts) -> list[Finding]:
     found = []
     for template in pod_templates(manifests):
         claimed = claimed_npus(template, manifests, facts.npu_device_class)
-        needed = sum(sizing.devices_per_pod(e.tp, e.pp, e.dp_local) for e in template_engines(template) if _readable(e))
+        needed = sum(e.devices for e in template_engines(template) if _readable(e))
         devices = max(claimed.count, needed)
         if devices > facts.npus_per_node:
             found.append(Finding(template.resource,
