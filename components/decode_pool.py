@@ -12,9 +12,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pydantic import Field
 
-from components import engine as serving
 from components import pod
-from stacks.config import Decode
+from core import serving
+from core.config import Decode
 
 TYPE = "rebel100:serving:DecodePool"
 
@@ -54,11 +54,6 @@ class DecodePool(pulumi.ComponentResource):
     def __init__(self, name: str, args: DecodePoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
         role = args.role
         resolved = serving.role_serving(args.engine, role)
-        if role.replicas < 1:
-            raise ValueError(f"DecodePool {name}: replicas is {role.replicas}; decode serves every request and needs at least one pod.")
-        if role.pipeline_parallel_size > 1:
-            raise ValueError(f"DecodePool {name}: pipeline-parallel-size {role.pipeline_parallel_size} is not usable for decode; use DP with expert parallel.")
-        pod.check_role("DecodePool", name, role, resolved.devices, args.hardware, args.placement.groups)
         super().__init__(TYPE, name, None, opts)
 
         kv_transfer = serving.kv_transfer_config(nixl=args.disaggregated, lmcache=False)
@@ -71,7 +66,8 @@ class DecodePool(pulumi.ComponentResource):
             image=args.engine.image,
             args=serving.serve_args(args.model, args.engine, role, kv_transfer=kv_transfer,
                                     role_args=serving.data_parallel_args(role, dp_local=resolved.data_parallel_local, rpc_port=role.data_parallel_rpc_port)),
-            env=serving.engine_env(args.engine, role, hf_token_secret=args.hf_token_secret, extra={}),
+            env={**serving.engine_env(args.engine), **role.extra_env},
+            hf_token_secret=args.hf_token_secret,
             ports=ports,
             rank_ports=resolved.rank_ports,
             resources=role.resources,
@@ -79,7 +75,7 @@ class DecodePool(pulumi.ComponentResource):
             security=args.security,
         )
         init = [sidecar_container(args)] if args.disaggregated else None
-        deployments = pod.engine_pool(self, role_name="decode", args=args, role=role, devices=resolved.devices,
+        deployments = pod.engine_pool(self, name, role_name="decode", args=args, role=role, devices=resolved.devices,
                                            containers=[container], init_containers=init, opts=opts)
         self.deployments = deployments
         self.devices_per_pod = resolved.devices

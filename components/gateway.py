@@ -9,7 +9,7 @@ from pydantic import Field
 
 from components import pod
 from components.router import POOL_GROUP
-from stacks.config import Gateway as GatewaySettings
+from core.config import Gateway as GatewaySettings
 
 TYPE = "rebel100:serving:Gateway"
 GATEWAY_API_VERSION = "gateway.networking.k8s.io/v1"

@@ -11,7 +11,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pydantic import BaseModel, ConfigDict, Field
 
-from stacks.config import Engine, Hardware, ModelSpec, Placement, Resources, Role, Rollout, Security, Storage
+from core import serving
+from core.config import Engine, Hardware, ModelSpec, Placement, Resources, Role, Rollout, Security, Storage
 
 core = k8s.core.v1
 meta = k8s.meta.v1
@@ -31,8 +32,8 @@ LMCACHE_VERSION_ANNOTATION = "rebel100.ai/lmcache-rbln-version"  # read by the R
 NON_ROOT_UID = 65532
 
 CLAIM_NAME = "npu-rdma"  # the pod's name for its DRA claim
-MODEL_MOUNT = "/models"
-COMPILE_CACHE_MOUNT = "/workspace/.cache"
+MODEL_MOUNT = serving.HF_HOME
+COMPILE_CACHE_MOUNT = serving.COMPILE_CACHE_ROOT
 ENGINE_COMMAND = ["vllm", "serve"]
 
 
@@ -198,12 +199,29 @@ def container_ports(named: Sequence[tuple[str, int]]) -> list[core.ContainerPort
     return [core.ContainerPortArgs(name=name, container_port=port, protocol="TCP") for name, port in named]
 
 
+def engine_env(literal: dict[str, str], *, hf_token_secret: str) -> list[core.EnvVarArgs]:
+    """Literal values, then the pod IP and the token by reference: one entry per name, by construction
+    (the API server refuses a container with two entries of one name)."""
+    env = [core.EnvVarArgs(name=key, value=value) for key, value in literal.items() if key not in serving.REFERENCE_ENV]
+    env.append(core.EnvVarArgs(
+        name="VLLM_NIXL_SIDE_CHANNEL_HOST",
+        value_from=core.EnvVarSourceArgs(field_ref=core.ObjectFieldSelectorArgs(field_path="status.podIP")),
+    ))
+    env.append(core.EnvVarArgs(
+        name="HF_TOKEN",
+        value_from=core.EnvVarSourceArgs(secret_key_ref=core.SecretKeySelectorArgs(name=hf_token_secret, key="token")),
+    ))
+    return env
+
+
 def engine_container(
     *,
     name: str,
     image: str,
     args: list[str],
-    env: list[core.EnvVarArgs],
+    env: dict[str, str],
+    hf_token_secret: str,
+    env_from_config_map: Optional[str] = None,
     ports: Sequence[tuple[str, int]],
     rank_ports: Sequence[int],
     resources: Resources,
@@ -217,7 +235,8 @@ def engine_container(
         image=image,
         command=ENGINE_COMMAND,
         args=args,
-        env=env,
+        env=engine_env(env, hf_token_secret=hf_token_secret),
+        env_from=[core.EnvFromSourceArgs(config_map_ref=core.ConfigMapEnvSourceArgs(name=env_from_config_map))] if env_from_config_map else None,
         ports=container_ports(ports),
         resources=core.ResourceRequirementsArgs(requests=amounts, limits=amounts, claims=[core.ResourceClaimArgs(name=CLAIM_NAME)]),
         volume_mounts=ENGINE_VOLUME_MOUNTS,
@@ -321,17 +340,6 @@ class EnginePoolArgs(StackArgs):
     rollout: Rollout = Field(Rollout(), description="Deployment strategy and disruption budget.")
 
 
-def check_role(kind: str, name: str, role: Role, devices: int, hardware: Hardware, groups: int = 1) -> None:
-    """Guard clauses every engine pool applies before it creates anything."""
-    if role.pipeline_parallel_size > 1 and role.data_parallel_size > 1:
-        raise ValueError(f"{kind} {name}: pipeline-parallel-size {role.pipeline_parallel_size} with data-parallel-size "
-                         f"{role.data_parallel_size} is refused by the vLLM entrypoint; use one or the other.")
-    if devices > hardware.npus_per_node:
-        raise ValueError(f"{kind} {name}: {devices} NPUs per pod do not fit a node of {hardware.npus_per_node} NPUs.")
-    if role.replicas % groups:
-        raise ValueError(f"{kind} {name}: {role.replicas} replicas cannot be split evenly over {groups} node groups.")
-
-
 def group_names(groups: int) -> list[Optional[str]]:
     """Node-group values of a role's pools: none when there is one group, g0..gN-1 otherwise."""
     return [None] if groups == 1 else [f"g{i}" for i in range(groups)]
@@ -339,6 +347,7 @@ def group_names(groups: int) -> list[Optional[str]]:
 
 def engine_pool(
     parent: pulumi.ComponentResource,
+    name: str,
     *,
     role_name: str,
     args: EnginePoolArgs,
@@ -354,9 +363,9 @@ def engine_pool(
     base = f"{args.stack_name}-{role_name}"
     role_labels = pod_labels(args.stack_name, role_name)
     child = child_options(parent, opts)
-    claim_template(f"{base}-claim", name=f"{base}-{CLAIM_NAME}", namespace=args.namespace, labels=role_labels,
+    claim_template(f"{name}-claim", name=f"{base}-{CLAIM_NAME}", namespace=args.namespace, labels=role_labels,
                    hardware=args.hardware, npus=devices, opts=child)
-    compile_cache_pvc(f"{base}-compile-cache", name=f"{base}-compile-cache", namespace=args.namespace,
+    compile_cache_pvc(f"{name}-compile-cache", name=f"{base}-compile-cache", namespace=args.namespace,
                       labels=role_labels, storage=args.storage, opts=child)
     groups = group_names(args.placement.groups)
     annotations = {SECURITY_EXCEPTIONS_ANNOTATION: engine_security_exceptions(args.security)}
@@ -364,16 +373,17 @@ def engine_pool(
         annotations[LMCACHE_VERSION_ANNOTATION] = args.engine.lmcache_rbln_version
     deployments = []
     for group in groups:
-        name = base if group is None else f"{base}-{group}"
-        labels = {**role_labels, POOL_LABEL: name}
+        pool = base if group is None else f"{base}-{group}"
+        resource = name if group is None else f"{name}-{group}"
+        labels = {**role_labels, POOL_LABEL: pool}
         deployments.append(engine_deployment(
-            name, name=name, namespace=args.namespace, labels=labels, replicas=role.replicas // len(groups),
+            resource, name=pool, namespace=args.namespace, labels=labels, replicas=role.replicas // len(groups),
             containers=containers, init_containers=init_containers, claim_template_name=f"{base}-{CLAIM_NAME}",
             volumes=engine_volumes(shm_size=args.engine.shm_size, model_pvc=args.storage.model_pvc, compile_cache_pvc_name=f"{base}-compile-cache"),
             affinity=affinity(args.hardware, args.placement, rds=rds_nodes, group=group,
                               role_selector={PART_OF_LABEL: args.stack_name, ROLE_LABEL: role_name}),
             strategy=deployment_strategy(args.rollout), annotations=annotations, opts=child))
-        disruption_budget(f"{name}-pdb", name=name, namespace=args.namespace, labels=labels,
+        disruption_budget(f"{resource}-pdb", name=pool, namespace=args.namespace, labels=labels,
                           selector={k: labels[k] for k in (PART_OF_LABEL, ROLE_LABEL, POOL_LABEL)},
                           max_unavailable=args.rollout.max_unavailable, opts=child)
     return deployments

@@ -11,16 +11,16 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pydantic import Field
 
-from components import engine as serving
 from components import pod
-from stacks.config import Prefill
+from core import serving
+from core.config import Prefill
 
 TYPE = "rebel100:serving:PrefillPool"
 
 
 class PrefillPoolArgs(pod.EnginePoolArgs):
     role: Prefill = Field(Prefill(), description="The prefill section: replicas, parallelism, serving arguments.")
-    kv_tier_env: dict[str, str] = Field(default_factory=dict, description="LMCache environment from RdsTier (empty: no KV tier).")
+    kv_tier_config_map: Optional[str] = Field(None, description="ConfigMap with the LMCache environment (RdsTier's); None: no KV tier.")
     rds_nodes: bool = Field(False, description="Schedule only on nodes labelled rebellions.ai/rds.present=true.")
 
 
@@ -31,27 +31,26 @@ class PrefillPool(pulumi.ComponentResource):
     def __init__(self, name: str, args: PrefillPoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
         role = args.role
         resolved = serving.role_serving(args.engine, role)
-        if role.replicas < 1:
-            raise ValueError(f"PrefillPool {name}: replicas is {role.replicas}; a prefill pool needs at least one pod "
-                             f"(leave the pool out for the AGG recipe).")
-        pod.check_role("PrefillPool", name, role, resolved.devices, args.hardware, args.placement.groups)
         super().__init__(TYPE, name, None, opts)
 
-        kv_transfer = serving.kv_transfer_config(nixl=True, lmcache=bool(args.kv_tier_env))
+        kv_transfer = serving.kv_transfer_config(nixl=True, lmcache=args.kv_tier_config_map is not None)
         # The pipeline spans every NPU the pod claims.
-        env = {"RBLN_DEVICES": ",".join(str(i) for i in range(resolved.devices)), **args.kv_tier_env}
+        env = {**serving.engine_env(args.engine), "RBLN_DEVICES": ",".join(str(i) for i in range(resolved.devices)),
+               **role.extra_env}
         container = pod.engine_container(
             name="vllm",
             image=args.engine.image,
             args=serving.serve_args(args.model, args.engine, role, kv_transfer=kv_transfer, role_args=[]),
-            env=serving.engine_env(args.engine, role, hf_token_secret=args.hf_token_secret, extra=env),
+            env=env,
+            hf_token_secret=args.hf_token_secret,
+            env_from_config_map=args.kv_tier_config_map,
             ports=[("http", role.port), ("nixl", resolved.side_channel_ports[0])],
             rank_ports=resolved.rank_ports,
             resources=role.resources,
             startup_failure_threshold=args.engine.startup_failure_threshold,
             security=args.security,
         )
-        deployments = pod.engine_pool(self, role_name="prefill", args=args, role=role, devices=resolved.devices,
+        deployments = pod.engine_pool(self, name, role_name="prefill", args=args, role=role, devices=resolved.devices,
                                            containers=[container], rds_nodes=args.rds_nodes, opts=opts)
         self.deployments = deployments
         self.devices_per_pod = resolved.devices

@@ -13,8 +13,9 @@ import pulumi_kubernetes as k8s
 import yaml
 from pydantic import Field
 
-from components import pod, sizing
-from stacks.config import Router as RouterSettings
+from components import pod
+from core import sizing
+from core.config import Router as RouterSettings
 
 TYPE = "rebel100:serving:Router"
 POOL_GROUP = "inference.networking.k8s.io"

@@ -1,7 +1,7 @@
 """The policy pack's entry point: `pulumi preview --policy-pack policy` runs this file.
 
 The engine starts it as `python -u -m pulumi.policy <engine> policy/`, with only `policy/` on the
-path; the rules import `components.sizing` and `stacks.config`, so the project root goes first.
+path; the rules import `core.sizing` and `core.config`, so the project root goes first.
 """
 import pathlib
 import sys

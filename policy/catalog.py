@@ -49,10 +49,10 @@ POLICIES: tuple[PolicySpec, ...] = (
                parallelism.parallelism_fits_model, "resource", facts=("modelLayers", "modelExperts")),
     # 4-5: memory and serving arguments
     PolicySpec("rds-memory-budget", "rds_max_chunks x chunk overhead x NVMe drives + staging must fit in the chiplet-0 memory --gpu-memory-utilization leaves free.",
-               memory.rds_memory_budget, "resource",
+               memory.rds_memory_budget, "stack",
                facts=("hbmPerChipletGib", "nvmeDrivesPerNode", "rdsChunkOverheadMib", "rdsStagingBufferMib")),
     PolicySpec("lmcache-reads-rds-max-chunks", "rds_max_chunks must not be set for an lmcache-rbln older than 0.12.0, which ignores it.",
-               memory.lmcache_reads_rds_max_chunks, "resource"),
+               memory.lmcache_reads_rds_max_chunks, "stack"),
     PolicySpec("engine-args-in-range", "--gpu-memory-utilization in (0, 1]; --block-size a multiple of the sub-block size with sub-block caching; --max-model-len <= the model's context.",
                memory.engine_args_in_range, "resource", facts=("modelMaxContext",)),
     # 6: wiring across resources
@@ -73,6 +73,8 @@ POLICIES: tuple[PolicySpec, ...] = (
     # 7: hygiene
     PolicySpec("hf-token-secret-ref", "HF_TOKEN only from a Secret reference.",
                hygiene.hf_token_secret_ref, "resource"),
+    PolicySpec("env-names-unique", "A container has at most one env entry of each name (the API server refuses duplicates).",
+               hygiene.env_names_unique, "resource"),
     PolicySpec("image-tag-pinned", "No untagged or :latest images.",
                hygiene.image_tag_pinned, "resource"),
     PolicySpec("engine-resource-requests", "Engine containers request CPU and memory.",

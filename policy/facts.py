@@ -2,7 +2,7 @@
 
 The rules judge resources against facts that are not in the resources themselves (NPUs per node,
 HBM per chiplet, NVMe drives, the model's layers...). Their defaults and descriptions are read from
-the program's own config models (`stacks.config`), so the pack and the program's hardware profile
+the program's own config models (`core.config`), so the pack and the program's hardware profile
 cannot drift; a platform team overrides them per policy with `--policy-pack-config`.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any, Mapping, Optional
 
 from pydantic import BaseModel
 
-from stacks.config import Hardware, KvTier, ModelSpec
+from core.config import Hardware, KvTier, ModelSpec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +34,7 @@ class Fact:
         prop: dict[str, Any] = {
             "type": self.json_type,
             "default": self.default,
-            "description": f"{info.description} (default from stacks.config.{self.model.__name__}.{self.field})",
+            "description": f"{info.description} (default from core.config.{self.model.__name__}.{self.field})",
         }
         if self.json_type in ("integer", "number"):
             prop["minimum"] = 0

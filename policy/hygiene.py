@@ -10,7 +10,7 @@ engines behind an ingress NetworkPolicy and scraped by a PodMonitor (a dev clust
 from __future__ import annotations
 
 from policy.facts import Facts
-from policy.manifests import (Finding, engines, env_entry, image_tag, label_selector_matches, namespace_of, of_kind,
+from policy.manifests import (Finding, engines, image_tag, label_selector_matches, namespace_of, of_kind,
                               pod_templates, show_labels, template_engines)
 
 TOKEN_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
@@ -21,10 +21,9 @@ def hf_token_secret_ref(manifests: list[dict], facts: Facts) -> list[Finding]:
     found = []
     for template in pod_templates(manifests):
         for container in template.containers():
-            for name in TOKEN_ENV:
-                entry = env_entry(container, name)
-                if entry is None:
-                    continue
+            # Every entry of the name, not the one that wins: a literal twin still lands in state and YAML.
+            for entry in (e for e in container.get("env") or [] if isinstance(e, dict) and e.get("name") in TOKEN_ENV):
+                name = entry["name"]
                 if "value" in entry:
                     found.append(Finding(template.resource,
                         f"container {container.get('name')} env {name} is a literal value: the token ends up in the "
@@ -35,6 +34,21 @@ def hf_token_secret_ref(manifests: list[dict], facts: Facts) -> list[Finding]:
                     found.append(Finding(template.resource,
                         f"container {container.get('name')} env {name} comes from {source}, not from a Secret: "
                         f"ConfigMaps and fields are not access-controlled as secrets. Use valueFrom.secretKeyRef."))
+    return found
+
+
+def env_names_unique(manifests: list[dict], facts: Facts) -> list[Finding]:
+    """One env entry per name in a container: server-side apply refuses duplicates."""
+    found = []
+    for template in pod_templates(manifests):
+        for container in template.containers():
+            names = [str(e.get("name")) for e in container.get("env") or [] if isinstance(e, dict)]
+            twice = sorted({name for name in names if names.count(name) > 1})
+            if twice:
+                found.append(Finding(template.resource,
+                    f"container {container.get('name')} has more than one env entry named {', '.join(twice)}: the API "
+                    f"server's server-side apply refuses the object (duplicate entries for key [name=...]), so the "
+                    f"deployment fails half way. Keep one entry per name."))
     return found
 
 

@@ -14,7 +14,7 @@ from typing import Any, Iterable, Iterator, Optional, Union
 
 import yaml
 
-from components import sizing
+from core import sizing
 
 # --- findings ------------------------------------------------------------------------------
 
@@ -358,7 +358,7 @@ class Engine:
 
     @property
     def devices(self) -> Optional[int]:
-        """NPUs the ranks need, TP x PP x DP-local (components.sizing), None when an arg is unreadable."""
+        """NPUs the ranks need, TP x PP x DP-local (core.sizing), None when an arg is unreadable."""
         if None in (self.tp, self.pp, self.dp_local):
             return None
         return sizing.devices_per_pod(self.tp, self.pp, self.dp_local)
@@ -457,6 +457,32 @@ def env_value(container: dict, name: str) -> Optional[str]:
     if entry is None or "value" not in entry:
         return None
     return str(entry["value"])
+
+
+def env_from_config_maps(template: PodTemplate, container: dict, manifests: Iterable[dict]) -> list[dict]:
+    """The ConfigMaps among `manifests` that the container takes whole (`envFrom.configMapRef`), in order."""
+    found = []
+    for source in container.get("envFrom") or []:
+        name = ((source or {}).get("configMapRef") or {}).get("name")
+        config_map = find(manifests, "ConfigMap", template.namespace, name) if name else None
+        if config_map is not None:
+            found.append(config_map)
+    return found
+
+
+def effective_env(template: PodTemplate, container: dict, manifests: Iterable[dict]) -> dict[str, str]:
+    """Literal env of a container as the kubelet assembles it: envFrom ConfigMaps, then `env` (which wins)."""
+    merged: dict[str, str] = {}
+    for config_map in env_from_config_maps(template, container, manifests):
+        prefix = ""
+        for source in container.get("envFrom") or []:
+            if ((source or {}).get("configMapRef") or {}).get("name") == (config_map.get("metadata") or {}).get("name"):
+                prefix = source.get("prefix") or ""
+        merged.update({prefix + str(k): str(v) for k, v in (config_map.get("data") or {}).items()})
+    for entry in container.get("env") or []:
+        if isinstance(entry, dict) and "value" in entry:
+            merged[str(entry.get("name"))] = str(entry["value"])
+    return merged
 
 
 def env_flag_on(container: dict, name: str) -> bool:

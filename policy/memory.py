@@ -2,26 +2,45 @@
 
 The RDS tier keeps an index in chiplet-0 memory: `rds_max_chunks x 2 MiB x drives + staging` must fit
 in what `--gpu-memory-utilization` leaves free, and lmcache-rbln older than 0.12.0 ignores
-`rds_max_chunks` altogether. The figures come from `components.sizing.rds_budget`, the same function
-the config gate and `python -m stacks plan` use; the inputs are read back from the engine's env and args.
+`rds_max_chunks` altogether. The figures come from `core.sizing.rds_budget` and the verdicts from
+`core.rules`, the same functions the config gate uses; the inputs are read back from the engine's env
+(its `envFrom` ConfigMaps included) and args, and the drives, chunk overhead, staging buffer and HBM
+from the annotation `rebel100.ai/rds-budget` of that ConfigMap (RdsTier writes it), else the pack config.
 """
 from __future__ import annotations
 
 from typing import Optional
 
-from components import sizing
+from core import rules, sizing
 from policy.facts import Facts
-from policy.manifests import Engine, Finding, env_flag_on, engines, image_tag, parse_structured
+from policy.manifests import (Engine, Finding, effective_env, env_flag_on, env_from_config_maps, engines, image_tag,
+                              parse_structured)
 
 EXTRA_CONFIG_ENV = "LMCACHE_EXTRA_CONFIG"
 CHUNK_SIZE_ENV = "LMCACHE_CHUNK_SIZE"
 SUB_BLOCK_ENV = "VLLM_RBLN_SUB_BLOCK_CACHE"
 LMCACHE_VERSION_ANNOTATION = "rebel100.ai/lmcache-rbln-version"
+BUDGET_ANNOTATION = "rebel100.ai/rds-budget"
 
 
-def _rds_max_chunks(engine: Engine) -> tuple[Optional[int], Optional[str]]:
+def _budget_inputs(engine: Engine, manifests: list[dict], facts: Facts) -> tuple[dict, str]:
+    """(drives, chunk overhead, staging, HBM) the budget is judged with, and where they came from:
+    the annotation of the engine's LMCache ConfigMap (what the stack was checked against), else the pack config."""
+    inputs = {"nvmeDrives": facts.nvme_drives_per_node, "chunkOverheadMib": facts.rds_chunk_overhead_mib,
+              "stagingBufferMib": facts.rds_staging_buffer_mib, "hbmPerChipletGib": facts.hbm_per_chiplet_gib}
+    for config_map in env_from_config_maps(engine.template, engine.container, manifests):
+        text = ((config_map.get("metadata") or {}).get("annotations") or {}).get(BUDGET_ANNOTATION)
+        annotated = parse_structured(text) if text else None
+        if isinstance(annotated, dict):
+            numbers = {k: v for k, v in annotated.items() if k in inputs and isinstance(v, (int, float)) and not isinstance(v, bool)}
+            name = (config_map.get("metadata") or {}).get("name")
+            return {**inputs, **numbers}, f"ConfigMap {name} annotation {BUDGET_ANNOTATION}"
+    return inputs, "the policy config"
+
+
+def _rds_max_chunks(engine: Engine, manifests: list[dict]) -> tuple[Optional[int], Optional[str]]:
     """(rds_max_chunks, None), (None, None) when not set, (None, problem) when unreadable."""
-    text = engine.env(EXTRA_CONFIG_ENV)
+    text = effective_env(engine.template, engine.container, manifests).get(EXTRA_CONFIG_ENV)
     if text is None:
         return None, None
     extra = parse_structured(text)
@@ -43,40 +62,31 @@ def _utilization(engine: Engine) -> tuple[Optional[float], Optional[str]]:
     return value, (None if value is None else f"--gpu-memory-utilization {value:g}")
 
 
-def _mib(value: float) -> str:
-    """MiB as a plain number with at most one decimal (7372.8, 16512)."""
-    return f"{value:.1f}".removesuffix(".0")
-
-
 def rds_memory_budget(manifests: list[dict], facts: Facts) -> list[Finding]:
     """Rule 4: the RDS chunk index and staging buffer fit in the chiplet-0 memory the engine leaves free."""
     found = []
     for engine in engines(manifests):
-        chunks, problem = _rds_max_chunks(engine)
+        chunks, problem = _rds_max_chunks(engine, manifests)
         if problem:
             found.append(Finding(engine.resource, f"container {engine.name}: {problem}"))
         utilization, utilization_text = _utilization(engine)
         if chunks is None or utilization_text is None:
             continue  # not on RDS, or an unreadable utilization (engine-args-in-range reports it)
+        inputs, source = _budget_inputs(engine, manifests, facts)
         budget = sizing.rds_budget(
-            rds_max_chunks=chunks, chunk_overhead_mib=facts.rds_chunk_overhead_mib, drives=facts.nvme_drives_per_node,
-            staging_mib=facts.rds_staging_buffer_mib, hbm_per_chiplet_gib=facts.hbm_per_chiplet_gib,
+            rds_max_chunks=chunks, chunk_overhead_mib=inputs["chunkOverheadMib"], drives=int(inputs["nvmeDrives"]),
+            staging_mib=inputs["stagingBufferMib"], hbm_per_chiplet_gib=inputs["hbmPerChipletGib"],
             gpu_memory_utilization=utilization)
-        if budget.fits:
-            continue
-        chunk_size = engine.env(CHUNK_SIZE_ENV)
-        capacity = ""
-        if chunk_size and chunk_size.isdigit():
-            capacity = f" ({sizing.rds_tokens_per_rank(chunks, int(chunk_size))} tokens per rank at {CHUNK_SIZE_ENV} {chunk_size})"
-        found.append(Finding(engine.resource,
-            f"container {engine.name} env {EXTRA_CONFIG_ENV} rds_max_chunks {chunks}{capacity} needs "
-            f"{chunks} x {_mib(budget.chunk_overhead_mib)} MiB x {budget.drives} NVMe drives + {_mib(budget.staging_mib)} MiB "
-            f"staging = {_mib(budget.used_mib)} MiB of chiplet-0 memory, but {utilization_text} leaves only "
-            f"{_mib(budget.chiplet0_mib)} MiB x (1 - {budget.gpu_memory_utilization:g}) = {_mib(budget.free_mib)} MiB "
-            f"(rule: rds_max_chunks x chunk overhead x drives + staging <= chiplet-0 HBM x (1 - gpu-memory-utilization)); "
-            f"RDS would run out of device memory at run time. Lower rds_max_chunks to at most "
-            f"{budget.max_chunks_that_fit}, or --gpu-memory-utilization to at most {budget.max_utilization_that_fits:g}; "
-            f"change the two together."))
+        utilization_name = "--gpu-memory-utilization" if utilization is not None else "the engine default --gpu-memory-utilization"
+        verdict = rules.rds_budget_fits(budget, chunks_name="rds_max_chunks", utilization_name=utilization_name)
+        if verdict:
+            chunk_size = effective_env(engine.template, engine.container, manifests).get(CHUNK_SIZE_ENV)
+            capacity = ""
+            if chunk_size and chunk_size.isdigit():
+                capacity = f", {sizing.rds_tokens_per_rank(chunks, int(chunk_size))} tokens per rank at {CHUNK_SIZE_ENV} {chunk_size}"
+            found.append(Finding(engine.resource,
+                f"container {engine.name} env {EXTRA_CONFIG_ENV} (drives, overhead, staging and HBM from {source}"
+                f"{capacity}): {verdict}"))
     return found
 
 
@@ -96,15 +106,11 @@ def lmcache_reads_rds_max_chunks(manifests: list[dict], facts: Facts) -> list[Fi
     """Rule 4b: rds_max_chunks set for an lmcache-rbln that ignores it (older than 0.12.0)."""
     found = []
     for engine in engines(manifests):
-        chunks, _ = _rds_max_chunks(engine)
+        chunks, _ = _rds_max_chunks(engine, manifests)
         version, source = lmcache_version(engine)
-        if chunks is None or sizing.lmcache_reads_rds_max_chunks(version) is not False:
-            continue
-        minimum = ".".join(str(part) for part in sizing.LMCACHE_RBLN_MIN_FOR_RDS_MAX_CHUNKS)
-        found.append(Finding(engine.resource,
-            f"container {engine.name} env {EXTRA_CONFIG_ENV} rds_max_chunks {chunks} is ignored by lmcache-rbln "
-            f"{version} (from {source}): only {minimum} and later read it, so the RDS index is not bounded by the "
-            f"budget this stack was checked against. Use an image with lmcache-rbln {minimum} or later."))
+        verdict = rules.lmcache_reads_rds_max_chunks(version, chunks) if chunks is not None else None
+        if verdict:
+            found.append(Finding(engine.resource, f"container {engine.name} env {EXTRA_CONFIG_ENV} (version from {source}): {verdict}"))
     return found
 
 
@@ -115,25 +121,21 @@ def engine_args_in_range(manifests: list[dict], facts: Facts) -> list[Finding]:
         flags = engine.flags
         raw = flags.get("--gpu-memory-utilization")
         utilization = flags.number("--gpu-memory-utilization")
-        if raw is not None and (utilization is None or not 0 < utilization <= 1):
-            found.append(Finding(engine.resource,
-                f"container {engine.name} arg --gpu-memory-utilization {raw} is outside (0, 1]: it is the share of "
-                f"device memory the engine may take. Use a fraction such as 0.8 (prefill with RDS) or 0.9."))
+        if raw is not None:
+            verdict = (f"{raw!r} is not a number." if utilization is None else rules.utilization_in_range(utilization))
+            if verdict:
+                found.append(Finding(engine.resource, f"container {engine.name} arg --gpu-memory-utilization: {verdict}"))
         block, batched = flags.integer("--block-size"), flags.integer("--max-num-batched-tokens")
         for flag, value in (("--block-size", block), ("--max-num-batched-tokens", batched), ("--max-model-len", flags.integer("--max-model-len"))):
             if flags.get(flag) is not None and value is None:
                 found.append(Finding(engine.resource, f"container {engine.name} arg {flag} {flags.get(flag)!r} is not an integer. Set a token count."))
         if env_flag_on(engine.container, SUB_BLOCK_ENV) and block and batched:
-            unit = sizing.prefix_reuse_unit(block, batched, sub_block_cache=True)
-            if block % unit:
-                found.append(Finding(engine.resource,
-                    f"container {engine.name} arg --block-size {block} is not a multiple of the sub-block size "
-                    f"--max-num-batched-tokens {batched} while env {SUB_BLOCK_ENV}=1: sub-block caching splits each KV "
-                    f"block into whole sub-blocks. Choose a block size divisible by {unit}, or set {SUB_BLOCK_ENV}=0."))
+            verdict = rules.block_holds_sub_blocks(block, batched, sub_block_name=f"--max-num-batched-tokens, with {SUB_BLOCK_ENV}=1")
+            if verdict:
+                found.append(Finding(engine.resource, f"container {engine.name} arg --block-size: {verdict}"))
         max_len = flags.integer("--max-model-len")
-        if max_len is not None and max_len > facts.model_max_context:
-            found.append(Finding(engine.resource,
-                f"container {engine.name} arg --max-model-len {max_len} exceeds the model's context of "
-                f"{facts.model_max_context} tokens (modelMaxContext): the engine refuses it, or serves positions the "
-                f"model was not trained for. Set --max-model-len to at most {facts.model_max_context}."))
+        if max_len is not None:
+            verdict = rules.max_model_len_fits(max_len, facts.model_max_context, context_name="modelMaxContext")
+            if verdict:
+                found.append(Finding(engine.resource, f"container {engine.name} arg --max-model-len: {verdict}"))
     return found

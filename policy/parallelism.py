@@ -7,6 +7,7 @@ PP on decode) are all found before apply instead of at boot or never.
 """
 from __future__ import annotations
 
+from core import rules
 from policy.facts import Facts
 from policy.manifests import Engine, Finding, claimed_npus, engines, pod_templates, template_engines
 
@@ -25,11 +26,10 @@ def pp_with_dp(manifests: list[dict], facts: Facts) -> list[Finding]:
     found = []
     for engine in engines(manifests):
         found += _unreadable(engine)
-        if (engine.pp or 1) > 1 and (engine.dp or 1) > 1:
+        verdict = rules.pp_with_dp(engine.pp or 1, engine.dp or 1)
+        if verdict:
             found.append(Finding(engine.resource,
-                f"container {engine.name} runs --pipeline-parallel-size {engine.pp} with --data-parallel-size {engine.dp}: "
-                f"the vLLM entrypoint refuses pipeline parallelism together with data parallelism, so the engine never "
-                f"starts. Use PP with DP 1 (prefill: PP4/DP1) or DP with PP 1 (decode: DP4/PP1)."))
+                f"container {engine.name} args --pipeline-parallel-size and --data-parallel-size: {verdict}"))
     return found
 
 
@@ -85,22 +85,12 @@ def parallelism_fits_model(manifests: list[dict], facts: Facts) -> list[Finding]
     for engine in engines(manifests):
         if not _readable(engine):
             continue
-        if engine.pp > facts.model_layers:
-            found.append(Finding(engine.resource,
-                f"container {engine.name} arg --pipeline-parallel-size {engine.pp} exceeds the model's "
-                f"{facts.model_layers} layers (modelLayers): every pipeline stage needs at least one layer. "
-                f"Use at most {facts.model_layers} stages."))
-        if engine.flags.has("--enable-expert-parallel"):
-            shards = engine.dp * engine.tp
-            if facts.model_experts == 0 or facts.model_experts % shards:
-                found.append(Finding(engine.resource,
-                    f"container {engine.name} sets --enable-expert-parallel with --data-parallel-size {engine.dp} x "
-                    f"--tensor-parallel-size {engine.tp} = {shards} expert shards, which does not divide the model's "
-                    f"{facts.model_experts} experts (modelExperts) evenly. Choose DP x TP dividing {facts.model_experts}, "
-                    f"or drop --enable-expert-parallel."))
-        if engine.role == "decode" and engine.pp > 1:
-            found.append(Finding(engine.resource,
-                f"decode container {engine.name} runs --pipeline-parallel-size {engine.pp}: pipeline parallelism is not "
-                f"usable for decode (one token per step crosses every stage). Use --pipeline-parallel-size 1 with "
-                f"--data-parallel-size and --enable-expert-parallel (decode: DP4 + EP)."))
+        verdicts = [
+            ("--pipeline-parallel-size", rules.pipeline_fits_layers(engine.pp, facts.model_layers, layers_name="modelLayers")),
+            ("--enable-expert-parallel", rules.experts_divide(facts.model_experts, engine.dp, engine.tp, experts_name="modelExperts")
+             if engine.flags.has("--enable-expert-parallel") else None),
+            ("--pipeline-parallel-size", rules.decode_without_pipeline(engine.pp) if engine.role == "decode" else None),
+        ]
+        found += [Finding(engine.resource, f"{engine.role or 'engine'} container {engine.name} arg {flag}: {verdict}")
+                  for flag, verdict in verdicts if verdict]
     return found

@@ -17,6 +17,7 @@ import math
 import re
 from typing import Any, Iterable, Optional
 
+from core import rules
 from policy import hygiene, wiring
 from policy.facts import Facts
 from policy.manifests import (ROLE_LABEL, WORKLOAD_KINDS, Finding, PodTemplate, command_line, label_selector_matches,
@@ -404,16 +405,6 @@ def engine_spread(manifests: list[dict], facts: Facts) -> list[Finding]:
 
 # --- no-literal-secrets --------------------------------------------------------------------
 
-# A name segment, not a substring: MAX_NUM_BATCHED_TOKENS and TOKENIZERS_PARALLELISM are not secrets.
-SECRET_NAME = re.compile(r"(?:^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY)(?:_|$)", re.IGNORECASE)
-# Names that point at a secret rather than hold one (a mounted file, the Secret's name).
-SECRET_POINTER_SUFFIXES = ("_FILE", "_PATH", "_DIR", "_NAME")
-
-
-def is_secret_name(name: str) -> bool:
-    return bool(SECRET_NAME.search(name)) and not name.upper().endswith(SECRET_POINTER_SUFFIXES)
-
-
 def _env_entries(container: dict) -> Iterable[dict]:
     return [e for e in container.get("env") or [] if isinstance(e, dict)]
 
@@ -426,7 +417,7 @@ def no_literal_secrets(manifests: list[dict], facts: Facts) -> list[Finding]:
         for container in template.containers():
             for entry in _env_entries(container):
                 name = str(entry.get("name") or "")
-                if name in hygiene.TOKEN_ENV or not is_secret_name(name) or not str(entry.get("value") or ""):
+                if name in hygiene.TOKEN_ENV or not rules.is_secret_name(name) or not str(entry.get("value") or ""):
                     continue
                 found.append(Finding(template.resource,
                     f"container {container.get('name')} env {name} is a literal value ({len(str(entry['value']))} "

@@ -12,7 +12,7 @@ import json
 from collections import defaultdict
 from typing import Any, Optional
 
-from components import sizing
+from core import sizing
 from policy.facts import Facts
 from policy.manifests import (Engine, Finding, PodTemplate, Sidecar, api_group, command_line, engines, env_flag_on, find,
                               kv_connectors, namespace_of, of_kind, parse_flags, parse_structured, pod_templates,

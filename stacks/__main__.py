@@ -14,7 +14,7 @@ import json
 import pathlib
 import sys
 
-from stacks import stackfile
+from core import stackfile
 
 
 def _stack_path(args) -> tuple[pathlib.Path, str]:
@@ -34,24 +34,23 @@ def _stack_path(args) -> tuple[pathlib.Path, str]:
 
 def load_stack(args):
     """(path, name, config) of the stack the arguments name; config is None, with the problems
-    printed, when the configuration is invalid."""
-    from stacks.validation import ConfigError, load_config
+    printed, when the stack file is malformed or the configuration invalid."""
+    from core.gate import ConfigError
     path, name = _stack_path(args)
-    config, _ = stackfile.read_config(path)
     try:
-        return path, name, load_config(config, source=f"stack {name!r}")
-    except ConfigError as error:
+        return path, name, stackfile.load_stack(path, name)
+    except (ConfigError, stackfile.StackFileError) as error:
         print(f"error: {error}", file=sys.stderr)
         return path, name, None
 
 
 def cmd_render(args) -> int:
+    from core.gate import ConfigError
     from stacks import render
-    from stacks.validation import ConfigError
     path, name = _stack_path(args)
     try:
         result = render.render_stack_file(path, name)
-    except ConfigError as error:
+    except (ConfigError, stackfile.StackFileError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     written = render.write(result.manifests, pathlib.Path(args.out))
@@ -73,7 +72,8 @@ def cmd_plan(args) -> int:
 
 def cmd_check(args) -> int:
     from stacks.check import run_check
-    return run_check(args)
+    path_and_name = _stack_path(args) if (args.stack or args.config_file) and not args.manifests else None
+    return run_check(args, path_and_name)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -21,7 +21,8 @@ from typing import Optional
 import yaml
 
 from policy import catalog
-from stacks.stackfile import PROJECT_ROOT
+from core import stackfile
+from core.stackfile import PROJECT_ROOT
 
 
 def load_manifests(folder: pathlib.Path) -> list[dict]:
@@ -37,19 +38,22 @@ def load_manifests(folder: pathlib.Path) -> list[dict]:
     return manifests
 
 
-def _stack_manifests(args) -> tuple[Optional[list[dict]], str, str]:
+def _stack_manifests(path: pathlib.Path, name: str) -> tuple[Optional[list[dict]], str, str]:
     """(manifests, what was checked, environment) of a stack; manifests None when its config is invalid."""
+    from core.gate import ConfigError
     from stacks import render
-    from stacks.__main__ import load_stack
 
-    path, name, cfg = load_stack(args)
-    if cfg is None:
+    try:
+        cfg = stackfile.load_stack(path, name)
+    except (ConfigError, stackfile.StackFileError) as error:
+        print(f"error: {error}", file=sys.stderr)
         return None, name, ""
     print(f"config of stack {name!r}: valid")
     return render.render_stack_file(path, name).manifests, f"stack {name!r} (offline render)", cfg.environment
 
 
-def run_check(args) -> int:
+def run_check(args, stack: Optional[tuple[pathlib.Path, str]] = None) -> int:
+    """`check` of the stack (path, name) or of `args.manifests`."""
     if bool(args.manifests) == bool(args.stack or args.config_file):
         print("error: give a STACK (or --config-file FILE), or --manifests DIR, not both", file=sys.stderr)
         return 2
@@ -65,7 +69,7 @@ def run_check(args) -> int:
             return 2
         subject, environment = f"{len(manifests)} objects under {folder}", "prod"
     else:
-        manifests, subject, environment = _stack_manifests(args)
+        manifests, subject, environment = _stack_manifests(*stack)
         if manifests is None:
             return 1
     environment = args.environment or environment

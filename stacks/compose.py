@@ -11,15 +11,14 @@ import pulumi_kubernetes as k8s
 
 from components import pod
 from components.decode_pool import DecodePool, DecodePoolArgs
-from components.engine import role_serving
 from components.gateway import Gateway, GatewayArgs
 from components.monitoring import MonitoredRole, Monitoring, MonitoringArgs
 from components.network_isolation import NetworkIsolation, NetworkIsolationArgs
 from components.prefill_pool import PrefillPool, PrefillPoolArgs
-from components.rds_tier import RdsTier, RdsTierArgs, budget_output
+from components.rds_tier import RdsTier, RdsTierArgs
 from components.router import Router, RouterArgs
-from stacks import plan as capacity
-from stacks.config import StackConfig
+from core.config import StackConfig
+from core.derive import derive
 
 core = k8s.core.v1
 
@@ -33,6 +32,7 @@ def provider(cfg: StackConfig) -> k8s.Provider:
 
 def build(cfg: StackConfig, *, hf_token: Optional[pulumi.Output] = None) -> dict:
     """Register every resource of the stack and return the stack outputs."""
+    facts = derive(cfg)
     k8s_provider = provider(cfg)
     opts = pulumi.ResourceOptions(provider=k8s_provider)
     ns = cfg.namespace
@@ -59,11 +59,16 @@ def build(cfg: StackConfig, *, hf_token: Optional[pulumi.Output] = None) -> dict
     kv_tier = None
     prefill = None
     if pd:
-        kv_tier = RdsTier(f"{cfg.name}-kv-tier", RdsTierArgs(
-            tier=cfg.kv_tier, hardware=cfg.hardware, gpu_memory_utilization=cfg.prefill.gpu_memory_utilization,
-            prefill_memory_limit=cfg.prefill.resources.memory), opts=in_ns)
+        if facts.kv_tier != "off":
+            kv_tier = RdsTier(f"{cfg.name}-kv-tier", RdsTierArgs(
+                stack_name=cfg.name, namespace=ns, mode=facts.kv_tier, env=facts.lmcache_env, budget=facts.rds_budget,
+                hbm_per_chiplet_gib=cfg.hardware.hbm_per_chiplet_gib, tokens_per_rank=facts.rds_tokens_per_rank),
+                opts=in_ns)
         prefill = PrefillPool(f"{cfg.name}-prefill", PrefillPoolArgs(
-            **common, role=cfg.prefill, kv_tier_env=kv_tier.env, rds_nodes=kv_tier.needs_rds_nodes), opts=in_ns)
+            **common, role=cfg.prefill, kv_tier_config_map=kv_tier.config_map_name if kv_tier else None,
+            rds_nodes=kv_tier.needs_rds_nodes if kv_tier else False),
+            # Pods start only once the ConfigMap they take their LMCache environment from exists.
+            opts=pulumi.ResourceOptions.merge(in_ns, pulumi.ResourceOptions(depends_on=[kv_tier])) if kv_tier else in_ns)
     # One pool at a time: decode changes roll out only once prefill's Deployments are ready again.
     decode_opts = in_ns
     if prefill is not None and cfg.rollout.pool_at_a_time:
@@ -75,8 +80,8 @@ def build(cfg: StackConfig, *, hf_token: Optional[pulumi.Output] = None) -> dict
     gateway = Gateway(f"{cfg.name}-gateway", GatewayArgs(
         stack_name=cfg.name, namespace=ns, settings=cfg.gateway, pool_name=router.pool_name), opts=in_ns)
 
-    serving = role_serving(cfg.engine, cfg.decode)
-    prefill_serving = role_serving(cfg.engine, cfg.prefill) if pd else None
+    serving = facts.decode
+    prefill_serving = facts.roles["prefill"].serving if pd else None
     if cfg.security.network_policies:
         NetworkIsolation(f"{cfg.name}-network", NetworkIsolationArgs(
             stack_name=cfg.name, namespace=ns, topology=cfg.topology, gateway_name=gateway.gateway_name,
@@ -96,15 +101,9 @@ def build(cfg: StackConfig, *, hf_token: Optional[pulumi.Output] = None) -> dict
         Monitoring(f"{cfg.name}-monitoring", MonitoringArgs(
             stack_name=cfg.name, namespace=ns, targets=targets, pod_monitors=observability.pod_monitors,
             dashboard=observability.grafana_dashboard, scrape_interval=observability.scrape_interval), opts=in_ns)
-    roles = capacity.devices(cfg)
-    outputs.update(roles)
+    outputs.update(facts.outputs())
     outputs.update({
         "openaiBaseUrl": gateway.base_url,
         "servedModelName": cfg.model.served_name or cfg.model.name,
-        "totalDevices": sum(role["devices"] for role in roles.values()),
-        "kvBytesPerToken": capacity.kv_bytes_per_token(cfg),
-        "kvTier": cfg.kv_tier.mode if pd else "off",
-        "rdsTokensPerRank": kv_tier.tokens_per_rank if kv_tier else 0,
-        "memoryBudget": budget_output(kv_tier.budget) if kv_tier else None,
     })
     return outputs

@@ -1,15 +1,16 @@
 """The capacity and memory plan of one stack: what `python -m stacks plan` prints.
 
-Every figure comes from `components.sizing` through the same config the program uses.
+Every figure comes from `core.derive` (the same facts the program renders and exports); this module
+only arranges and prints them.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from components import sizing
-from components.engine import role_serving
-from stacks.config import StackConfig
-from stacks.validation import rds_budget_for, warnings_for
+from core import sizing
+from core.config import StackConfig
+from core.derive import derive
+from core.gate import warnings_for
 
 # What the reference design says was validated on the Target Configuration, and what was not.
 VALIDATED = [
@@ -25,42 +26,28 @@ UNVERIFIED = [
 ]
 
 
-def devices(cfg: StackConfig) -> dict[str, dict[str, int]]:
-    """Pods and NPUs of each engine role: what the plan prints and the stack exports."""
-    result = {}
-    for name, role in cfg.engine_roles():
-        per_pod = role_serving(cfg.engine, role).devices
-        result[name] = {"replicas": role.replicas, "devicesPerPod": per_pod, "devices": per_pod * role.replicas}
-    return result
-
-
-def kv_bytes_per_token(cfg: StackConfig) -> int:
-    """KV bytes of one token with the decode engines' KV dtype (the roles agree on it)."""
-    dtype = role_serving(cfg.engine, cfg.decode).kv_cache_dtype
-    return sizing.kv_bytes_per_token(cfg.model.layers, cfg.model.kv_heads, cfg.model.head_dim, dtype)
-
-
 def plan(cfg: StackConfig) -> dict[str, Any]:
-    pd = cfg.topology == "pd"
-    roles: dict[str, Any] = devices(cfg)
+    facts = derive(cfg)
+    roles: dict[str, Any] = {}
     for name, role in cfg.engine_roles():
-        roles[name].update({
+        roles[name] = {
+            **facts.roles[name].output(),
             "parallelism": f"TP{role.tensor_parallel_size} PP{role.pipeline_parallel_size} DP{role.data_parallel_size}"
                            + (" +EP" if role.enable_expert_parallel else ""),
-            "rankPorts": role_serving(cfg.engine, role).rank_ports,
+            "rankPorts": facts.roles[name].serving.rank_ports,
             "maxNumSeqs": role.max_num_seqs,
-        })
-    decode_serving = role_serving(cfg.engine, cfg.decode)
-    kv_per_token = kv_bytes_per_token(cfg)
+        }
+    decode_serving = facts.decode
+    kv_per_token = facts.kv_bytes_per_token
     result: dict[str, Any] = {
         "topology": cfg.topology,
         "roles": roles,
-        "totalDevices": sum(r["devices"] for r in roles.values()),
+        "totalDevices": facts.total_devices,
         "nodes": cfg.hardware.nodes,
         "clusterDevices": cfg.hardware.nodes * cfg.hardware.npus_per_node if cfg.hardware.nodes else None,
         "kvBytesPerToken": kv_per_token,
-        "prefixReuseUnitTokens": sizing.prefix_reuse_unit(cfg.engine.block_size, cfg.engine.max_num_batched_tokens, cfg.engine.sub_block_cache),
-        "kvTier": cfg.kv_tier.mode if pd else "off",
+        "prefixReuseUnitTokens": facts.prefix_reuse_unit,
+        "kvTier": facts.kv_tier,
     }
     if cfg.decode.kv_capacity_tokens:
         tokens = cfg.decode.kv_capacity_tokens
@@ -70,10 +57,10 @@ def plan(cfg: StackConfig) -> dict[str, Any]:
             "gib": round(tokens * kv_per_token / sizing.GIB, 2),
             "tokensAllDecode": tokens * cfg.decode.replicas,
         }
-    if pd and cfg.kv_tier.mode == "rds":
-        budget = rds_budget_for(cfg)
-        ranks = role_serving(cfg.engine, cfg.prefill).data_parallel_local
-        tokens = sizing.rds_tokens_per_rank(cfg.kv_tier.rds_max_chunks, cfg.kv_tier.chunk_size)
+    if facts.rds_budget is not None:
+        budget = facts.rds_budget
+        ranks = facts.roles["prefill"].serving.data_parallel_local
+        tokens = facts.rds_tokens_per_rank
         result["rds"] = {
             "tokensPerRank": tokens,
             "ranksPerPod": ranks,

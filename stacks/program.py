@@ -8,8 +8,8 @@ import pulumi
 import pulumi.runtime.config as runtime_config
 
 from stacks import compose
-from stacks.config import NAMESPACE
-from stacks.validation import ConfigError, load_config, warnings_for
+from core.config import NAMESPACE
+from core.gate import ConfigError, load_config, warnings_for
 
 
 def current_config() -> dict:

@@ -6,6 +6,7 @@ render` and of `pulumi up` can be compared file by file.
 """
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import pathlib
 import shutil
@@ -20,8 +21,8 @@ from pulumi.runtime.settings import SETTINGS, get_root_resource
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from stacks.stackfile import read_config
-from stacks.validation import load_config
+from core.stackfile import read_config
+from core.gate import load_config
 
 PROJECT = "rebel100-serving"
 KUBERNETES_PREFIX = "kubernetes:"
@@ -74,14 +75,23 @@ def run_program(config: dict[str, str], secret_keys: list[str], stack: str) -> R
     from stacks import program  # imported here so that set_mocks is in place first
 
     load_config(config, source=f"stack {stack!r}")  # raise ConfigError before the mock runtime starts
-    recorder = _RecordingMocks()
-    pulumi_mocks.set_mocks(recorder, project=PROJECT, stack=stack, preview=False)
-    runtime_config.set_all_config(dict(config), secret_keys)
-    SETTINGS.rpc_manager.clear()
-    SETTINGS.outputs.clear()
-    _sync_await(run_pulumi_func(program.main))
-    root = get_root_resource()
-    outputs = dict(getattr(root, "outputs", None) or {})
+    # A loop of our own, set before the mocks make their futures and closed when done: a loop left
+    # for the garbage collector at exit prints "Exception ignored in BaseEventLoop.__del__".
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        recorder = _RecordingMocks()
+        pulumi_mocks.set_mocks(recorder, project=PROJECT, stack=stack, preview=False)
+        runtime_config.set_all_config(dict(config), secret_keys)
+        SETTINGS.rpc_manager.clear()
+        SETTINGS.outputs.clear()
+        _sync_await(run_pulumi_func(program.main))
+        root = get_root_resource()
+        outputs = dict(getattr(root, "outputs", None) or {})
+    finally:
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+        asyncio.set_event_loop(None)
     return Rendered(manifests=recorder.manifests, outputs=outputs)
 
 

@@ -19,7 +19,7 @@ from pulumi.runtime.stack import run_pulumi_func  # noqa: E402
 from pulumi.runtime.sync_await import _sync_await  # noqa: E402
 
 from stacks.render import _RecordingMocks  # noqa: E402
-from stacks.stackfile import read_config, stack_file  # noqa: E402
+from core.stackfile import read_config, stack_file  # noqa: E402
 
 
 class Cluster:

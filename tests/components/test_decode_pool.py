@@ -1,10 +1,7 @@
 """DecodePool alone under the mock runtime."""
 import json
 
-import pytest
-
 from components.decode_pool import DecodePool, DecodePoolArgs
-from stacks.config import Decode, Hardware
 from tests.conftest import arg_value, container, env_map
 
 
@@ -59,13 +56,3 @@ def test_claim_counts_dp_local(run_under_mocks):
     claim = build(run_under_mocks).get("ResourceClaimTemplate", "t-decode-npu-rdma")
     npu = claim["spec"]["spec"]["devices"]["requests"][0]
     assert npu["exactly"]["count"] == 4
-
-
-def test_refuses_pipeline_parallel():
-    with pytest.raises(ValueError, match="not usable for decode"):
-        DecodePool("bad", DecodePoolArgs(stack_name="t", namespace="ns", role=Decode(pipeline_parallel_size=2, data_parallel_size=1)))
-
-
-def test_refuses_more_devices_than_node():
-    with pytest.raises(ValueError, match="16 NPUs per pod do not fit a node of 8"):
-        DecodePool("bad", DecodePoolArgs(stack_name="t", namespace="ns", role=Decode(data_parallel_size=16), hardware=Hardware()))

@@ -2,7 +2,7 @@
 import pytest
 
 from components.gateway import Gateway, GatewayArgs
-from stacks.config import Gateway as GatewaySettings
+from core.config import Gateway as GatewaySettings
 
 
 def test_gateway_and_route(run_under_mocks):

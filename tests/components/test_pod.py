@@ -1,7 +1,7 @@
 """Shared engine pod pieces: security contexts and their exceptions, PDBs, anti-affinity, node groups."""
 from components import pod
 from components.prefill_pool import PrefillPool, PrefillPoolArgs
-from stacks.config import Placement, Prefill, Rollout, Security
+from core.config import Placement, Prefill, Rollout, Security
 from tests.conftest import container
 
 

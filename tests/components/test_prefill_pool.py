@@ -1,11 +1,8 @@
 """PrefillPool alone under the mock runtime."""
 import json
 
-import pytest
-
 from components.prefill_pool import PrefillPool, PrefillPoolArgs
-from components.rds_tier import lmcache_env
-from stacks.config import KvTier, Prefill
+from core.config import Prefill
 from tests.conftest import arg_value, container, env_map
 
 
@@ -16,7 +13,7 @@ def build(run_under_mocks, **args):
 
 
 def test_pp4_args_env_and_claim(run_under_mocks):
-    cluster = build(run_under_mocks, kv_tier_env=lmcache_env(KvTier()), rds_nodes=True)
+    cluster = build(run_under_mocks, kv_tier_config_map="t-lmcache", rds_nodes=True)
     deployment = cluster.get("Deployment", "t-prefill")
     vllm = container(deployment, "vllm")
     args = vllm["args"]
@@ -32,7 +29,8 @@ def test_pp4_args_env_and_claim(run_under_mocks):
     assert [c["kv_connector"] for c in transfer["kv_connector_extra_config"]["connectors"]] == ["RblnNixlConnector", "RBLNLMCacheConnectorV1"]
     env = env_map(vllm)
     assert env["RBLN_DEVICES"] == "0,1,2,3"
-    assert env["LMCACHE_EXTRA_CONFIG"] == '{"rds_max_chunks":1000}'
+    assert vllm["envFrom"] == [{"configMapRef": {"name": "t-lmcache"}}]
+    assert len(vllm["env"]) == len(env), "one env entry per name"
     assert env["HF_TOKEN"] == {"secretKeyRef": {"key": "token", "name": "hf-token"}}
     assert env["VLLM_NIXL_SIDE_CHANNEL_HOST"] == {"fieldRef": {"fieldPath": "status.podIP"}}
     assert [p["containerPort"] for p in vllm["ports"]] == [8000, 5600]
@@ -50,7 +48,7 @@ def test_without_kv_tier_only_nixl(run_under_mocks):
     vllm = container(cluster.get("Deployment", "t-prefill"), "vllm")
     transfer = json.loads(arg_value(vllm["args"], "--kv-transfer-config"))
     assert transfer["kv_connector"] == "RblnNixlConnector"
-    assert "LMCACHE_CHUNK_SIZE" not in env_map(vllm)
+    assert "LMCACHE_CHUNK_SIZE" not in env_map(vllm) and "envFrom" not in vllm
 
 
 def test_pod_wiring(run_under_mocks):
@@ -66,11 +64,19 @@ def test_pod_wiring(run_under_mocks):
     assert vllm["readinessProbe"]["httpGet"]["path"] == "/v1/models"
 
 
-def test_refuses_pp_with_dp():
-    with pytest.raises(ValueError, match="pipeline-parallel-size 4 with data-parallel-size 2"):
-        PrefillPool("bad", PrefillPoolArgs(stack_name="t", namespace="ns", role=Prefill(data_parallel_size=2)))
+def test_extra_env_cannot_duplicate_a_reference(run_under_mocks):
+    """A literal HF_TOKEN in extraEnv (which the config gate refuses) still never makes a second entry."""
+    cluster = build(run_under_mocks, role=Prefill(extra_env={"HF_TOKEN": "hf_x", "MY_FLAG": "1"}))
+    vllm = container(cluster.get("Deployment", "t-prefill"), "vllm")
+    names = [e["name"] for e in vllm["env"]]
+    assert names.count("HF_TOKEN") == 1 and env_map(vllm)["HF_TOKEN"] == {"secretKeyRef": {"key": "token", "name": "hf-token"}}
+    assert env_map(vllm)["MY_FLAG"] == "1"
 
 
-def test_refuses_zero_replicas():
-    with pytest.raises(ValueError, match="at least one pod"):
-        PrefillPool("bad", PrefillPoolArgs(stack_name="t", namespace="ns", role=Prefill(replicas=0)))
+def test_children_named_from_the_component(run_under_mocks):
+    """Two pools of one stack do not collide: Pulumi names come from the component's name."""
+    def two():
+        PrefillPool("a-prefill", PrefillPoolArgs(stack_name="t", namespace="ns"))
+        PrefillPool("b-prefill", PrefillPoolArgs(stack_name="u", namespace="ns"))
+    cluster = run_under_mocks(two)
+    assert cluster.get("Deployment", "t-prefill") and cluster.get("Deployment", "u-prefill")

@@ -1,44 +1,40 @@
-"""RdsTier: LMCache env per mode, the budget outputs, and its guard clauses."""
+"""RdsTier: the LMCache ConfigMap prefill takes its environment from, and the budget it records."""
 import json
 
-import pytest
-
-from components.rds_tier import RdsTier, RdsTierArgs, lmcache_env
-from stacks.config import KvTier
-
-
-def test_rds_env():
-    env = lmcache_env(KvTier())
-    assert env["LMCACHE_CHUNK_SIZE"] == "4096"
-    assert json.loads(env["LMCACHE_EXTRA_CONFIG"]) == {"rds_max_chunks": 1000}
-    assert env["LMCACHE_ENABLE_KV_EVENTS"] == "True"
-    assert env["LMCACHE_PRE_CACHING_HASH_ALGORITHM"] == "sha256_cbor_64bit"
+from components.rds_tier import BUDGET_ANNOTATION, RdsTier, RdsTierArgs
+from core.config import StackConfig
+from core.derive import derive
 
 
-def test_cpu_env_keeps_events_and_hash():
-    env = lmcache_env(KvTier(mode="cpu", cpu_size_gib=32))
-    assert env["LMCACHE_LOCAL_CPU"] == "True" and env["LMCACHE_MAX_LOCAL_CPU_SIZE"] == "32"
-    assert "LMCACHE_EXTRA_CONFIG" not in env
-    assert env["LMCACHE_PRE_CACHING_HASH_ALGORITHM"] == lmcache_env(KvTier())["LMCACHE_PRE_CACHING_HASH_ALGORITHM"]
-
-
-def test_off_has_no_env():
-    assert lmcache_env(KvTier(mode="off")) == {}
-
-
-def test_component_outputs(run_under_mocks):
+def build(run_under_mocks, cfg: StackConfig):
+    facts = derive(cfg)
     holder = {}
-    run_under_mocks(lambda: holder.setdefault("tier", RdsTier("kv", RdsTierArgs())))
-    tier = holder["tier"]
-    assert tier.needs_rds_nodes and tier.tokens_per_rank == 4_096_000
-    assert tier.budget.used_mib == 4512
+    cluster = run_under_mocks(lambda: holder.setdefault("tier", RdsTier("t-kv-tier", RdsTierArgs(
+        stack_name="t", namespace="ns", mode=facts.kv_tier, env=facts.lmcache_env, budget=facts.rds_budget,
+        hbm_per_chiplet_gib=cfg.hardware.hbm_per_chiplet_gib, tokens_per_rank=facts.rds_tokens_per_rank))))
+    return cluster, holder["tier"]
 
 
-def test_refuses_budget_over_chiplet0():
-    with pytest.raises(ValueError, match="does not fit .* lower rds_max_chunks to 1715 or less"):
-        RdsTier("kv", RdsTierArgs(tier=KvTier(rds_max_chunks=4000)))
+def test_config_map_holds_the_env_and_the_budget(run_under_mocks):
+    cluster, tier = build(run_under_mocks, StackConfig())
+    config_map = cluster.get("ConfigMap", "t-lmcache")
+    assert tier.config_map_name == "t-lmcache" and tier.needs_rds_nodes
+    assert json.loads(config_map["data"]["LMCACHE_EXTRA_CONFIG"]) == {"rds_max_chunks": 1000}
+    assert config_map["data"]["LMCACHE_CHUNK_SIZE"] == "4096"
+    budget = json.loads(config_map["metadata"]["annotations"][BUDGET_ANNOTATION])
+    assert budget == {"nvmeDrives": 2, "chunkOverheadMib": 2.0, "stagingBufferMib": 512.0, "hbmPerChipletGib": 36.0}
 
 
-def test_refuses_cpu_tier_over_memory_limit():
-    with pytest.raises(ValueError, match="does not fit the prefill memory limit 64Gi"):
-        RdsTier("kv", RdsTierArgs(tier=KvTier(mode="cpu", cpu_size_gib=128), prefill_memory_limit="64Gi"))
+def test_drives_from_the_kv_tier_reach_the_annotation(run_under_mocks):
+    cfg = StackConfig.model_validate({"kvTier": {"rdsDrives": 1, "rdsMaxChunks": 3000}})
+    cluster, _ = build(run_under_mocks, cfg)
+    budget = json.loads(cluster.get("ConfigMap", "t-lmcache")["metadata"]["annotations"][BUDGET_ANNOTATION])
+    assert budget["nvmeDrives"] == 1
+
+
+def test_cpu_tier_has_no_budget(run_under_mocks):
+    cluster, tier = build(run_under_mocks, StackConfig.model_validate({"kvTier": {"mode": "cpu"}}))
+    config_map = cluster.get("ConfigMap", "t-lmcache")
+    assert not tier.needs_rds_nodes
+    assert config_map["data"]["LMCACHE_LOCAL_CPU"] == "True"
+    assert BUDGET_ANNOTATION not in (config_map["metadata"].get("annotations") or {})

@@ -3,7 +3,7 @@ import pytest
 import yaml
 
 from components.router import Router, RouterArgs, endpoint_picker_config
-from stacks.config import Router as RouterSettings
+from core.config import Router as RouterSettings
 
 
 def build(run_under_mocks, topology="pd", **settings):

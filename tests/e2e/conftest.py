@@ -15,7 +15,7 @@ from typing import Optional
 
 import pytest
 
-from stacks.stackfile import PROJECT_ROOT
+from core.stackfile import PROJECT_ROOT
 
 # What a copy leaves out: local state, caches, renders and the tests themselves.
 NOT_COPIED = shutil.ignore_patterns(".git", ".venv", ".pulumi-*", "build", "__pycache__", ".pytest_cache", "tests", "benchmarks")

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from stacks import render
-from stacks.stackfile import stack_file
+from core.stackfile import stack_file
 from tests.e2e.conftest import Project, tree_digest
 
 pytestmark = pytest.mark.e2e
@@ -97,14 +97,14 @@ def refused(project: Project, *config: tuple[str, str]):
 def test_config_gate_pp_with_dp(deployed: Project):
     proc, changed = refused(deployed, ("rebel100:prefill.dataParallelSize", "2"))
     assert proc.returncode != 0
-    assert "rebel100:prefill.pipelineParallelSize: pipelineParallelSize 4 together with dataParallelSize 2" in proc.stdout + proc.stderr
+    assert "rebel100:prefill.pipelineParallelSize: pipeline parallel size 4 together with data parallel size 2" in proc.stdout + proc.stderr
     assert changed == (False, False)
 
 
 def test_config_gate_rds_budget(deployed: Project):
     proc, changed = refused(deployed, ("rebel100:kvTier.rdsMaxChunks", "4000"))
     assert proc.returncode != 0
-    assert "RDS budget over chiplet-0 memory: rdsMaxChunks 4000" in proc.stdout + proc.stderr
+    assert "RDS needs kvTier.rdsMaxChunks 4000" in proc.stdout + proc.stderr
     assert changed == (False, False)
 
 

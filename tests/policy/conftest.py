@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from stacks.render import render_stack_file
-from stacks.stackfile import stack_file
+from core.stackfile import stack_file
 
 STACKS = ("dev", "prod-4p4d", "agg")
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 import yaml
 
-from stacks.stackfile import PROJECT_ROOT
+from core.stackfile import PROJECT_ROOT
 
 GOLDEN = PROJECT_ROOT / "tests" / "golden" / "prod-4p4d" / "1-manifest"
 DECODE_FILE = "apps_v1-deployment-rebel100-minimax-m27-decode.yaml"
@@ -57,11 +57,10 @@ def sidecar_vllm_port_8001(folder):
 
 
 def rds_max_chunks_4000(folder):
+    """The LMCache environment lives in RdsTier's ConfigMap, which prefill takes through envFrom."""
     def change(d):
-        env = d["spec"]["template"]["spec"]["containers"][0]["env"]
-        entry = next(e for e in env if e["name"] == "LMCACHE_EXTRA_CONFIG")
-        entry["value"] = json.dumps({**json.loads(entry["value"]), "rds_max_chunks": 4000})
-    edit_yaml(folder / PREFILL_FILE, change)
+        d["data"]["LMCACHE_EXTRA_CONFIG"] = json.dumps({**json.loads(d["data"]["LMCACHE_EXTRA_CONFIG"]), "rds_max_chunks": 4000})
+    edit_yaml(folder / "v1-configmap-rebel100-minimax-m27-lmcache.yaml", change)
 
 
 EDITS = {
@@ -70,7 +69,7 @@ EDITS = {
     "sidecar-vllm-port-8001": (sidecar_vllm_port_8001, "[mandatory] sidecar-matches-decode: Deployment/rebel100/minimax-m27-decode:",
                                ("--vllm-port 8001", "--port 8200")),
     "rds-max-chunks-4000": (rds_max_chunks_4000, "[mandatory] rds-memory-budget: Deployment/rebel100/minimax-m27-prefill:",
-                            ("rds_max_chunks 4000", "16512 MiB", "7372.8 MiB", "at most 1715")),
+                            ("rds_max_chunks 4000", "16,512 MiB", "7,372.8 MiB", "at most 1715")),
 }
 
 
@@ -136,7 +135,7 @@ def test_invalid_config_stops_before_the_pack(tmp_path):
     path.write_text(yaml.safe_dump(stack))
     proc = check("--config-file", str(path))
     assert proc.returncode == 1
-    assert "pipelineParallelSize 4 together with dataParallelSize 2" in proc.stderr
+    assert "pipeline parallel size 4 together with data parallel size 2" in proc.stderr
     assert "policy pack" not in proc.stdout
 
 

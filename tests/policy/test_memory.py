@@ -18,8 +18,28 @@ def test_good_render_passes(renders, stack, policy):
     assert run_policy(policy, renders[stack]) == []
 
 
+LMCACHE_CONFIG_MAP = "minimax-m27-lmcache"
+BUDGET = "rebel100.ai/rds-budget"
+
+
+def lmcache_data(m) -> dict:
+    """The LMCache environment prefill takes through envFrom (RdsTier's ConfigMap)."""
+    return get(m, "ConfigMap", LMCACHE_CONFIG_MAP)["data"]
+
+
 def rds_chunks(chunks):
-    return lambda m: set_env(engine(m, PREFILL), "LMCACHE_EXTRA_CONFIG", json.dumps({"rds_max_chunks": chunks}))
+    return lambda m: lmcache_data(m).update(LMCACHE_EXTRA_CONFIG=json.dumps({"rds_max_chunks": chunks}))
+
+
+def budget_annotation(**inputs):
+    """Edit (or with no inputs remove) the budget inputs RdsTier recorded on its ConfigMap."""
+    def edit(m):
+        annotations = get(m, "ConfigMap", LMCACHE_CONFIG_MAP)["metadata"]["annotations"]
+        if inputs:
+            annotations[BUDGET] = json.dumps({**json.loads(annotations[BUDGET]), **inputs})
+        else:
+            annotations.pop(BUDGET)
+    return edit
 
 
 def annotate_lmcache(version):
@@ -41,16 +61,16 @@ def lmcache_image(image):
 BAD = {
     "prefill-rds-max-chunks-4000": (
         rds_chunks(4000), "rds-memory-budget", PREFILL_ID,
-        ("env LMCACHE_EXTRA_CONFIG rds_max_chunks 4000", "4000 x 2 MiB x 2 NVMe drives + 512 MiB staging = 16512 MiB",
-         "--gpu-memory-utilization 0.8 leaves only 36864 MiB x (1 - 0.8) = 7372.8 MiB",
+        ("rds_max_chunks 4000 x 2 MiB x 2 NVMe drives + 512 MiB staging = 16,512 MiB",
+         "--gpu-memory-utilization 0.8 leaves 36,864 MiB x (1 - 0.8) = 7,372.8 MiB",
          "16384000 tokens per rank at LMCACHE_CHUNK_SIZE 4096", "at most 1715", "at most 0.55")),
     "prefill-utilization-0.9-equals-form": (
         lambda m: set_arg(engine(m, PREFILL), "--gpu-memory-utilization", "0.9", equals=True),
         "rds-memory-budget", PREFILL_ID,
-        ("rds_max_chunks 1000", "= 4512 MiB", "--gpu-memory-utilization 0.9 leaves only", "= 3686.4 MiB", "at most 793")),
+        ("rds_max_chunks 1000", "= 4,512 MiB", "--gpu-memory-utilization 0.9 leaves", "= 3,686.4 MiB", "at most 793")),
     "prefill-utilization-left-to-engine-default": (
         lambda m: set_arg(engine(m, PREFILL), "--gpu-memory-utilization", None),
-        "rds-memory-budget", PREFILL_ID, ("the engine default --gpu-memory-utilization 0.9", "= 3686.4 MiB")),
+        "rds-memory-budget", PREFILL_ID, ("the engine default --gpu-memory-utilization 0.9", "= 3,686.4 MiB")),
     "prefill-extra-config-not-json": (
         lambda m: set_env(engine(m, PREFILL), "LMCACHE_EXTRA_CONFIG", "rds_max_chunks=1000"),
         "rds-memory-budget", PREFILL_ID, ("env LMCACHE_EXTRA_CONFIG 'rds_max_chunks=1000' is not a JSON object",)),
@@ -63,18 +83,18 @@ BAD = {
         ("ignored by lmcache-rbln v0.11.0", "from image registry.example:5000/rbln/lmcache-rbln:v0.11.0")),
     "decode-utilization-1.5": (
         lambda m: set_arg(engine(m, DECODE), "--gpu-memory-utilization", "1.5"),
-        "engine-args-in-range", DECODE_ID, ("--gpu-memory-utilization 1.5 is outside (0, 1]",)),
+        "engine-args-in-range", DECODE_ID, ("gpu-memory-utilization 1.5 is outside (0, 1]",)),
     "decode-utilization-0-equals-form": (
         lambda m: set_arg(engine(m, DECODE), "--gpu-memory-utilization", "0", equals=True),
-        "engine-args-in-range", DECODE_ID, ("--gpu-memory-utilization 0 is outside (0, 1]",)),
+        "engine-args-in-range", DECODE_ID, ("gpu-memory-utilization 0 is outside (0, 1]",)),
     "decode-block-size-4000-with-sub-blocks": (
         lambda m: set_arg(engine(m, DECODE), "--block-size", "4000"),
         "engine-args-in-range", DECODE_ID,
-        ("--block-size 4000 is not a multiple of the sub-block size --max-num-batched-tokens 512",
+        ("block size 4000 is not a multiple of the sub-block size 512",
          "VLLM_RBLN_SUB_BLOCK_CACHE=1", "divisible by 512")),
     "prefill-max-model-len-300000": (
         lambda m: set_arg(engine(m, PREFILL), "--max-model-len", "300000"),
-        "engine-args-in-range", PREFILL_ID, ("--max-model-len 300000 exceeds the model's context of 204800 tokens",)),
+        "engine-args-in-range", PREFILL_ID, ("max-model-len 300000 exceeds the model's context of 204800 tokens",)),
     "prefill-block-size-not-a-number": (
         lambda m: set_arg(engine(m, PREFILL), "--block-size", "4k"),
         "engine-args-in-range", PREFILL_ID, ("--block-size '4k' is not an integer",)),
@@ -94,8 +114,9 @@ GOOD = {
     "prefill-lmcache-image-0.12.1": lmcache_image("rbln/lmcache-rbln:0.12.1"),
     "decode-block-size-4000-without-sub-blocks": lambda m: (set_arg(engine(m, DECODE), "--block-size", "4000"),
                                                            set_env(engine(m, DECODE), "VLLM_RBLN_SUB_BLOCK_CACHE", "0")),
-    "prefill-cpu-tier-no-rds": lambda m: (set_env(engine(m, PREFILL), "LMCACHE_EXTRA_CONFIG"),
+    "prefill-cpu-tier-no-rds": lambda m: (lmcache_data(m).pop("LMCACHE_EXTRA_CONFIG"),
                                           set_arg(engine(m, PREFILL), "--gpu-memory-utilization", None)),
+    "prefill-one-drive-3000-chunks": lambda m: (rds_chunks(3000)(m), budget_annotation(nvmeDrives=1)(m)),
 }
 
 
@@ -106,16 +127,24 @@ def test_good_edit_passes(prod, case):
         assert run_policy(policy, edited) == [], policy
 
 
-def test_drives_and_staging_come_from_the_policy_config(prod):
-    """4 drives: 1000 x 2 MiB x 4 + 512 = 8512 MiB > 7372.8 MiB."""
-    violations = run_policy("rds-memory-budget", prod, {"rds-memory-budget": {"nvmeDrivesPerNode": 4}})
-    assert_verdict(violations, resource=PREFILL_ID, level="mandatory", contains=("x 4 NVMe drives", "= 8512 MiB"))
-    assert run_policy("rds-memory-budget", prod, {"rds-memory-budget": {"hbmPerChipletGib": 64}}) == []
+def test_budget_inputs_come_from_the_annotation_first(prod):
+    """The stack's own drives win over the pack config: 4 drives there, 1000 x 2 MiB x 4 + 512 = 8512 MiB."""
+    assert run_policy("rds-memory-budget", prod, {"rds-memory-budget": {"nvmeDrivesPerNode": 4}}) == []
+    violations = run_policy("rds-memory-budget", mutate(prod, budget_annotation(nvmeDrives=4)))
+    assert_verdict(violations, resource=PREFILL_ID, level="mandatory",
+                   contains=("x 4 NVMe drives", "= 8,512 MiB", f"ConfigMap {LMCACHE_CONFIG_MAP} annotation {BUDGET}"))
+
+
+def test_without_the_annotation_the_policy_config_decides(prod):
+    bare = mutate(prod, budget_annotation())
+    violations = run_policy("rds-memory-budget", bare, {"rds-memory-budget": {"nvmeDrivesPerNode": 4}})
+    assert_verdict(violations, resource=PREFILL_ID, level="mandatory", contains=("x 4 NVMe drives", "the policy config"))
+    assert run_policy("rds-memory-budget", bare, {"rds-memory-budget": {"hbmPerChipletGib": 64}}) == []
 
 
 def test_rds_defaults_match_the_program():
     from policy.facts import DEFAULTS
-    from stacks.config import Hardware, KvTier
+    from core.config import Hardware, KvTier
     assert DEFAULTS.nvme_drives_per_node == Hardware().nvme_drives_per_node == 2
     assert DEFAULTS.rds_staging_buffer_mib == KvTier().staging_buffer_mib == 512
     assert DEFAULTS.rds_chunk_overhead_mib == KvTier().rds_chunk_overhead_mib == 2

@@ -21,7 +21,7 @@ from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc, engine_pb2_grp
 
 from policy import catalog
 from policy.pack import type_token as resource_type
-from stacks.stackfile import PROJECT_ROOT
+from core.stackfile import PROJECT_ROOT
 from tests.policy.fixtures import DECODE, EPP, PREFILL, engine, get, npu_request, set_arg, sidecar
 
 START_TIMEOUT_S = 60
@@ -126,7 +126,7 @@ def test_stack_violation_names_the_edit_and_the_urn(pack, renders):
 
 def test_resource_violation_and_config(pack, renders):
     """A resource policy on one Deployment (the `--flag=value` form), then the same after Configure
-    changes the facts of the RDS budget (4 drives) as `--policy-pack-config` would."""
+    changes the facts of a policy (a model of 3 layers) as `--policy-pack-config` would."""
     stub, _ = pack
     prefill = copy.deepcopy(get(renders["prod-4p4d"], "Deployment", PREFILL))
     manifests = [prefill]
@@ -135,17 +135,17 @@ def test_resource_violation_and_config(pack, renders):
                                           properties=analyzer_resource(prefill).properties)
     found = diagnostics(stub.Analyze(request))
     assert [(d[0], d[1]) for d in found] == [("pp-with-dp", MANDATORY)]
-    assert "--pipeline-parallel-size 4 with --data-parallel-size 2" in found[0][3]
+    assert "pipeline parallel size 4 together with data parallel size 2" in found[0][3]
 
     properties = struct_pb2.Struct()
-    properties.update({"nvmeDrivesPerNode": 4})
+    properties.update({"modelLayers": 3})
     stub.Configure(analyzer_pb2.ConfigureAnalyzerRequest(policyConfig={
-        "rds-memory-budget": analyzer_pb2.PolicyConfig(enforcementLevel=MANDATORY, properties=properties)}))
+        "parallelism-fits-model": analyzer_pb2.PolicyConfig(enforcementLevel=MANDATORY, properties=properties)}))
     original = get(renders["prod-4p4d"], "Deployment", PREFILL)
     found = diagnostics(stub.Analyze(analyzer_pb2.AnalyzeRequest(
         type=resource_type(original), urn=urn(original), name=PREFILL, properties=analyzer_resource(original).properties)))
-    assert [(d[0], d[1]) for d in found] == [("rds-memory-budget", MANDATORY)]
-    assert "x 4 NVMe drives" in found[0][3] and "= 8512 MiB" in found[0][3]
+    assert [(d[0], d[1]) for d in found] == [("parallelism-fits-model", MANDATORY)]
+    assert "62 layers" not in found[0][3] and "model's 3 layers (modelLayers)" in found[0][3]
     stub.Configure(analyzer_pb2.ConfigureAnalyzerRequest(policyConfig={}))
 
 

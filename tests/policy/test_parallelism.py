@@ -27,10 +27,10 @@ def decode_dp(size: int, *, claim: int = None):
 BAD = {
     "prefill-pp4-with-dp2": (
         lambda m: set_arg(engine(m, PREFILL), "--data-parallel-size", "2"),
-        "pp-with-dp", PREFILL_ID, ("--pipeline-parallel-size 4 with --data-parallel-size 2", "refuses")),
+        "pp-with-dp", PREFILL_ID, ("pipeline parallel size 4 together with data parallel size 2", "refuses")),
     "prefill-pp4-with-dp2-equals-form": (
         lambda m: set_arg(engine(m, PREFILL), "--data-parallel-size", "2", equals=True),
-        "pp-with-dp", PREFILL_ID, ("--pipeline-parallel-size 4 with --data-parallel-size 2",)),
+        "pp-with-dp", PREFILL_ID, ("pipeline parallel size 4 together with data parallel size 2",)),
     "prefill-pp-not-a-number": (
         lambda m: set_arg(engine(m, PREFILL), "--pipeline-parallel-size", "four"),
         "pp-with-dp", PREFILL_ID, ("--pipeline-parallel-size 'four' is not an integer",)),
@@ -57,13 +57,13 @@ BAD = {
         "npu-devices-fit-node", DECODE_ID, ("claims 16 NPUs", "need 16", "npusPerNode 8", "at most 8")),
     "prefill-pp64-over-62-layers": (
         lambda m: set_arg(engine(m, PREFILL), "--pipeline-parallel-size", "64"),
-        "parallelism-fits-model", PREFILL_ID, ("--pipeline-parallel-size 64", "62 layers")),
+        "parallelism-fits-model", PREFILL_ID, ("pipeline parallel size 64", "62 layers")),
     "decode-dp3-expert-parallel": (
         decode_dp(3, claim=3),
-        "parallelism-fits-model", DECODE_ID, ("--data-parallel-size 3 x --tensor-parallel-size 1 = 3", "256 experts")),
+        "parallelism-fits-model", DECODE_ID, ("data parallel 3 x tensor parallel 1 = 3", "256 experts")),
     "decode-pp2": (
         lambda m: set_arg(engine(m, DECODE), "--pipeline-parallel-size", "2"),
-        "parallelism-fits-model", DECODE_ID, ("decode container vllm runs --pipeline-parallel-size 2", "not usable for decode")),
+        "parallelism-fits-model", DECODE_ID, ("decode container vllm arg --pipeline-parallel-size: pipeline parallel size 2 on decode", "not usable for decode")),
 }
 
 
@@ -76,7 +76,7 @@ def test_bad_fixture_is_rejected(prod, case):
 def test_decode_pp2_is_also_pp_with_dp(prod):
     bad = mutate(prod, BAD["decode-pp2"][0])
     assert_verdict(run_policy("pp-with-dp", bad), resource=DECODE_ID, level="mandatory",
-                   contains=("--pipeline-parallel-size 2 with --data-parallel-size 4",))
+                   contains=("pipeline parallel size 2 together with data parallel size 4",))
 
 
 def test_npus_per_node_comes_from_the_policy_config(prod):
@@ -99,7 +99,7 @@ def test_shell_form_command_is_read(prod):
         words = ["vllm", "serve", *container.pop("args"), "--data-parallel-size", "2"]
         container["command"] = ["/bin/sh", "-c", " ".join(f"'{w}'" if "{" in w else w for w in words)]
     assert_verdict(run_policy("pp-with-dp", mutate(prod, shell_form)), resource=PREFILL_ID, level="mandatory",
-                   contains=("--pipeline-parallel-size 4 with --data-parallel-size 2",))
+                   contains=("pipeline parallel size 4 together with data parallel size 2",))
 
 
 def test_bare_pod_is_checked_too(prod):
@@ -109,4 +109,4 @@ def test_bare_pod_is_checked_too(prod):
            "spec": mutate([pod_spec([deployment], PREFILL)], lambda m: None)[0]}
     set_arg(next(c for c in pod["spec"]["containers"] if c["name"] == "vllm"), "--data-parallel-size", "2")
     assert_verdict(run_policy("pp-with-dp", [pod]), resource="Pod/rebel100/hand-made", level="mandatory",
-                   contains=("--data-parallel-size 2",))
+                   contains=("data parallel size 2",))

@@ -6,7 +6,7 @@ import sys
 
 import yaml
 
-from stacks.stackfile import PROJECT_ROOT
+from core.stackfile import PROJECT_ROOT
 
 
 def run(*args, cwd=PROJECT_ROOT):
@@ -36,7 +36,7 @@ def test_pp_with_dp_refused_nothing_written(tmp_path):
     (out / "keep.yaml").write_text("earlier render\n")
     proc = run("render", "--config-file", str(bad_stack(tmp_path, prefill={"pipelineParallelSize": 4, "dataParallelSize": 2})), "--out", str(out))
     assert proc.returncode == 1
-    assert "rebel100:prefill.pipelineParallelSize: pipelineParallelSize 4 together with dataParallelSize 2" in proc.stderr
+    assert "rebel100:prefill.pipelineParallelSize: pipeline parallel size 4 together with data parallel size 2" in proc.stderr
     assert [p.name for p in out.iterdir()] == ["keep.yaml"]
     assert (out / "keep.yaml").read_text() == "earlier render\n"
 
@@ -45,8 +45,8 @@ def test_rds_over_budget_refused(tmp_path):
     out = tmp_path / "out"
     proc = run("render", "--config-file", str(bad_stack(tmp_path, kvTier={"rdsMaxChunks": 4000})), "--out", str(out))
     assert proc.returncode == 1
-    assert "rdsMaxChunks 4000 x 2 MiB x 2 drives + staging 512 MiB = 16,512 MiB" in proc.stderr
-    assert "7,373 MiB" in proc.stderr
+    assert "kvTier.rdsMaxChunks 4000 x 2 MiB x 2 NVMe drives + 512 MiB staging = 16,512 MiB" in proc.stderr
+    assert "7,372.8 MiB" in proc.stderr
     assert not out.exists()
 
 

@@ -1,6 +1,6 @@
 """The README's configuration reference is the schema's: regenerate with `make docs`."""
 from stacks.reference import BEGIN, END, table
-from stacks.stackfile import PROJECT_ROOT
+from core.stackfile import PROJECT_ROOT
 
 
 def test_readme_table_matches_schema():

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from stacks import render
-from stacks.stackfile import PROJECT_ROOT, stack_file
+from core.stackfile import PROJECT_ROOT, stack_file
 
 GOLDEN = PROJECT_ROOT / "tests" / "golden"
 VALIDATOR = PROJECT_ROOT.parent / "shared" / "tools" / "validate-manifests"

@@ -88,6 +88,18 @@ class RdsBudget:
         needed = self.used_mib / self.chiplet0_mib
         return max(0.0, int((1.0 - needed) * 100) / 100)
 
+    def as_output(self) -> dict[str, float]:
+        """The budget as the stack exports it (MiB, one decimal)."""
+        return {
+            "chiplet0MiB": round(self.chiplet0_mib, 1),
+            "gpuMemoryUtilization": self.gpu_memory_utilization,
+            "freeMiB": round(self.free_mib, 1),
+            "chunksMiB": round(self.chunks_mib, 1),
+            "stagingMiB": round(self.staging_mib, 1),
+            "usedMiB": round(self.used_mib, 1),
+            "headroomMiB": round(self.headroom_mib, 1),
+        }
+
     def lines(self) -> list[tuple[str, str]]:
         """The budget line by line, as the plan prints it."""
         return [

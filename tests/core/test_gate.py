@@ -1,7 +1,7 @@
 """Each config rule: a failing case with its message, and the passing case next to it."""
 import pytest
 
-from stacks.validation import ConfigError, load_config, warnings_for
+from core.gate import ConfigError, load_config, warnings_for
 from tests.conftest import stack_config
 
 
@@ -17,14 +17,14 @@ def ok(**overrides):
 
 def test_pp_with_dp_is_refused():
     text = problems(prefill={"pipelineParallelSize": 4, "dataParallelSize": 2})
-    assert "rebel100:prefill.pipelineParallelSize: pipelineParallelSize 4 together with dataParallelSize 2" in text
+    assert "rebel100:prefill.pipelineParallelSize: pipeline parallel size 4 together with data parallel size 2" in text
     assert "refuses PP > 1 with DP > 1" in text
     ok(prefill={"pipelineParallelSize": 4, "dataParallelSize": 1})
 
 
 def test_devices_must_fit_the_node():
     text = problems(decode={"dataParallelSize": 16, "enableExpertParallel": False})
-    assert "TP 1 x PP 1 x DP-local 16 = 16 NPUs per pod, more than hardware.npusPerNode 8" in text
+    assert "TP 1 x PP 1 x DP-local 16 = 16 NPUs per pod, more than the 8 NPUs of a node (hardware.npusPerNode)" in text
     ok(decode={"dataParallelSize": 8, "enableExpertParallel": False}, hardware={"nodes": 6})
 
 
@@ -35,39 +35,39 @@ def test_cluster_must_hold_all_pods():
 
 def test_pp_at_most_layers():
     text = problems(prefill={"pipelineParallelSize": 64}, hardware={"npusPerNode": 64})
-    assert "pipelineParallelSize 64 exceeds the model's 62 layers" in text
+    assert "pipeline parallel size 64 exceeds the model's 62 layers (model.layers)" in text
 
 
 def test_experts_divisible_by_dp_tp():
     text = problems(decode={"dataParallelSize": 3})
-    assert "expert parallel spreads model.experts 256 over DP 3 x TP 1 = 3 devices" in text
+    assert "expert parallel spreads the model's 256 experts (model.experts) over data parallel 3 x tensor parallel 1 = 3 devices" in text
 
 
 def test_decode_pp_refused():
     text = problems(decode={"pipelineParallelSize": 2, "dataParallelSize": 1, "enableExpertParallel": False})
-    assert "rebel100:decode.pipelineParallelSize: pipelineParallelSize 2 on decode: PP is not usable for decode" in text
+    assert "rebel100:decode.pipelineParallelSize: pipeline parallel size 2 on decode: one token per step crosses every stage, so PP is not usable for decode" in text
 
 
 def test_block_size_divisible_by_sub_block():
     text = problems(engine={"blockSize": 4000})
-    assert "rebel100:engine.blockSize: blockSize 4000 is not a multiple of the sub-block size engine.maxNumBatchedTokens 512" in text
+    assert "rebel100:engine.blockSize: block size 4000 is not a multiple of the sub-block size 512 (engine.maxNumBatchedTokens)" in text
     ok(engine={"blockSize": 4000, "subBlockCache": False}, router={"autoTune": True})
 
 
 def test_gpu_memory_utilization_range():
     text = problems(prefill={"gpuMemoryUtilization": 1.2})
-    assert "rebel100:prefill.gpuMemoryUtilization: gpuMemoryUtilization 1.2 is outside (0, 1]" in text
-    assert "gpuMemoryUtilization 0 is outside" in problems(decode={"gpuMemoryUtilization": 0})
+    assert "rebel100:prefill.gpuMemoryUtilization: gpu-memory-utilization 1.2 is outside (0, 1]" in text
+    assert "gpu-memory-utilization 0 is outside" in problems(decode={"gpuMemoryUtilization": 0})
 
 
 def test_max_model_len_at_most_context():
-    assert "maxModelLen 300000 exceeds the model's context of 204800" in problems(engine={"maxModelLen": 300000})
+    assert "max-model-len 300000 exceeds the model's context of 204800 tokens (model.maxContext)" in problems(engine={"maxModelLen": 300000})
 
 
 def test_rds_budget_over_chiplet0():
     text = problems(kvTier={"rdsMaxChunks": 4000})
-    assert "rebel100:kvTier.rdsMaxChunks: RDS budget over chiplet-0 memory: rdsMaxChunks 4000 x 2 MiB x 2 drives + staging 512 MiB = 16,512 MiB" in text
-    assert "prefill.gpuMemoryUtilization 0.8 leaves 36,864 MiB x (1 - 0.8) = 7,373 MiB" in text
+    assert "rebel100:kvTier.rdsMaxChunks: RDS needs kvTier.rdsMaxChunks 4000 x 2 MiB x 2 NVMe drives + 512 MiB staging = 16,512 MiB" in text
+    assert "prefill.gpuMemoryUtilization 0.8 leaves 36,864 MiB x (1 - 0.8) = 7,372.8 MiB" in text
     assert "at most 1715 or prefill.gpuMemoryUtilization to at most 0.55" in text
     ok(kvTier={"rdsMaxChunks": 1715})
 
@@ -128,7 +128,7 @@ def test_autotune_warning_and_old_lmcache():
 
 def test_independent_errors_reported_together():
     text = problems(prefill={"pipelineParallelSize": 4, "dataParallelSize": 2}, kvTier={"rdsMaxChunks": 4000}, engine={"maxModelLen": 300000})
-    assert "together with dataParallelSize 2" in text and "RDS budget over" in text and "maxModelLen 300000" in text
+    assert "together with data parallel size 2" in text and "RDS needs" in text and "max-model-len 300000" in text
 
 
 def test_replicas_split_over_groups():

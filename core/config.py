@@ -5,7 +5,7 @@ the `description` of each field is the one-line meaning shown in the README's re
 Keys are camelCase in the stack files (`rebel100:prefill: {maxNumSeqs: 4}`) and snake_case here.
 
 This module only describes and parses. Rules that relate several fields live in
-`stacks.validation`, numbers derived from the fields in `components.sizing`.
+`core.gate`, numbers derived from the fields in `core.sizing`.
 """
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """The `vllm serve` command line, environment and KV connector JSON of an engine container.
 
 Both roles are built here from the same inputs, so the arguments the reference design lists as
-common (section 4) cannot drift between prefill and decode.
+common (section 4) cannot drift between prefill and decode. Plain values only (no Pulumi): the
+components turn them into Kubernetes objects, the config gate checks overrides against them.
 """
 from __future__ import annotations
 
@@ -9,10 +10,8 @@ import dataclasses
 import json
 from typing import Optional
 
-import pulumi_kubernetes as k8s
-
-from components import sizing
-from stacks.config import Decode, Engine, ModelSpec, Role, Speculative
+from core import sizing
+from core.config import Decode, Engine, KvTier, ModelSpec, Role, Speculative
 
 # vllm-rbln's NIXL connector class (the plain `NixlConnector` is the GPU one).
 NIXL_CONNECTOR = {
@@ -119,6 +118,37 @@ def serve_args(model: ModelSpec, engine: Engine, role: Role, *, kv_transfer: Opt
     return args + list(role.extra_args)
 
 
+# Every flag the program generates, and the config field that sets it: an `extraArgs` entry may not
+# redefine one, or the gate would have checked a value the engine never sees.
+FLAG_FIELDS = {
+    "--served-model-name": "model.servedName",
+    "--port": "{role}.port",
+    "--block-size": "engine.blockSize (or {role}.blockSize)",
+    "--max-model-len": "engine.maxModelLen",
+    "--max-num-batched-tokens": "engine.maxNumBatchedTokens",
+    "--max-num-seqs": "{role}.maxNumSeqs",
+    "--kv-cache-dtype": "engine.kvCacheDtype (or {role}.kvCacheDtype)",
+    "--tensor-parallel-size": "{role}.tensorParallelSize",
+    "--pipeline-parallel-size": "{role}.pipelineParallelSize",
+    "--data-parallel-size": "{role}.dataParallelSize",
+    "--data-parallel-size-local": "{role}.dataParallelSizeLocal",
+    "--data-parallel-rpc-port": "decode.dataParallelRpcPort",
+    "--data-parallel-multi-port-external-lb": "{role}.dataParallelSize",
+    "--enable-expert-parallel": "{role}.enableExpertParallel",
+    "--enable-prefix-caching": "engine.enablePrefixCaching",
+    "--enable-chunked-prefill": "engine.enableChunkedPrefill",
+    "--enable-auto-tool-choice": "engine.toolCallParser",
+    "--tool-call-parser": "engine.toolCallParser",
+    "--reasoning-parser": "engine.reasoningParser",
+    "--gpu-memory-utilization": "{role}.gpuMemoryUtilization",
+    "--speculative-config": "engine.speculative (or {role}.speculative)",
+    "--kv-transfer-config": "kvTier (the connectors follow the topology and kvTier.mode)",
+}
+# vLLM's short aliases of generated flags.
+FLAG_ALIASES = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size", "-dp": "--data-parallel-size",
+                "-dpl": "--data-parallel-size-local", "-ep": "--enable-expert-parallel"}
+
+
 def data_parallel_args(role: Role, *, dp_local: int, rpc_port: int) -> list[str]:
     """Decode's DP + expert-parallel arguments: one external-LB port per rank."""
     args = [
@@ -132,9 +162,30 @@ def data_parallel_args(role: Role, *, dp_local: int, rpc_port: int) -> list[str]
     return args
 
 
-def engine_env(engine: Engine, role: Role, *, hf_token_secret: str, extra: dict[str, str]) -> list[k8s.core.v1.EnvVarArgs]:
-    """Environment of an engine container (llm-d RBLN overlay); the token only as a Secret reference."""
-    plain = {
+# Every env name the program generates, and the config field that sets it (None: fixed by design).
+ENV_FIELDS = {
+    "RBLN_FORCE_CCL_ASYNC": None, "VLLM_RBLN_USE_DEVICE_TENSOR": None, "VLLM_RBLN_USE_VLLM_MODEL": None,
+    "VLLM_RBLN_AUTO_PORT": None, "VLLM_RBLN_SUB_BLOCK_CACHE": "engine.subBlockCache",
+    "VLLM_ENGINE_READY_TIMEOUT_S": "engine.engineReadyTimeoutS", "VLLM_RPC_TIMEOUT": "engine.rpcTimeoutMs",
+    "VLLM_CACHE_ROOT": None, "HF_HOME": None, "VLLM_NIXL_SIDE_CHANNEL_PORT": "engine.nixlSideChannelPort",
+    "VLLM_NIXL_SIDE_CHANNEL_HOST": None, "HF_TOKEN": "the secret rebel100:hfToken (or hfTokenSecret)",
+    "RBLN_DEVICES": "{role}.tensorParallelSize / pipelineParallelSize",
+    "LMCACHE_CHUNK_SIZE": "kvTier.chunkSize", "LMCACHE_ENABLE_KV_EVENTS": "kvTier.enableKvEvents",
+    "LMCACHE_PRE_CACHING_HASH_ALGORITHM": "kvTier.hashAlgorithm", "LMCACHE_LOCAL_CPU": "kvTier.mode",
+    "LMCACHE_MAX_LOCAL_CPU_SIZE": "kvTier.cpuSizeGib", "LMCACHE_EXTRA_CONFIG": "kvTier.extraConfig",
+}
+# `LMCACHE_EXTRA_CONFIG` keys the program sets from a checked field.
+EXTRA_CONFIG_FIELDS = {"rds_max_chunks": "kvTier.rdsMaxChunks"}
+
+HF_HOME = "/models"
+COMPILE_CACHE_ROOT = "/workspace/.cache"
+# Env names the components fill from references (pod IP, Secret), never from a literal value.
+REFERENCE_ENV = ("VLLM_NIXL_SIDE_CHANNEL_HOST", "HF_TOKEN")
+
+
+def engine_env(engine: Engine) -> dict[str, str]:
+    """Literal environment of every engine container (llm-d RBLN overlay)."""
+    return {
         "RBLN_FORCE_CCL_ASYNC": "1",
         "VLLM_RBLN_USE_DEVICE_TENSOR": "1",  # kv_buffer_device rbln needs it
         "VLLM_RBLN_USE_VLLM_MODEL": "1",
@@ -142,20 +193,28 @@ def engine_env(engine: Engine, role: Role, *, hf_token_secret: str, extra: dict[
         "VLLM_RBLN_SUB_BLOCK_CACHE": "1" if engine.sub_block_cache else "0",
         "VLLM_ENGINE_READY_TIMEOUT_S": str(engine.engine_ready_timeout_s),
         "VLLM_RPC_TIMEOUT": str(engine.rpc_timeout_ms),
-        "VLLM_CACHE_ROOT": "/workspace/.cache",
-        "HF_HOME": "/models",
+        "VLLM_CACHE_ROOT": COMPILE_CACHE_ROOT,
+        "HF_HOME": HF_HOME,
         "VLLM_NIXL_SIDE_CHANNEL_PORT": str(engine.nixl_side_channel_port),
     }
-    plain.update(extra)
-    plain.update(role.extra_env)
-    core = k8s.core.v1
-    env = [core.EnvVarArgs(name=key, value=value) for key, value in plain.items()]
-    env.append(core.EnvVarArgs(
-        name="VLLM_NIXL_SIDE_CHANNEL_HOST",
-        value_from=core.EnvVarSourceArgs(field_ref=core.ObjectFieldSelectorArgs(field_path="status.podIP")),
-    ))
-    env.append(core.EnvVarArgs(
-        name="HF_TOKEN",
-        value_from=core.EnvVarSourceArgs(secret_key_ref=core.SecretKeySelectorArgs(name=hf_token_secret, key="token")),
-    ))
+
+
+def lmcache_env(tier: KvTier) -> dict[str, str]:
+    """LMCache environment of prefill (the chart's modelserver.extraServeEnv.prefill); empty when off."""
+    if tier.mode == "off":
+        return {}
+    env = {
+        "LMCACHE_CHUNK_SIZE": str(tier.chunk_size),
+        "LMCACHE_ENABLE_KV_EVENTS": "True" if tier.enable_kv_events else "False",
+        "LMCACHE_PRE_CACHING_HASH_ALGORITHM": tier.hash_algorithm,
+    }
+    extra = dict(tier.extra_config)
+    if tier.mode == "rds":
+        env["LMCACHE_LOCAL_CPU"] = "False"
+        extra = {"rds_max_chunks": tier.rds_max_chunks, **extra}
+    else:
+        env["LMCACHE_LOCAL_CPU"] = "True"
+        env["LMCACHE_MAX_LOCAL_CPU_SIZE"] = f"{tier.cpu_size_gib:g}"
+    if extra:
+        env["LMCACHE_EXTRA_CONFIG"] = compact_json(extra)
     return env

@@ -1,7 +1,7 @@
-"""The figures of the reference design, computed by components.sizing."""
+"""The figures of the reference design, computed by core.sizing."""
 import pytest
 
-from components import sizing
+from core import sizing
 
 
 def test_kv_bytes_per_token_fp8_is_124_kib():

@@ -1,8 +1,8 @@
 """Parsing the `rebel100:` namespace: unknown keys, types and ranges, reported together with paths."""
 import pytest
 
-from stacks.config import StackConfig
-from stacks.validation import ConfigError, load_config
+from core.config import StackConfig
+from core.gate import ConfigError, load_config
 from tests.conftest import stack_config
 
 

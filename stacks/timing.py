@@ -1,4 +1,4 @@
-"""How long evaluating the pack takes: `python -m policy.timing [STACK] [--repeats N]`.
+"""How long evaluating the pack takes: `python -m stacks.timing [STACK] [--repeats N]`.
 
 Renders the stack offline once, then times `catalog.evaluate` (every policy over every object, as
 `python -m stacks check` and each Pulumi policy call run the rules) REPEATS times in this process
@@ -23,7 +23,7 @@ def main(argv=None) -> int:
 
     from policy import catalog
     from stacks.render import render_stack_file
-    from stacks.stackfile import stack_file
+    from core.stackfile import stack_file
 
     manifests = render_stack_file(stack_file(args.stack), args.stack).manifests
     config = catalog.load_config(catalog.environment_config("prod"))

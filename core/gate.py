@@ -15,9 +15,10 @@ from typing import Any, Iterable, Optional
 import pydantic
 from pydantic import BaseModel
 
-from components import sizing
-from components.engine import role_serving, sidecar_ports
-from stacks.config import NAMESPACE, SECRET_KEYS, StackConfig, unwrap_optional
+from core import rules, serving, sizing
+from core.config import NAMESPACE, SECRET_KEYS, StackConfig, unwrap_optional
+from core.derive import derive
+from core.serving import role_serving, sidecar_ports
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,86 +142,62 @@ def _pydantic_issues(error: pydantic.ValidationError) -> list[Issue]:
 
 def rule_pp_with_dp(cfg: StackConfig) -> Iterable[Issue]:
     for name, role in cfg.engine_roles():
-        if role.pipeline_parallel_size > 1 and role.data_parallel_size > 1:
-            yield Issue(key(f"{name}.pipelineParallelSize"),
-                        f"pipelineParallelSize {role.pipeline_parallel_size} together with dataParallelSize "
-                        f"{role.data_parallel_size}: the vLLM entrypoint refuses PP > 1 with DP > 1. "
-                        f"Use PP with DP 1 (prefill: PP4/DP1) or DP with PP 1 (decode: DP4/PP1).")
+        problem = rules.pp_with_dp(role.pipeline_parallel_size, role.data_parallel_size)
+        if problem:
+            yield Issue(key(f"{name}.pipelineParallelSize"), problem)
 
 
 def rule_devices_fit_node(cfg: StackConfig) -> Iterable[Issue]:
     per_node = cfg.hardware.npus_per_node
-    total = 0
+    facts = derive(cfg)
     for name, role in cfg.engine_roles():
-        serving = role_serving(cfg.engine, role)
-        total += serving.devices * role.replicas
-        if serving.devices > per_node:
-            yield Issue(key(name),
-                        f"TP {role.tensor_parallel_size} x PP {role.pipeline_parallel_size} x DP-local "
-                        f"{serving.data_parallel_local} = {serving.devices} NPUs per pod, more than "
-                        f"hardware.npusPerNode {per_node}: the pod can never be scheduled. Lower the parallelism "
-                        f"or dataParallelSizeLocal.")
+        problem = rules.devices_fit_node(role.tensor_parallel_size, role.pipeline_parallel_size,
+                                         facts.roles[name].serving.data_parallel_local, per_node,
+                                         per_node_name="hardware.npusPerNode")
+        if problem:
+            yield Issue(key(name), problem)
     nodes = cfg.hardware.nodes
-    if nodes is not None and total > nodes * per_node:
+    if nodes is not None and facts.total_devices > nodes * per_node:
         yield Issue(key("hardware.nodes"),
-                    f"the stack needs {total} NPUs but {nodes} nodes x {per_node} NPUs = {nodes * per_node}: "
+                    f"the stack needs {facts.total_devices} NPUs but {nodes} nodes x {per_node} NPUs = {nodes * per_node}: "
                     f"lower the replicas or add nodes.")
 
 
 def rule_pipeline_and_experts(cfg: StackConfig) -> Iterable[Issue]:
     model = cfg.model
     for name, role in cfg.engine_roles():
-        if role.pipeline_parallel_size > model.layers:
-            yield Issue(key(f"{name}.pipelineParallelSize"),
-                        f"pipelineParallelSize {role.pipeline_parallel_size} exceeds the model's {model.layers} "
-                        f"layers (model.layers): each stage needs at least one layer.")
+        problem = rules.pipeline_fits_layers(role.pipeline_parallel_size, model.layers, layers_name="model.layers")
+        if problem:
+            yield Issue(key(f"{name}.pipelineParallelSize"), problem)
         if role.enable_expert_parallel:
-            shards = role.data_parallel_size * role.tensor_parallel_size
-            if model.experts == 0 or model.experts % shards:
-                yield Issue(key(f"{name}.enableExpertParallel"),
-                            f"expert parallel spreads model.experts {model.experts} over DP {role.data_parallel_size} "
-                            f"x TP {role.tensor_parallel_size} = {shards} devices, which does not divide evenly. "
-                            f"Choose DP x TP dividing {model.experts}, or turn expert parallel off.")
-    if cfg.decode.pipeline_parallel_size > 1:
-        yield Issue(key("decode.pipelineParallelSize"),
-                    f"pipelineParallelSize {cfg.decode.pipeline_parallel_size} on decode: PP is not usable for "
-                    f"decode (one token per step); use DP with expert parallel and PP 1.")
+            problem = rules.experts_divide(model.experts, role.data_parallel_size, role.tensor_parallel_size,
+                                           experts_name="model.experts")
+            if problem:
+                yield Issue(key(f"{name}.enableExpertParallel"), problem)
+    problem = rules.decode_without_pipeline(cfg.decode.pipeline_parallel_size)
+    if problem:
+        yield Issue(key("decode.pipelineParallelSize"), problem)
 
 
 def rule_block_and_memory(cfg: StackConfig) -> Iterable[Issue]:
     engine = cfg.engine
     for name, role in cfg.engine_roles():
-        serving = role_serving(engine, role)
-        if engine.sub_block_cache and serving.block_size % engine.max_num_batched_tokens:
-            yield Issue(key(f"{name}.blockSize" if role.block_size else "engine.blockSize"),
-                        f"blockSize {serving.block_size} is not a multiple of the sub-block size "
-                        f"engine.maxNumBatchedTokens {engine.max_num_batched_tokens} (sub-block caching is on): "
-                        f"choose a block size divisible by it, or set engine.subBlockCache false.")
-        utilization = role.gpu_memory_utilization
-        if utilization is not None and not 0 < utilization <= 1:
-            yield Issue(key(f"{name}.gpuMemoryUtilization"),
-                        f"gpuMemoryUtilization {utilization:g} is outside (0, 1]: it is the share of device memory "
-                        f"the engine may use.")
-    if engine.max_model_len > cfg.model.max_context:
-        yield Issue(key("engine.maxModelLen"),
-                    f"maxModelLen {engine.max_model_len} exceeds the model's context of {cfg.model.max_context} tokens "
-                    f"(model.maxContext).")
+        resolved = role_serving(engine, role)
+        if engine.sub_block_cache:
+            problem = rules.block_holds_sub_blocks(resolved.block_size, engine.max_num_batched_tokens,
+                                                   sub_block_name="engine.maxNumBatchedTokens")
+            if problem:
+                yield Issue(key(f"{name}.blockSize" if role.block_size else "engine.blockSize"), problem)
+        if role.gpu_memory_utilization is not None:
+            problem = rules.utilization_in_range(role.gpu_memory_utilization)
+            if problem:
+                yield Issue(key(f"{name}.gpuMemoryUtilization"), problem)
+    problem = rules.max_model_len_fits(engine.max_model_len, cfg.model.max_context, context_name="model.maxContext")
+    if problem:
+        yield Issue(key("engine.maxModelLen"), problem)
     spec = engine.speculative
     if spec is not None and spec.method == "eagle3" and not spec.model:
         yield Issue(key("engine.speculative.model"), "EAGLE-3 needs a draft model: set engine.speculative.model.")
-
-
-def rds_budget_for(cfg: StackConfig) -> sizing.RdsBudget:
-    """The section 5 budget of this stack's prefill engines."""
-    tier = cfg.kv_tier
-    return sizing.rds_budget(
-        rds_max_chunks=tier.rds_max_chunks,
-        chunk_overhead_mib=tier.rds_chunk_overhead_mib,
-        drives=tier.rds_drives or cfg.hardware.nvme_drives_per_node,
-        staging_mib=tier.staging_buffer_mib,
-        hbm_per_chiplet_gib=cfg.hardware.hbm_per_chiplet_gib,
-        gpu_memory_utilization=cfg.prefill.gpu_memory_utilization,
-    )
 
 
 def rule_kv_tier(cfg: StackConfig) -> Iterable[Issue]:
@@ -233,19 +210,14 @@ def rule_kv_tier(cfg: StackConfig) -> Iterable[Issue]:
                     f"(topology {cfg.topology!r}, prefill.replicas {cfg.prefill.replicas}): set kvTier.mode off.")
         return
     if tier.mode == "rds":
-        budget = rds_budget_for(cfg)
-        if cfg.hardware.nvme_drives_per_node == 0 and tier.rds_drives is None:
+        facts = derive(cfg)
+        if facts.rds_drives == 0:
             yield Issue(key("hardware.nvmeDrivesPerNode"), "RDS needs NVMe drives: set hardware.nvmeDrivesPerNode or kvTier.rdsDrives, or use kvTier.mode cpu.")
-        elif not budget.fits:
-            yield Issue(key("kvTier.rdsMaxChunks"),
-                        f"RDS budget over chiplet-0 memory: rdsMaxChunks {tier.rds_max_chunks} x "
-                        f"{tier.rds_chunk_overhead_mib:g} MiB x {budget.drives} drives + staging "
-                        f"{tier.staging_buffer_mib:g} MiB = {budget.used_mib:,.0f} MiB, but "
-                        f"prefill.gpuMemoryUtilization {budget.gpu_memory_utilization:g} leaves "
-                        f"{budget.chiplet0_mib:,.0f} MiB x (1 - {budget.gpu_memory_utilization:g}) = "
-                        f"{budget.free_mib:,.0f} MiB. Lower rdsMaxChunks to at most {budget.max_chunks_that_fit} "
-                        f"or prefill.gpuMemoryUtilization to at most {budget.max_utilization_that_fits:g} "
-                        f"(change the two together).")
+        elif facts.rds_budget is not None:
+            problem = rules.rds_budget_fits(facts.rds_budget, chunks_name="kvTier.rdsMaxChunks",
+                                            utilization_name="prefill.gpuMemoryUtilization")
+            if problem:
+                yield Issue(key("kvTier.rdsMaxChunks"), problem)
     if tier.mode == "cpu":
         limit = sizing.parse_quantity(cfg.prefill.resources.memory)
         if tier.cpu_size_gib * sizing.GIB >= limit:
@@ -319,7 +291,42 @@ def rule_groups(cfg: StackConfig) -> Iterable[Issue]:
                         f"groups: use a multiple of {groups}.")
 
 
-RULES = (rule_groups, rule_pp_with_dp, rule_devices_fit_node, rule_pipeline_and_experts, rule_block_and_memory,
+def _flag_name(token: str) -> str:
+    flag = token.split("=", 1)[0]
+    return serving.FLAG_ALIASES.get(flag, flag)
+
+
+def rule_overrides(cfg: StackConfig) -> Iterable[Issue]:
+    """`extraArgs`, `extraEnv` and `kvTier.extraConfig` add to what the program generates; they may not
+    redefine it, or the gates would have judged a value the engine never sees."""
+    for name, role in (("prefill", cfg.prefill), ("decode", cfg.decode)):
+        for index, token in enumerate(role.extra_args):
+            flag = _flag_name(token)
+            if flag in serving.FLAG_FIELDS:
+                field = serving.FLAG_FIELDS[flag].format(role=name)
+                yield Issue(key(f"{name}.extraArgs[{index}]"),
+                            f"{token!r} redefines {flag}, which the program generates from {field}: the gates would "
+                            f"check one value and the engine run another. Set {field} instead.")
+        for env_name, value in role.extra_env.items():
+            if env_name in serving.ENV_FIELDS:
+                field = serving.ENV_FIELDS[env_name]
+                fix = f"Set {field.format(role=name)} instead." if field else "It is fixed by the design; remove it."
+                yield Issue(key(f"{name}.extraEnv.{env_name}"),
+                            f"{env_name} is generated by the program, and a second entry of one name is refused by the "
+                            f"API server (duplicate entries for key [name={env_name!r}]). {fix}")
+                continue
+            problem = rules.literal_secret(env_name, str(value))
+            if problem:
+                yield Issue(key(f"{name}.extraEnv.{env_name}"), problem)
+    for extra_key in cfg.kv_tier.extra_config:
+        if extra_key in serving.EXTRA_CONFIG_FIELDS:
+            field = serving.EXTRA_CONFIG_FIELDS[extra_key]
+            yield Issue(key(f"kvTier.extraConfig.{extra_key}"),
+                        f"{extra_key} is set by the program from {field}, where the RDS memory budget checks it; "
+                        f"here it would silently replace the checked value. Set {field} instead.")
+
+
+RULES = (rule_overrides, rule_groups, rule_pp_with_dp, rule_devices_fit_node, rule_pipeline_and_experts, rule_block_and_memory,
          rule_kv_tier, rule_roles_agree, rule_pd_wiring)
 
 

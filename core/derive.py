@@ -1,0 +1,95 @@
+"""The derived facts of one stack, computed once from its config: `derive(cfg)`.
+
+Devices per pod, ports, KV bytes per token, the RDS budget and the LMCache environment are worked
+out here and nowhere else; the config gate checks them, the components render them, the plan and
+the stack outputs print them.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Optional
+
+from core import serving, sizing
+from core.config import StackConfig
+from core.serving import RoleServing
+
+
+@dataclasses.dataclass(frozen=True)
+class RoleFacts:
+    """One engine role that runs pods: its config key, pod count and resolved serving values."""
+
+    name: str
+    replicas: int
+    serving: RoleServing
+
+    @property
+    def devices(self) -> int:
+        return self.serving.devices * self.replicas
+
+    def output(self) -> dict[str, int]:
+        return {"replicas": self.replicas, "devicesPerPod": self.serving.devices, "devices": self.devices}
+
+
+@dataclasses.dataclass(frozen=True)
+class StackFacts:
+    pd: bool
+    roles: dict[str, RoleFacts]
+    decode: RoleServing
+    kv_bytes_per_token: int
+    prefix_reuse_unit: int
+    kv_tier: str
+    rds_drives: int
+    rds_budget: Optional[sizing.RdsBudget]
+    rds_tokens_per_rank: int
+    lmcache_env: dict[str, str]
+
+    @property
+    def total_devices(self) -> int:
+        return sum(role.devices for role in self.roles.values())
+
+    def outputs(self) -> dict[str, Any]:
+        """The numbers every stack exports (besides the addresses the components know)."""
+        return {
+            **{name: role.output() for name, role in self.roles.items()},
+            "totalDevices": self.total_devices,
+            "kvBytesPerToken": self.kv_bytes_per_token,
+            "kvTier": self.kv_tier,
+            "rdsTokensPerRank": self.rds_tokens_per_rank,
+            "memoryBudget": self.rds_budget.as_output() if self.rds_budget else None,
+        }
+
+
+def rds_drives(cfg: StackConfig) -> int:
+    """NVMe drives bound to RDS: `kvTier.rdsDrives`, else the hardware profile's drives per node."""
+    return cfg.kv_tier.rds_drives or cfg.hardware.nvme_drives_per_node
+
+
+def rds_budget(cfg: StackConfig) -> sizing.RdsBudget:
+    """The section 5 budget of this stack's prefill engines."""
+    tier = cfg.kv_tier
+    return sizing.rds_budget(
+        rds_max_chunks=tier.rds_max_chunks, chunk_overhead_mib=tier.rds_chunk_overhead_mib, drives=rds_drives(cfg),
+        staging_mib=tier.staging_buffer_mib, hbm_per_chiplet_gib=cfg.hardware.hbm_per_chiplet_gib,
+        gpu_memory_utilization=cfg.prefill.gpu_memory_utilization)
+
+
+def derive(cfg: StackConfig) -> StackFacts:
+    roles = {name: RoleFacts(name, role.replicas, serving.role_serving(cfg.engine, role)) for name, role in cfg.engine_roles()}
+    decode = serving.role_serving(cfg.engine, cfg.decode)
+    pd = cfg.topology == "pd" and "prefill" in roles
+    tier = cfg.kv_tier.mode if pd else "off"
+    on_rds = tier == "rds"
+    return StackFacts(
+        pd=cfg.topology == "pd",
+        roles=roles,
+        decode=decode,
+        kv_bytes_per_token=sizing.kv_bytes_per_token(cfg.model.layers, cfg.model.kv_heads, cfg.model.head_dim,
+                                                     decode.kv_cache_dtype),
+        prefix_reuse_unit=sizing.prefix_reuse_unit(cfg.engine.block_size, cfg.engine.max_num_batched_tokens,
+                                                   cfg.engine.sub_block_cache),
+        kv_tier=tier,
+        rds_drives=rds_drives(cfg),
+        rds_budget=rds_budget(cfg) if on_rds else None,
+        rds_tokens_per_rank=sizing.rds_tokens_per_rank(cfg.kv_tier.rds_max_chunks, cfg.kv_tier.chunk_size) if on_rds else 0,
+        lmcache_env=serving.lmcache_env(cfg.kv_tier) if pd else {},
+    )

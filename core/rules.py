@@ -1,0 +1,126 @@
+"""The rules both gates apply, each written once as a pure function of plain values.
+
+A rule returns None when the values are fine, or one sentence that names the values, the rule and
+the fix. It does not say where the values came from: the config gate (`core.gate`) puts the stack
+file's key path in front, the policy pack (`policy/`) the resource and its field. Names in the fix
+come from the caller (`kvTier.rdsMaxChunks` in a stack file, `rds_max_chunks` in a manifest), so one
+sentence reads right in both places.
+"""
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from core import sizing
+
+
+def pp_with_dp(pp: int, dp: int) -> Optional[str]:
+    """vLLM's entrypoint refuses pipeline parallelism together with data parallelism."""
+    if pp > 1 and dp > 1:
+        return (f"pipeline parallel size {pp} together with data parallel size {dp}: the vLLM entrypoint refuses "
+                f"PP > 1 with DP > 1, so the engine never starts. Use PP with DP 1 (prefill: PP4/DP1) or DP with "
+                f"PP 1 (decode: DP4/PP1).")
+    return None
+
+
+def devices_fit_node(tp: int, pp: int, dp_local: int, npus_per_node: int, *, per_node_name: str) -> Optional[str]:
+    """A pod cannot span nodes: TP x PP x DP-local NPUs must fit on one."""
+    devices = sizing.devices_per_pod(tp, pp, dp_local)
+    if devices > npus_per_node:
+        return (f"TP {tp} x PP {pp} x DP-local {dp_local} = {devices} NPUs per pod, more than the {npus_per_node} "
+                f"NPUs of a node ({per_node_name}): the pod stays Pending forever. Lower the parallelism or the "
+                f"DP ranks per pod to at most {npus_per_node} NPUs.")
+    return None
+
+
+def pipeline_fits_layers(pp: int, layers: int, *, layers_name: str) -> Optional[str]:
+    if pp > layers:
+        return (f"pipeline parallel size {pp} exceeds the model's {layers} layers ({layers_name}): every pipeline "
+                f"stage needs at least one layer. Use at most {layers} stages.")
+    return None
+
+
+def experts_divide(experts: int, dp: int, tp: int, *, experts_name: str) -> Optional[str]:
+    """Expert parallel spreads the routed experts evenly over DP x TP devices."""
+    shards = dp * tp
+    if experts == 0 or experts % shards:
+        return (f"expert parallel spreads the model's {experts} experts ({experts_name}) over data parallel {dp} x "
+                f"tensor parallel {tp} = {shards} devices, which does not divide evenly. Choose DP x TP dividing "
+                f"{experts}, or turn expert parallel off.")
+    return None
+
+
+def decode_without_pipeline(pp: int) -> Optional[str]:
+    if pp > 1:
+        return (f"pipeline parallel size {pp} on decode: one token per step crosses every stage, so PP is not usable "
+                f"for decode. Use PP 1 with data parallel and expert parallel (decode: DP4 + EP).")
+    return None
+
+
+def utilization_in_range(utilization: float) -> Optional[str]:
+    if not 0 < utilization <= 1:
+        return (f"gpu-memory-utilization {utilization:g} is outside (0, 1]: it is the share of device memory the "
+                f"engine may take. Use a fraction such as 0.8 (prefill with RDS) or 0.9.")
+    return None
+
+
+def block_holds_sub_blocks(block_size: int, sub_block: int, *, sub_block_name: str) -> Optional[str]:
+    """With sub-block caching each KV block splits into whole sub-blocks of max-num-batched-tokens."""
+    if block_size % sub_block:
+        return (f"block size {block_size} is not a multiple of the sub-block size {sub_block} ({sub_block_name}) "
+                f"while sub-block caching is on: each KV block must split into whole sub-blocks. Choose a block size "
+                f"divisible by {sub_block}, or turn sub-block caching off.")
+    return None
+
+
+def max_model_len_fits(max_model_len: int, max_context: int, *, context_name: str) -> Optional[str]:
+    if max_model_len > max_context:
+        return (f"max-model-len {max_model_len} exceeds the model's context of {max_context} tokens ({context_name}): "
+                f"the engine refuses it, or serves positions the model was not trained for. Set it to at most "
+                f"{max_context}.")
+    return None
+
+
+def _mib(value: float) -> str:
+    return f"{value:,.1f}".removesuffix(".0")
+
+
+def rds_budget_fits(budget: sizing.RdsBudget, *, chunks_name: str, utilization_name: str) -> Optional[str]:
+    """Reference design section 5: the RDS chunk index and staging buffer live in chiplet-0 memory."""
+    if budget.fits:
+        return None
+    return (f"RDS needs {chunks_name} {budget.rds_max_chunks} x {budget.chunk_overhead_mib:g} MiB x {budget.drives} "
+            f"NVMe drives + {budget.staging_mib:g} MiB staging = {_mib(budget.used_mib)} MiB of chiplet-0 memory, but "
+            f"{utilization_name} {budget.gpu_memory_utilization:g} leaves {_mib(budget.chiplet0_mib)} MiB x "
+            f"(1 - {budget.gpu_memory_utilization:g}) = {_mib(budget.free_mib)} MiB (rule: chunks x chunk overhead x "
+            f"drives + staging <= chiplet-0 HBM x (1 - gpu-memory-utilization)). Lower {chunks_name} to at most "
+            f"{budget.max_chunks_that_fit} or {utilization_name} to at most {budget.max_utilization_that_fits:g} "
+            f"(change the two together).")
+
+
+def lmcache_reads_rds_max_chunks(version: Optional[str], rds_max_chunks: int) -> Optional[str]:
+    if sizing.lmcache_reads_rds_max_chunks(version) is not False:
+        return None
+    minimum = ".".join(str(part) for part in sizing.LMCACHE_RBLN_MIN_FOR_RDS_MAX_CHUNKS)
+    return (f"rds_max_chunks {rds_max_chunks} is ignored by lmcache-rbln {version}: only {minimum} and later read it, "
+            f"so the RDS index is not bounded by the budget it was checked against. Use an image with lmcache-rbln "
+            f"{minimum} or later.")
+
+
+# A name segment, not a substring: MAX_NUM_BATCHED_TOKENS and TOKENIZERS_PARALLELISM are not secrets.
+SECRET_NAME = re.compile(r"(?:^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY)(?:_|$)", re.IGNORECASE)
+# Names that point at a secret rather than hold one (a mounted file, the Secret's name).
+SECRET_POINTER_SUFFIXES = ("_FILE", "_PATH", "_DIR", "_NAME")
+
+
+def is_secret_name(name: str) -> bool:
+    return bool(SECRET_NAME.search(name)) and not name.upper().endswith(SECRET_POINTER_SUFFIXES)
+
+
+def literal_secret(name: str, value: str) -> Optional[str]:
+    """A literal value under a secret-looking name ends up in state, renders and `kubectl get -o yaml`."""
+    if value and is_secret_name(name):
+        return (f"{name} is a literal value ({len(value)} characters, not shown) but its name says it is a secret: "
+                f"a literal ends up in the stack state, the rendered YAML and anyone's `kubectl get -o yaml`. Take it "
+                f"from a Secret (valueFrom.secretKeyRef), or rename it if it is not a secret.")
+    return None
