@@ -297,11 +297,18 @@ def command_line(container: dict) -> list[str]:
     return expanded
 
 
+VLLM_API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+
+
 def serve_argv(container: dict) -> Optional[list[str]]:
-    """The arguments after `vllm serve`, or None when the container does not run `vllm serve`."""
+    """The arguments after `vllm serve` (or `python -m vllm.entrypoints.openai.api_server`, which takes the same
+    arguments), or None when the container runs neither. An engine started by its image's entrypoint (args
+    only) is not recognised: what the entrypoint runs is not in the manifest."""
     words = command_line(container)
     for index in range(len(words) - 1):
         if (words[index] == "vllm" or words[index].endswith("/vllm")) and words[index + 1] == "serve":
+            return words[index + 2:]
+        if words[index] == "-m" and words[index + 1] == VLLM_API_SERVER_MODULE:
             return words[index + 2:]
     return None
 
