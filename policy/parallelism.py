@@ -70,8 +70,8 @@ def npu_claims_match_parallelism(manifests: list[dict], facts: Facts) -> list[Fi
 
     Counted from DRA claims of the Rebel100 class or acceleratorDeviceClasses and from extended resources of
     acceleratorResources. A pod with neither (nor any other DRA claim) runs on CPUs and is skipped. A claim
-    template that is not among the resources is reported only when the devices that can be read do not add up
-    (charts reference templates created outside them, e.g. NVIDIA IMEX channels)."""
+    template that is not among the resources is reported only when the devices that can be read are fewer than
+    needed (charts reference templates created outside them, e.g. NVIDIA IMEX channels)."""
     found = []
     classes = accelerator_classes(facts)
     for engine in engines(manifests):
@@ -87,7 +87,7 @@ def npu_claims_match_parallelism(manifests: list[dict], facts: Facts) -> list[Fi
                                                   f"together, with allocationMode ExactCount and a count."))
         if got.problems or got.count == need:
             continue
-        if got.unresolved:
+        if got.unresolved and got.count < need:  # the missing claims may hold the rest; more than needed is wrong anyway
             for unresolved in got.unresolved:
                 found.append(Finding(engine.resource,
                     f"container {engine.name}: {unresolved}; {got.count} {unit} can be read but its args need "
