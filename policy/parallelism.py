@@ -82,9 +82,10 @@ def npu_claims_match_parallelism(manifests: list[dict], facts: Facts) -> list[Fi
         rebel100 = is_rebel100(engine.template, manifests, facts.npu_device_class)
         unit = "NPUs" if rebel100 else "accelerators"
         for problem in got.problems:
-            found.append(Finding(engine.resource, f"container {engine.name}: {problem}; the pod cannot be checked for "
-                                                  f"its {need} {unit}. Declare the claim and its ResourceClaimTemplate "
-                                                  f"together, with allocationMode ExactCount and a count."))
+            found.append(Finding(engine.resource, f"container {engine.name}: {problem}; its {need} {unit} "
+                                                  f"({engine.parallelism_text()}) cannot be counted. Declare every claim "
+                                                  f"the container names in spec.resourceClaims, with allocationMode "
+                                                  f"ExactCount and a count, and extended resources as whole numbers."))
         if got.problems or got.count == need:
             continue
         if got.unresolved and got.count < need:  # the missing claims may hold the rest; more than needed is wrong anyway

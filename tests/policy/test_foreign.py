@@ -202,3 +202,10 @@ def test_disabled_policy_is_not_noted():
              if setting.level != catalog.DISABLED}
     assert parallelism.skip_note(manifests, facts) is None
     assert manifests == load("output-pd.yaml")  # the rules never edit what they read
+
+
+def test_unreadable_extended_resource_is_named():
+    manifests = load("output-pd.yaml")
+    vllm(manifests, "-prefill")["resources"]["limits"]["nvidia.com/gpu"] = "1.5"
+    assert_verdict(run_policy(CLAIM, manifests), resource="Deployment/pd-llm-d-modelservice-prefill", level="mandatory",
+                   contains=("limits nvidia.com/gpu '1.5' is not a whole number", "cannot be counted"))
