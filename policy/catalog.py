@@ -41,9 +41,10 @@ POLICIES: tuple[PolicySpec, ...] = (
     # 1-3: parallelism
     PolicySpec("pp-with-dp", "An engine must not combine --pipeline-parallel-size > 1 with --data-parallel-size > 1 (vLLM refuses it).",
                parallelism.pp_with_dp, "resource"),
-    PolicySpec("npu-claim-matches-parallelism", "NPUs claimed through DRA by an engine container must equal TP x PP x DP-local of its args.",
-               parallelism.npu_claims_match_parallelism, "stack", facts=("npuDeviceClass",)),
-    PolicySpec("npu-devices-fit-node", "The NPUs of one pod must fit on one node (npusPerNode).",
+    PolicySpec("npu-claim-matches-parallelism", "The accelerators an engine container gets (DRA claims of npuDeviceClass or acceleratorDeviceClasses, extended resources of acceleratorResources such as nvidia.com/gpu) must equal TP x PP x DP-local of its args; pods with no accelerator and no claim (CPU engines) are skipped.",
+               parallelism.npu_claims_match_parallelism, "stack",
+               facts=("npuDeviceClass", "acceleratorDeviceClasses", "acceleratorResources")),
+    PolicySpec("npu-devices-fit-node", "The NPUs of one Rebel100 pod (one that claims npuDeviceClass) must fit on one node (npusPerNode); other pods are skipped.",
                parallelism.npu_devices_fit_node, "stack", facts=("npusPerNode", "npuDeviceClass")),
     PolicySpec("parallelism-fits-model", "PP <= model layers; expert parallel divides the experts evenly over DP x TP; no PP on decode.",
                parallelism.parallelism_fits_model, "resource", facts=("modelLayers", "modelExperts")),

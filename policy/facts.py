@@ -22,22 +22,28 @@ class Fact:
     key: str
     attribute: str
     json_type: str
-    model: type[BaseModel]
+    model: Optional[type[BaseModel]]
     field: str
+    # For a fact the program's config has no field for (model None): its own default and description.
+    own_default: Any = None
+    own_description: str = ""
 
     @property
     def default(self) -> Any:
-        return self.model.model_fields[self.field].default
+        return self.own_default if self.model is None else self.model.model_fields[self.field].default
 
     def schema(self) -> dict[str, Any]:
-        info = self.model.model_fields[self.field]
-        prop: dict[str, Any] = {
-            "type": self.json_type,
-            "default": self.default,
-            "description": f"{info.description} (default from core.config.{self.model.__name__}.{self.field})",
-        }
+        if self.model is None:
+            description = self.own_description
+        else:
+            description = (f"{self.model.model_fields[self.field].description} "
+                           f"(default from core.config.{self.model.__name__}.{self.field})")
+        default = list(self.default) if self.json_type == "array" else self.default
+        prop: dict[str, Any] = {"type": self.json_type, "default": default, "description": description}
         if self.json_type in ("integer", "number"):
             prop["minimum"] = 0
+        if self.json_type == "array":
+            prop["items"] = {"type": "string"}
         return prop
 
     def coerce(self, value: Any) -> Any:
@@ -49,7 +55,20 @@ class Fact:
             return int(number)
         if self.json_type == "number":
             return float(value)
+        if self.json_type == "array":
+            if isinstance(value, str) or not isinstance(value, (list, tuple)):
+                raise ValueError(f"policy config {self.key}: expected a list of strings, got {value!r}")
+            return tuple(str(item) for item in value)
         return str(value)
+
+
+# Accelerators of engines that are not Rebel100 (foreign manifests such as the llm-d charts' renders):
+# DRA DeviceClasses and extended resources whose devices are one accelerator each, so that TP x PP x
+# DP-local can be compared with what a GPU, Gaudi, XPU or ATOM pod gets. The Rebel100 class
+# (npuDeviceClass) always counts as well.
+ACCELERATOR_DEVICE_CLASSES = ("gpu.nvidia.com", "gpu.amd.com", "gpu.intel.com", "gaudi.intel.com")
+ACCELERATOR_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915", "gpu.intel.com/xe", "habana.ai/gaudi",
+                         "rebellions.ai/ATOM", "rebellions.ai/REBEL")
 
 
 FACTS = (
@@ -57,6 +76,11 @@ FACTS = (
     Fact("hbmPerChipletGib", "hbm_per_chiplet_gib", "number", Hardware, "hbm_per_chiplet_gib"),
     Fact("nvmeDrivesPerNode", "nvme_drives_per_node", "integer", Hardware, "nvme_drives_per_node"),
     Fact("npuDeviceClass", "npu_device_class", "string", Hardware, "npu_device_class"),
+    Fact("acceleratorDeviceClasses", "accelerator_device_classes", "array", None, "", ACCELERATOR_DEVICE_CLASSES,
+         "DRA DeviceClasses whose devices count as accelerators of an engine besides npuDeviceClass (one device "
+         "each), so engines that are not Rebel100 are checked against what they claim (pack default)"),
+    Fact("acceleratorResources", "accelerator_resources", "array", None, "", ACCELERATOR_RESOURCES,
+         "Extended resources (limits/requests) whose count is an engine's accelerators, e.g. nvidia.com/gpu (pack default)"),
     Fact("rdsChunkOverheadMib", "rds_chunk_overhead_mib", "number", KvTier, "rds_chunk_overhead_mib"),
     Fact("rdsStagingBufferMib", "rds_staging_buffer_mib", "number", KvTier, "staging_buffer_mib"),
     Fact("modelLayers", "model_layers", "integer", ModelSpec, "layers"),
@@ -72,6 +96,8 @@ class Facts:
     hbm_per_chiplet_gib: float
     nvme_drives_per_node: int
     npu_device_class: str
+    accelerator_device_classes: tuple[str, ...]
+    accelerator_resources: tuple[str, ...]
     rds_chunk_overhead_mib: float
     rds_staging_buffer_mib: float
     model_layers: int

@@ -20,9 +20,9 @@ from typing import Optional
 
 import yaml
 
-from policy import catalog
 from core import stackfile
 from core.stackfile import PROJECT_ROOT
+from policy import catalog, parallelism
 
 
 def load_manifests(folder: pathlib.Path) -> list[dict]:
@@ -79,6 +79,8 @@ def run_check(args, stack: Optional[tuple[pathlib.Path, str]] = None) -> int:
         started = time.perf_counter()
         violations = catalog.evaluate(manifests, config)
         elapsed_ms = 1000 * (time.perf_counter() - started)
+        skipped = parallelism.skip_note(manifests, {name: setting.facts for name, setting in catalog.resolve(config).items()
+                                                    if setting.level != catalog.DISABLED})
     except catalog.PackConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -87,7 +89,7 @@ def run_check(args, stack: Optional[tuple[pathlib.Path, str]] = None) -> int:
     if args.json:
         print(json.dumps({
             "subject": subject, "environment": environment, "policyConfig": str(config_path), "objects": len(manifests),
-            "evaluationMs": round(elapsed_ms, 2), "mandatory": len(mandatory), "advisory": len(advisory),
+            "evaluationMs": round(elapsed_ms, 2), "mandatory": len(mandatory), "advisory": len(advisory), "skipped": skipped,
             "violations": [{"policy": v.policy, "level": v.level, "resource": v.resource, "message": v.message}
                            for v in violations],
         }, indent=2))
@@ -96,6 +98,8 @@ def run_check(args, stack: Optional[tuple[pathlib.Path, str]] = None) -> int:
               f"({config_path.relative_to(PROJECT_ROOT)})")
         for violation in mandatory + advisory:
             print(violation.line())
+        if skipped:
+            print(skipped)
         print(f"{len(mandatory)} mandatory and {len(advisory)} advisory violations from {len(catalog.POLICIES)} "
               f"policies over {len(manifests)} objects; evaluated in {elapsed_ms:.1f} ms")
     return 1 if mandatory else 0
