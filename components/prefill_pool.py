@@ -33,6 +33,9 @@ class PrefillPool(pulumi.ComponentResource):
         resolved = serving.role_serving(args.engine, role)
         super().__init__(TYPE, name, None, opts)
 
+        # DP is rare on prefill (PP4/DP1 is the reference) but, when configured, reaches the engine.
+        dp_args = (serving.data_parallel_args(role, dp_local=resolved.data_parallel_local, rpc_port=None)
+                   if role.data_parallel_size > 1 else [])
         kv_transfer = serving.kv_transfer_config(nixl=True, lmcache=args.kv_tier_config_map is not None)
         # The pipeline spans every NPU the pod claims.
         env = {**serving.engine_env(args.engine), "RBLN_DEVICES": ",".join(str(i) for i in range(resolved.devices)),
@@ -40,7 +43,7 @@ class PrefillPool(pulumi.ComponentResource):
         container = pod.engine_container(
             name="vllm",
             image=args.engine.image,
-            args=serving.serve_args(args.model, args.engine, role, kv_transfer=kv_transfer, role_args=[]),
+            args=serving.serve_args(args.model, args.engine, role, kv_transfer=kv_transfer, role_args=dp_args),
             env=env,
             hf_token_secret=args.hf_token_secret,
             env_from_config_map=args.kv_tier_config_map,

@@ -25,6 +25,8 @@ from core.serving import role_serving, sidecar_ports
 class Issue:
     path: str
     message: str
+    # The policy of the pack that judges the same rule on the render ("" for config-only rules).
+    policy: str = ""
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}"
@@ -144,7 +146,7 @@ def rule_pp_with_dp(cfg: StackConfig) -> Iterable[Issue]:
     for name, role in cfg.engine_roles():
         problem = rules.pp_with_dp(role.pipeline_parallel_size, role.data_parallel_size)
         if problem:
-            yield Issue(key(f"{name}.pipelineParallelSize"), problem)
+            yield Issue(key(f"{name}.pipelineParallelSize"), problem, "pp-with-dp")
 
 
 def rule_devices_fit_node(cfg: StackConfig) -> Iterable[Issue]:
@@ -155,7 +157,7 @@ def rule_devices_fit_node(cfg: StackConfig) -> Iterable[Issue]:
                                          facts.roles[name].serving.data_parallel_local, per_node,
                                          per_node_name="hardware.npusPerNode")
         if problem:
-            yield Issue(key(name), problem)
+            yield Issue(key(name), problem, "npu-devices-fit-node")
     nodes = cfg.hardware.nodes
     if nodes is not None and facts.total_devices > nodes * per_node:
         yield Issue(key("hardware.nodes"),
@@ -168,15 +170,15 @@ def rule_pipeline_and_experts(cfg: StackConfig) -> Iterable[Issue]:
     for name, role in cfg.engine_roles():
         problem = rules.pipeline_fits_layers(role.pipeline_parallel_size, model.layers, layers_name="model.layers")
         if problem:
-            yield Issue(key(f"{name}.pipelineParallelSize"), problem)
+            yield Issue(key(f"{name}.pipelineParallelSize"), problem, "parallelism-fits-model")
         if role.enable_expert_parallel:
             problem = rules.experts_divide(model.experts, role.data_parallel_size, role.tensor_parallel_size,
                                            experts_name="model.experts")
             if problem:
-                yield Issue(key(f"{name}.enableExpertParallel"), problem)
+                yield Issue(key(f"{name}.enableExpertParallel"), problem, "parallelism-fits-model")
     problem = rules.decode_without_pipeline(cfg.decode.pipeline_parallel_size)
     if problem:
-        yield Issue(key("decode.pipelineParallelSize"), problem)
+        yield Issue(key("decode.pipelineParallelSize"), problem, "parallelism-fits-model")
 
 
 def rule_block_and_memory(cfg: StackConfig) -> Iterable[Issue]:
@@ -187,14 +189,14 @@ def rule_block_and_memory(cfg: StackConfig) -> Iterable[Issue]:
             problem = rules.block_holds_sub_blocks(resolved.block_size, engine.max_num_batched_tokens,
                                                    sub_block_name="engine.maxNumBatchedTokens")
             if problem:
-                yield Issue(key(f"{name}.blockSize" if role.block_size else "engine.blockSize"), problem)
+                yield Issue(key(f"{name}.blockSize" if role.block_size else "engine.blockSize"), problem, "engine-args-in-range")
         if role.gpu_memory_utilization is not None:
             problem = rules.utilization_in_range(role.gpu_memory_utilization)
             if problem:
-                yield Issue(key(f"{name}.gpuMemoryUtilization"), problem)
+                yield Issue(key(f"{name}.gpuMemoryUtilization"), problem, "engine-args-in-range")
     problem = rules.max_model_len_fits(engine.max_model_len, cfg.model.max_context, context_name="model.maxContext")
     if problem:
-        yield Issue(key("engine.maxModelLen"), problem)
+        yield Issue(key("engine.maxModelLen"), problem, "engine-args-in-range")
     spec = engine.speculative
     if spec is not None and spec.method == "eagle3" and not spec.model:
         yield Issue(key("engine.speculative.model"), "EAGLE-3 needs a draft model: set engine.speculative.model.")
@@ -217,7 +219,7 @@ def rule_kv_tier(cfg: StackConfig) -> Iterable[Issue]:
             problem = rules.rds_budget_fits(facts.rds_budget, chunks_name="kvTier.rdsMaxChunks",
                                             utilization_name="prefill.gpuMemoryUtilization")
             if problem:
-                yield Issue(key("kvTier.rdsMaxChunks"), problem)
+                yield Issue(key("kvTier.rdsMaxChunks"), problem, "rds-memory-budget")
     if tier.mode == "cpu":
         limit = sizing.parse_quantity(cfg.prefill.resources.memory)
         if tier.cpu_size_gib * sizing.GIB >= limit:

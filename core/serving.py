@@ -101,6 +101,8 @@ def serve_args(model: ModelSpec, engine: Engine, role: Role, *, kv_transfer: Opt
     if role.pipeline_parallel_size > 1:
         args += ["--pipeline-parallel-size", str(role.pipeline_parallel_size)]
     args += role_args
+    if role.enable_expert_parallel:
+        args.append("--enable-expert-parallel")
     if engine.enable_prefix_caching:
         args.append("--enable-prefix-caching")
     if engine.enable_chunked_prefill:
@@ -149,16 +151,16 @@ FLAG_ALIASES = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-siz
                 "-dpl": "--data-parallel-size-local", "-ep": "--enable-expert-parallel"}
 
 
-def data_parallel_args(role: Role, *, dp_local: int, rpc_port: int) -> list[str]:
-    """Decode's DP + expert-parallel arguments: one external-LB port per rank."""
+def data_parallel_args(role: Role, *, dp_local: int, rpc_port: Optional[int]) -> list[str]:
+    """Data-parallel arguments: one external-LB port per rank (decode), the RPC port when given."""
     args = [
         "--data-parallel-size", str(role.data_parallel_size),
         "--data-parallel-size-local", str(dp_local),
     ]
     if role.data_parallel_size > 1:
-        args += ["--data-parallel-multi-port-external-lb", "--data-parallel-rpc-port", str(rpc_port)]
-    if role.enable_expert_parallel:
-        args.append("--enable-expert-parallel")
+        args.append("--data-parallel-multi-port-external-lb")
+        if rpc_port is not None:
+            args += ["--data-parallel-rpc-port", str(rpc_port)]
     return args
 
 

@@ -51,7 +51,7 @@ POLICIES: tuple[PolicySpec, ...] = (
     # 4-5: memory and serving arguments
     PolicySpec("rds-memory-budget", "rds_max_chunks x chunk overhead x NVMe drives + staging must fit in the chiplet-0 memory --gpu-memory-utilization leaves free.",
                memory.rds_memory_budget, "stack",
-               facts=("hbmPerChipletGib", "nvmeDrivesPerNode", "rdsChunkOverheadMib", "rdsStagingBufferMib")),
+               facts=("hbmPerChipletGib", "nvmeDrivesPerNode", "rdsChunkOverheadMib", "rdsStagingBufferMib", "npuDeviceClass")),
     PolicySpec("lmcache-reads-rds-max-chunks", "rds_max_chunks must not be set for an lmcache-rbln older than 0.12.0, which ignores it.",
                memory.lmcache_reads_rds_max_chunks, "stack"),
     PolicySpec("engine-args-in-range", "--gpu-memory-utilization in (0, 1]; --block-size a multiple of the sub-block size with sub-block caching; --max-model-len <= the model's context.",
@@ -137,6 +137,19 @@ def resolve(config: Optional[Mapping[str, Any]] = None) -> dict[str, Resolved]:
         resolved[spec.name] = Resolved(level, properties)
         resolved[spec.name].facts  # noqa: B018 - raise on a bad value now, not mid-evaluation
     return resolved
+
+
+def with_facts(config: Optional[Mapping[str, Any]], values: Mapping[str, Any]) -> dict[str, Any]:
+    """A pack config in which every policy that reads one of these facts gets it (over the file's)."""
+    merged = dict(config or {})
+    for spec in POLICIES:
+        own = {key: values[key] for key in spec.facts if key in values}
+        if not own:
+            continue
+        entry = merged.get(spec.name)
+        entry = dict(entry) if isinstance(entry, dict) else ({"enforcementLevel": entry} if entry else {})
+        merged[spec.name] = {**entry, **own}
+    return merged
 
 
 def _level(entry: Any, where: str) -> Optional[str]:

@@ -12,7 +12,7 @@ from typing import Any, Mapping, Optional
 
 from pydantic import BaseModel
 
-from core.config import Hardware, KvTier, ModelSpec
+from core.config import Hardware, KvTier, ModelSpec, StackConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +88,15 @@ FACTS = (
     Fact("modelMaxContext", "model_max_context", "integer", ModelSpec, "max_context"),
 )
 BY_KEY = {fact.key: fact for fact in FACTS}
+# Where each config model of a fact sits in a stack's config.
+_SECTIONS = {Hardware: "hardware", KvTier: "kv_tier", ModelSpec: "model"}
+
+
+def stack_values(cfg: StackConfig) -> dict[str, Any]:
+    """The facts a stack's own config states (its hardware profile and model), by pack config key: what
+    `python -m stacks check STACK` judges that stack's render with, so the pack and the gate agree."""
+    return {fact.key: getattr(getattr(cfg, _SECTIONS[fact.model]), fact.field)
+            for fact in FACTS if fact.model is not None}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Optional
 from core import rules, sizing
 from policy.facts import Facts
 from policy.manifests import (Engine, Finding, effective_env, env_flag_on, env_from_config_maps, engines, image_tag,
-                              parse_structured)
+                              is_rebel100, parse_structured)
 
 EXTRA_CONFIG_ENV = "LMCACHE_EXTRA_CONFIG"
 CHUNK_SIZE_ENV = "LMCACHE_CHUNK_SIZE"
@@ -66,6 +66,8 @@ def rds_memory_budget(manifests: list[dict], facts: Facts) -> list[Finding]:
     """Rule 4: the RDS chunk index and staging buffer fit in the chiplet-0 memory the engine leaves free."""
     found = []
     for engine in engines(manifests):
+        if not is_rebel100(engine.template, manifests, facts.npu_device_class):
+            continue  # the budget is of a Rebel100 chiplet
         chunks, problem = _rds_max_chunks(engine, manifests)
         if problem:
             found.append(Finding(engine.resource, f"container {engine.name}: {problem}"))

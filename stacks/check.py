@@ -22,7 +22,7 @@ import yaml
 
 from core import stackfile
 from core.stackfile import PROJECT_ROOT
-from policy import catalog, parallelism
+from policy import catalog, facts, parallelism
 
 
 def load_manifests(folder: pathlib.Path) -> list[dict]:
@@ -38,8 +38,9 @@ def load_manifests(folder: pathlib.Path) -> list[dict]:
     return manifests
 
 
-def _stack_manifests(path: pathlib.Path, name: str) -> tuple[Optional[list[dict]], str, str]:
-    """(manifests, what was checked, environment) of a stack; manifests None when its config is invalid."""
+def _stack_manifests(path: pathlib.Path, name: str) -> tuple[Optional[list[dict]], str, str, dict]:
+    """(manifests, what was checked, environment, the stack's own hardware and model facts) of a stack;
+    manifests None when its config is invalid."""
     from core.gate import ConfigError
     from stacks import render
 
@@ -47,9 +48,10 @@ def _stack_manifests(path: pathlib.Path, name: str) -> tuple[Optional[list[dict]
         cfg = stackfile.load_stack(path, name)
     except (ConfigError, stackfile.StackFileError) as error:
         print(f"error: {error}", file=sys.stderr)
-        return None, name, ""
+        return None, name, "", {}
     print(f"config of stack {name!r}: valid")
-    return render.render_stack_file(path, name).manifests, f"stack {name!r} (offline render)", cfg.environment
+    return (render.render_stack_file(path, name).manifests, f"stack {name!r} (offline render)", cfg.environment,
+            facts.stack_values(cfg))
 
 
 def run_check(args, stack: Optional[tuple[pathlib.Path, str]] = None) -> int:
@@ -67,15 +69,15 @@ def run_check(args, stack: Optional[tuple[pathlib.Path, str]] = None) -> int:
         except yaml.YAMLError as error:
             print(f"error: {folder}: {error}", file=sys.stderr)
             return 2
-        subject, environment = f"{len(manifests)} objects under {folder}", "prod"
+        subject, environment, stack_facts = f"{len(manifests)} objects under {folder}", "prod", {}
     else:
-        manifests, subject, environment = _stack_manifests(*stack)
+        manifests, subject, environment, stack_facts = _stack_manifests(*stack)
         if manifests is None:
             return 1
     environment = args.environment or environment
     config_path = catalog.environment_config(environment)
     try:
-        config = catalog.load_config(config_path)
+        config = catalog.with_facts(catalog.load_config(config_path), stack_facts)
         started = time.perf_counter()
         violations = catalog.evaluate(manifests, config)
         elapsed_ms = 1000 * (time.perf_counter() - started)

@@ -11,7 +11,7 @@ import dataclasses
 import pathlib
 import shutil
 import tempfile
-from typing import Any
+from typing import Any, Callable
 
 import pulumi
 import pulumi.runtime.config as runtime_config
@@ -22,6 +22,7 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 from core.stackfile import read_config
+from core.config import StackConfig
 from core.gate import load_config
 
 PROJECT = "rebel100-serving"
@@ -70,11 +71,8 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def run_program(config: dict[str, str], secret_keys: list[str], stack: str) -> Rendered:
-    """Run stacks.program.main under mocks with this config; the config gate runs first, as under the engine."""
-    from stacks import program  # imported here so that set_mocks is in place first
-
-    load_config(config, source=f"stack {stack!r}")  # raise ConfigError before the mock runtime starts
+def run_under_mocks(body: Callable[[], Any], config: dict[str, str], secret_keys: list[str], stack: str) -> Rendered:
+    """Run `body` (a Pulumi program) under the mock runtime and record what it registers."""
     # A loop of our own, set before the mocks make their futures and closed when done: a loop left
     # for the garbage collector at exit prints "Exception ignored in BaseEventLoop.__del__".
     loop = asyncio.new_event_loop()
@@ -85,7 +83,7 @@ def run_program(config: dict[str, str], secret_keys: list[str], stack: str) -> R
         runtime_config.set_all_config(dict(config), secret_keys)
         SETTINGS.rpc_manager.clear()
         SETTINGS.outputs.clear()
-        _sync_await(run_pulumi_func(program.main))
+        _sync_await(run_pulumi_func(body))
         root = get_root_resource()
         outputs = dict(getattr(root, "outputs", None) or {})
     finally:
@@ -93,6 +91,22 @@ def run_program(config: dict[str, str], secret_keys: list[str], stack: str) -> R
         loop.close()
         asyncio.set_event_loop(None)
     return Rendered(manifests=recorder.manifests, outputs=outputs)
+
+
+def run_program(config: dict[str, str], secret_keys: list[str], stack: str) -> Rendered:
+    """Run stacks.program.main under mocks with this config; the config gate runs first, as under the engine."""
+    from stacks import program  # imported here so that set_mocks is in place first
+
+    load_config(config, source=f"stack {stack!r}")  # raise ConfigError before the mock runtime starts
+    return run_under_mocks(program.main, config, secret_keys, stack)
+
+
+def render_unchecked(cfg: StackConfig, stack: str = "unchecked") -> list[dict]:
+    """The objects of a parsed config that skipped the gate's cross-field rules: what the pack alone
+    would see. For tests that compare the two gates; a user's path always goes through the gate."""
+    from stacks import compose
+
+    return run_under_mocks(lambda: compose.build(cfg), {}, [], stack).manifests
 
 
 def render_stack_file(path: pathlib.Path, stack: str) -> Rendered:

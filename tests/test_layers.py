@@ -1,0 +1,50 @@
+"""The layer contracts of `.importlinter` hold, and they can fail: a deliberately upward import in a
+copy of the project breaks them."""
+from __future__ import annotations
+
+import pathlib
+import shutil
+import subprocess
+import sys
+
+from core.stackfile import PROJECT_ROOT
+
+LINT = pathlib.Path(sys.executable).parent / "lint-imports"
+PACKAGES = ("core", "components", "policy", "stacks")
+
+
+def lint(root: pathlib.Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(LINT), "--no-cache"], cwd=root, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+
+
+def copy_project(tmp_path: pathlib.Path) -> pathlib.Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    shutil.copy(PROJECT_ROOT / ".importlinter", root)
+    for package in PACKAGES:
+        shutil.copytree(PROJECT_ROOT / package, root / package, ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
+def test_layers_are_kept():
+    proc = lint(PROJECT_ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0 broken" in proc.stdout
+
+
+def test_an_upward_import_breaks_the_layers(tmp_path):
+    root = copy_project(tmp_path)
+    rules = root / "core" / "rules.py"
+    rules.write_text(rules.read_text() + "\nfrom stacks import plan  # noqa: E402,F401 - deliberately wrong\n")
+    proc = lint(root)
+    assert proc.returncode == 1
+    assert "BROKEN" in proc.stdout and "core.rules -> stacks.plan" in proc.stdout
+
+
+def test_pulumi_in_core_breaks_its_purity(tmp_path):
+    root = copy_project(tmp_path)
+    sizing = root / "core" / "sizing.py"
+    sizing.write_text(sizing.read_text() + "\nimport pulumi  # noqa: E402,F401 - deliberately wrong\n")
+    proc = lint(root)
+    assert proc.returncode == 1 and "core imports no Pulumi SDK BROKEN" in proc.stdout
