@@ -3,7 +3,6 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STACKS := dev prod-4p4d agg
-VALIDATE := ../shared/tools/validate-manifests
 
 .PHONY: venv toolchain up test unit e2e golden render plan validate clean docs bench
 
@@ -43,8 +42,9 @@ render: venv
 plan: venv
 	for s in $(STACKS); do $(PY) -m stacks plan $$s || exit 1; echo; done
 
+# The strict validator (stacks/validate.py: Kubernetes schemas, the CRDs in crds/) over every golden render.
 validate: golden
-	$(PY) $(VALIDATE) tests/golden
+	$(PY) -m stacks validate --quiet tests/golden
 
 clean:
 	rm -rf build .pytest_cache
