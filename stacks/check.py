@@ -2,6 +2,7 @@
 
   check STACK | --config-file FILE   validate the stack's config, render it offline, run the pack
   check --manifests DIR              run the pack over every *.yaml / *.yml under DIR (e.g. `helm template`)
+  --format text|json|sarif           the report (`--json` is `--format json`; sarif: see stacks/sarif.py)
 
 The pack's rules are called directly (`policy.catalog.evaluate`), with the same enforcement file CI
 passes to `pulumi preview --policy-pack policy --policy-pack-config`: `policy/config/dev.json` for a
@@ -45,8 +46,12 @@ def _stack_manifests(args) -> tuple[Optional[list[dict]], str, str]:
     path, name, cfg = load_stack(args)
     if cfg is None:
         return None, name, ""
-    print(f"config of stack {name!r}: valid")
+    print(f"config of stack {name!r}: valid", file=sys.stdout if output_format(args) == "text" else sys.stderr)
     return render.render_stack_file(path, name).manifests, f"stack {name!r} (offline render)", cfg.environment
+
+
+def output_format(args) -> str:
+    return getattr(args, "format", None) or ("json" if args.json else "text")
 
 
 def run_check(args) -> int:
@@ -80,7 +85,11 @@ def run_check(args) -> int:
         return 2
     mandatory = [v for v in violations if v.mandatory]
     advisory = [v for v in violations if not v.mandatory]
-    if args.json:
+    if output_format(args) == "sarif":
+        from stacks import sarif
+        print(sarif.for_check(args, manifests, violations, config, environment=environment,
+                              policy_config=config_path, subject=subject))
+    elif output_format(args) == "json":
         print(json.dumps({
             "subject": subject, "environment": environment, "policyConfig": str(config_path), "objects": len(manifests),
             "evaluationMs": round(elapsed_ms, 2), "mandatory": len(mandatory), "advisory": len(advisory),
