@@ -46,6 +46,8 @@ plan: venv
 validate: golden
 	$(PY) -m stacks validate --quiet tests/golden
 
+# Deletes the renders; the state stays. The next `scripts/up dev` sees that build/dev is not what its
+# last up left and writes every file again (scripts/render-state).
 clean:
 	rm -rf build .pytest_cache
 
