@@ -3,7 +3,6 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STACKS := dev prod-4p4d agg
-VALIDATE := ../shared/tools/validate-manifests
 
 .PHONY: venv toolchain up test unit e2e golden render plan validate clean docs bench
 
@@ -43,9 +42,12 @@ render: venv
 plan: venv
 	for s in $(STACKS); do $(PY) -m stacks plan $$s || exit 1; echo; done
 
+# The strict validator (stacks/validate.py: Kubernetes schemas, the CRDs in crds/) over every golden render.
 validate: golden
-	$(PY) $(VALIDATE) tests/golden
+	$(PY) -m stacks validate --quiet tests/golden
 
+# Deletes the renders; the state stays. The next `scripts/up dev` sees that build/dev is not what its
+# last up left and writes every file again (scripts/render-state).
 clean:
 	rm -rf build .pytest_cache
 

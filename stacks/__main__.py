@@ -2,7 +2,8 @@
 
   render STACK --out DIR     write one YAML file per Kubernetes object the program would apply
   plan STACK [--json]        print devices, KV and the RDS memory budget
-  check STACK | --manifests DIR   config gate + render + policy pack (see policy/)
+  check STACK | --manifests DIR   config gate + render + policy pack (see policy/); --format text|json|sarif
+  validate PATH...           strict schema check of rendered YAML (Kubernetes and the CRDs in crds/)
 
 STACK names `Pulumi.STACK.yaml` in the project; `--config-file FILE` reads any stack file instead.
 Exit status: 0 fine, 1 invalid configuration or a mandatory policy violation, 2 usage error.
@@ -92,12 +93,21 @@ def parser() -> argparse.ArgumentParser:
             cmd.add_argument("--manifests", help="check this folder of Kubernetes YAML instead of a stack's render")
             cmd.add_argument("--environment", choices=["dev", "prod"], help="policy enforcement level for --manifests (default prod)")
             cmd.add_argument("--json", action="store_true", help="machine-readable output")
+            cmd.add_argument("--format", choices=["text", "json", "sarif"],
+                             help="output format (--json is --format json; sarif: SARIF 2.1.0 for code scanning)")
+    from stacks import validate
+    validate.add_arguments(sub.add_parser("validate", help="strictly validate rendered manifests (Kubernetes schemas, crds/)"))
     return top
+
+
+def cmd_validate(args) -> int:
+    from stacks.validate import run
+    return run(args)
 
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
-    return {"render": cmd_render, "plan": cmd_plan, "check": cmd_check}[args.command](args)
+    return {"render": cmd_render, "plan": cmd_plan, "check": cmd_check, "validate": cmd_validate}[args.command](args)
 
 
 if __name__ == "__main__":

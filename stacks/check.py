@@ -2,6 +2,7 @@
 
   check STACK | --config-file FILE   validate the stack's config, render it offline, run the pack
   check --manifests DIR              run the pack over every *.yaml / *.yml under DIR (e.g. `helm template`)
+  --format text|json|sarif           the report (`--json` is `--format json`; sarif: see stacks/sarif.py)
 
 The pack's rules are called directly (`policy.catalog.evaluate`), with the same enforcement file CI
 passes to `pulumi preview --policy-pack policy --policy-pack-config`: `policy/config/dev.json` for a
@@ -38,7 +39,7 @@ def load_manifests(folder: pathlib.Path) -> list[dict]:
     return manifests
 
 
-def _stack_manifests(path: pathlib.Path, name: str) -> tuple[Optional[list[dict]], str, str, dict]:
+def _stack_manifests(path: pathlib.Path, name: str, fmt: str) -> tuple[Optional[list[dict]], str, str, dict]:
     """(manifests, what was checked, environment, the stack's own hardware and model facts) of a stack;
     manifests None when its config is invalid."""
     from core.gate import ConfigError
@@ -49,9 +50,13 @@ def _stack_manifests(path: pathlib.Path, name: str) -> tuple[Optional[list[dict]
     except (ConfigError, stackfile.StackFileError) as error:
         print(f"error: {error}", file=sys.stderr)
         return None, name, "", {}
-    print(f"config of stack {name!r}: valid")
+    print(f"config of stack {name!r}: valid", file=sys.stdout if fmt == "text" else sys.stderr)
     return (render.render_stack_file(path, name).manifests, f"stack {name!r} (offline render)", cfg.environment,
             facts.stack_values(cfg))
+
+
+def output_format(args) -> str:
+    return getattr(args, "format", None) or ("json" if args.json else "text")
 
 
 def run_check(args, stack: Optional[tuple[pathlib.Path, str]] = None) -> int:
@@ -71,7 +76,7 @@ def run_check(args, stack: Optional[tuple[pathlib.Path, str]] = None) -> int:
             return 2
         subject, environment, stack_facts = f"{len(manifests)} objects under {folder}", "prod", {}
     else:
-        manifests, subject, environment, stack_facts = _stack_manifests(*stack)
+        manifests, subject, environment, stack_facts = _stack_manifests(*stack, output_format(args))
         if manifests is None:
             return 1
     environment = args.environment or environment
@@ -88,7 +93,11 @@ def run_check(args, stack: Optional[tuple[pathlib.Path, str]] = None) -> int:
         return 2
     mandatory = [v for v in violations if v.mandatory]
     advisory = [v for v in violations if not v.mandatory]
-    if args.json:
+    if output_format(args) == "sarif":
+        from stacks import sarif
+        print(sarif.for_check(args, manifests, violations, config, environment=environment,
+                              policy_config=config_path, subject=subject))
+    elif output_format(args) == "json":
         print(json.dumps({
             "subject": subject, "environment": environment, "policyConfig": str(config_path), "objects": len(manifests),
             "evaluationMs": round(elapsed_ms, 2), "mandatory": len(mandatory), "advisory": len(advisory), "skipped": skipped,

@@ -1,0 +1,124 @@
+"""The project's strict manifest validator (`python -m stacks validate`): built-in kinds through
+kubernetes-validate, custom resources through the CRDs vendored in crds/, defaults before strictness."""
+import copy
+import pathlib
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from stacks import validate
+from core.stackfile import PROJECT_ROOT
+
+GOLDEN = PROJECT_ROOT / "tests" / "golden" / "dev" / "1-manifest"
+DEPLOYMENT = GOLDEN / "apps_v1-deployment-rebel100-minimax-m27-decode.yaml"
+POOL = GOLDEN / "inference.networking.k8s.io_v1-inferencepool-rebel100-minimax-m27-pool.yaml"
+
+
+def load(path: pathlib.Path) -> dict:
+    return yaml.safe_load(path.read_text())
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "stacks", "validate", *args], cwd=PROJECT_ROOT,
+                          capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def crds():
+    return validate.load_crds()
+
+
+def test_every_vendored_crd_kind_has_a_schema(crds):
+    kinds = {kind for _, kind in crds}
+    assert {"Gateway", "GatewayClass", "HTTPRoute", "ReferenceGrant", "InferencePool", "InferenceObjective",
+            "PodMonitor", "ServiceMonitor"} <= kinds
+
+
+def test_kubernetes_134_and_135_schemas_are_bundled():
+    assert validate.supported("1.34.0") and validate.supported("1.35") and validate.supported("v1.34.2")
+    assert not validate.supported("1.99.0")
+
+
+def test_valid_render_passes(tmp_path):
+    proc = run(str(PROJECT_ROOT / "tests" / "golden" / "dev"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert " 0 invalid, 0 unchecked" in proc.stdout.splitlines()[-1]
+
+
+def test_unknown_field_in_a_deployment_fails_naming_its_path(tmp_path):
+    deployment = load(DEPLOYMENT)
+    deployment["spec"]["template"]["spec"]["containers"][0]["gpuCount"] = 4
+    (tmp_path / "d.yaml").write_text(yaml.safe_dump(deployment))
+    proc = run(str(tmp_path))
+    assert proc.returncode == 1, proc.stdout
+    assert "INVALID" in proc.stdout and "spec.template.spec.containers.0" in proc.stdout
+    assert "gpuCount" in proc.stdout
+
+
+def test_unknown_field_in_an_inference_pool_fails_naming_its_path(crds):
+    pool = load(POOL)
+    pool["spec"]["endpointPickerRef"]["portNumber"] = 9002  # a typo the API server would silently prune
+    status, errors = validate.validate_object(pool, crds)
+    assert status == validate.INVALID
+    assert any(e.startswith("spec.endpointPickerRef:") and "portNumber" in e for e in errors), errors
+
+
+def test_wrong_type_in_a_custom_resource_fails(crds):
+    pool = load(POOL)
+    pool["spec"]["targetPorts"][0]["number"] = "8000"
+    status, errors = validate.validate_object(pool, crds)
+    assert status == validate.INVALID and any(e.startswith("spec.targetPorts.0.number:") for e in errors), errors
+
+
+def test_crd_defaults_are_applied_as_the_api_server_does(crds):
+    pool = load(POOL)
+    del pool["spec"]["endpointPickerRef"]["failureMode"]
+    schema = crds[("inference.networking.k8s.io/v1", "InferencePool")]
+    defaulted = validate.apply_defaults(schema, copy.deepcopy(pool))
+    assert defaulted["spec"]["appProtocol"] == "http"
+    assert defaulted["spec"]["endpointPickerRef"]["failureMode"] == "FailClose"
+    assert defaulted["spec"]["endpointPickerRef"]["kind"] == "Service"
+    assert validate.validate_object(pool, crds) == (validate.OK, [])
+
+
+def test_a_required_field_with_a_default_is_satisfied_by_the_default(tmp_path):
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "names": {"kind": "Widget", "plural": "widgets"}, "scope": "Namespaced",
+                 "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                     "type": "object", "properties": {"spec": {
+                         "type": "object", "required": ["mode"],
+                         "properties": {"mode": {"type": "string", "default": "fast"},
+                                        "note": {"type": "string", "nullable": True}}}}}}}]},
+    }
+    (tmp_path / "crd.yaml").write_text(yaml.safe_dump(crd))
+    crds = validate.load_crds(tmp_path)
+    widget = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"note": None}}
+    assert validate.validate_object(widget, crds) == (validate.OK, [])
+    widget["spec"]["speed"] = 3
+    status, errors = validate.validate_object(widget, crds)
+    assert status == validate.INVALID and errors[0].startswith("spec:") and "speed" in errors[0]
+
+
+def test_a_kind_without_schema_is_unchecked_not_failed(tmp_path):
+    (tmp_path / "x.yaml").write_text(yaml.safe_dump(
+        {"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g"}, "spec": {"any": 1}}))
+    proc = run(str(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "UNCHECKED" in proc.stdout and "1 unchecked" in proc.stdout
+
+
+def test_usage_errors_exit_2(tmp_path):
+    assert run(str(tmp_path)).returncode == 2  # no manifests
+    assert run(str(tmp_path / "missing")).returncode == 2
+    proc = run(str(PROJECT_ROOT / "tests" / "golden" / "dev"), "--k8s-version", "1.99.0")
+    assert proc.returncode == 2 and "1.34" in proc.stderr
+
+
+def test_not_yaml_is_invalid(tmp_path):
+    (tmp_path / "bad.yaml").write_text("a: [unclosed\n")
+    proc = run(str(tmp_path))
+    assert proc.returncode == 1 and "not valid YAML" in proc.stdout
