@@ -5,13 +5,15 @@ else about an engine pod is built here, once.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Optional, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
 from pydantic import BaseModel, ConfigDict, Field
 
-from core import serving
+from core import serving, sizing
 from core.config import Engine, Hardware, ModelSpec, Placement, Resources, Role, Rollout, Security, Storage
 
 core = k8s.core.v1
@@ -28,6 +30,7 @@ NPU_PRODUCT_LABEL = "rebellions.ai/npu.product"
 RDS_PRESENT_LABEL = "rebellions.ai/rds.present"
 POOL_LABEL = "rebel100.ai/pool"  # one value per Deployment, so that groups of one role stay apart
 SECURITY_EXCEPTIONS_ANNOTATION = "rebel100.ai/security-exceptions"
+CLAIM_DIGEST_ANNOTATION = "rebel100.ai/claim-digest"
 LMCACHE_VERSION_ANNOTATION = "rebel100.ai/lmcache-rbln-version"  # read by the RDS budget policy
 NON_ROOT_UID = 65532
 
@@ -140,8 +143,22 @@ def startup_probe(port: int, failure_threshold: int) -> core.ProbeArgs:
     """Compilation on first start takes long: 15 s + 30 s x failure_threshold (the llm-d overlay's 240)."""
     return core.ProbeArgs(
         http_get=core.HTTPGetActionArgs(path="/health", port=port),
-        initial_delay_seconds=15, period_seconds=30, timeout_seconds=5, failure_threshold=failure_threshold,
+        initial_delay_seconds=sizing.STARTUP_INITIAL_DELAY_S, period_seconds=sizing.STARTUP_PERIOD_S,
+        timeout_seconds=5, failure_threshold=failure_threshold,
     )
+
+
+def data_volume_options(opts: pulumi.ResourceOptions, retain_on_delete: bool) -> pulumi.ResourceOptions:
+    """Options of a volume whose data must survive the stack: kept in the cluster when `destroy` or a
+    replacement deletes it from the stack (remove it on purpose with kubectl, see the README)."""
+    return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=retain_on_delete))
+
+
+def rollout_options(opts: pulumi.ResourceOptions, failure_threshold: int) -> pulumi.ResourceOptions:
+    """An engine Deployment: `up` waits for its rollout as long as the engines may compile."""
+    timeout = f"{sizing.rollout_timeout_seconds(failure_threshold)}s"
+    return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+        custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout)))
 
 
 def liveness_probe(port: int) -> core.ProbeArgs:
@@ -340,6 +357,12 @@ class EnginePoolArgs(StackArgs):
     rollout: Rollout = Field(Rollout(), description="Deployment strategy and disruption budget.")
 
 
+def claim_digest(hardware: Hardware, npus: int) -> str:
+    """A short digest of what the claim template asks for, so that a change to it changes the pod template."""
+    wanted = [npus, hardware.npu_device_class, hardware.rdma_nics_per_pod, hardware.nic_device_class, hardware.numa_attribute]
+    return hashlib.sha256(json.dumps(wanted).encode()).hexdigest()[:12]
+
+
 def group_names(groups: int) -> list[Optional[str]]:
     """Node-group values of a role's pools: none when there is one group, g0..gN-1 otherwise."""
     return [None] if groups == 1 else [f"g{i}" for i in range(groups)]
@@ -363,12 +386,18 @@ def engine_pool(
     base = f"{args.stack_name}-{role_name}"
     role_labels = pod_labels(args.stack_name, role_name)
     child = child_options(parent, opts)
+    # A claim template's spec is immutable: a change replaces it (old one deleted first, the name is
+    # reused) and the annotation below rolls the pods onto claims made from the new one.
     claim_template(f"{name}-claim", name=f"{base}-{CLAIM_NAME}", namespace=args.namespace, labels=role_labels,
-                   hardware=args.hardware, npus=devices, opts=child)
+                   hardware=args.hardware, npus=devices,
+                   opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+                       replace_on_changes=["spec"], delete_before_replace=True)))
     compile_cache_pvc(f"{name}-compile-cache", name=f"{base}-compile-cache", namespace=args.namespace,
-                      labels=role_labels, storage=args.storage, opts=child)
+                      labels=role_labels, storage=args.storage,
+                      opts=data_volume_options(child, args.storage.retain_on_delete))
     groups = group_names(args.placement.groups)
-    annotations = {SECURITY_EXCEPTIONS_ANNOTATION: engine_security_exceptions(args.security)}
+    annotations = {SECURITY_EXCEPTIONS_ANNOTATION: engine_security_exceptions(args.security),
+                   CLAIM_DIGEST_ANNOTATION: claim_digest(args.hardware, devices)}
     if args.engine.lmcache_rbln_version and rds_nodes:
         annotations[LMCACHE_VERSION_ANNOTATION] = args.engine.lmcache_rbln_version
     deployments = []
@@ -382,7 +411,8 @@ def engine_pool(
             volumes=engine_volumes(shm_size=args.engine.shm_size, model_pvc=args.storage.model_pvc, compile_cache_pvc_name=f"{base}-compile-cache"),
             affinity=affinity(args.hardware, args.placement, rds=rds_nodes, group=group,
                               role_selector={PART_OF_LABEL: args.stack_name, ROLE_LABEL: role_name}),
-            strategy=deployment_strategy(args.rollout), annotations=annotations, opts=child))
+            strategy=deployment_strategy(args.rollout), annotations=annotations,
+            opts=rollout_options(child, args.engine.startup_failure_threshold)))
         disruption_budget(f"{resource}-pdb", name=pool, namespace=args.namespace, labels=labels,
                           selector={k: labels[k] for k in (PART_OF_LABEL, ROLE_LABEL, POOL_LABEL)},
                           max_unavailable=args.rollout.max_unavailable, opts=child)

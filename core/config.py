@@ -197,6 +197,7 @@ class Storage(Section):
     create_model_pvc: bool = Field(True, description="Create the model PVC (false: it exists already).")
     compile_cache_size: str = Field("200Gi", description="Size of each role's compile-cache PVC (VLLM_CACHE_ROOT).")
     storage_class: Optional[str] = Field(None, description="StorageClass of the PVCs (ReadWriteMany); null uses the cluster default.")
+    retain_on_delete: bool = Field(True, description="Keep the data volumes (weights, compile caches) in the cluster when `pulumi destroy` or a replacement deletes them from the stack.")
 
 
 class Security(Section):

@@ -136,6 +136,24 @@ def rds_budget(
     )
 
 
+# The engines' startup probe (reference design section 8, the llm-d overlay): 15 s, then 30 s periods.
+STARTUP_INITIAL_DELAY_S = 15
+STARTUP_PERIOD_S = 30
+# What `pulumi up` allows on top of the probe's budget for scheduling, image pull and rollout.
+ROLLOUT_MARGIN_S = 300
+
+
+def startup_budget_seconds(failure_threshold: int) -> int:
+    """How long an engine may compile before its startup probe gives up: 15 s + 30 s x threshold."""
+    return STARTUP_INITIAL_DELAY_S + STARTUP_PERIOD_S * failure_threshold
+
+
+def rollout_timeout_seconds(failure_threshold: int) -> int:
+    """How long `pulumi up` waits for an engine Deployment: its startup budget plus a margin (not the
+    provider's default 10 minutes, which a first compilation of hours always exceeds)."""
+    return startup_budget_seconds(failure_threshold) + ROLLOUT_MARGIN_S
+
+
 def parse_quantity(quantity: str) -> float:
     """A Kubernetes quantity ("256Gi", "64G", "500m", "32") as a plain number (bytes or cores)."""
     suffixes = {

@@ -49,7 +49,7 @@ def build(cfg: StackConfig, *, hf_token: Optional[pulumi.Output] = None) -> dict
             spec=core.PersistentVolumeClaimSpecArgs(
                 access_modes=["ReadOnlyMany"], storage_class_name=cfg.storage.storage_class,
                 resources=core.VolumeResourceRequirementsArgs(requests={"storage": cfg.storage.model_pvc_size})),
-            opts=in_ns)
+            opts=pod.data_volume_options(in_ns, cfg.storage.retain_on_delete))
 
     pd = cfg.topology == "pd"
     common = dict(stack_name=cfg.name, namespace=ns, model=cfg.model, engine=cfg.engine, hardware=cfg.hardware,
