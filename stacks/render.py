@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import pathlib
 import shutil
 import tempfile
@@ -71,10 +72,20 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _close_thread_loops() -> None:
+    """Close the loops the mock monitor made for its (now finished) executor threads. Left to the
+    garbage collector, a loop's socket may be finalised before the loop, and its __del__ then prints
+    "Exception ignored ... Invalid file descriptor: -1" at exit."""
+    for candidate in gc.get_objects():
+        if isinstance(candidate, asyncio.AbstractEventLoop) and not candidate.is_running() and not candidate.is_closed():
+            candidate.close()
+
+
 def run_under_mocks(body: Callable[[], Any], config: dict[str, str], secret_keys: list[str], stack: str) -> Rendered:
     """Run `body` (a Pulumi program) under the mock runtime and record what it registers."""
-    # A loop of our own, set before the mocks make their futures and closed when done: a loop left
-    # for the garbage collector at exit prints "Exception ignored in BaseEventLoop.__del__".
+    # A loop of our own, set before the mocks make their futures, and closed when done together with
+    # the executor threads (the mock monitor gives each thread a loop of its own): a loop left for the
+    # garbage collector at exit prints "Exception ignored in BaseEventLoop.__del__".
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     try:
@@ -88,6 +99,8 @@ def run_under_mocks(body: Callable[[], Any], config: dict[str, str], secret_keys
         outputs = dict(getattr(root, "outputs", None) or {})
     finally:
         loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.run_until_complete(loop.shutdown_default_executor())
+        _close_thread_loops()
         loop.close()
         asyncio.set_event_loop(None)
     return Rendered(manifests=recorder.manifests, outputs=outputs)
