@@ -1,12 +1,15 @@
-"""Offline tools, no Pulumi CLI and no cluster: `python -m stacks render|plan|check`.
+"""The command line: `python -m stacks render|plan|check|validate` offline, `preflight|placement` against a cluster.
 
-  render STACK --out DIR     write one YAML file per Kubernetes object the program would apply
-  plan STACK [--json]        print devices, KV and the RDS memory budget
-  check STACK | --manifests DIR   config gate + render + policy pack (see policy/); --format text|json|sarif
-  validate PATH...           strict schema check of rendered YAML (Kubernetes and the CRDs in crds/)
+  render STACK --out DIR            write one YAML file per Kubernetes object the program would apply
+  plan STACK [--json]               print devices, KV and the RDS memory budget
+  check STACK | --manifests DIR     config gate + render + policy pack (see policy/); --format text|json|sarif
+  validate PATH...                  strict schema check of rendered YAML (Kubernetes and the CRDs in crds/)
+  preflight STACK [--kubeconfig K]  will every engine pod fit the cluster's nodes and devices? (before `up`)
+  placement STACK [--kubeconfig K]  where the engine pods run, and their devices with NUMA nodes (after `up`)
 
 STACK names `Pulumi.STACK.yaml` in the project; `--config-file FILE` reads any stack file instead.
-Exit status: 0 fine, 1 invalid configuration or a mandatory policy violation, 2 usage error.
+Exit status: 0 fine, 1 invalid configuration, a mandatory policy violation or a pod that fits no node,
+2 usage error or an unreadable cluster.
 """
 from __future__ import annotations
 
@@ -77,11 +80,48 @@ def cmd_check(args) -> int:
     return run_check(args, path_and_name)
 
 
+def cmd_preflight(args) -> int:
+    """Refuse, before anything is applied, a stack whose engine pods cannot all be placed on the site."""
+    from core.placement import place
+    from stacks.site import SiteError, inventory
+    _, name, cfg = load_stack(args)
+    if cfg is None:
+        return 1
+    try:
+        nodes = inventory(cfg, args.kubeconfig)
+    except SiteError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    placed, problems = place(cfg, nodes)
+    for problem in problems:
+        print(f"error: stack {name!r}: {problem}", file=sys.stderr)
+    if problems:
+        return 1
+    print(f"placement of stack {name!r}: all {len(placed)} engine pods fit the site's {len(nodes)} nodes")
+    return 0
+
+
+def cmd_placement(args) -> int:
+    """Each engine pod, its node and the devices (with NUMA node) its claim was allocated."""
+    from stacks.site import SiteError, format_placement, placement
+    _, name, cfg = load_stack(args)
+    if cfg is None:
+        return 1
+    try:
+        print(format_placement(placement(cfg, args.kubeconfig)))
+    except SiteError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m stacks", description=__doc__.splitlines()[0])
     sub = top.add_subparsers(dest="command", required=True)
     for name, helptext in (("render", "render the Kubernetes objects offline"), ("plan", "print the capacity and memory plan"),
-                           ("check", "run the config gate and the policy pack")):
+                           ("check", "run the config gate and the policy pack"),
+                           ("preflight", "check, against a cluster, that every engine pod can be placed"),
+                           ("placement", "print where the engine pods run and their devices")):
         cmd = sub.add_parser(name, help=helptext)
         cmd.add_argument("stack", nargs="?", help="stack name (Pulumi.STACK.yaml)")
         cmd.add_argument("--config-file", help="read this stack file instead of Pulumi.STACK.yaml")
@@ -89,6 +129,8 @@ def parser() -> argparse.ArgumentParser:
             cmd.add_argument("--out", required=True, help="folder to (re)write")
         if name == "plan":
             cmd.add_argument("--json", action="store_true", help="machine-readable output")
+        if name in ("preflight", "placement"):
+            cmd.add_argument("--kubeconfig", help="kubeconfig of the cluster (default: kubectl's)")
         if name == "check":
             cmd.add_argument("--manifests", help="check this folder of Kubernetes YAML instead of a stack's render")
             cmd.add_argument("--environment", choices=["dev", "prod"], help="policy enforcement level for --manifests (default prod)")
@@ -107,7 +149,9 @@ def cmd_validate(args) -> int:
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
-    return {"render": cmd_render, "plan": cmd_plan, "check": cmd_check, "validate": cmd_validate}[args.command](args)
+    commands = {"render": cmd_render, "plan": cmd_plan, "check": cmd_check, "validate": cmd_validate,
+                "preflight": cmd_preflight, "placement": cmd_placement}
+    return commands[args.command](args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,112 @@
+"""The site as a cluster reports it, read with kubectl: the inventory the placement check needs before
+`up`, and where the engine pods and their devices ended up after it.
+
+  preflight STACK   will every engine pod fit the site's nodes and devices? (core.placement)
+  placement STACK   each engine pod, its node, and the devices (with NUMA node) its claim was allocated
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import subprocess
+from typing import Any, Optional
+
+from core.config import StackConfig
+from core.placement import NumaNode, SiteNode
+
+NUMA_ATTRIBUTE = "resource.kubernetes.io/numaNode"
+ROLE_LABEL = "llm-d.ai/role"
+DRIVER_SELECTOR = re.compile(r"""device\.driver\s*==\s*["']([^"']+)["']""")
+
+
+class SiteError(RuntimeError):
+    """The cluster could not be read."""
+
+
+def kubectl(kubeconfig: Optional[str], *args: str) -> Any:
+    command = ["kubectl", *(["--kubeconfig", kubeconfig] if kubeconfig else []), *args, "-o", "json"]
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    except FileNotFoundError:
+        raise SiteError("kubectl is not on PATH") from None
+    if proc.returncode != 0:
+        raise SiteError(f"`{' '.join(command)}` failed: {proc.stderr.strip()}")
+    return json.loads(proc.stdout)
+
+
+def _drivers(classes: list[dict], name: str) -> set[str]:
+    """Drivers a DeviceClass selects, read from its `device.driver == "..."` CEL selectors."""
+    for device_class in classes:
+        if device_class["metadata"]["name"] == name:
+            return {match for selector in device_class.get("spec", {}).get("selectors") or []
+                    for match in DRIVER_SELECTOR.findall((selector.get("cel") or {}).get("expression", ""))}
+    return set()
+
+
+def _numa(device: dict, attribute: str) -> int:
+    value = (device.get("attributes") or {}).get(attribute) or {}
+    return int(value.get("int", 0))
+
+
+def inventory(cfg: StackConfig, kubeconfig: Optional[str]) -> list[SiteNode]:
+    """Nodes with their labels and, per NUMA node, the NPUs and NICs their ResourceSlices publish."""
+    nodes = kubectl(kubeconfig, "get", "nodes")["items"]
+    slices = kubectl(kubeconfig, "get", "resourceslices")["items"]
+    classes = kubectl(kubeconfig, "get", "deviceclasses")["items"]
+    npu_drivers = _drivers(classes, cfg.hardware.npu_device_class)
+    nic_drivers = _drivers(classes, cfg.hardware.nic_device_class)
+    site = {n["metadata"]["name"]: SiteNode(n["metadata"]["name"], n["metadata"].get("labels") or {}, {}) for n in nodes}
+    for resource_slice in slices:
+        spec = resource_slice.get("spec") or {}
+        node = site.get(spec.get("nodeName") or "")
+        kind = "npus" if spec.get("driver") in npu_drivers else "nics" if spec.get("driver") in nic_drivers else None
+        if node is None or kind is None:
+            continue
+        for device in spec.get("devices") or []:
+            numa = node.numa.setdefault(_numa(device, cfg.hardware.numa_attribute), NumaNode(0, 0))
+            setattr(numa, kind, getattr(numa, kind) + 1)
+    return list(site.values())
+
+
+@dataclasses.dataclass(frozen=True)
+class EnginePlacement:
+    pod: str
+    role: str
+    node: str
+    phase: str
+    devices: list[str]  # "driver/pool/device (NUMA n)"
+
+
+def placement(cfg: StackConfig, kubeconfig: Optional[str]) -> list[EnginePlacement]:
+    """Where the engine pods run and which devices their claims were allocated, read back from the cluster."""
+    pods = kubectl(kubeconfig, "get", "pods", "-n", cfg.namespace, "-l", f"app.kubernetes.io/part-of={cfg.name},{ROLE_LABEL}")["items"]
+    claims = {c["metadata"]["name"]: c for c in kubectl(kubeconfig, "get", "resourceclaims", "-n", cfg.namespace)["items"]}
+    numa_of: dict[tuple[str, str, str], int] = {}
+    for resource_slice in kubectl(kubeconfig, "get", "resourceslices")["items"]:
+        spec = resource_slice.get("spec") or {}
+        for device in spec.get("devices") or []:
+            key = (spec.get("driver", ""), (spec.get("pool") or {}).get("name", ""), device.get("name", ""))
+            numa_of[key] = _numa(device, cfg.hardware.numa_attribute)
+    rows = []
+    for pod in sorted(pods, key=lambda p: (p["metadata"]["labels"].get(ROLE_LABEL, ""), p["spec"].get("nodeName") or "")):
+        devices = []
+        for status in (pod.get("status") or {}).get("resourceClaimStatuses") or []:
+            claim = claims.get(status.get("resourceClaimName") or "")
+            results = (((claim or {}).get("status") or {}).get("allocation") or {}).get("devices", {}).get("results") or []
+            for result in results:
+                key = (result.get("driver", ""), result.get("pool", ""), result.get("device", ""))
+                devices.append(f"{result.get('request')}: {key[2]} (NUMA {numa_of.get(key, '?')})")
+        rows.append(EnginePlacement(pod["metadata"]["name"], pod["metadata"]["labels"].get(ROLE_LABEL, "?"),
+                                    pod["spec"].get("nodeName") or "-", (pod.get("status") or {}).get("phase", "?"), devices))
+    return rows
+
+
+def format_placement(rows: list[EnginePlacement]) -> str:
+    lines = [f"{'pod':<44}{'role':<9}{'node':<18}{'phase':<10}devices"]
+    for row in rows:
+        numas = sorted({d.rsplit('(NUMA ', 1)[-1].rstrip(')') for d in row.devices})
+        summary = f"{len(row.devices)} devices, NUMA {'/'.join(numas)}" if row.devices else "none allocated"
+        lines.append(f"{row.pod:<44}{row.role:<9}{row.node:<18}{row.phase:<10}{summary}")
+        lines += [f"{'':<44}  {device}" for device in row.devices]
+    return "\n".join(lines)
