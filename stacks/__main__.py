@@ -6,6 +6,7 @@
   validate PATH...                  strict schema check of rendered YAML (Kubernetes and the CRDs in crds/)
   preflight STACK [--kubeconfig K]  will every engine pod fit the cluster's nodes and devices? (before `up`)
   placement STACK [--kubeconfig K]  where the engine pods run, and their devices with NUMA nodes (after `up`)
+  watch STACK --pid P [--grace S]   beside `pulumi up`: cancel it when a pod stays unschedulable for S seconds
 
 STACK names `Pulumi.STACK.yaml` in the project; `--config-file FILE` reads any stack file instead.
 Exit status: 0 fine, 1 invalid configuration, a mandatory policy violation or a pod that fits no node,
@@ -115,13 +116,22 @@ def cmd_placement(args) -> int:
     return 0
 
 
+def cmd_watch(args) -> int:
+    from stacks.site import watch
+    _, _, cfg = load_stack(args)
+    if cfg is None:
+        return 1
+    return watch(cfg, args.kubeconfig, pid=args.pid, grace_seconds=args.grace)
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m stacks", description=__doc__.splitlines()[0])
     sub = top.add_subparsers(dest="command", required=True)
     for name, helptext in (("render", "render the Kubernetes objects offline"), ("plan", "print the capacity and memory plan"),
                            ("check", "run the config gate and the policy pack"),
                            ("preflight", "check, against a cluster, that every engine pod can be placed"),
-                           ("placement", "print where the engine pods run and their devices")):
+                           ("placement", "print where the engine pods run and their devices"),
+                           ("watch", "beside `pulumi up`: cancel it when a pod of the stack stays unschedulable")):
         cmd = sub.add_parser(name, help=helptext)
         cmd.add_argument("stack", nargs="?", help="stack name (Pulumi.STACK.yaml)")
         cmd.add_argument("--config-file", help="read this stack file instead of Pulumi.STACK.yaml")
@@ -129,8 +139,11 @@ def parser() -> argparse.ArgumentParser:
             cmd.add_argument("--out", required=True, help="folder to (re)write")
         if name == "plan":
             cmd.add_argument("--json", action="store_true", help="machine-readable output")
-        if name in ("preflight", "placement"):
+        if name in ("preflight", "placement", "watch"):
             cmd.add_argument("--kubeconfig", help="kubeconfig of the cluster (default: kubectl's)")
+        if name == "watch":
+            cmd.add_argument("--pid", type=int, required=True, help="process id of the running `pulumi up`")
+            cmd.add_argument("--grace", type=float, default=120.0, help="seconds a pod may stay unschedulable (default 120)")
         if name == "check":
             cmd.add_argument("--manifests", help="check this folder of Kubernetes YAML instead of a stack's render")
             cmd.add_argument("--environment", choices=["dev", "prod"], help="policy enforcement level for --manifests (default prod)")
@@ -150,7 +163,7 @@ def cmd_validate(args) -> int:
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     commands = {"render": cmd_render, "plan": cmd_plan, "check": cmd_check, "validate": cmd_validate,
-                "preflight": cmd_preflight, "placement": cmd_placement}
+                "preflight": cmd_preflight, "placement": cmd_placement, "watch": cmd_watch}
     return commands[args.command](args)
 
 

@@ -10,6 +10,7 @@ import dataclasses
 import json
 import re
 import subprocess
+import sys
 from typing import Any, Optional
 
 from core.config import StackConfig
@@ -110,3 +111,48 @@ def format_placement(rows: list[EnginePlacement]) -> str:
         lines.append(f"{row.pod:<44}{row.role:<9}{row.node:<18}{row.phase:<10}{summary}")
         lines += [f"{'':<44}  {device}" for device in row.devices]
     return "\n".join(lines)
+
+
+def unschedulable(cfg: StackConfig, kubeconfig: Optional[str]) -> dict[str, str]:
+    """Pods of the stack the scheduler has marked Unschedulable, with its message."""
+    pods = kubectl(kubeconfig, "get", "pods", "-n", cfg.namespace, "-l", f"app.kubernetes.io/part-of={cfg.name}")["items"]
+    found = {}
+    for pod in pods:
+        for condition in (pod.get("status") or {}).get("conditions") or []:
+            if condition.get("type") == "PodScheduled" and condition.get("status") == "False" \
+                    and condition.get("reason") == "Unschedulable":
+                found[pod["metadata"]["name"]] = condition.get("message", "")
+    return found
+
+
+def watch(cfg: StackConfig, kubeconfig: Optional[str], *, pid: int, grace_seconds: float, interval: float = 5.0) -> int:
+    """Beside a running `pulumi up` (process `pid`): when a pod of the stack has been Unschedulable for
+    `grace_seconds`, name it and the scheduler's reason, and cancel the update (SIGINT, as Ctrl-C does)
+    instead of letting the provider wait out the engines' hours-long rollout timeout. 0 when `up`
+    ended by itself, 3 when it was cancelled."""
+    import os
+    import signal
+    import time
+
+    first_seen: dict[str, float] = {}
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return 0
+        try:
+            pending = unschedulable(cfg, kubeconfig)
+        except SiteError:
+            pending = {}
+        now = time.monotonic()
+        first_seen = {pod: first_seen.get(pod, now) for pod in pending}
+        stuck = {pod: pending[pod] for pod, since in first_seen.items() if now - since >= grace_seconds}
+        if stuck:
+            for pod, message in sorted(stuck.items()):
+                print(f"error: pod {cfg.namespace}/{pod} has been unschedulable for {grace_seconds:g} s: {message}",
+                      file=sys.stderr)
+            print("error: cancelling `pulumi up` (the scheduler will not place these pods; see `python -m stacks "
+                  "preflight`)", file=sys.stderr)
+            os.kill(pid, signal.SIGINT)
+            return 3
+        time.sleep(interval)
