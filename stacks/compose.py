@@ -38,7 +38,9 @@ def build(cfg: StackConfig, *, hf_token: Optional[pulumi.Output] = None) -> dict
     ns = cfg.namespace
     labels = {pod.PART_OF_LABEL: cfg.name}
 
-    namespace = core.Namespace("namespace", metadata=k8s.meta.v1.ObjectMetaArgs(name=ns, labels=labels), opts=opts)
+    # The namespace holds the retained volumes: deleting it would delete them, so it is retained with them.
+    namespace = core.Namespace("namespace", metadata=k8s.meta.v1.ObjectMetaArgs(name=ns, labels=labels),
+                               opts=pod.data_volume_options(opts, cfg.storage.retain_on_delete))
     in_ns = pulumi.ResourceOptions(provider=k8s_provider, depends_on=[namespace])
     if hf_token is not None:
         core.Secret("hf-token", metadata=pod.object_meta(cfg.hf_token_secret, ns, labels), type="Opaque",
