@@ -220,6 +220,9 @@ def rule_kv_tier(cfg: StackConfig) -> Iterable[Issue]:
                                             utilization_name="prefill.gpuMemoryUtilization")
             if problem:
                 yield Issue(key("kvTier.rdsMaxChunks"), problem, "rds-memory-budget")
+            problem = rules.lmcache_reads_rds_max_chunks(cfg.engine.lmcache_rbln_version, tier.rds_max_chunks)
+            if problem:
+                yield Issue(key("engine.lmcacheRblnVersion"), problem, "lmcache-reads-rds-max-chunks")
     if tier.mode == "cpu":
         limit = sizing.parse_quantity(cfg.prefill.resources.memory)
         if tier.cpu_size_gib * sizing.GIB >= limit:
@@ -340,11 +343,6 @@ def warnings_for(cfg: StackConfig) -> list[Issue]:
                             f"autoTune reads vllm:cache_config_info, where vllm-rbln reports --block-size "
                             f"{cfg.engine.block_size}: the router tracks prefixes in {cfg.engine.block_size}-token units "
                             f"while the engine reuses {cfg.engine.max_num_batched_tokens}-token sub-blocks."))
-    if cfg.kv_tier.mode == "rds" and cfg.topology == "pd":
-        reads = sizing.lmcache_reads_rds_max_chunks(cfg.engine.lmcache_rbln_version)
-        if reads is False:
-            advice.append(Issue(key("engine.lmcacheRblnVersion"),
-                                f"lmcache-rbln {cfg.engine.lmcache_rbln_version} ignores rds_max_chunks (needs 0.12.0 or later)."))
     return advice
 
 

@@ -119,11 +119,15 @@ def test_decode_port_overlap():
     assert "port 8002 is used by both decode.sidecar.port and decode.port" in text
 
 
-def test_autotune_warning_and_old_lmcache():
-    cfg = ok(engine={"lmcacheRblnVersion": "0.11.2"})
-    text = "\n".join(str(w) for w in warnings_for(cfg))
+def test_autotune_warning():
+    text = "\n".join(str(w) for w in warnings_for(ok()))
     assert "4096-token units" in text
-    assert "lmcache-rbln 0.11.2 ignores rds_max_chunks" in text
+
+
+def test_old_lmcache_with_rds_is_refused_as_the_pack_refuses_it():
+    text = problems(engine={"lmcacheRblnVersion": "0.11.2"})
+    assert "rebel100:engine.lmcacheRblnVersion: rds_max_chunks 1000 is ignored by lmcache-rbln 0.11.2" in text
+    assert ok(engine={"lmcacheRblnVersion": "0.11.2"}, kvTier={"mode": "cpu"})
 
 
 def test_independent_errors_reported_together():

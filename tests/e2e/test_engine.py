@@ -70,7 +70,12 @@ def test_up_matches_offline_render_then_no_changes_then_destroy(project: Project
 
     destroy = project.pulumi("destroy", "-s", "dev", "--yes")
     assert destroy.returncode == 0, destroy.stdout + destroy.stderr
-    assert not list((project.root / "build" / "dev").rglob("*.yaml"))
+    # storage.retainOnDelete (default true): the data volumes and their namespace stay; nothing else does.
+    left = sorted(p.name for p in (project.root / "build" / "dev").rglob("*.yaml"))
+    assert left == ["v1-namespace-default-rebel100.yaml",
+                    "v1-persistentvolumeclaim-rebel100-minimax-m27-decode-compile-cache.yaml",
+                    "v1-persistentvolumeclaim-rebel100-minimax-m27-prefill-compile-cache.yaml",
+                    "v1-persistentvolumeclaim-rebel100-model-weights.yaml"], left
 
 
 @pytest.fixture(scope="module")
@@ -82,13 +87,13 @@ def deployed(project: Project) -> Project:
     return project
 
 
-def refused(project: Project, *config: tuple[str, str]):
+def refused(project: Project, *config: tuple[str, str], level: str = "dev"):
     """Set config on the deployed stack, run `up`, and return (process, state changed, render changed)."""
     state, files = project.checkpoint("gate"), tree_digest(project.root / "build" / "gate")
     stack_yaml = (project.root / "Pulumi.gate.yaml").read_text()
     for key, value in config:
         project.pulumi("config", "set", "-s", "gate", "--path", key, "--", value, check=True)
-    proc = project.pulumi("up", "-s", "gate", "--yes", "--policy-pack", "policy", *policy_config("dev"))
+    proc = project.pulumi("up", "-s", "gate", "--yes", "--policy-pack", "policy", "--policy-pack-config", f"policy/config/{level}.json")
     changed = (project.checkpoint("gate") != state, tree_digest(project.root / "build" / "gate") != files)
     (project.root / "Pulumi.gate.yaml").write_text(stack_yaml)
     return proc, changed
@@ -108,12 +113,21 @@ def test_config_gate_rds_budget(deployed: Project):
     assert changed == (False, False)
 
 
-def test_policy_rejects_what_passes_the_gate(deployed: Project):
-    """The sidecar port set through extraArgs: typed config cannot see it, the pack reads the args."""
+def test_config_gate_refuses_an_override_of_a_generated_flag(deployed: Project):
+    """The decode port set through extraArgs would pass the typed fields by; the gate reads overrides too."""
     proc, changed = refused(deployed, ("rebel100:decode.extraArgs[0]", "--port=8300"))
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out
-    assert "[mandatory]  sidecar-matches-decode" in out, out
+    assert "rebel100:decode.extraArgs[0]: '--port=8300' redefines --port" in out and "Set decode.port instead" in out
+    assert changed == (False, False)
+
+
+def test_policy_rejects_what_the_gate_does_not_judge(deployed: Project):
+    """Image hygiene is the pack's alone: a :latest engine image at the prod level is refused at apply time."""
+    proc, changed = refused(deployed, ("rebel100:engine.image", "rebellions/vllm-rbln:latest"), level="prod")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert "[mandatory]  image-tag-pinned" in out, out
     assert changed == (False, False)
 
 

@@ -20,7 +20,8 @@ from policy import catalog, facts
 from stacks.render import render_unchecked
 
 # The rules the gate and the pack both apply (the gate tags its issues with the policy's name).
-SHARED = ("pp-with-dp", "npu-devices-fit-node", "parallelism-fits-model", "engine-args-in-range", "rds-memory-budget")
+SHARED = ("pp-with-dp", "npu-devices-fit-node", "parallelism-fits-model", "engine-args-in-range", "rds-memory-budget",
+          "lmcache-reads-rds-max-chunks")
 PROD = catalog.load_config(catalog.environment_config("prod"))
 
 role = st.fixed_dictionaries({}, optional={
@@ -46,6 +47,7 @@ stack_config = st.fixed_dictionaries({}, optional={
         "maxNumBatchedTokens": st.sampled_from([512, 1000]),
         "maxModelLen": st.sampled_from([8192, 204800, 300000]),
         "subBlockCache": st.booleans(),
+        "lmcacheRblnVersion": st.sampled_from(["0.11.2", "0.12.0", "v0.13"]),
     }),
     "prefill": role,
     "decode": role,
