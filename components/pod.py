@@ -396,7 +396,8 @@ def engine_pool(
                       labels=role_labels, storage=args.storage,
                       opts=data_volume_options(child, args.storage.retain_on_delete))
     groups = group_names(args.placement.groups)
-    annotations = {SECURITY_EXCEPTIONS_ANNOTATION: engine_security_exceptions(args.security),
+    annotations = {**args.engine.pod_annotations,
+                   SECURITY_EXCEPTIONS_ANNOTATION: engine_security_exceptions(args.security),
                    CLAIM_DIGEST_ANNOTATION: claim_digest(args.hardware, devices)}
     if args.engine.lmcache_rbln_version and rds_nodes:
         annotations[LMCACHE_VERSION_ANNOTATION] = args.engine.lmcache_rbln_version

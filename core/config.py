@@ -94,6 +94,7 @@ class Engine(Section):
     lmcache_rbln_version: Optional[str] = Field("0.12.0", description="lmcache-rbln version in the image; below 0.12.0 `rds_max_chunks` is ignored.")
     shm_size: str = Field("32Gi", description="Size of the /dev/shm memory volume.")
     startup_failure_threshold: int = Field(240, ge=1, description="Startup probe: 30 s periods allowed for compilation (15 s + 30 s x 240 = 2 h).")
+    pod_annotations: dict[str, str] = Field(default_factory=dict, description="More annotations on the engine pod templates (e.g. `rebel100.local/ready-delay` on the local cluster to simulate compilation).")
 
 
 class Resources(Section):
