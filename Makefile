@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STACKS := dev prod-4p4d agg
 VALIDATE := ../shared/tools/validate-manifests
 
-.PHONY: venv toolchain up test unit e2e golden render plan validate clean docs bench
+.PHONY: venv toolchain up test unit e2e golden render plan validate clean docs bench cluster down
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -16,6 +16,15 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 # The Pulumi CLI, Python language host and Kubernetes provider (cached outside the project).
 toolchain:
 	scripts/install-pulumi >/dev/null
+
+# A local Kubernetes control plane set up as a simulated Rebel100 site (see README "Local cluster"):
+# `make cluster` builds it once (~20 min cold, cached outside the project) and starts it; `make down` stops it.
+cluster:
+	scripts/cluster build >/dev/null
+	scripts/cluster start
+
+down:
+	scripts/cluster stop
 
 # The main job: `pulumi up` of the dev stack (renders to build/dev, no cluster), then its outputs.
 up: venv toolchain
@@ -31,7 +40,7 @@ e2e: venv toolchain
 	$(PY) -m pytest -m e2e
 
 unit: venv
-	$(PY) -m pytest -m "not e2e"
+	$(PY) -m pytest -m "not e2e and not cluster"
 
 # Re-render the golden files of every stack (review the diff, then commit it).
 golden: venv
