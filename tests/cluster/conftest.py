@@ -9,10 +9,11 @@ the skip into a failure.
 Use from other tests (e.g. `pulumi up` against it):
 
     def test_x(local_cluster):
-        env = {**os.environ, "KUBECONFIG": str(local_cluster.kubeconfig)}
-        local_cluster.kubectl("get", "nodes")                    # kubectl with the instance's kubeconfig
+        local_cluster.kubeconfig                                 # its path, e.g. for the provider's kubeconfig config
+        subprocess.run(["pulumi", "up", ...], env=local_cluster.env)  # KUBECONFIG set, bin_dir first on PATH
+        local_cluster.kubectl("get", "nodes")                    # the built kubectl (server's version), its kubeconfig
         local_cluster.get("pods", namespace="rebel100")          # parsed `kubectl get -o json`
-        local_cluster.bin_dir                                    # kube-apiserver, etcd, kwok, … of the instance
+        local_cluster.bin_dir                                    # kubectl, kube-apiserver, etcd, kwok of the instance
 """
 from __future__ import annotations
 
@@ -73,12 +74,13 @@ class LocalCluster:
 
     @property
     def env(self) -> dict[str, str]:
-        """The environment for tools that should talk to this instance (kubectl, pulumi, …)."""
-        return {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+        """The environment for tools that should talk to this instance (kubectl, pulumi, …): KUBECONFIG set and
+        the bin dir (with a kubectl of the server's version) first on PATH."""
+        return {**os.environ, "KUBECONFIG": str(self.kubeconfig), "PATH": f"{self.bin_dir}:{os.environ['PATH']}"}
 
     def kubectl(self, *args: str, input: Optional[str] = None, check: bool = True,
                 timeout: int = 120) -> subprocess.CompletedProcess:
-        proc = subprocess.run(["kubectl", f"--kubeconfig={self.kubeconfig}", *args], input=input,
+        proc = subprocess.run([str(self.bin_dir / "kubectl"), f"--kubeconfig={self.kubeconfig}", *args], input=input,
                               capture_output=True, text=True, timeout=timeout)
         if check and proc.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")

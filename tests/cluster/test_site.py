@@ -45,9 +45,11 @@ def wait_until(what: str, check, timeout: float = 60, interval: float = 0.5):
 
 @pytest.fixture(scope="module")
 def namespace(local_cluster: LocalCluster) -> str:
-    """A namespace of this module's own, so that other tests on the same session instance are not disturbed."""
+    """A namespace of this module's own, deleted (pods gone, devices freed) at the end: other tests of the session
+    share the instance, and prod-4p4d's 8 engines need all 8 NUMA nodes of the 4 nodes."""
     local_cluster.kubectl("create", "namespace", "site-test")
-    return "site-test"
+    yield "site-test"
+    local_cluster.kubectl("delete", "namespace", "site-test", "--wait=true", "--timeout=120s")
 
 
 def engine_pod(name: str, claim_template: str, annotations: dict | None = None) -> dict:
