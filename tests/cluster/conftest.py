@@ -28,6 +28,8 @@ from typing import Any, Optional
 
 import pytest
 
+from tests.prerequisites import checked_dir, require
+
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = PROJECT_ROOT / "scripts" / "cluster"
 START_TIMEOUT = 180  # seconds; a start takes ~10 s here once built
@@ -35,15 +37,15 @@ START_TIMEOUT = 180  # seconds; a start takes ~10 s here once built
 
 def cluster_bin_dir() -> Optional[str]:
     """The bin folder of the built control plane, as `scripts/cluster build --check` finds it (never builds)."""
-    proc = subprocess.run([str(SCRIPT), "build", "--check"], capture_output=True, text=True)
-    lines = proc.stdout.strip().splitlines()
-    return lines[-1] if proc.returncode == 0 and lines else None
+    return checked_dir(str(SCRIPT), "build", "--check")
 
 
 def free_port_base(span: int = 6) -> int:
-    """A base port whose `span` consecutive ports are free on 127.0.0.1 (an instance uses BASE..BASE+5)."""
+    """A base port whose `span` consecutive ports are free on 127.0.0.1 (an instance uses BASE..BASE+5), below the
+    kernel's ephemeral range, so that no client connection takes one of them between this check and the start."""
+    ephemeral_low = int(pathlib.Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     for _ in range(200):
-        base = random.randrange(20000, 60000 - span)
+        base = random.randrange(20000, max(ephemeral_low, 20000 + 1000) - span)
         try:
             for port in range(base, base + span):
                 with socket.socket() as s:
@@ -129,13 +131,7 @@ def stop_instance(cluster: LocalCluster) -> None:
 
 @pytest.fixture(scope="session")
 def cluster_bins() -> str:
-    found = cluster_bin_dir()
-    if not found:
-        message = "the local cluster is not built (run `scripts/cluster build` or `make cluster`)"
-        if os.environ.get("REBEL100_REQUIRE_E2E") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
-    return found
+    return require(cluster_bin_dir(), "the local cluster is not built (run `scripts/cluster build` or `make cluster`)")
 
 
 @pytest.fixture(scope="session")

@@ -3,8 +3,6 @@ controllers acting on objects of the stack's shapes (taken from the prod-4p4d go
 from __future__ import annotations
 
 import copy
-import json
-import pathlib
 import time
 from collections import Counter
 
