@@ -18,7 +18,7 @@ toolchain:
 	scripts/install-pulumi >/dev/null
 
 # A local Kubernetes control plane set up as a simulated Rebel100 site (see README "Local cluster"):
-# `make cluster` builds it once (~20 min cold, cached outside the project) and starts it; `make down` stops it.
+# `make cluster` builds it once (12-15 min cold, cached outside the project) and starts it; `make down` stops it.
 cluster:
 	scripts/cluster build >/dev/null
 	scripts/cluster start
