@@ -1,10 +1,10 @@
-# Two commands on a fresh machine: `make up` (the main job on the dev stack) and `make test`.
+# Two commands on a fresh machine: `make up` (prod-4p4d on the local cluster) and `make test`.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STACKS := dev prod-4p4d agg
 
-.PHONY: venv toolchain up test unit e2e golden render plan validate clean docs bench
+.PHONY: venv toolchain up up-render test unit e2e golden render plan validate clean docs bench cluster down
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -16,8 +16,22 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 toolchain:
 	scripts/install-pulumi >/dev/null
 
-# The main job: `pulumi up` of the dev stack (renders to build/dev, no cluster), then its outputs.
+# A local Kubernetes control plane set up as a simulated Rebel100 site (see README "Local cluster"):
+# `make cluster` builds it once (12-15 min cold, cached outside the project) and starts it; `make down` stops it.
+cluster:
+	scripts/cluster build >/dev/null
+	scripts/cluster start
+
+down:
+	scripts/cluster stop
+
+# The main job: `pulumi up` of prod-4p4d with the policy pack on the local cluster (started if it is
+# not running), then the stack outputs and where each engine pod and its devices landed.
 up: venv toolchain
+	scripts/up prod-4p4d --local-cluster
+
+# Without a cluster: the dev stack rendered to build/dev by the Kubernetes provider.
+up-render: venv toolchain
 	scripts/up dev
 
 # Unit, golden, policy and end-to-end tests. The e2e tests need the toolchain: `make test` tries to
@@ -30,7 +44,7 @@ e2e: venv toolchain
 	$(PY) -m pytest -m e2e
 
 unit: venv
-	$(PY) -m pytest -m "not e2e"
+	$(PY) -m pytest -m "not e2e and not cluster"
 
 # Re-render the golden files of every stack (review the diff, then commit it).
 golden: venv

@@ -16,6 +16,7 @@ from typing import Optional
 import pytest
 
 from core.stackfile import PROJECT_ROOT
+from tests.prerequisites import checked_dir, require
 
 # What a copy leaves out: local state, caches, renders and the tests themselves.
 NOT_COPIED = shutil.ignore_patterns(".git", ".venv", ".pulumi-*", "build", "__pycache__", ".pytest_cache", "tests", "benchmarks")
@@ -24,20 +25,12 @@ NOT_COPIED = shutil.ignore_patterns(".git", ".venv", ".pulumi-*", "build", "__py
 def toolchain_dir() -> Optional[str]:
     """The bin folder with pulumi, the Python language host and the Kubernetes provider, as
     `scripts/install-pulumi --check` finds it (on PATH or in its cache; it never builds)."""
-    proc = subprocess.run([str(PROJECT_ROOT / "scripts" / "install-pulumi"), "--check"], capture_output=True, text=True)
-    lines = proc.stdout.strip().splitlines()
-    return lines[-1] if proc.returncode == 0 and lines else None
+    return checked_dir(str(PROJECT_ROOT / "scripts" / "install-pulumi"), "--check")
 
 
 @pytest.fixture(scope="session")
 def toolchain() -> str:
-    found = toolchain_dir()
-    if not found:
-        message = "no Pulumi toolchain on PATH or in the scripts/install-pulumi cache (run `make toolchain`)"
-        if os.environ.get("REBEL100_REQUIRE_E2E") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
-    return found
+    return require(toolchain_dir(), "no Pulumi toolchain on PATH or in the scripts/install-pulumi cache (run `make toolchain`)")
 
 
 class Project:
