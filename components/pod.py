@@ -30,7 +30,6 @@ NPU_PRODUCT_LABEL = "rebellions.ai/npu.product"
 RDS_PRESENT_LABEL = "rebellions.ai/rds.present"
 POOL_LABEL = "rebel100.ai/pool"  # one value per Deployment, so that groups of one role stay apart
 SECURITY_EXCEPTIONS_ANNOTATION = "rebel100.ai/security-exceptions"
-CLAIM_DIGEST_ANNOTATION = "rebel100.ai/claim-digest"
 LMCACHE_VERSION_ANNOTATION = "rebel100.ai/lmcache-rbln-version"  # read by the RDS budget policy
 NON_ROOT_UID = 65532
 
@@ -74,8 +73,14 @@ def pod_labels(stack_name: str, role: str) -> dict[str, str]:
     }
 
 
+# The stack owns its objects: a field someone changed with kubectl (another server-side-apply field
+# manager, e.g. `kubectl scale`) is taken back by the next `up` instead of failing it with a conflict.
+PATCH_FORCE_ANNOTATION = "pulumi.com/patchForce"
+
+
 def object_meta(name: str, namespace: str, labels: dict[str, str], annotations: Optional[dict[str, str]] = None) -> meta.ObjectMetaArgs:
-    return meta.ObjectMetaArgs(name=name, namespace=namespace, labels=labels, annotations=annotations)
+    return meta.ObjectMetaArgs(name=name, namespace=namespace, labels=labels,
+                               annotations={PATCH_FORCE_ANNOTATION: "true", **(annotations or {})})
 
 
 def claim_template(
@@ -146,6 +151,18 @@ def startup_probe(port: int, failure_threshold: int) -> core.ProbeArgs:
         initial_delay_seconds=sizing.STARTUP_INITIAL_DELAY_S, period_seconds=sizing.STARTUP_PERIOD_S,
         timeout_seconds=5, failure_threshold=failure_threshold,
     )
+
+
+# How `up` knows an engine rollout is over. The provider's own Deployment check can read the status the
+# controller wrote for the previous revision and return at once (seen on the local cluster, provider
+# 4.25.0); these conditions wait for the controller to observe the new generation first.
+WAIT_FOR_ANNOTATION = "pulumi.com/waitFor"
+
+
+def rollout_complete(replicas: int) -> str:
+    """Every pod is of the new template, and all of them are available (no old pod left)."""
+    return json.dumps([f"jsonpath={{.status.{field}}}={replicas}"
+                       for field in ("updatedReplicas", "availableReplicas", "replicas")])
 
 
 def data_volume_options(opts: pulumi.ResourceOptions, retain_on_delete: bool) -> pulumi.ResourceOptions:
@@ -321,7 +338,7 @@ def engine_deployment(
     selector = {k: labels[k] for k in (PART_OF_LABEL, ROLE_LABEL, POOL_LABEL)}
     return k8s.apps.v1.Deployment(
         resource_name,
-        metadata=object_meta(name, namespace, labels),
+        metadata=object_meta(name, namespace, labels, {WAIT_FOR_ANNOTATION: rollout_complete(replicas)}),
         spec=k8s.apps.v1.DeploymentSpecArgs(
             replicas=replicas,
             strategy=strategy,
@@ -358,9 +375,9 @@ class EnginePoolArgs(StackArgs):
 
 
 def claim_digest(hardware: Hardware, npus: int) -> str:
-    """A short digest of what the claim template asks for, so that a change to it changes the pod template."""
+    """A short digest of what the claim template asks for: part of its name."""
     wanted = [npus, hardware.npu_device_class, hardware.rdma_nics_per_pod, hardware.nic_device_class, hardware.numa_attribute]
-    return hashlib.sha256(json.dumps(wanted).encode()).hexdigest()[:12]
+    return hashlib.sha256(json.dumps(wanted).encode()).hexdigest()[:8]
 
 
 def group_names(groups: int) -> list[Optional[str]]:
@@ -386,19 +403,17 @@ def engine_pool(
     base = f"{args.stack_name}-{role_name}"
     role_labels = pod_labels(args.stack_name, role_name)
     child = child_options(parent, opts)
-    # A claim template's spec is immutable: a change replaces it (old one deleted first, the name is
-    # reused) and the annotation below rolls the pods onto claims made from the new one.
-    claim_template(f"{name}-claim", name=f"{base}-{CLAIM_NAME}", namespace=args.namespace, labels=role_labels,
-                   hardware=args.hardware, npus=devices,
-                   opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
-                       replace_on_changes=["spec"], delete_before_replace=True)))
+    # A claim template's spec is immutable. Its name carries a digest of what it asks for, so a change is
+    # a new template (created, the pods rolled onto it, then the old one deleted), never a refused patch.
+    claim_template_name = f"{base}-{CLAIM_NAME}-{claim_digest(args.hardware, devices)}"
+    claim_template(f"{name}-claim", name=claim_template_name, namespace=args.namespace, labels=role_labels,
+                   hardware=args.hardware, npus=devices, opts=child)
     compile_cache_pvc(f"{name}-compile-cache", name=f"{base}-compile-cache", namespace=args.namespace,
                       labels=role_labels, storage=args.storage,
                       opts=data_volume_options(child, args.storage.retain_on_delete))
     groups = group_names(args.placement.groups)
     annotations = {**args.engine.pod_annotations,
-                   SECURITY_EXCEPTIONS_ANNOTATION: engine_security_exceptions(args.security),
-                   CLAIM_DIGEST_ANNOTATION: claim_digest(args.hardware, devices)}
+                   SECURITY_EXCEPTIONS_ANNOTATION: engine_security_exceptions(args.security)}
     if args.engine.lmcache_rbln_version and rds_nodes:
         annotations[LMCACHE_VERSION_ANNOTATION] = args.engine.lmcache_rbln_version
     deployments = []
@@ -408,7 +423,7 @@ def engine_pool(
         labels = {**role_labels, POOL_LABEL: pool}
         deployments.append(engine_deployment(
             resource, name=pool, namespace=args.namespace, labels=labels, replicas=role.replicas // len(groups),
-            containers=containers, init_containers=init_containers, claim_template_name=f"{base}-{CLAIM_NAME}",
+            containers=containers, init_containers=init_containers, claim_template_name=claim_template_name,
             volumes=engine_volumes(shm_size=args.engine.shm_size, model_pvc=args.storage.model_pvc, compile_cache_pvc_name=f"{base}-compile-cache"),
             affinity=affinity(args.hardware, args.placement, rds=rds_nodes, group=group,
                               role_selector={PART_OF_LABEL: args.stack_name, ROLE_LABEL: role_name}),

@@ -126,7 +126,7 @@ def test_the_stacks_claims_bind_to_site_volumes(local_cluster, namespace):
 
 
 def test_an_engine_claim_gets_4_npus_and_2_nics_of_one_numa_node(local_cluster, namespace):
-    template = in_namespace(golden("resource.k8s.io_v1-resourceclaimtemplate-rebel100-minimax-m27-decode-npu-rdma.yaml"),
+    template = in_namespace(golden(next(p.name for p in GOLDEN.glob("resource.k8s.io_v1-resourceclaimtemplate-rebel100-minimax-m27-decode-npu-rdma-*.yaml"))),
                             namespace)
     local_cluster.apply([template, engine_pod("engine-0", template["metadata"]["name"])], namespace=namespace)
     local_cluster.kubectl("wait", "--for=condition=Ready", "pod/engine-0", f"--namespace={namespace}", "--timeout=60s")

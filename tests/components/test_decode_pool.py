@@ -2,6 +2,8 @@
 import json
 
 from components.decode_pool import DecodePool, DecodePoolArgs
+from components.pod import claim_digest
+from core.config import Hardware
 from tests.conftest import arg_value, container, env_map
 
 
@@ -53,6 +55,6 @@ def test_agg_has_no_sidecar_and_no_connector(run_under_mocks):
 
 
 def test_claim_counts_dp_local(run_under_mocks):
-    claim = build(run_under_mocks).get("ResourceClaimTemplate", "t-decode-npu-rdma")
+    claim = build(run_under_mocks).get("ResourceClaimTemplate", f"t-decode-npu-rdma-{claim_digest(Hardware(), 4)}")
     npu = claim["spec"]["spec"]["devices"]["requests"][0]
     assert npu["exactly"]["count"] == 4

@@ -1,8 +1,9 @@
 """PrefillPool alone under the mock runtime."""
 import json
 
+from components.pod import claim_digest
 from components.prefill_pool import PrefillPool, PrefillPoolArgs
-from core.config import Prefill
+from core.config import Hardware, Prefill
 from tests.conftest import arg_value, container, env_map
 
 
@@ -34,7 +35,7 @@ def test_pp4_args_env_and_claim(run_under_mocks):
     assert env["HF_TOKEN"] == {"secretKeyRef": {"key": "token", "name": "hf-token"}}
     assert env["VLLM_NIXL_SIDE_CHANNEL_HOST"] == {"fieldRef": {"fieldPath": "status.podIP"}}
     assert [p["containerPort"] for p in vllm["ports"]] == [8000, 5600]
-    claim = cluster.get("ResourceClaimTemplate", "t-prefill-npu-rdma")
+    claim = cluster.get("ResourceClaimTemplate", f"t-prefill-npu-rdma-{claim_digest(Hardware(), 4)}")
     requests = {r["name"]: r["exactly"] for r in claim["spec"]["spec"]["devices"]["requests"]}
     assert requests["npu"]["count"] == 4 and requests["npu"]["deviceClassName"] == "npu.rebellions.ai"
     assert requests["rdma"]["count"] == 2 and requests["rdma"]["deviceClassName"] == "dranet"
@@ -55,7 +56,7 @@ def test_pod_wiring(run_under_mocks):
     spec = build(run_under_mocks).get("Deployment", "t-prefill")["spec"]
     pod = spec["template"]["spec"]
     assert spec["strategy"]["type"] == "Recreate"
-    assert pod["resourceClaims"] == [{"name": "npu-rdma", "resourceClaimTemplateName": "t-prefill-npu-rdma"}]
+    assert pod["resourceClaims"] == [{"name": "npu-rdma", "resourceClaimTemplateName": f"t-prefill-npu-rdma-{claim_digest(Hardware(), 4)}"}]
     assert {v["name"] for v in pod["volumes"]} == {"shm", "model", "compile-cache"}
     labels = spec["template"]["metadata"]["labels"]
     assert labels["llm-d.ai/role"] == "prefill" and labels["llm-d.ai/inference-serving"] == "true"

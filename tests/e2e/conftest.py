@@ -1,4 +1,4 @@
-"""The real Pulumi engine on a copy of the project: toolchain lookup, project copies, a CLI runner.
+"""The real Pulumi engine on a copy of the project (tests/pulumi_project.py).
 
 The tests never build the toolchain (that is `scripts/install-pulumi`, run by `make` and `.ci/run`).
 Without it they skip, unless REBEL100_REQUIRE_E2E=1 (set by .ci/run), which turns the skip into a
@@ -6,26 +6,10 @@ failure so that CI can never pass without running them.
 """
 from __future__ import annotations
 
-import hashlib
-import os
-import pathlib
-import shutil
-import subprocess
-from typing import Optional
-
 import pytest
 
-from core.stackfile import PROJECT_ROOT
-from tests.prerequisites import checked_dir, require
-
-# What a copy leaves out: local state, caches, renders and the tests themselves.
-NOT_COPIED = shutil.ignore_patterns(".git", ".venv", ".pulumi-*", "build", "__pycache__", ".pytest_cache", "tests", "benchmarks")
-
-
-def toolchain_dir() -> Optional[str]:
-    """The bin folder with pulumi, the Python language host and the Kubernetes provider, as
-    `scripts/install-pulumi --check` finds it (on PATH or in its cache; it never builds)."""
-    return checked_dir(str(PROJECT_ROOT / "scripts" / "install-pulumi"), "--check")
+from tests.prerequisites import require
+from tests.pulumi_project import Project, copy_project, toolchain_dir
 
 
 @pytest.fixture(scope="session")
@@ -33,54 +17,6 @@ def toolchain() -> str:
     return require(toolchain_dir(), "no Pulumi toolchain on PATH or in the scripts/install-pulumi cache (run `make toolchain`)")
 
 
-class Project:
-    """A copy of the project with its own file backend, PULUMI_HOME and passphrase."""
-
-    def __init__(self, root: pathlib.Path, bin_dir: str):
-        self.root = root
-        self.env = {
-            **os.environ,
-            "PATH": f"{bin_dir}:{os.environ['PATH']}",
-            "PULUMI_HOME": str(root / ".pulumi-home"),
-            "PULUMI_BACKEND_URL": f"file://{root / '.pulumi-state'}",
-            "PULUMI_CONFIG_PASSPHRASE": "e2e",
-            "PULUMI_SKIP_UPDATE_CHECK": "true",
-            "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
-            # Render mode: the provider refuses a kubeconfig next to renderYamlToDirectory.
-            "KUBECONFIG": "",
-        }
-        (root / ".pulumi-state").mkdir(exist_ok=True)
-
-    def pulumi(self, *args: str, check: bool = False, timeout: int = 900) -> subprocess.CompletedProcess:
-        split = args.index("--") if "--" in args else len(args)  # flags go before a `--` value separator
-        command = ["pulumi", *args[:split], "--non-interactive", *args[split:]]
-        proc = subprocess.run(command, cwd=self.root, env=self.env,
-                              capture_output=True, text=True, timeout=timeout)
-        if check and proc.returncode != 0:
-            raise AssertionError(f"pulumi {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-        return proc
-
-    def select(self, stack: str) -> None:
-        self.pulumi("stack", "select", stack, "--create", check=True)
-
-    def checkpoint(self, stack: str) -> Optional[str]:
-        """Digest of the stack's state file in the file backend (None when there is none)."""
-        files = sorted((self.root / ".pulumi-state").rglob(f"{stack}.json"))
-        return hashlib.sha256(files[0].read_bytes()).hexdigest() if files else None
-
-
-def tree_digest(folder: pathlib.Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()} if folder.exists() else {}
-
-
 @pytest.fixture(scope="module")
 def project(tmp_path_factory, toolchain) -> Project:
-    root = tmp_path_factory.mktemp("e2e") / "project"
-    shutil.copytree(PROJECT_ROOT, root, ignore=NOT_COPIED)
-    (root / ".venv").symlink_to(PROJECT_ROOT / ".venv")
-    # The copy has its own passphrase: drop the salt `make up` recorded for the local default one.
-    for stack_file in root.glob("Pulumi.*.yaml"):
-        lines = stack_file.read_text().splitlines(keepends=True)
-        stack_file.write_text("".join(line for line in lines if not line.startswith("encryptionsalt:")))
-    return Project(root, toolchain)
+    return copy_project(tmp_path_factory.mktemp("e2e") / "project", toolchain)

@@ -15,7 +15,7 @@ import yaml
 
 from stacks import render
 from core.stackfile import stack_file
-from tests.e2e.conftest import Project, tree_digest
+from tests.pulumi_project import Project, tree_digest
 
 pytestmark = pytest.mark.e2e
 STACKS = ["dev", "prod-4p4d", "agg"]

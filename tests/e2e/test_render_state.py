@@ -12,7 +12,7 @@ import pytest
 
 from stacks import render
 from core.stackfile import stack_file
-from tests.e2e.conftest import Project, tree_digest
+from tests.pulumi_project import Project, tree_digest
 from tests.e2e.test_engine import parsed
 
 pytestmark = pytest.mark.e2e

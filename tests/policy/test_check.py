@@ -11,11 +11,12 @@ import pytest
 import yaml
 
 from core.stackfile import PROJECT_ROOT
+from tests.policy.fixtures import DECODE_CLAIM
 
 GOLDEN = PROJECT_ROOT / "tests" / "golden" / "prod-4p4d" / "1-manifest"
 DECODE_FILE = "apps_v1-deployment-rebel100-minimax-m27-decode.yaml"
 PREFILL_FILE = "apps_v1-deployment-rebel100-minimax-m27-prefill.yaml"
-DECODE_CLAIM_FILE = "resource.k8s.io_v1-resourceclaimtemplate-rebel100-minimax-m27-decode-npu-rdma.yaml"
+DECODE_CLAIM_FILE = f"resource.k8s.io_v1-resourceclaimtemplate-rebel100-{DECODE_CLAIM}.yaml"
 EPP_FILE = "apps_v1-deployment-rebel100-minimax-m27-epp.yaml"
 
 

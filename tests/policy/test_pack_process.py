@@ -22,7 +22,7 @@ from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc, engine_pb2_grp
 from policy import catalog
 from policy.pack import type_token as resource_type
 from core.stackfile import PROJECT_ROOT
-from tests.policy.fixtures import DECODE, EPP, PREFILL, engine, get, npu_request, set_arg, sidecar
+from tests.policy.fixtures import DECODE_CLAIM, DECODE, EPP, PREFILL, engine, get, npu_request, set_arg, sidecar
 
 START_TIMEOUT_S = 60
 MANDATORY, ADVISORY = analyzer_pb2.EnforcementLevel.MANDATORY, analyzer_pb2.EnforcementLevel.ADVISORY
@@ -112,7 +112,7 @@ def test_prod_render_has_no_mandatory_violation(pack, renders):
 def test_stack_violation_names_the_edit_and_the_urn(pack, renders):
     stub, _ = pack
     manifests = copy.deepcopy(renders["prod-4p4d"])
-    npu_request(manifests, f"{DECODE}-npu-rdma")["count"] = 8
+    npu_request(manifests, DECODE_CLAIM)["count"] = 8
     set_arg(sidecar(manifests), "--vllm-port", "8001")
     response = stub.AnalyzeStack(analyzer_pb2.AnalyzeStackRequest(resources=[analyzer_resource(m) for m in manifests]))
     mandatory = {d[0]: d for d in diagnostics(response) if d[1] == MANDATORY}

@@ -2,7 +2,7 @@
 import pytest
 
 from tests.policy.conftest import STACKS
-from tests.policy.fixtures import (DECODE, PREFILL, engine, get, mutate, npu_request, pod_spec, run_policy,
+from tests.policy.fixtures import (DECODE_CLAIM, DECODE, PREFILL, engine, get, mutate, npu_request, pod_spec, run_policy,
                                    set_arg, assert_verdict)
 
 POLICIES = ("pp-with-dp", "npu-claim-matches-parallelism", "npu-devices-fit-node", "parallelism-fits-model")
@@ -20,7 +20,7 @@ def decode_dp(size: int, *, claim: int = None):
         set_arg(engine(m, DECODE), "--data-parallel-size", str(size))
         set_arg(engine(m, DECODE), "--data-parallel-size-local", str(size))
         if claim is not None:
-            npu_request(m, f"{DECODE}-npu-rdma")["count"] = claim
+            npu_request(m, DECODE_CLAIM)["count"] = claim
     return edit
 
 
@@ -35,9 +35,9 @@ BAD = {
         lambda m: set_arg(engine(m, PREFILL), "--pipeline-parallel-size", "four"),
         "pp-with-dp", PREFILL_ID, ("--pipeline-parallel-size 'four' is not an integer",)),
     "decode-claim-count-8": (
-        lambda m: npu_request(m, f"{DECODE}-npu-rdma").update(count=8),
+        lambda m: npu_request(m, DECODE_CLAIM).update(count=8),
         "npu-claim-matches-parallelism", DECODE_ID,
-        ("claims 8 NPUs", "ResourceClaimTemplate minimax-m27-decode-npu-rdma", "requests[npu].exactly.count 8",
+        ("claims 8 NPUs", f"ResourceClaimTemplate {DECODE_CLAIM}", "requests[npu].exactly.count 8",
          "deviceClassName npu.rebellions.ai", "TP 1 x PP 1 x DP-local 4 = 4", "Set the claim count to 4")),
     "decode-dp-local-2-equals-form": (
         lambda m: set_arg(engine(m, DECODE), "--data-parallel-size-local", "2", equals=True),
@@ -46,9 +46,9 @@ BAD = {
         lambda m: engine(m, PREFILL)["args"].extend(["-tp", "2"]),
         "npu-claim-matches-parallelism", PREFILL_ID, ("claims 4 NPUs", "TP 2 x PP 4 x DP-local 1 = 8")),
     "decode-claim-template-missing": (
-        lambda m: m.remove(get(m, "ResourceClaimTemplate", f"{DECODE}-npu-rdma")),
+        lambda m: m.remove(get(m, "ResourceClaimTemplate", DECODE_CLAIM)),
         "npu-claim-matches-parallelism", DECODE_ID,
-        ("references ResourceClaimTemplate minimax-m27-decode-npu-rdma, which is not among the resources",)),
+        (f"references ResourceClaimTemplate {DECODE_CLAIM}, which is not among the resources",)),
     "decode-container-claims-nothing": (
         lambda m: engine(m, DECODE)["resources"].pop("claims"),
         "npu-claim-matches-parallelism", DECODE_ID, ("claims no NPUs", "= 4")),

@@ -1,0 +1,233 @@
+"""`scripts/up prod-4p4d` with the real Pulumi engine, provider and pack on the local control plane:
+admitted by the API server, placed by the scheduler through DRA, updated, drifted, refused,
+replaced and destroyed, each asserted from the API. The tests run in order on one deployment.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import subprocess
+import time
+
+import pytest
+import yaml
+
+from tests.cluster.conftest import LocalCluster
+from tests.prerequisites import require
+from tests.pulumi_project import Project, copy_project, toolchain_dir
+
+pytestmark = pytest.mark.cluster
+
+STACK = "prod-4p4d"
+NS = "rebel100"
+ROLE = "llm-d.ai/role"
+NUMA = "resource.kubernetes.io/numaNode"
+READY_DELAY = "3s"  # kwok's Running -> Ready delay for the engines (a compile, scaled down)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory, local_cluster: LocalCluster) -> tuple[Project, LocalCluster]:
+    toolchain = require(toolchain_dir(), "no Pulumi toolchain (run `make toolchain`)")
+    project = copy_project(tmp_path_factory.mktemp("cluster-deploy") / "project", toolchain)
+    project.env.update(KUBECONFIG=str(local_cluster.kubeconfig),
+                       PATH=f"{local_cluster.bin_dir}:{project.env['PATH']}",
+                       REBEL100_UNSCHEDULABLE_GRACE="15")
+    set_config(project, "rebel100:engine", {"podAnnotations": {"rebel100.local/ready-delay": READY_DELAY}})
+    yield project, local_cluster
+    # Free the site's NUMA slots for the other cluster tests, whatever happened above.
+    project.pulumi("destroy", "-s", STACK, "--yes", timeout=600)
+    local_cluster.kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=true", timeout=300, check=False)
+
+
+def set_config(project: Project, key: str, value) -> None:
+    path = project.root / f"Pulumi.{STACK}.yaml"
+    document = yaml.safe_load(path.read_text())
+    if value is None:
+        document["config"].pop(key, None)
+    elif isinstance(value, dict) and isinstance(document["config"].get(key), dict):
+        document["config"][key] = {**document["config"][key], **value}
+    else:
+        document["config"][key] = value
+    path.write_text(yaml.safe_dump(document))
+
+
+def up(project: Project) -> subprocess.CompletedProcess:
+    return subprocess.run(["scripts/up", STACK], cwd=project.root, env=project.env, capture_output=True, text=True,
+                          timeout=1200)
+
+
+def engines(cluster: LocalCluster) -> list[dict]:
+    return [p for p in cluster.get("pods", namespace=NS) if ROLE in p["metadata"].get("labels", {})
+            and not p["metadata"].get("deletionTimestamp")]
+
+
+def ready(pod: dict) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", []))
+
+
+def when(text: str) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def allocations(cluster: LocalCluster) -> dict[str, list[tuple[str, int]]]:
+    """Engine pod -> [(request, NUMA node)] of every device its claim was allocated."""
+    numa = {}
+    for resource_slice in cluster.get("resourceslices"):
+        spec = resource_slice["spec"]
+        for device in spec.get("devices", []):
+            numa[(spec["driver"], spec["pool"]["name"], device["name"])] = device["attributes"][NUMA]["int"]
+    claims = {c["metadata"]["name"]: c for c in cluster.get("resourceclaims", namespace=NS)}
+    found = {}
+    for pod in engines(cluster):
+        results = []
+        for status in pod["status"].get("resourceClaimStatuses", []):
+            allocation = claims[status["resourceClaimName"]]["status"]["allocation"]
+            results += [(r["request"], numa[(r["driver"], r["pool"], r["device"])]) for r in allocation["devices"]["results"]]
+        found[pod["metadata"]["name"]] = results
+    return found
+
+
+def deployment_replicas(cluster: LocalCluster) -> dict[str, int]:
+    return {d["metadata"]["name"]: d["spec"]["replicas"] for d in cluster.get("deployments", namespace=NS)}
+
+
+def test_a_up_places_every_engine_through_dra(site):
+    project, cluster = site
+    proc = up(project)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    pods = engines(cluster)
+    roles = [p["metadata"]["labels"][ROLE] for p in pods]
+    assert sorted(roles) == ["decode"] * 4 + ["prefill"] * 4
+    assert all(p["status"]["phase"] == "Running" and ready(p) for p in pods)
+    epp = [p for p in cluster.get("pods", namespace=NS) if p["metadata"]["name"].startswith("minimax-m27-epp")]
+    assert len(epp) == 1 and epp[0]["status"]["phase"] == "Running"
+    for role in ("prefill", "decode"):
+        nodes = [p["spec"]["nodeName"] for p in pods if p["metadata"]["labels"][ROLE] == role]
+        assert len(set(nodes)) == 4, f"two {role} pods share a node: {nodes}"
+    for pod, devices in allocations(cluster).items():
+        assert sorted(request for request, _ in devices) == ["npu"] * 4 + ["rdma"] * 2, (pod, devices)
+        assert len({node for _, node in devices}) == 1, f"{pod} spans NUMA nodes: {devices}"
+    assert "placement of stack 'prod-4p4d': all 8 engine pods fit" in proc.stdout
+    assert "npu: npu-" in proc.stdout and "(NUMA " in proc.stdout  # the placement read back, printed
+
+
+def test_b_second_up_changes_nothing(site):
+    project, _ = site
+    proc = project.pulumi("preview", "-s", STACK, "--expect-no-changes", "--refresh")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+
+
+def test_c_image_bump_rolls_prefill_then_decode(site):
+    project, cluster = site
+    before = {p["metadata"]["name"] for p in engines(cluster)}
+    set_config(project, "rebel100:engine", {"image": "rebellions/vllm-rbln:0.10.3"})
+    proc = up(project)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = proc.stdout.split("Resources:")[-1]
+    assert "2 updated" in summary and "created" not in summary and "deleted" not in summary, summary
+    pods = engines(cluster)
+    assert not before & {p["metadata"]["name"] for p in pods}
+    assert {c["image"] for p in pods for c in p["spec"]["containers"]} == {"rebellions/vllm-rbln:0.10.3"}
+    prefill_ready = max(when(c["lastTransitionTime"]) for p in pods if p["metadata"]["labels"][ROLE] == "prefill"
+                        for c in p["status"]["conditions"] if c["type"] == "Ready")
+    decode_created = min(when(p["metadata"]["creationTimestamp"]) for p in pods if p["metadata"]["labels"][ROLE] == "decode")
+    assert decode_created >= prefill_ready, (prefill_ready, decode_created)
+
+
+def test_d_drift_is_reported_and_undone(site):
+    project, cluster = site
+    cluster.kubectl("scale", "deployment/minimax-m27-decode", "--replicas=2", f"--namespace={NS}")
+    preview = project.pulumi("preview", "-s", STACK, "--refresh", "--diff")
+    assert preview.returncode == 0, preview.stderr
+    assert "minimax-m27-decode" in preview.stdout and "replicas" in preview.stdout, preview.stdout[-3000:]
+    proc = up(project)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert deployment_replicas(cluster)["minimax-m27-decode"] == 4
+    assert len([p for p in engines(cluster) if p["metadata"]["labels"][ROLE] == "decode"]) == 4
+
+
+def test_e_a_stack_that_cannot_be_placed_is_refused_before_apply(site):
+    project, cluster = site
+    files = [f for f in (project.root / ".pulumi-state").rglob(f"{STACK}.json")]
+    state = files[0].read_bytes()
+    set_config(project, "rebel100:hardware", None)  # nodes unset: the gate cannot know
+    set_config(project, "rebel100:prefill", {"replicas": 5})
+    set_config(project, "rebel100:decode", {"replicas": 5})
+    started = time.monotonic()
+    proc = up(project)
+    took = time.monotonic() - started
+    set_config(project, "rebel100:prefill", {"replicas": 4})
+    set_config(project, "rebel100:decode", {"replicas": 4})
+    set_config(project, "rebel100:hardware", {"nodes": 4})
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "minimax-m27-prefill pod 5" in proc.stderr and "already runs a prefill pod" in proc.stderr, proc.stderr
+    assert took < 120
+    assert files[0].read_bytes() == state
+    assert deployment_replicas(cluster) == {"minimax-m27-epp": 1, "minimax-m27-prefill": 4, "minimax-m27-decode": 4}
+
+
+def test_e2_a_pod_the_scheduler_refuses_during_up_cancels_it(site):
+    """Cordoned nodes are not in the preflight's inventory check; the watch beside `pulumi up` names
+    the pending pod and the scheduler's reason, and cancels the update within its grace."""
+    project, cluster = site
+    nodes = [n["metadata"]["name"] for n in cluster.get("nodes")]
+    for node in nodes:
+        cluster.kubectl("cordon", node)
+    try:
+        set_config(project, "rebel100:engine", {"image": "rebellions/vllm-rbln:0.10.4"})
+        started = time.monotonic()
+        proc = up(project)
+        took = time.monotonic() - started
+    finally:
+        for node in nodes:
+            cluster.kubectl("uncordon", node)
+    assert proc.returncode != 0, proc.stdout[-2000:]
+    assert "has been unschedulable for 15 s" in proc.stderr and "unschedulable" in proc.stderr.lower(), proc.stderr[-3000:]
+    assert took < 300
+    again = up(project)  # the nodes are back: the same change now rolls out
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert {c["image"] for p in engines(cluster) for c in p["spec"]["containers"]} == {"rebellions/vllm-rbln:0.10.4"}
+
+
+def test_f_a_slow_engine_is_waited_for(site):
+    project, cluster = site
+    set_config(project, "rebel100:engine", {"podAnnotations": {"rebel100.local/ready-delay": "20s"}})
+    started = time.monotonic()
+    proc = up(project)
+    took = time.monotonic() - started
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    pods = engines(cluster)
+    assert len(pods) == 8 and all(ready(p) for p in pods)
+    # Every engine took its 20 s to become Ready, and `up` returned only after that (not before, not failed).
+    for pod in pods:
+        became_ready = next(when(c["lastTransitionTime"]) for c in pod["status"]["conditions"] if c["type"] == "Ready")
+        assert (became_ready - when(pod["metadata"]["creationTimestamp"])).total_seconds() >= 19, pod["metadata"]["name"]
+    assert took >= 40, took  # prefill's 20 s, then decode's 20 s: one pool at a time, each waited for
+
+
+def test_h_an_immutable_claim_change_replaces_cleanly(site):
+    project, cluster = site
+    set_config(project, "rebel100:engine", {"podAnnotations": {"rebel100.local/ready-delay": READY_DELAY}})
+    set_config(project, "rebel100:hardware", {"rdmaNicsPerPod": 1})
+    proc = up(project)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "replaced" in proc.stdout.split("Resources:")[-1], proc.stdout[-2000:]
+    templates = {t["metadata"]["name"]: t for t in cluster.get("resourceclaimtemplates", namespace=NS)}
+    for template in templates.values():
+        requests = {r["name"]: r["exactly"]["count"] for r in template["spec"]["spec"]["devices"]["requests"]}
+        assert requests == {"npu": 4, "rdma": 1}
+    for pod, devices in allocations(cluster).items():
+        assert sorted(request for request, _ in devices) == ["npu"] * 4 + ["rdma"], (pod, devices)
+
+
+def test_g_destroy_keeps_only_the_data_volumes(site):
+    project, cluster = site
+    proc = project.pulumi("destroy", "-s", STACK, "--yes", timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    left = json.loads(cluster.kubectl("get", "all,configmaps,resourceclaimtemplates,pvc,networkpolicies,poddisruptionbudgets",
+                                      f"--namespace={NS}", "-o", "json").stdout)["items"]
+    kinds = sorted((o["kind"], o["metadata"]["name"]) for o in left
+                   if not (o["kind"] == "ConfigMap" and o["metadata"]["name"] == "kube-root-ca.crt"))
+    assert kinds == [("PersistentVolumeClaim", "minimax-m27-decode-compile-cache"),
+                     ("PersistentVolumeClaim", "minimax-m27-prefill-compile-cache"),
+                     ("PersistentVolumeClaim", "model-weights")], kinds

@@ -1,0 +1,74 @@
+"""A copy of the project driven by the real Pulumi CLI, for the end-to-end and local-cluster tests:
+toolchain lookup, the copy with its own backend, PULUMI_HOME and passphrase, and a CLI runner."""
+from __future__ import annotations
+
+import hashlib
+import os
+import pathlib
+import shutil
+import subprocess
+from typing import Optional
+
+from core.stackfile import PROJECT_ROOT
+from tests.prerequisites import checked_dir
+
+# What a copy leaves out: local state, caches, renders and the tests themselves.
+NOT_COPIED = shutil.ignore_patterns(".git", ".venv", ".pulumi-*", "build", "__pycache__", ".pytest_cache", "tests", "benchmarks")
+
+
+def toolchain_dir() -> Optional[str]:
+    """The bin folder with pulumi, the Python language host and the Kubernetes provider, as
+    `scripts/install-pulumi --check` finds it (on PATH or in its cache; it never builds)."""
+    return checked_dir(str(PROJECT_ROOT / "scripts" / "install-pulumi"), "--check")
+
+
+class Project:
+    """A copy of the project with its own file backend, PULUMI_HOME and passphrase."""
+
+    def __init__(self, root: pathlib.Path, bin_dir: str):
+        self.root = root
+        self.env = {
+            **os.environ,
+            "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            "PULUMI_HOME": str(root / ".pulumi-home"),
+            "PULUMI_BACKEND_URL": f"file://{root / '.pulumi-state'}",
+            "PULUMI_CONFIG_PASSPHRASE": "e2e",
+            "PULUMI_SKIP_UPDATE_CHECK": "true",
+            "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+            # Render mode: the provider refuses a kubeconfig next to renderYamlToDirectory.
+            "KUBECONFIG": "",
+        }
+        (root / ".pulumi-state").mkdir(exist_ok=True)
+
+    def pulumi(self, *args: str, check: bool = False, timeout: int = 900) -> subprocess.CompletedProcess:
+        split = args.index("--") if "--" in args else len(args)  # flags go before a `--` value separator
+        command = ["pulumi", *args[:split], "--non-interactive", *args[split:]]
+        proc = subprocess.run(command, cwd=self.root, env=self.env,
+                              capture_output=True, text=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"pulumi {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    def select(self, stack: str) -> None:
+        self.pulumi("stack", "select", stack, "--create", check=True)
+
+    def checkpoint(self, stack: str) -> Optional[str]:
+        """Digest of the stack's state file in the file backend (None when there is none)."""
+        files = sorted((self.root / ".pulumi-state").rglob(f"{stack}.json"))
+        return hashlib.sha256(files[0].read_bytes()).hexdigest() if files else None
+
+
+def tree_digest(folder: pathlib.Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()} if folder.exists() else {}
+
+
+def copy_project(destination: pathlib.Path, bin_dir: str) -> Project:
+    """The project (without tests, state or renders) copied to `destination`, sharing the virtualenv."""
+    shutil.copytree(PROJECT_ROOT, destination, ignore=NOT_COPIED)
+    (destination / ".venv").symlink_to(PROJECT_ROOT / ".venv")
+    # The copy has its own passphrase: drop the salts recorded for the local default one.
+    for stack_file in destination.glob("Pulumi.*.yaml"):
+        lines = stack_file.read_text().splitlines(keepends=True)
+        stack_file.write_text("".join(line for line in lines if not line.startswith("encryptionsalt:")))
+    return Project(destination, bin_dir)
