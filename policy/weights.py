@@ -24,7 +24,8 @@ def _claims(spec: dict) -> set[str]:
 
 
 def _holders(manifests: list[dict]) -> dict[tuple[str, str], list[tuple[str, dict]]]:
-    """(namespace, claim) -> [(object, its weights annotations)] for every annotated Job and PVC."""
+    """(namespace, claim) -> [(object, its weights annotations)]: the annotated Jobs that fill the claim, else the
+    claim's own annotations (a pre-loaded PVC someone annotated, or the stack's when its Job is not in the set)."""
     held: dict[tuple[str, str], list[tuple[str, dict]]] = {}
     for template in pod_templates(manifests):
         notes = (template.owner.get("metadata") or {}).get("annotations") or {}
@@ -33,9 +34,9 @@ def _holders(manifests: list[dict]) -> dict[tuple[str, str], list[tuple[str, dic
                 held.setdefault((template.namespace, claim), []).append((template.resource, notes))
     for manifest in manifests:
         notes = (manifest.get("metadata") or {}).get("annotations") or {}
-        if manifest.get("kind") == "PersistentVolumeClaim" and weights.MODEL_ANNOTATION in notes:
-            key = (namespace_of(manifest), str((manifest.get("metadata") or {}).get("name")))
-            held.setdefault(key, []).append((resource_id(manifest), notes))
+        key = (namespace_of(manifest), str((manifest.get("metadata") or {}).get("name")))
+        if manifest.get("kind") == "PersistentVolumeClaim" and weights.MODEL_ANNOTATION in notes and key not in held:
+            held[key] = [(resource_id(manifest), notes)]
     return held
 
 
