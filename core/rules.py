@@ -165,6 +165,7 @@ def weights_match(what: str, engine_value: str, held_value: str, *, held_by: str
     """An engine must serve what its weights volume holds: with HF_HUB_OFFLINE it cannot fetch anything else."""
     if engine_value == held_value:
         return None
-    return (f"the engine serves {what} {engine_value} but its weights volume holds {held_value} ({held_by}): offline, "
-            f"the engine fails after waiting for files that never come, or loads another revision than the one "
-            f"reviewed. Serve {held_value}, or change the download to {engine_value} (one config value for both).")
+    return (f"the engine serves {what} {engine_value} but its weights volume holds {held_value} ({held_by}): with "
+            f"HF_HUB_OFFLINE the engine finds no files for what it serves and fails at start, or serves a revision "
+            f"nobody downloaded on purpose. Serve {held_value}, or change the download to {engine_value} (in the stack: "
+            f"one weights.revision / weights.draftRevision for both).")
