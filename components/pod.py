@@ -14,7 +14,8 @@ import pulumi_kubernetes as k8s
 from pydantic import BaseModel, ConfigDict, Field
 
 from core import serving, sizing
-from core.config import Engine, Hardware, ModelSpec, Placement, Resources, Role, Rollout, Security, Storage
+from core import weights as weight_files
+from core.config import Engine, Hardware, ModelSpec, Placement, Resources, Role, Rollout, Security, Storage, Weights
 
 core = k8s.core.v1
 meta = k8s.meta.v1
@@ -31,6 +32,7 @@ RDS_PRESENT_LABEL = "rebellions.ai/rds.present"
 POOL_LABEL = "rebel100.ai/pool"  # one value per Deployment, so that groups of one role stay apart
 SECURITY_EXCEPTIONS_ANNOTATION = "rebel100.ai/security-exceptions"
 LMCACHE_VERSION_ANNOTATION = "rebel100.ai/lmcache-rbln-version"  # read by the RDS budget policy
+MODEL_REVISION_ANNOTATION = weight_files.REVISION_ANNOTATION  # a new revision rolls the engines
 NON_ROOT_UID = 65532
 
 CLAIM_NAME = "npu-rdma"  # the pod's name for its DRA claim
@@ -126,6 +128,31 @@ def compile_cache_pvc(resource_name: str, *, name: str, namespace: str, labels: 
             resources=core.VolumeResourceRequirementsArgs(requests={"storage": storage.compile_cache_size}),
         ),
         opts=opts,
+    )
+
+
+class EngineWeights(BaseModel):
+    """What an engine pod needs to know about its weights: the volume, the revisions, what to wait for."""
+
+    model_config = ConfigDict(frozen=True)
+
+    claim_name: str = Field("model-weights", description="PVC holding the Hugging Face cache, mounted read-only as HF_HOME.")
+    revision: str = Field("main", description="`--revision` of the served model (the one on the volume).")
+    draft_revision: str = Field("main", description="Revision of the EAGLE-3 draft in `--speculative-config`.")
+    wait_paths: list[str] = Field(default_factory=list, description="Paths the init container waits for before the engine starts (a download's marker, or the pre-loaded snapshots).")
+    waiter_image: str = Field(Weights().downloader_image, description="Image of the wait-for-weights init container (needs a POSIX shell).")
+
+
+def wait_for_weights_container(weights: EngineWeights) -> core.ContainerArgs:
+    """Init container that holds the engine back until its weights are on the volume: the cluster enforces
+    the order even for a render applied with kubectl, where no Pulumi dependency exists."""
+    return core.ContainerArgs(
+        name="wait-for-weights",
+        image=weights.waiter_image,
+        command=["sh", "-c", weight_files.WAIT_SHELL, "wait-for-weights", *weights.wait_paths],
+        volume_mounts=[core.VolumeMountArgs(name="model", mount_path=MODEL_MOUNT, read_only=True)],
+        resources=core.ResourceRequirementsArgs(requests={"cpu": "10m", "memory": "16Mi"}, limits={"cpu": "100m", "memory": "64Mi"}),
+        security_context=restricted_security_context(),
     )
 
 
@@ -367,7 +394,8 @@ class EnginePoolArgs(StackArgs):
     model: ModelSpec = Field(ModelSpec(), description="Served model.")
     engine: Engine = Field(Engine(), description="Serving arguments common to both roles.")
     hardware: Hardware = Field(Hardware(), description="Hardware profile (device classes, NICs, node labels).")
-    storage: Storage = Field(Storage(), description="Model and compile-cache volumes.")
+    storage: Storage = Field(Storage(), description="Compile-cache volume, StorageClass and retention.")
+    weights: EngineWeights = Field(EngineWeights(), description="The weights volume, revisions and the wait before the engine starts.")
     hf_token_secret: str = Field("hf-token", description="Secret with the Hugging Face token under key `token`.")
     security: Security = Field(Security(), description="Security contexts and their recorded exceptions.")
     placement: Placement = Field(Placement(), description="Node groups (one Deployment per group) and anti-affinity.")
@@ -413,7 +441,8 @@ def engine_pool(
                       opts=data_volume_options(child, args.storage.retain_on_delete))
     groups = group_names(args.placement.groups)
     annotations = {**args.engine.pod_annotations,
-                   SECURITY_EXCEPTIONS_ANNOTATION: engine_security_exceptions(args.security)}
+                   SECURITY_EXCEPTIONS_ANNOTATION: engine_security_exceptions(args.security),
+                   MODEL_REVISION_ANNOTATION: args.weights.revision}
     if args.engine.lmcache_rbln_version and rds_nodes:
         annotations[LMCACHE_VERSION_ANNOTATION] = args.engine.lmcache_rbln_version
     deployments = []
@@ -423,8 +452,9 @@ def engine_pool(
         labels = {**role_labels, POOL_LABEL: pool}
         deployments.append(engine_deployment(
             resource, name=pool, namespace=args.namespace, labels=labels, replicas=role.replicas // len(groups),
-            containers=containers, init_containers=init_containers, claim_template_name=claim_template_name,
-            volumes=engine_volumes(shm_size=args.engine.shm_size, model_pvc=args.storage.model_pvc, compile_cache_pvc_name=f"{base}-compile-cache"),
+            containers=containers, init_containers=[wait_for_weights_container(args.weights), *(init_containers or [])],
+            claim_template_name=claim_template_name,
+            volumes=engine_volumes(shm_size=args.engine.shm_size, model_pvc=args.weights.claim_name, compile_cache_pvc_name=f"{base}-compile-cache"),
             affinity=affinity(args.hardware, args.placement, rds=rds_nodes, group=group,
                               role_selector={PART_OF_LABEL: args.stack_name, ROLE_LABEL: role_name}),
             strategy=deployment_strategy(args.rollout), annotations=annotations,

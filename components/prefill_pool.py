@@ -43,7 +43,8 @@ class PrefillPool(pulumi.ComponentResource):
         container = pod.engine_container(
             name="vllm",
             image=args.engine.image,
-            args=serving.serve_args(args.model, args.engine, role, kv_transfer=kv_transfer, role_args=dp_args),
+            args=serving.serve_args(args.model, args.engine, role, kv_transfer=kv_transfer, role_args=dp_args,
+                                    revision=args.weights.revision, draft_revision=args.weights.draft_revision),
             env=env,
             hf_token_secret=args.hf_token_secret,
             env_from_config_map=args.kv_tier_config_map,

@@ -192,10 +192,29 @@ class Gateway(Section):
     hostname: Optional[str] = Field(None, description="Listener hostname; null accepts any.")
 
 
+# A Hugging Face commit id: what `revision` must be to be pinned (a branch or tag can move).
+COMMIT_SHA = r"^[0-9a-f]{40}$"
+UNPINNED = "main"
+
+
+class Weights(Section):
+    """Where the engines' weights (the model and the EAGLE-3 draft) come from: a PVC someone loaded, or a
+    download by the stack into a volume it owns, before the engines start (see the README, Model weights)."""
+
+    source: Literal["pvc", "download"] = Field("pvc", description="`pvc`: the existing PVC `weights.pvc`, loaded beforehand (nothing created); `download`: the stack creates that PVC and a Job fills it before the engines start.")
+    pvc: str = Field("model-weights", pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$", description="PVC holding the Hugging Face cache (HF_HOME), mounted read-only by the engines.")
+    revision: str = Field(UNPINNED, min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$", description="Revision of `model.name` on the Hub: a 40-hex commit id pins it; `main` follows the branch (refused for a prod download).")
+    draft_revision: str = Field(UNPINNED, min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$", description="Revision of the EAGLE-3 draft model (`engine.speculative.model`), pinned the same way.")
+    size: str = Field("600Gi", pattern=r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$", description="Size of the PVC the stack creates for a download (checked against the known model sizes with headroom).")
+    gated: bool = Field(False, description="The model or draft is a gated repository: the download needs the token Secret (`hfTokenSecret`).")
+    token_secret_exists: bool = Field(False, description="The Secret `hfTokenSecret` was created outside the stack (else a gated download needs `rebel100:hfToken`).")
+    downloader_image: str = Field("python:3.12.11-slim", min_length=1, description="Image of the download Job and of the engines' wait-for-weights init container (Python 3).")
+    huggingface_hub_version: str = Field("0.34.4", pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$", description="huggingface_hub the Job installs (into /tmp) when the image has none.")
+    retries: int = Field(6, ge=0, le=100, description="Job backoffLimit: pod restarts allowed; each retry resumes the partial files on the volume.")
+    timeout_minutes: int = Field(360, ge=10, description="How long `pulumi up` waits for the download Job to complete before it fails the update.")
+
+
 class Storage(Section):
-    model_pvc: str = Field("model-weights", min_length=1, description="PVC holding the pre-loaded Hugging Face cache (mounted read-only as HF_HOME).")
-    model_pvc_size: str = Field("600Gi", description="Size of the model PVC.")
-    create_model_pvc: bool = Field(True, description="Create the model PVC (false: it exists already).")
     compile_cache_size: str = Field("200Gi", description="Size of each role's compile-cache PVC (VLLM_CACHE_ROOT).")
     storage_class: Optional[str] = Field(None, description="StorageClass of the PVCs (ReadWriteMany); null uses the cluster default.")
     retain_on_delete: bool = Field(True, description="Keep the data volumes (weights, compile caches) in the cluster when `pulumi destroy` or a replacement deletes them from the stack.")
@@ -247,7 +266,8 @@ class StackConfig(Section):
     kv_tier: KvTier = Field(KvTier(), description="Tier-2 KV offload of prefill.")
     router: Router = Field(Router(), description="llm-d router (EPP).")
     gateway: Gateway = Field(Gateway(), description="Gateway API entry point.")
-    storage: Storage = Field(Storage(), description="Volumes.")
+    weights: Weights = Field(Weights(), description="Model weights: a pre-loaded PVC or a download by the stack.")
+    storage: Storage = Field(Storage(), description="Compile-cache volumes, StorageClass and retention.")
     security: Security = Field(Security(), description="NetworkPolicies, security contexts and their exceptions.")
     observability: Observability = Field(Observability(), description="PodMonitors and the Grafana dashboard.")
     placement: Placement = Field(Placement(), description="Node groups and anti-affinity.")
@@ -263,4 +283,10 @@ class StackConfig(Section):
 
 
 # Keys of the namespace that are not part of the schema above but are read by the program.
+# Keys that moved: a stack file still using one is told where it went.
+MOVED_KEYS = {
+    "storage.modelPvc": "weights.pvc",
+    "storage.modelPvcSize": "weights.size",
+    "storage.createModelPvc": "weights.source (download creates the PVC; pvc uses an existing one)",
+}
 SECRET_KEYS = {"hfToken": "Hugging Face token (set with `pulumi config set --secret rebel100:hfToken`)."}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Optional
 
-from core import serving, sizing
+from core import serving, sizing, weights
 from core.config import StackConfig
 from core.serving import RoleServing
 
@@ -42,6 +42,7 @@ class StackFacts:
     rds_budget: Optional[sizing.RdsBudget]
     rds_tokens_per_rank: int
     lmcache_env: dict[str, str]
+    weights: weights.Plan
 
     @property
     def total_devices(self) -> int:
@@ -56,6 +57,7 @@ class StackFacts:
             "kvTier": self.kv_tier,
             "rdsTokensPerRank": self.rds_tokens_per_rank,
             "memoryBudget": self.rds_budget.as_output() if self.rds_budget else None,
+            "weights": self.weights.output(),
         }
 
 
@@ -92,4 +94,5 @@ def derive(cfg: StackConfig) -> StackFacts:
         rds_budget=rds_budget(cfg) if on_rds else None,
         rds_tokens_per_rank=sizing.rds_tokens_per_rank(cfg.kv_tier.rds_max_chunks, cfg.kv_tier.chunk_size) if on_rds else 0,
         lmcache_env=serving.lmcache_env(cfg.kv_tier) if pd else {},
+        weights=weights.plan(cfg, serving.HF_HOME),
     )

@@ -15,8 +15,8 @@ from typing import Any, Iterable, Optional
 import pydantic
 from pydantic import BaseModel
 
-from core import rules, serving, sizing
-from core.config import NAMESPACE, SECRET_KEYS, StackConfig, unwrap_optional
+from core import rules, serving, sizing, weights
+from core.config import MOVED_KEYS, NAMESPACE, SECRET_KEYS, StackConfig, unwrap_optional
 from core.derive import derive
 from core.serving import role_serving, sidecar_ports
 
@@ -122,6 +122,10 @@ def _pydantic_issues(error: pydantic.ValidationError) -> list[Issue]:
     for err in error.errors():
         loc = tuple(err["loc"])
         path = _path(loc)
+        moved = MOVED_KEYS.get(".".join(str(part) for part in loc))
+        if err["type"] == "extra_forbidden" and moved:
+            issues.append(Issue(path, f"this key moved: set `{key(moved)}` instead (see the README, Model weights)."))
+            continue
         if err["type"] == "extra_forbidden":
             parent = _field_models(StackConfig, loc[:-1]) if len(loc) > 1 else StackConfig
             valid = sorted(info.alias or name for name, info in parent.model_fields.items()) if parent else []
@@ -331,6 +335,34 @@ def rule_overrides(cfg: StackConfig) -> Iterable[Issue]:
                         f"here it would silently replace the checked value. Set {field} instead.")
 
 
+def rule_weights(cfg: StackConfig, *, hf_token_set: bool = False) -> Iterable[Issue]:
+    """A download fits its volume, is pinned in prod, and has its token when the repositories are gated."""
+    settings = cfg.weights
+    if settings.source != "download":
+        return
+    draft = weights.draft_model(cfg)
+    needed = weights.needed_bytes(cfg.model.name, draft)
+    if needed is not None:
+        problem = rules.weights_volume_fits(
+            int(sizing.parse_quantity(settings.size)), needed, weights.HEADROOM, size_name="weights.size",
+            size_text=settings.size, what=" + ".join([cfg.model.name] + ([draft] if draft else [])))
+        if problem:
+            yield Issue(key("weights.size"), problem)
+    if cfg.environment == "prod":
+        pinned = [("weights.revision", settings.revision, cfg.model.name)]
+        if draft:
+            pinned.append(("weights.draftRevision", settings.draft_revision, draft))
+        for name, revision, repository in pinned:
+            problem = rules.revision_pinned(revision, revision_name=name, repository=repository)
+            if problem:
+                yield Issue(key(name), problem)
+    problem = rules.gated_download_token(settings.gated, hf_token_set or settings.token_secret_exists,
+                                         secret=cfg.hf_token_secret, token_name=key("hfToken"),
+                                         exists_name="weights.tokenSecretExists")
+    if problem:
+        yield Issue(key("weights.gated"), problem)
+
+
 RULES = (rule_overrides, rule_groups, rule_pp_with_dp, rule_devices_fit_node, rule_pipeline_and_experts, rule_block_and_memory,
          rule_kv_tier, rule_roles_agree, rule_pd_wiring)
 
@@ -343,13 +375,25 @@ def warnings_for(cfg: StackConfig) -> list[Issue]:
                             f"autoTune reads vllm:cache_config_info, where vllm-rbln reports --block-size "
                             f"{cfg.engine.block_size}: the router tracks prefixes in {cfg.engine.block_size}-token units "
                             f"while the engine reuses {cfg.engine.max_num_batched_tokens}-token sub-blocks."))
+    settings = cfg.weights
+    if settings.source == "download" and weights.needed_bytes(cfg.model.name, weights.draft_model(cfg)) is None:
+        advice.append(Issue(key("weights.size"),
+                            f"the size of {cfg.model.name} (or its draft) is not in core.weights.MODEL_BYTES: "
+                            f"weights.size {settings.size} is not checked against it."))
+    if settings.source == "pvc" and cfg.environment == "prod" and not weights.is_pinned(settings.revision):
+        advice.append(Issue(key("weights.revision"),
+                            f"weights.revision {settings.revision!r} is not a commit id: the engines serve whatever "
+                            f"refs/{settings.revision} points at on the pre-loaded PVC {settings.pvc}. Set the commit "
+                            f"you loaded, so that the engines, the policy pack and a later bump name it."))
     return advice
 
 
-def validate(cfg: StackConfig) -> list[Issue]:
+def validate(cfg: StackConfig, *, hf_token_set: bool = False) -> list[Issue]:
+    """Every cross-field rule; `hf_token_set`: the stack file sets the secret `rebel100:hfToken`."""
     issues: list[Issue] = []
     for rule in RULES:
         issues.extend(rule(cfg))
+    issues.extend(rule_weights(cfg, hf_token_set=hf_token_set))
     return issues
 
 
@@ -359,7 +403,7 @@ def load_config(raw: dict[str, Any], source: str = "stack configuration") -> Sta
         cfg = StackConfig.model_validate(namespace_values(raw))
     except pydantic.ValidationError as error:
         raise ConfigError(_pydantic_issues(error), source) from None
-    issues = validate(cfg)
+    issues = validate(cfg, hf_token_set=key("hfToken") in raw)
     if issues:
         raise ConfigError(issues, source)
     return cfg

@@ -12,6 +12,7 @@ import re
 from typing import Optional
 
 from core import sizing
+from core.weights import is_pinned
 
 
 def pp_with_dp(pp: int, dp: int) -> Optional[str]:
@@ -124,3 +125,47 @@ def literal_secret(name: str, value: str) -> Optional[str]:
                 f"a literal ends up in the stack state, the rendered YAML and anyone's `kubectl get -o yaml`. Take it "
                 f"from a Secret (valueFrom.secretKeyRef), or rename it if it is not a secret.")
     return None
+
+
+def _gb(value: float) -> str:
+    return f"{value / 1000 ** 3:,.1f}".removesuffix(".0")
+
+
+def weights_volume_fits(size_bytes: int, needed_bytes: int, headroom: float, *, size_name: str,
+                        size_text: str, what: str) -> Optional[str]:
+    """A download must fit its volume with headroom, found out before it starts, not when the disk fills."""
+    minimum = needed_bytes * headroom
+    if size_bytes >= minimum:
+        return None
+    gib = -(-int(minimum) // sizing.GIB)
+    return (f"{size_name} {size_text} ({_gb(size_bytes)} GB) is below {what} ({_gb(needed_bytes)} GB) x headroom "
+            f"{headroom:g} = {_gb(minimum)} GB: the download would fill the volume part way and fail. Set {size_name} "
+            f"to at least {gib}Gi.")
+
+
+def revision_pinned(revision: str, *, revision_name: str, repository: str) -> Optional[str]:
+    """A prod download at a branch gets whatever the Hub has on the day the Job runs."""
+    if is_pinned(revision):
+        return None
+    return (f"{revision_name} {revision!r} of {repository} is not a commit id: a download in prod would take whatever "
+            f"the branch points at on the day the Job runs, so two environments (or a re-created Job) can serve "
+            f"different weights. Set {revision_name} to the 40-hex commit id to serve.")
+
+
+def gated_download_token(gated: bool, token_known: bool, *, secret: str, token_name: str, exists_name: str) -> Optional[str]:
+    """A gated repository answers 401 without a token; the gate cannot see the cluster's Secrets, so it asks to be told."""
+    if not gated or token_known:
+        return None
+    return (f"the weights are gated but the stack neither creates the Secret {secret} ({token_name} is not set) nor is "
+            f"told it exists ({exists_name} false): the download Job would fail with 401 on its first file. Set the "
+            f"token with `pulumi config set --secret {token_name} hf_...`, or create the Secret and set {exists_name} true.")
+
+
+def weights_match(what: str, engine_value: str, held_value: str, *, held_by: str) -> Optional[str]:
+    """An engine must serve what its weights volume holds: with HF_HUB_OFFLINE it cannot fetch anything else."""
+    if engine_value == held_value:
+        return None
+    return (f"the engine serves {what} {engine_value} but its weights volume holds {held_value} ({held_by}): with "
+            f"HF_HUB_OFFLINE the engine finds no files for what it serves and fails at start, or serves a revision "
+            f"nobody downloaded on purpose. Serve {held_value}, or change the download to {engine_value} (in the stack: "
+            f"one weights.revision / weights.draftRevision for both).")

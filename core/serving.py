@@ -65,8 +65,12 @@ def compact_json(value: object) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-def speculative_json(speculative: Speculative) -> str:
-    return compact_json(speculative.model_dump(exclude_none=True))
+def speculative_json(speculative: Speculative, draft_revision: str) -> str:
+    """The speculative config; a draft model is loaded at the revision the weights volume holds."""
+    value = speculative.model_dump(exclude_none=True)
+    if speculative.model:
+        value["revision"] = draft_revision
+    return compact_json(value)
 
 
 def kv_transfer_config(*, nixl: bool, lmcache: bool) -> Optional[dict]:
@@ -83,11 +87,13 @@ def kv_transfer_config(*, nixl: bool, lmcache: bool) -> Optional[dict]:
     }
 
 
-def serve_args(model: ModelSpec, engine: Engine, role: Role, *, kv_transfer: Optional[dict], role_args: list[str]) -> list[str]:
-    """Arguments of `vllm serve`: the model, the common arguments, then the role's own."""
+def serve_args(model: ModelSpec, engine: Engine, role: Role, *, kv_transfer: Optional[dict], role_args: list[str],
+               revision: str = "main", draft_revision: str = "main") -> list[str]:
+    """Arguments of `vllm serve`: the model at its revision, the common arguments, then the role's own."""
     serving = role_serving(engine, role)
     args = [
         model.name,
+        "--revision", revision,
         "--served-model-name", model.served_name or model.name,
         "--port", str(role.port),
         "--block-size", str(serving.block_size),
@@ -114,7 +120,7 @@ def serve_args(model: ModelSpec, engine: Engine, role: Role, *, kv_transfer: Opt
     if role.gpu_memory_utilization is not None:
         args += ["--gpu-memory-utilization", f"{role.gpu_memory_utilization:g}"]
     if serving.speculative is not None:
-        args += ["--speculative-config", speculative_json(serving.speculative)]
+        args += ["--speculative-config", speculative_json(serving.speculative, draft_revision)]
     if kv_transfer is not None:
         args += ["--kv-transfer-config", compact_json(kv_transfer)]
     return args + list(role.extra_args)
@@ -123,6 +129,7 @@ def serve_args(model: ModelSpec, engine: Engine, role: Role, *, kv_transfer: Opt
 # Every flag the program generates, and the config field that sets it: an `extraArgs` entry may not
 # redefine one, or the gate would have checked a value the engine never sees.
 FLAG_FIELDS = {
+    "--revision": "weights.revision",
     "--served-model-name": "model.servedName",
     "--port": "{role}.port",
     "--block-size": "engine.blockSize (or {role}.blockSize)",
@@ -169,7 +176,7 @@ ENV_FIELDS = {
     "RBLN_FORCE_CCL_ASYNC": None, "VLLM_RBLN_USE_DEVICE_TENSOR": None, "VLLM_RBLN_USE_VLLM_MODEL": None,
     "VLLM_RBLN_AUTO_PORT": None, "VLLM_RBLN_SUB_BLOCK_CACHE": "engine.subBlockCache",
     "VLLM_ENGINE_READY_TIMEOUT_S": "engine.engineReadyTimeoutS", "VLLM_RPC_TIMEOUT": "engine.rpcTimeoutMs",
-    "VLLM_CACHE_ROOT": None, "HF_HOME": None, "VLLM_NIXL_SIDE_CHANNEL_PORT": "engine.nixlSideChannelPort",
+    "VLLM_CACHE_ROOT": None, "HF_HOME": None, "HF_HUB_OFFLINE": None, "VLLM_NIXL_SIDE_CHANNEL_PORT": "engine.nixlSideChannelPort",
     "VLLM_NIXL_SIDE_CHANNEL_HOST": None, "HF_TOKEN": "the secret rebel100:hfToken (or hfTokenSecret)",
     "RBLN_DEVICES": "{role}.tensorParallelSize / pipelineParallelSize",
     "LMCACHE_CHUNK_SIZE": "kvTier.chunkSize", "LMCACHE_ENABLE_KV_EVENTS": "kvTier.enableKvEvents",
@@ -197,6 +204,7 @@ def engine_env(engine: Engine) -> dict[str, str]:
         "VLLM_RPC_TIMEOUT": str(engine.rpc_timeout_ms),
         "VLLM_CACHE_ROOT": COMPILE_CACHE_ROOT,
         "HF_HOME": HF_HOME,
+        "HF_HUB_OFFLINE": "1",  # the weights come from the volume; nothing is fetched at start
         "VLLM_NIXL_SIDE_CHANNEL_PORT": str(engine.nixl_side_channel_port),
     }
 

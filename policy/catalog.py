@@ -15,7 +15,7 @@ import json
 import pathlib
 from typing import Any, Callable, Mapping, Optional
 
-from policy import hygiene, memory, parallelism, security, wiring
+from policy import hygiene, memory, parallelism, security, weights, wiring
 from policy.facts import Facts, facts_from
 from policy.manifests import Finding
 
@@ -71,6 +71,8 @@ POLICIES: tuple[PolicySpec, ...] = (
                wiring.router_block_size, "stack"),
     PolicySpec("router-autotune-block-unit", "With autoTune on, the router hashes --block-size units while the engines reuse sub-blocks (advice).",
                wiring.router_autotune_block_unit, "stack", enforcement=ADVISORY),
+    PolicySpec("engine-weights-match", "An engine serves the model id, revision and draft that the download Job (or PVC) of its weights volume records in its rebel100.ai/ annotations.",
+               weights.engine_weights_match, "stack"),
     # 7: hygiene
     PolicySpec("hf-token-secret-ref", "HF_TOKEN only from a Secret reference.",
                hygiene.hf_token_secret_ref, "resource"),

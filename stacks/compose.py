@@ -1,4 +1,4 @@
-"""Compose the five components into the full stack described by one StackConfig.
+"""Compose the components into the full stack described by one StackConfig.
 
 A new environment is a new `Pulumi.<name>.yaml`; nothing here is per environment.
 """
@@ -12,12 +12,14 @@ import pulumi_kubernetes as k8s
 from components import pod
 from components.decode_pool import DecodePool, DecodePoolArgs
 from components.gateway import Gateway, GatewayArgs
+from components.model_weights import ModelWeights, ModelWeightsArgs
 from components.monitoring import MonitoredRole, Monitoring, MonitoringArgs
 from components.network_isolation import NetworkIsolation, NetworkIsolationArgs
 from components.prefill_pool import PrefillPool, PrefillPoolArgs
 from components.rds_tier import RdsTier, RdsTierArgs
 from components.router import Router, RouterArgs
 from core.config import StackConfig
+from core import weights as weight_files
 from core.derive import derive
 
 core = k8s.core.v1
@@ -45,17 +47,18 @@ def build(cfg: StackConfig, *, hf_token: Optional[pulumi.Output] = None) -> dict
     if hf_token is not None:
         core.Secret("hf-token", metadata=pod.object_meta(cfg.hf_token_secret, ns, labels), type="Opaque",
                     string_data={"token": hf_token}, opts=in_ns)
-    if cfg.storage.create_model_pvc:
-        core.PersistentVolumeClaim(
-            "model-weights", metadata=pod.object_meta(cfg.storage.model_pvc, ns, labels),
-            spec=core.PersistentVolumeClaimSpecArgs(
-                access_modes=["ReadOnlyMany"], storage_class_name=cfg.storage.storage_class,
-                resources=core.VolumeResourceRequirementsArgs(requests={"storage": cfg.storage.model_pvc_size})),
-            opts=pod.data_volume_options(in_ns, cfg.storage.retain_on_delete))
+    weights = ModelWeights(f"{cfg.name}-weights", ModelWeightsArgs(
+        stack_name=cfg.name, namespace=ns, settings=cfg.weights, model=cfg.model.name,
+        draft_model=weight_files.draft_model(cfg), storage_class=cfg.storage.storage_class,
+        retain_on_delete=cfg.storage.retain_on_delete, hf_token_secret=cfg.hf_token_secret), opts=in_ns)
+    # Engines are created or updated only once the download Job completed (Pulumi waits for it); their
+    # init container waits for its marker on the volume as well.
+    engines_opts = (pulumi.ResourceOptions.merge(in_ns, pulumi.ResourceOptions(depends_on=[weights.job]))
+                    if weights.job is not None else in_ns)
 
     pd = cfg.topology == "pd"
     common = dict(stack_name=cfg.name, namespace=ns, model=cfg.model, engine=cfg.engine, hardware=cfg.hardware,
-                  storage=cfg.storage, hf_token_secret=cfg.hf_token_secret, security=cfg.security,
+                  storage=cfg.storage, weights=weights.engine_weights, hf_token_secret=cfg.hf_token_secret, security=cfg.security,
                   placement=cfg.placement, rollout=cfg.rollout)
     outputs: dict = {}
     kv_tier = None
@@ -70,11 +73,11 @@ def build(cfg: StackConfig, *, hf_token: Optional[pulumi.Output] = None) -> dict
             **common, role=cfg.prefill, kv_tier_config_map=kv_tier.config_map_name if kv_tier else None,
             rds_nodes=kv_tier.needs_rds_nodes if kv_tier else False),
             # Pods start only once the ConfigMap they take their LMCache environment from exists.
-            opts=pulumi.ResourceOptions.merge(in_ns, pulumi.ResourceOptions(depends_on=[kv_tier])) if kv_tier else in_ns)
+            opts=pulumi.ResourceOptions.merge(engines_opts, pulumi.ResourceOptions(depends_on=[kv_tier])) if kv_tier else engines_opts)
     # One pool at a time: decode changes roll out only once prefill's Deployments are ready again.
-    decode_opts = in_ns
+    decode_opts = engines_opts
     if prefill is not None and cfg.rollout.pool_at_a_time:
-        decode_opts = pulumi.ResourceOptions.merge(in_ns, pulumi.ResourceOptions(depends_on=prefill.deployments))
+        decode_opts = pulumi.ResourceOptions.merge(engines_opts, pulumi.ResourceOptions(depends_on=prefill.deployments))
     decode = DecodePool(f"{cfg.name}-decode", DecodePoolArgs(**common, role=cfg.decode, disaggregated=pd), opts=decode_opts)
     router = Router(f"{cfg.name}-router", RouterArgs(
         stack_name=cfg.name, namespace=ns, settings=cfg.router, topology=cfg.topology, target_ports=decode.target_ports,

@@ -27,7 +27,8 @@ def test_dp4_expert_parallel_args(run_under_mocks):
         "kv_connector": "RblnNixlConnector", "kv_role": "kv_both", "kv_buffer_device": "rbln",
         "kv_connector_extra_config": {"name": "nixl"}}
     assert json.loads(arg_value(args, "--speculative-config")) == {
-        "method": "eagle3", "model": "asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k", "num_speculative_tokens": 3}
+        "method": "eagle3", "model": "asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k", "num_speculative_tokens": 3,
+        "revision": "main"}
     ports = [p["containerPort"] for p in vllm["ports"]]
     assert ports == [8200, 8201, 8202, 8203, 5555, 5600, 5601, 5602, 5603]
     assert env_map(vllm)["VLLM_NIXL_SIDE_CHANNEL_PORT"] == "5600"
@@ -50,7 +51,7 @@ def test_readiness_checks_every_rank(run_under_mocks):
 
 def test_agg_has_no_sidecar_and_no_connector(run_under_mocks):
     deployment = build(run_under_mocks, disaggregated=False).get("Deployment", "t-decode")
-    assert "initContainers" not in deployment["spec"]["template"]["spec"]
+    assert [c["name"] for c in deployment["spec"]["template"]["spec"]["initContainers"]] == ["wait-for-weights"]
     assert "--kv-transfer-config" not in container(deployment, "vllm")["args"]
 
 

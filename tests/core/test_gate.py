@@ -138,3 +138,53 @@ def test_independent_errors_reported_together():
 def test_replicas_split_over_groups():
     assert "prefill.replicas 4 cannot be split evenly over placement.groups 3" in problems(placement={"groups": 3})
     ok(placement={"groups": 2})
+
+
+# --- weights -----------------------------------------------------------------------------------
+
+SHA = "0123456789abcdef0123456789abcdef01234567"
+PINNED = {"source": "download", "revision": SHA, "draftRevision": "f" * 40}
+
+
+def test_download_volume_must_hold_model_and_draft_with_headroom():
+    text = problems(weights={**PINNED, "size": "200Gi"})
+    assert ("rebel100:weights.size: weights.size 200Gi (214.7 GB) is below MiniMaxAI/MiniMax-M2.7 + "
+            "asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k (234 GB) x headroom 1.2 = 280.8 GB") in text
+    assert "Set weights.size to at least 262Gi." in text
+    ok(weights={**PINNED, "size": "262Gi"})
+    # A pre-loaded PVC is not the stack's to size.
+    ok(weights={"source": "pvc", "size": "1Gi"})
+
+
+def test_prod_download_must_be_pinned():
+    text = problems(weights={"source": "download"})
+    assert "rebel100:weights.revision: weights.revision 'main' of MiniMaxAI/MiniMax-M2.7 is not a commit id" in text
+    assert "rebel100:weights.draftRevision: weights.draftRevision 'main'" in text
+    ok(weights=PINNED)
+    ok(weights={"source": "download"}, environment="dev")
+
+
+def test_gated_download_needs_a_token_secret():
+    text = problems(weights={**PINNED, "gated": True})
+    assert "rebel100:weights.gated: the weights are gated but the stack neither creates the Secret hf-token" in text
+    ok(weights={**PINNED, "gated": True, "tokenSecretExists": True})
+    config = stack_config("prod-4p4d", weights={**PINNED, "gated": True})
+    config["rebel100:hfToken"] = "[secret]"
+    load_config(config)
+
+
+def test_moved_storage_keys_say_where_they_went():
+    text = problems(storage={"modelPvc": "w", "createModelPvc": False})
+    assert "rebel100:storage.modelPvc: this key moved: set `rebel100:weights.pvc` instead" in text
+    assert "rebel100:storage.createModelPvc: this key moved: set `rebel100:weights.source (download" in text
+
+
+def test_revision_must_look_like_a_revision():
+    assert "rebel100:weights.revision: 'main; rm -rf /' is not valid" in problems(weights={"revision": "main; rm -rf /"})
+
+
+def test_weights_advice():
+    preloaded = [str(w) for w in warnings_for(ok())]
+    assert any(w.startswith("rebel100:weights.revision: weights.revision 'main' is not a commit id") for w in preloaded)
+    unknown = [str(w) for w in warnings_for(ok(weights=PINNED, model={"name": "acme/other"}, engine={"speculative": None}))]
+    assert any("the size of acme/other (or its draft) is not in core.weights.MODEL_BYTES" in w for w in unknown)

@@ -61,6 +61,15 @@ def test_up_matches_offline_render_then_no_changes_then_destroy(project: Project
                if r["type"] == "kubernetes:apps/v1:Deployment"}
     prefill_urn = by_name["minimax-m27-prefill"]["urn"]
     assert prefill_urn in by_name["minimax-m27-decode"].get("dependencies", []), by_name["minimax-m27-decode"]
+    # Day-1 weights: both engine pools come after the download Job (the provider waits for it to complete),
+    # and the weights volume is kept on destroy like the compile caches.
+    resources = state["checkpoint"]["latest"]["resources"]
+    [job] = [r for r in resources if r["type"] == "kubernetes:batch/v1:Job"]
+    for name in ("minimax-m27-prefill", "minimax-m27-decode"):
+        assert job["urn"] in by_name[name].get("dependencies", []), by_name[name]
+    [weights_pvc] = [r for r in resources if r["type"] == "kubernetes:core/v1:PersistentVolumeClaim"
+                     and r["urn"].endswith("minimax-m27-weights-pvc")]
+    assert weights_pvc.get("retainOnDelete") is True
 
     again = project.pulumi("up", "-s", "dev", "--yes", "--policy-pack", "policy", *policy_config("dev"))
     assert again.returncode == 0, again.stdout + again.stderr
@@ -129,6 +138,21 @@ def test_policy_rejects_what_the_gate_does_not_judge(deployed: Project):
     assert proc.returncode != 0, out
     assert "[mandatory]  image-tag-pinned" in out, out
     assert changed == (False, False)
+
+
+def test_revision_bump_replaces_the_download_and_rolls_the_engines(deployed: Project):
+    """A pinned revision is a new download Job (a replacement), then an update of both engine pools."""
+    stack_yaml = (deployed.root / "Pulumi.gate.yaml").read_text()
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    deployed.pulumi("config", "set", "-s", "gate", "--path", "rebel100:weights.revision", sha, check=True)
+    preview = deployed.pulumi("preview", "-s", "gate", "--diff", "--policy-pack", "policy", *policy_config("dev"))
+    (deployed.root / "Pulumi.gate.yaml").write_text(stack_yaml)
+    out = preview.stdout
+    assert preview.returncode == 0, out + preview.stderr
+    assert "+-kubernetes:batch/v1:Job: (replace)" in out, out
+    assert out.count("~ kubernetes:apps/v1:Deployment: (update)") == 2, out
+    assert '"--revision"' in out or sha in out
+    assert "[mandatory]" not in out
 
 
 def free_port() -> int:

@@ -52,7 +52,8 @@ def decode_claim_8(folder):
 
 def sidecar_vllm_port_8001(folder):
     def change(d):
-        args = d["spec"]["template"]["spec"]["initContainers"][0]["args"]
+        sidecar = next(c for c in d["spec"]["template"]["spec"]["initContainers"] if c["name"] == "routing-proxy")
+        args = sidecar["args"]
         args[args.index("--vllm-port") + 1] = "8001"
     edit_yaml(folder / DECODE_FILE, change)
 

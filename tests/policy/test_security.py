@@ -161,7 +161,7 @@ BAD = {
         ("spec.securityContext.seccompProfile.type is unset and containers epp (unset)", "Set spec.securityContext.seccompProfile.type RuntimeDefault")),
     "decode-pod-seccomp-unconfined": (
         seccomp(DECODE, "Unconfined"), "pod-security-context", DECODE_ID,
-        ("seccompProfile.type is Unconfined and containers vllm (Unconfined), routing-proxy (Unconfined)",)),
+        ("seccompProfile.type is Unconfined and containers vllm (Unconfined), wait-for-weights (Unconfined), routing-proxy (Unconfined)",)),
     "decode-sidecar-seccomp-unconfined": (
         sidecar_unconfined, "pod-security-context", DECODE_ID,
         ("seccompProfile.type is RuntimeDefault and containers routing-proxy (Unconfined)",)),
