@@ -84,16 +84,18 @@ def cmd_check(args) -> int:
 def cmd_preflight(args) -> int:
     """Refuse, before anything is applied, a stack whose engine pods cannot all be placed on the site."""
     from core.placement import place
-    from stacks.site import SiteError, inventory
+    from stacks.site import SiteError, inventory, missing_weights_volume
     _, name, cfg = load_stack(args)
     if cfg is None:
         return 1
     try:
         nodes = inventory(cfg, args.kubeconfig)
+        no_weights = missing_weights_volume(cfg, args.kubeconfig)
     except SiteError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     placed, problems = place(cfg, nodes)
+    problems += [no_weights] if no_weights else []
     for problem in problems:
         print(f"error: stack {name!r}: {problem}", file=sys.stderr)
     if problems:

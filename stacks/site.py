@@ -70,6 +70,19 @@ def inventory(cfg: StackConfig, kubeconfig: Optional[str]) -> list[SiteNode]:
     return list(site.values())
 
 
+def missing_weights_volume(cfg: StackConfig, kubeconfig: Optional[str]) -> Optional[str]:
+    """With `weights.source: pvc` the engines mount an existing PVC: say so when the cluster has none."""
+    if cfg.weights.source != "pvc":
+        return None
+    claims = kubectl(kubeconfig, "get", "persistentvolumeclaims", "-n", cfg.namespace)["items"] \
+        if any(n["metadata"]["name"] == cfg.namespace for n in kubectl(kubeconfig, "get", "namespaces")["items"]) else []
+    if any(c["metadata"]["name"] == cfg.weights.pvc for c in claims):
+        return None
+    return (f"weights.source is pvc but namespace {cfg.namespace} has no PVC {cfg.weights.pvc}: every engine pod "
+            f"would stay Pending (persistentvolumeclaim \"{cfg.weights.pvc}\" not found). Pre-load the volume (README, "
+            f"Model weights), or set weights.source download.")
+
+
 @dataclasses.dataclass(frozen=True)
 class EnginePlacement:
     pod: str

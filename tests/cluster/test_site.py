@@ -111,9 +111,11 @@ def test_vendored_crds_are_established_and_the_gateway_class_exists(local_cluste
 
 
 def test_the_stacks_claims_bind_to_site_volumes(local_cluster, namespace):
-    names = ["v1-persistentvolumeclaim-rebel100-model-weights.yaml",
-             "v1-persistentvolumeclaim-rebel100-minimax-m27-decode-compile-cache.yaml"]
-    claims = [in_namespace(golden(n), namespace) for n in names]
+    # The pre-loaded weights volume as the site offers it (ReadOnlyMany) and a compile cache of the render.
+    preloaded = [d for d in yaml.safe_load_all((PROJECT_ROOT / "cluster" / "site" / "preloaded-weights.yaml").read_text())
+                 if d["kind"] == "PersistentVolumeClaim"]
+    claims = [in_namespace(c, namespace) for c in preloaded] + [
+        in_namespace(golden("v1-persistentvolumeclaim-rebel100-minimax-m27-decode-compile-cache.yaml"), namespace)]
     assert {c["spec"]["accessModes"][0] for c in claims} == {"ReadOnlyMany", "ReadWriteMany"}
     local_cluster.apply(claims)
     for claim in claims:
