@@ -19,6 +19,7 @@ from components.prefill_pool import PrefillPool, PrefillPoolArgs
 from components.rds_tier import RdsTier, RdsTierArgs
 from components.router import Router, RouterArgs
 from core.config import Role, StackConfig
+from core import routing
 from core import serving as engine_serving
 from core import weights as weight_files
 from core.derive import derive
@@ -122,11 +123,14 @@ def build(cfg: StackConfig, *, hf_token: Optional[pulumi.Output] = None) -> dict
     if prefill is not None and cfg.rollout.pool_at_a_time:
         decode_opts = pulumi.ResourceOptions.merge(engines_opts, pulumi.ResourceOptions(depends_on=prefill.deployments))
     decode = DecodePool(f"{cfg.name}-decode", decode_pool_args(cfg, weights.engine_weights), opts=decode_opts)
+    epp = cfg.router
     router = Router(f"{cfg.name}-router", RouterArgs(
-        stack_name=cfg.name, namespace=ns, settings=cfg.router, topology=cfg.topology, target_ports=decode.target_ports,
-        max_unavailable=cfg.rollout.max_unavailable), opts=in_ns)
+        stack_name=cfg.name, namespace=ns, target_ports=decode.target_ports, image=epp.image, replicas=epp.replicas,
+        epp_config=routing.endpoint_picker_config(epp, cfg.topology), grpc_port=epp.grpc_port, health_port=epp.health_port,
+        metrics_port=epp.metrics_port, failure_mode=epp.failure_mode, max_unavailable=cfg.rollout.max_unavailable), opts=in_ns)
     gateway = Gateway(f"{cfg.name}-gateway", GatewayArgs(
-        stack_name=cfg.name, namespace=ns, settings=cfg.gateway, pool_name=router.pool_name), opts=in_ns)
+        stack_name=cfg.name, namespace=ns, pool_name=router.pool_name, class_name=cfg.gateway.class_name,
+        port=cfg.gateway.port, hostname=cfg.gateway.hostname), opts=in_ns)
 
     serving = facts.decode
     prefill_serving = facts.roles["prefill"].serving if pd else None

@@ -1,7 +1,9 @@
 """stacks.compose works out the components' narrow args from the config sections they draw on."""
 from components import pod
 from components.decode_pool import SidecarSpec
-from core.config import StackConfig, Weights
+from components.gateway import GatewayArgs
+from components.router import RouterArgs
+from core.config import Gateway, Router, StackConfig, Weights
 from stacks.compose import decode_pool_args, prefill_pool_args
 
 
@@ -34,3 +36,12 @@ def test_rds_nodes_and_the_lmcache_version_go_together():
 def test_agg_decode_has_no_sidecar_and_no_connector():
     args = decode_pool_args(StackConfig(topology="agg"), pod.EngineWeights())
     assert args.sidecar is None and "--kv-transfer-config" not in args.engine.args
+
+
+def test_router_and_gateway_args_defaults_are_the_sections_defaults():
+    router, gateway = Router(), Gateway()
+    args = RouterArgs(stack_name="t", namespace="ns", target_ports=[8000])
+    assert (args.image, args.replicas, args.grpc_port, args.health_port, args.metrics_port, args.failure_mode) == (
+        router.image, router.replicas, router.grpc_port, router.health_port, router.metrics_port, router.failure_mode)
+    gw = GatewayArgs(stack_name="t", namespace="ns", pool_name="p")
+    assert (gw.class_name, gw.port, gw.hostname) == (gateway.class_name, gateway.port, gateway.hostname)
