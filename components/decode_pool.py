@@ -13,35 +13,34 @@ import pulumi_kubernetes as k8s
 from pydantic import Field
 
 from components import pod
-from core import serving
-from core.config import Decode
 
 TYPE = "rebel100:serving:DecodePool"
 
 
+class SidecarSpec(pod.Spec):
+    """The llm-d routing sidecar of each decode pod, its values already worked out (core.serving)."""
+
+    image: str = Field("ghcr.io/llm-d/llm-d-routing-sidecar:v0.3.0", min_length=1, description="Routing sidecar image.")
+    args: list[str] = Field(["--port", "8000", "--vllm-port", "8200", "--data-parallel-size", "4",
+                             "--kv-connector", "nixlv2", "--secure-proxy=false"],
+                            description="Arguments of the sidecar (core.serving.sidecar_args).")
+    ports: list[int] = Field([8000, 8001, 8002, 8003], min_length=1, description="Ports it listens on, one per DP rank: what the InferencePool targets.")
+
+
 class DecodePoolArgs(pod.EnginePoolArgs):
-    role: Decode = Field(Decode(), description="The decode section: replicas, DP/EP, sidecar.")
-    disaggregated: bool = Field(True, description="P/D: add the routing sidecar and the NIXL connector; false for AGG.")
+    sidecar: Optional[SidecarSpec] = Field(SidecarSpec(), description="The routing sidecar (P/D); None for AGG, where the pool targets the ranks.")
 
 
-def sidecar_container(args: DecodePoolArgs) -> pod.core.ContainerArgs:
+def sidecar_container(sidecar: SidecarSpec) -> pod.core.ContainerArgs:
     """The routing sidecar as a native sidecar (an init container that keeps running)."""
-    role = args.role
-    ports = serving.sidecar_ports(role)
     return pod.core.ContainerArgs(
         name="routing-proxy",
-        image=role.sidecar.image,
+        image=sidecar.image,
         restart_policy="Always",
-        args=[
-            "--port", str(role.sidecar.port),
-            "--vllm-port", str(role.port),
-            "--data-parallel-size", str(len(ports)),
-            "--kv-connector", role.sidecar.kv_connector,
-            "--secure-proxy=false",
-        ],
-        ports=pod.container_ports([(f"proxy-{i}", p) for i, p in enumerate(ports)]),
+        args=list(sidecar.args),
+        ports=pod.container_ports([(f"proxy-{i}", p) for i, p in enumerate(sidecar.ports)]),
         resources=pod.core.ResourceRequirementsArgs(requests={"cpu": "1", "memory": "1Gi"}, limits={"cpu": "4", "memory": "4Gi"}),
-        readiness_probe=pod.core.ProbeArgs(tcp_socket=pod.core.TCPSocketActionArgs(port=ports[0]), period_seconds=10),
+        readiness_probe=pod.core.ProbeArgs(tcp_socket=pod.core.TCPSocketActionArgs(port=sidecar.ports[0]), period_seconds=10),
         security_context=pod.restricted_security_context(),
     )
 
@@ -52,39 +51,18 @@ class DecodePool(pulumi.ComponentResource):
     devices_per_pod: int
 
     def __init__(self, name: str, args: DecodePoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        role = args.role
-        resolved = serving.role_serving(args.engine, role)
         super().__init__(TYPE, name, None, opts)
-
-        kv_transfer = serving.kv_transfer_config(nixl=args.disaggregated, lmcache=False)
-        ports = [(f"http-{i}", p) for i, p in enumerate(resolved.rank_ports)]
-        if role.data_parallel_size > 1:
-            ports.append(("dp-rpc", role.data_parallel_rpc_port))
-        ports += [(f"nixl-{i}", p) for i, p in enumerate(resolved.side_channel_ports)]
-        container = pod.engine_container(
-            name="vllm",
-            image=args.engine.image,
-            args=serving.serve_args(args.model, args.engine, role, kv_transfer=kv_transfer,
-                                    role_args=serving.data_parallel_args(role, dp_local=resolved.data_parallel_local, rpc_port=role.data_parallel_rpc_port),
-                                    revision=args.weights.revision, draft_revision=args.weights.draft_revision),
-            env={**serving.engine_env(args.engine), **role.extra_env},
-            hf_token_secret=args.hf_token_secret,
-            ports=ports,
-            rank_ports=resolved.rank_ports,
-            resources=role.resources,
-            startup_failure_threshold=args.engine.startup_failure_threshold,
-            security=args.security,
-        )
-        init = [sidecar_container(args)] if args.disaggregated else None
-        deployments = pod.engine_pool(self, name, role_name="decode", args=args, role=role, devices=resolved.devices,
-                                           containers=[container], init_containers=init, opts=opts)
+        container = pod.engine_container(args.engine, name="vllm", hf_token_secret=args.hf_token_secret)
+        init = [sidecar_container(args.sidecar)] if args.sidecar is not None else None
+        deployments = pod.engine_pool(self, name, role_name="decode", args=args, containers=[container],
+                                      init_containers=init, opts=opts)
         self.deployments = deployments
-        self.devices_per_pod = resolved.devices
+        self.devices_per_pod = args.claim.npus
         # What the InferencePool targets: the sidecar in P/D, the ranks themselves in AGG.
-        self.target_ports = serving.sidecar_ports(role) if args.disaggregated else resolved.rank_ports
+        self.target_ports = list(args.sidecar.ports if args.sidecar is not None else args.engine.rank_ports)
         self.register_outputs({
             "deploymentNames": [d.metadata.name for d in deployments],
-            "replicas": role.replicas,
-            "devicesPerPod": resolved.devices,
+            "replicas": args.replicas,
+            "devicesPerPod": args.claim.npus,
             "targetPorts": self.target_ports,
         })

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Optional, Sequence
+from typing import Literal, Optional, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -15,7 +15,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core import serving, sizing
 from core import weights as weight_files
-from core.config import Engine, Hardware, ModelSpec, Placement, Resources, Role, Rollout, Security, Storage, Weights
 
 core = k8s.core.v1
 meta = k8s.meta.v1
@@ -91,21 +90,20 @@ def claim_template(
     name: str,
     namespace: str,
     labels: dict[str, str],
-    hardware: Hardware,
-    npus: int,
+    claim: ClaimSpec,
     opts: pulumi.ResourceOptions,
 ) -> k8s.resource.v1.ResourceClaimTemplate:
     """DRA ResourceClaimTemplate: all NPUs in one request, the RDMA NICs in another, one NUMA node."""
     dra = k8s.resource.v1
     requests = [
         dra.DeviceRequestArgs(name="npu", exactly=dra.ExactDeviceRequestArgs(
-            device_class_name=hardware.npu_device_class, allocation_mode="ExactCount", count=npus)),
+            device_class_name=claim.npu_device_class, allocation_mode="ExactCount", count=claim.npus)),
     ]
     constraints = None
-    if hardware.rdma_nics_per_pod > 0:
+    if claim.rdma_nics > 0:
         requests.append(dra.DeviceRequestArgs(name="rdma", exactly=dra.ExactDeviceRequestArgs(
-            device_class_name=hardware.nic_device_class, allocation_mode="ExactCount", count=hardware.rdma_nics_per_pod)))
-        constraints = [dra.DeviceConstraintArgs(requests=["npu", "rdma"], match_attribute=hardware.numa_attribute)]
+            device_class_name=claim.nic_device_class, allocation_mode="ExactCount", count=claim.rdma_nics)))
+        constraints = [dra.DeviceConstraintArgs(requests=["npu", "rdma"], match_attribute=claim.numa_attribute)]
     return dra.ResourceClaimTemplate(
         resource_name,
         metadata=object_meta(name, namespace, labels),
@@ -117,15 +115,15 @@ def claim_template(
     )
 
 
-def compile_cache_pvc(resource_name: str, *, name: str, namespace: str, labels: dict[str, str], storage: Storage, opts: pulumi.ResourceOptions) -> core.PersistentVolumeClaim:
+def compile_cache_pvc(resource_name: str, *, name: str, namespace: str, labels: dict[str, str], cache: CompileCacheSpec, opts: pulumi.ResourceOptions) -> core.PersistentVolumeClaim:
     """Compile cache shared by the replicas of a role (VLLM_CACHE_ROOT): a restart skips compilation."""
     return core.PersistentVolumeClaim(
         resource_name,
         metadata=object_meta(name, namespace, labels),
         spec=core.PersistentVolumeClaimSpecArgs(
             access_modes=["ReadWriteMany"],
-            storage_class_name=storage.storage_class,
-            resources=core.VolumeResourceRequirementsArgs(requests={"storage": storage.compile_cache_size}),
+            storage_class_name=cache.storage_class,
+            resources=core.VolumeResourceRequirementsArgs(requests={"storage": cache.size}),
         ),
         opts=opts,
     )
@@ -140,7 +138,7 @@ class EngineWeights(BaseModel):
     revision: str = Field("main", description="`--revision` of the served model (the one on the volume).")
     draft_revision: str = Field("main", description="Revision of the EAGLE-3 draft in `--speculative-config`.")
     wait_paths: list[str] = Field(default_factory=list, description="Paths the init container waits for before the engine starts (a download's marker, or the pre-loaded snapshots).")
-    waiter_image: str = Field(Weights().downloader_image, description="Image of the wait-for-weights init container (needs a POSIX shell).")
+    waiter_image: str = Field("python:3.12.11-slim", description="Image of the wait-for-weights init container (needs a POSIX shell).")
 
 
 def wait_for_weights_container(weights: EngineWeights) -> core.ContainerArgs:
@@ -232,23 +230,23 @@ def restricted_security_context() -> core.SecurityContextArgs:
     )
 
 
-def engine_security_context(security: Security) -> core.SecurityContextArgs:
+def engine_security_context(engine: EngineSpec) -> core.SecurityContextArgs:
     """Engines: no escalation, ALL dropped; root and the added capabilities are the NPU runtime's exceptions."""
     return core.SecurityContextArgs(
-        run_as_non_root=not security.engine_run_as_root,
+        run_as_non_root=not engine.run_as_root,
         allow_privilege_escalation=False,
         read_only_root_filesystem=False,
-        capabilities=core.CapabilitiesArgs(drop=["ALL"], add=list(security.engine_capabilities) or None),
+        capabilities=core.CapabilitiesArgs(drop=["ALL"], add=list(engine.capabilities) or None),
     )
 
 
-def engine_security_exceptions(security: Security) -> str:
+def engine_security_exceptions(engine: EngineSpec) -> str:
     """The annotation that records, on the pod, why an engine is not fully restricted."""
     reasons = ["readOnlyRootFilesystem=false: vLLM and the RBLN compiler write caches and temp files outside the mounted volumes"]
-    if security.engine_run_as_root:
+    if engine.run_as_root:
         reasons.insert(0, "runAsRoot: the RBLN runtime opens the NPU device nodes and NIXL registers RDMA memory as root")
-    if security.engine_capabilities:
-        reasons.append(f"capabilities {','.join(security.engine_capabilities)}: pin RDMA buffers for NIXL")
+    if engine.capabilities:
+        reasons.append(f"capabilities {','.join(engine.capabilities)}: pin RDMA buffers for NIXL")
     return "; ".join(reasons)
 
 
@@ -275,51 +273,39 @@ def engine_env(literal: dict[str, str], *, hf_token_secret: str) -> list[core.En
     return env
 
 
-def engine_container(
-    *,
-    name: str,
-    image: str,
-    args: list[str],
-    env: dict[str, str],
-    hf_token_secret: str,
-    env_from_config_map: Optional[str] = None,
-    ports: Sequence[tuple[str, int]],
-    rank_ports: Sequence[int],
-    resources: Resources,
-    startup_failure_threshold: int,
-    security: Security,
-) -> core.ContainerArgs:
+def engine_container(engine: EngineSpec, *, name: str, hf_token_secret: str,
+                     env_from_config_map: Optional[str] = None) -> core.ContainerArgs:
     """The `vllm serve` container; it consumes the pod's DRA claim."""
-    amounts = {"cpu": resources.cpu, "memory": resources.memory}
+    amounts = {"cpu": engine.cpu, "memory": engine.memory}
     return core.ContainerArgs(
         name=name,
-        image=image,
+        image=engine.image,
         command=ENGINE_COMMAND,
-        args=args,
-        env=engine_env(env, hf_token_secret=hf_token_secret),
+        args=list(engine.args),
+        env=engine_env(engine.env, hf_token_secret=hf_token_secret),
         env_from=[core.EnvFromSourceArgs(config_map_ref=core.ConfigMapEnvSourceArgs(name=env_from_config_map))] if env_from_config_map else None,
-        ports=container_ports(ports),
+        ports=container_ports(engine.ports),
         resources=core.ResourceRequirementsArgs(requests=amounts, limits=amounts, claims=[core.ResourceClaimArgs(name=CLAIM_NAME)]),
         volume_mounts=ENGINE_VOLUME_MOUNTS,
-        startup_probe=startup_probe(rank_ports[0], startup_failure_threshold),
-        readiness_probe=readiness_probe(rank_ports),
-        liveness_probe=liveness_probe(rank_ports[0]),
-        security_context=engine_security_context(security),
+        startup_probe=startup_probe(engine.rank_ports[0], engine.startup_failure_threshold),
+        readiness_probe=readiness_probe(engine.rank_ports),
+        liveness_probe=liveness_probe(engine.rank_ports[0]),
+        security_context=engine_security_context(engine),
     )
 
 
-def affinity(hardware: Hardware, placement: Placement, *, rds: bool, group: Optional[str], role_selector: dict[str, str]) -> core.AffinityArgs:
+def affinity(placement: PlacementSpec, *, group: Optional[str], role_selector: dict[str, str]) -> core.AffinityArgs:
     """Engines only on nodes with the NPU product (and RDS, and their group); one pod of a role per node."""
     expressions = [
         core.NodeSelectorRequirementArgs(key=NPU_PRESENT_LABEL, operator="In", values=["true"]),
-        core.NodeSelectorRequirementArgs(key=NPU_PRODUCT_LABEL, operator="In", values=[hardware.npu_product]),
+        core.NodeSelectorRequirementArgs(key=NPU_PRODUCT_LABEL, operator="In", values=[placement.npu_product]),
     ]
-    if rds:
+    if placement.rds_nodes:
         expressions.append(core.NodeSelectorRequirementArgs(key=RDS_PRESENT_LABEL, operator="In", values=["true"]))
     if group is not None:
         expressions.append(core.NodeSelectorRequirementArgs(key=placement.group_label, operator="In", values=[group]))
     anti = None
-    if placement.spread_roles:
+    if placement.spread:
         anti = core.PodAntiAffinityArgs(required_during_scheduling_ignored_during_execution=[core.PodAffinityTermArgs(
             label_selector=meta.LabelSelectorArgs(match_labels=role_selector), topology_key="kubernetes.io/hostname")])
     return core.AffinityArgs(
@@ -329,7 +315,7 @@ def affinity(hardware: Hardware, placement: Placement, *, rds: bool, group: Opti
     )
 
 
-def deployment_strategy(rollout: Rollout) -> k8s.apps.v1.DeploymentStrategyArgs:
+def deployment_strategy(rollout: RolloutSpec) -> k8s.apps.v1.DeploymentStrategyArgs:
     """Recreate (the reference), or one pod at a time without surge: a new pod needs the NPUs the old one holds."""
     if rollout.strategy == "RollingUpdate":
         return k8s.apps.v1.DeploymentStrategyArgs(type="RollingUpdate", rolling_update=k8s.apps.v1.RollingUpdateDeploymentArgs(max_surge=0, max_unavailable=1))
@@ -388,23 +374,82 @@ def engine_deployment(
     )
 
 
-class EnginePoolArgs(StackArgs):
-    """What every engine pool needs besides its role section."""
+class Spec(BaseModel):
+    """Base of the engine pools' args: immutable, unknown fields refused (a misspelt field is not silently a default)."""
 
-    model: ModelSpec = Field(ModelSpec(), description="Served model.")
-    engine: Engine = Field(Engine(), description="Serving arguments common to both roles.")
-    hardware: Hardware = Field(Hardware(), description="Hardware profile (device classes, NICs, node labels).")
-    storage: Storage = Field(Storage(), description="Compile-cache volume, StorageClass and retention.")
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# The defaults below are the Target Configuration's (tests/stacks/test_compose.py checks that
+# `stacks.compose` fills them so from the default StackConfig): a pool built with no args is the reference one.
+class EngineSpec(Spec):
+    """The `vllm serve` container of a role's pods, its values already worked out (core.serving)."""
+
+    image: str = Field("rebellions/vllm-rbln:0.10.2", min_length=1, description="RBLN vLLM image of the engine.")
+    args: list[str] = Field(default_factory=list, description="Arguments of `vllm serve` (core.serving.prefill_command / decode_command).")
+    env: dict[str, str] = Field(default_factory=dict, description="Literal environment; the pod IP and HF_TOKEN are added by reference.")
+    ports: list[tuple[str, int]] = Field([("http", 8000)], min_length=1, description="Named container ports (HTTP ranks, DP RPC, NIXL side channels).")
+    rank_ports: list[int] = Field([8000], min_length=1, description="HTTP port of each DP rank: probed for startup, readiness and liveness.")
+    cpu: str = Field("32", description="CPU request and limit of the engine container.")
+    memory: str = Field("256Gi", description="Memory request and limit of the engine container.")
+    startup_failure_threshold: int = Field(240, ge=1, description="Startup probe periods allowed for compilation; also bounds how long `up` waits.")
+    shm_size: str = Field("32Gi", description="Size of the /dev/shm memory volume.")
+    run_as_root: bool = Field(True, description="Exception: the engine runs as root (recorded in the security-exceptions annotation).")
+    capabilities: list[str] = Field(["IPC_LOCK"], description="Exception: capabilities added after dropping ALL (recorded in the annotation).")
+    annotations: dict[str, str] = Field(default_factory=dict, description="More annotations on the pod template (pod annotations, the lmcache-rbln version).")
+
+
+class ClaimSpec(Spec):
+    """The DRA claim of one pod: all its NPUs in one request, its RDMA NICs in another, one NUMA node."""
+
+    npus: int = Field(4, ge=1, description="NPUs each pod claims (its devices per pod).")
+    npu_device_class: str = Field("npu.rebellions.ai", min_length=1, description="DRA DeviceClass of the NPUs.")
+    rdma_nics: int = Field(2, ge=0, description="RDMA NICs each pod claims; 0: no NIC request and no NUMA constraint.")
+    nic_device_class: str = Field("dranet", min_length=1, description="DRA DeviceClass of the RDMA NICs.")
+    numa_attribute: str = Field("resource.kubernetes.io/numaNode", min_length=1, description="Device attribute NPUs and NICs must share.")
+
+
+class PlacementSpec(Spec):
+    """Which nodes a role's pods may land on, and how they spread."""
+
+    npu_product: str = Field("RBLN-CR13", min_length=1, description="Required value of the node label rebellions.ai/npu.product.")
+    rds_nodes: bool = Field(False, description="Also require rebellions.ai/rds.present=true (a prefill with the RDS tier).")
+    groups: int = Field(1, ge=1, description="Node groups: one Deployment per group, the replicas split evenly.")
+    group_label: str = Field("rebel100.ai/pool-group", min_length=1, description="Node label naming a node's group (g0, g1, ...) when groups > 1.")
+    spread: bool = Field(True, description="At most one pod of the role per node (required pod anti-affinity).")
+
+
+class RolloutSpec(Spec):
+    """How a role's Deployments change and how many pods a voluntary eviction may take."""
+
+    strategy: Literal["Recreate", "RollingUpdate"] = Field("Recreate", description="Deployment strategy; RollingUpdate is one pod at a time, no surge.")
+    max_unavailable: int = Field(1, ge=1, description="PodDisruptionBudget maxUnavailable of each pool.")
+
+
+class CompileCacheSpec(Spec):
+    """The role's compile-cache volume (VLLM_CACHE_ROOT), shared by its replicas."""
+
+    size: str = Field("200Gi", description="Requested size of the PVC.")
+    storage_class: Optional[str] = Field(None, description="StorageClass (ReadWriteMany); None: the cluster default.")
+    retain_on_delete: bool = Field(True, description="Keep the PVC in the cluster when the stack deletes it.")
+
+
+class EnginePoolArgs(StackArgs):
+    """What every engine pool needs besides its role's own args."""
+
+    replicas: int = Field(4, ge=0, description="Pods of the role, split evenly over the node groups.")
+    engine: EngineSpec = Field(EngineSpec(), description="The `vllm serve` container.")
+    claim: ClaimSpec = Field(ClaimSpec(), description="The DRA claim of each pod.")
+    placement: PlacementSpec = Field(PlacementSpec(), description="Node labels required, node groups and spread.")
+    rollout: RolloutSpec = Field(RolloutSpec(), description="Deployment strategy and disruption budget.")
+    compile_cache: CompileCacheSpec = Field(CompileCacheSpec(), description="The compile-cache volume.")
     weights: EngineWeights = Field(EngineWeights(), description="The weights volume, revisions and the wait before the engine starts.")
     hf_token_secret: str = Field("hf-token", description="Secret with the Hugging Face token under key `token`.")
-    security: Security = Field(Security(), description="Security contexts and their recorded exceptions.")
-    placement: Placement = Field(Placement(), description="Node groups (one Deployment per group) and anti-affinity.")
-    rollout: Rollout = Field(Rollout(), description="Deployment strategy and disruption budget.")
 
 
-def claim_digest(hardware: Hardware, npus: int) -> str:
+def claim_digest(claim: ClaimSpec) -> str:
     """A short digest of what the claim template asks for: part of its name."""
-    wanted = [npus, hardware.npu_device_class, hardware.rdma_nics_per_pod, hardware.nic_device_class, hardware.numa_attribute]
+    wanted = [claim.npus, claim.npu_device_class, claim.rdma_nics, claim.nic_device_class, claim.numa_attribute]
     return hashlib.sha256(json.dumps(wanted).encode()).hexdigest()[:8]
 
 
@@ -419,11 +464,8 @@ def engine_pool(
     *,
     role_name: str,
     args: EnginePoolArgs,
-    role: Role,
-    devices: int,
     containers: list[core.ContainerArgs],
     init_containers: Optional[list[core.ContainerArgs]] = None,
-    rds_nodes: bool = False,
     opts: Optional[pulumi.ResourceOptions] = None,
 ) -> list[k8s.apps.v1.Deployment]:
     """The objects of one engine role: DRA claim template, compile-cache PVC, then per node group a
@@ -433,29 +475,27 @@ def engine_pool(
     child = child_options(parent, opts)
     # A claim template's spec is immutable. Its name carries a digest of what it asks for, so a change is
     # a new template (created, the pods rolled onto it, then the old one deleted), never a refused patch.
-    claim_template_name = f"{base}-{CLAIM_NAME}-{claim_digest(args.hardware, devices)}"
+    claim_template_name = f"{base}-{CLAIM_NAME}-{claim_digest(args.claim)}"
     claim_template(f"{name}-claim", name=claim_template_name, namespace=args.namespace, labels=role_labels,
-                   hardware=args.hardware, npus=devices, opts=child)
+                   claim=args.claim, opts=child)
     compile_cache_pvc(f"{name}-compile-cache", name=f"{base}-compile-cache", namespace=args.namespace,
-                      labels=role_labels, storage=args.storage,
-                      opts=data_volume_options(child, args.storage.retain_on_delete))
+                      labels=role_labels, cache=args.compile_cache,
+                      opts=data_volume_options(child, args.compile_cache.retain_on_delete))
     groups = group_names(args.placement.groups)
-    annotations = {**args.engine.pod_annotations,
-                   SECURITY_EXCEPTIONS_ANNOTATION: engine_security_exceptions(args.security),
+    annotations = {**args.engine.annotations,
+                   SECURITY_EXCEPTIONS_ANNOTATION: engine_security_exceptions(args.engine),
                    MODEL_REVISION_ANNOTATION: args.weights.revision}
-    if args.engine.lmcache_rbln_version and rds_nodes:
-        annotations[LMCACHE_VERSION_ANNOTATION] = args.engine.lmcache_rbln_version
     deployments = []
     for group in groups:
         pool = base if group is None else f"{base}-{group}"
         resource = name if group is None else f"{name}-{group}"
         labels = {**role_labels, POOL_LABEL: pool}
         deployments.append(engine_deployment(
-            resource, name=pool, namespace=args.namespace, labels=labels, replicas=role.replicas // len(groups),
+            resource, name=pool, namespace=args.namespace, labels=labels, replicas=args.replicas // len(groups),
             containers=containers, init_containers=[wait_for_weights_container(args.weights), *(init_containers or [])],
             claim_template_name=claim_template_name,
             volumes=engine_volumes(shm_size=args.engine.shm_size, model_pvc=args.weights.claim_name, compile_cache_pvc_name=f"{base}-compile-cache"),
-            affinity=affinity(args.hardware, args.placement, rds=rds_nodes, group=group,
+            affinity=affinity(args.placement, group=group,
                               role_selector={PART_OF_LABEL: args.stack_name, ROLE_LABEL: role_name}),
             strategy=deployment_strategy(args.rollout), annotations=annotations,
             opts=rollout_options(child, args.engine.startup_failure_threshold)))

@@ -2,11 +2,11 @@
 
 Objects: ServiceAccount, a namespace-scoped Role (read pods and pools, nothing else) and its
 RoleBinding, the EndpointPickerConfig ConfigMap, the EPP Deployment and Service, the InferencePool.
-The plugin set is the P/D one (prefill and decode profiles, a decider) or the AGG one.
+The plugin set, the P/D one or the AGG one, is worked out in core.routing.
 """
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -14,8 +14,7 @@ import yaml
 from pydantic import Field
 
 from components import pod
-from core import sizing
-from core.config import Router as RouterSettings
+from core import routing, sizing
 
 TYPE = "rebel100:serving:Router"
 POOL_GROUP = "inference.networking.k8s.io"
@@ -28,61 +27,16 @@ meta = k8s.meta.v1
 
 
 class RouterArgs(pod.StackArgs):
-    settings: RouterSettings = Field(RouterSettings(), description="The router section.")
-    topology: Literal["pd", "agg"] = Field("pd", description="P/D plugin set (two profiles and a decider) or AGG (one profile).")
     target_ports: list[int] = Field(description="Ports of the serving pods the pool targets (the decode sidecar in P/D).")
+    image: str = Field("ghcr.io/llm-d/llm-d-inference-scheduler:v0.3.2", min_length=1, description="EPP image.")
+    replicas: int = Field(1, ge=1, description="EPP replicas.")
+    epp_config: dict[str, Any] = Field(default_factory=lambda: routing.endpoint_picker_config(),
+                                       description="The EndpointPickerConfig document (core.routing.endpoint_picker_config); default: the P/D one.")
+    grpc_port: int = Field(9002, description="EPP ext-proc port (the pool's endpointPickerRef).")
+    health_port: int = Field(9003, description="EPP gRPC health port (the probes').")
+    metrics_port: int = Field(9090, description="EPP metrics port.")
+    failure_mode: Literal["FailClose", "FailOpen"] = Field("FailClose", description="What the gateway does when the EPP is unreachable.")
     max_unavailable: int = Field(1, ge=1, description="PodDisruptionBudget maxUnavailable of the EPP.")
-
-
-def _prefix_producer(settings: RouterSettings) -> dict:
-    return {"type": "approx-prefix-cache-producer", "parameters": {
-        "blockSizeTokens": settings.block_size_tokens,
-        "lruCapacityPerServer": settings.lru_capacity_per_server,
-        "autoTune": settings.auto_tune,
-    }}
-
-
-def endpoint_picker_config(settings: RouterSettings, topology: str) -> dict:
-    """The EndpointPickerConfig document: upstream pd-epp-config weights for P/D, the AGG recipe otherwise."""
-    if topology == "agg":
-        plugins = [
-            _prefix_producer(settings),
-            {"type": "inflight-load-producer"},
-            {"type": "prefix-cache-affinity-filter", "parameters": {"peakPrefillThroughput": settings.peak_prefill_throughput}},
-            {"type": "token-load-scorer"},
-            {"type": "max-score-picker"},
-        ]
-        profiles = [{"name": "default", "plugins": [
-            {"pluginRef": "prefix-cache-affinity-filter"},
-            {"pluginRef": "token-load-scorer", "weight": 1},
-            {"pluginRef": "max-score-picker"},
-        ]}]
-    else:
-        decider = f"{settings.decider}-pd-decider"
-        decider_plugin = {"type": decider}
-        if settings.decider == "prefix-based":
-            decider_plugin["parameters"] = {"nonCachedTokens": settings.non_cached_tokens}
-        plugins = [
-            _prefix_producer(settings),
-            {"type": "prefix-cache-scorer"},
-            {"type": "queue-scorer"},
-            {"type": "prefill-filter"},
-            {"type": "decode-filter"},
-            {"type": "max-score-picker"},
-            decider_plugin,
-            {"type": "disagg-profile-handler", "parameters": {"deciders": {"prefill": decider}}},
-        ]
-
-        def profile(name: str) -> dict:
-            return {"name": name, "plugins": [
-                {"pluginRef": f"{name}-filter"},
-                {"pluginRef": "max-score-picker"},
-                {"pluginRef": "prefix-cache-scorer", "weight": settings.prefix_scorer_weight},
-                {"pluginRef": "queue-scorer", "weight": settings.queue_scorer_weight},
-            ]}
-        profiles = [profile("prefill"), profile("decode")]
-    return {"apiVersion": settings.config_api_version, "kind": "EndpointPickerConfig",
-            "plugins": plugins, "schedulingProfiles": profiles}
 
 
 class Router(pulumi.ComponentResource):
@@ -91,7 +45,6 @@ class Router(pulumi.ComponentResource):
     labels: dict[str, str]
 
     def __init__(self, name: str, args: RouterArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        settings = args.settings
         if not args.target_ports:
             raise ValueError(f"Router {name}: the pool needs at least one target port.")
         if len(args.target_ports) > sizing.MAX_POOL_TARGET_PORTS:
@@ -118,12 +71,12 @@ class Router(pulumi.ComponentResource):
             opts=pod.child_options(self, opts, account, role))
         config = core.ConfigMap(
             f"{base}-config", metadata=pod.object_meta(f"{base}-config", ns, labels),
-            data={CONFIG_FILE: yaml.safe_dump(endpoint_picker_config(settings, args.topology), sort_keys=False)},
+            data={CONFIG_FILE: yaml.safe_dump(args.epp_config, sort_keys=False)},
             opts=child)
         deployment = k8s.apps.v1.Deployment(
             base, metadata=pod.object_meta(base, ns, labels),
             spec=k8s.apps.v1.DeploymentSpecArgs(
-                replicas=settings.replicas,
+                replicas=args.replicas,
                 selector=meta.LabelSelectorArgs(match_labels=labels),
                 template=core.PodTemplateSpecArgs(
                     metadata=meta.ObjectMetaArgs(labels=labels),
@@ -132,20 +85,20 @@ class Router(pulumi.ComponentResource):
                         security_context=pod.pod_security_context(),
                         containers=[core.ContainerArgs(
                             name="epp",
-                            image=settings.image,
+                            image=args.image,
                             args=[
                                 "--pool-name", self.pool_name,
                                 "--pool-namespace", ns,
                                 "--pool-group", POOL_GROUP,
                                 "--config-file", f"{CONFIG_MOUNT}/{CONFIG_FILE}",
-                                "--grpc-port", str(settings.grpc_port),
-                                "--grpc-health-port", str(settings.health_port),
-                                "--metrics-port", str(settings.metrics_port),
+                                "--grpc-port", str(args.grpc_port),
+                                "--grpc-health-port", str(args.health_port),
+                                "--metrics-port", str(args.metrics_port),
                                 "--zap-encoder", "json",
                             ],
-                            ports=pod.container_ports([("grpc", settings.grpc_port), ("grpc-health", settings.health_port), ("metrics", settings.metrics_port)]),
-                            readiness_probe=core.ProbeArgs(grpc=core.GRPCActionArgs(port=settings.health_port, service="inference-extension"), period_seconds=5),
-                            liveness_probe=core.ProbeArgs(grpc=core.GRPCActionArgs(port=settings.health_port, service="inference-extension"), period_seconds=10),
+                            ports=pod.container_ports([("grpc", args.grpc_port), ("grpc-health", args.health_port), ("metrics", args.metrics_port)]),
+                            readiness_probe=core.ProbeArgs(grpc=core.GRPCActionArgs(port=args.health_port, service="inference-extension"), period_seconds=5),
+                            liveness_probe=core.ProbeArgs(grpc=core.GRPCActionArgs(port=args.health_port, service="inference-extension"), period_seconds=10),
                             resources=core.ResourceRequirementsArgs(requests={"cpu": "2", "memory": "2Gi"}, limits={"cpu": "4", "memory": "4Gi"}),
                             volume_mounts=[core.VolumeMountArgs(name="config", mount_path=CONFIG_MOUNT, read_only=True)],
                             security_context=pod.restricted_security_context(),
@@ -160,9 +113,9 @@ class Router(pulumi.ComponentResource):
         service = core.Service(
             f"{base}-svc", metadata=pod.object_meta(base, ns, labels),
             spec=core.ServiceSpecArgs(type="ClusterIP", selector=labels, ports=[
-                core.ServicePortArgs(name="grpc-ext-proc", port=settings.grpc_port, target_port=settings.grpc_port, protocol="TCP", app_protocol="http2"),
-                core.ServicePortArgs(name="grpc-health", port=settings.health_port, target_port=settings.health_port, protocol="TCP"),
-                core.ServicePortArgs(name="metrics", port=settings.metrics_port, target_port=settings.metrics_port, protocol="TCP"),
+                core.ServicePortArgs(name="grpc-ext-proc", port=args.grpc_port, target_port=args.grpc_port, protocol="TCP", app_protocol="http2"),
+                core.ServicePortArgs(name="grpc-health", port=args.health_port, target_port=args.health_port, protocol="TCP"),
+                core.ServicePortArgs(name="metrics", port=args.metrics_port, target_port=args.metrics_port, protocol="TCP"),
             ]),
             opts=child)
         pool = k8s.apiextensions.CustomResource(
@@ -171,7 +124,7 @@ class Router(pulumi.ComponentResource):
             spec={
                 "selector": {"matchLabels": pod.pool_selector(args.stack_name)},
                 "targetPorts": [{"number": port} for port in args.target_ports],
-                "endpointPickerRef": {"name": base, "port": {"number": settings.grpc_port}, "failureMode": settings.failure_mode},
+                "endpointPickerRef": {"name": base, "port": {"number": args.grpc_port}, "failureMode": args.failure_mode},
             },
             opts=pod.child_options(self, opts, service))
         self.register_outputs({

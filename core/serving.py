@@ -11,7 +11,7 @@ import json
 from typing import Optional
 
 from core import sizing
-from core.config import Decode, Engine, KvTier, ModelSpec, Role, Speculative
+from core.config import Decode, Engine, KvTier, ModelSpec, Prefill, Role, Speculative
 
 # vllm-rbln's NIXL connector class (the plain `NixlConnector` is the GPU one).
 NIXL_CONNECTOR = {
@@ -228,3 +228,51 @@ def lmcache_env(tier: KvTier) -> dict[str, str]:
     if extra:
         env["LMCACHE_EXTRA_CONFIG"] = compact_json(extra)
     return env
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineCommand:
+    """What one role's `vllm serve` container runs: its arguments, literal environment and named ports."""
+
+    args: list[str]
+    env: dict[str, str]
+    ports: list[tuple[str, int]]
+
+
+def prefill_command(model: ModelSpec, engine: Engine, role: Prefill, *, lmcache: bool,
+                    revision: str = "main", draft_revision: str = "main") -> EngineCommand:
+    """Prefill: NIXL (and LMCache with a KV tier); one HTTP port and one NIXL side channel."""
+    serving = role_serving(engine, role)
+    # DP is rare on prefill (PP4/DP1 is the reference) but, when configured, reaches the engine.
+    dp_args = (data_parallel_args(role, dp_local=serving.data_parallel_local, rpc_port=None)
+               if role.data_parallel_size > 1 else [])
+    args = serve_args(model, engine, role, kv_transfer=kv_transfer_config(nixl=True, lmcache=lmcache), role_args=dp_args,
+                      revision=revision, draft_revision=draft_revision)
+    # The pipeline spans every NPU the pod claims.
+    env = {**engine_env(engine), "RBLN_DEVICES": ",".join(str(i) for i in range(serving.devices)), **role.extra_env}
+    return EngineCommand(args=args, env=env, ports=[("http", role.port), ("nixl", serving.side_channel_ports[0])])
+
+
+def decode_command(model: ModelSpec, engine: Engine, role: Decode, *, nixl: bool,
+                   revision: str = "main", draft_revision: str = "main") -> EngineCommand:
+    """Decode: the DP ranks' HTTP ports, the DP RPC port, one NIXL side channel per rank; NIXL only in P/D."""
+    serving = role_serving(engine, role)
+    args = serve_args(model, engine, role, kv_transfer=kv_transfer_config(nixl=nixl, lmcache=False),
+                      role_args=data_parallel_args(role, dp_local=serving.data_parallel_local, rpc_port=role.data_parallel_rpc_port),
+                      revision=revision, draft_revision=draft_revision)
+    ports = [(f"http-{i}", p) for i, p in enumerate(serving.rank_ports)]
+    if role.data_parallel_size > 1:
+        ports.append(("dp-rpc", role.data_parallel_rpc_port))
+    ports += [(f"nixl-{i}", p) for i, p in enumerate(serving.side_channel_ports)]
+    return EngineCommand(args=args, env={**engine_env(engine), **role.extra_env}, ports=ports)
+
+
+def sidecar_args(role: Decode) -> list[str]:
+    """Arguments of the routing sidecar: its first port, rank 0's port, one proxy port per DP rank of the pod."""
+    return [
+        "--port", str(role.sidecar.port),
+        "--vllm-port", str(role.port),
+        "--data-parallel-size", str(len(sidecar_ports(role))),
+        "--kv-connector", role.sidecar.kv_connector,
+        "--secure-proxy=false",
+    ]

@@ -10,7 +10,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import pod
-from components.decode_pool import DecodePool, DecodePoolArgs
+from components.decode_pool import DecodePool, DecodePoolArgs, SidecarSpec
 from components.gateway import Gateway, GatewayArgs
 from components.model_weights import ModelWeights, ModelWeightsArgs
 from components.monitoring import MonitoredRole, Monitoring, MonitoringArgs
@@ -18,7 +18,9 @@ from components.network_isolation import NetworkIsolation, NetworkIsolationArgs
 from components.prefill_pool import PrefillPool, PrefillPoolArgs
 from components.rds_tier import RdsTier, RdsTierArgs
 from components.router import Router, RouterArgs
-from core.config import StackConfig
+from core.config import Role, StackConfig
+from core import routing
+from core import serving as engine_serving
 from core import weights as weight_files
 from core.derive import derive
 
@@ -30,6 +32,51 @@ def provider(cfg: StackConfig) -> k8s.Provider:
     if cfg.render_directory:
         return k8s.Provider("k8s", render_yaml_to_directory=cfg.render_directory)
     return k8s.Provider("k8s", context=cfg.kube_context)
+
+
+def engine_pool_args(cfg: StackConfig, role: Role, command: engine_serving.EngineCommand, weights: pod.EngineWeights,
+                     *, rds_nodes: bool = False) -> dict:
+    """The args both engine pools take, worked out from the config sections they draw on."""
+    resolved = engine_serving.role_serving(cfg.engine, role)
+    annotations = dict(cfg.engine.pod_annotations)
+    # Read by the RDS budget policy: below 0.12.0 the engine ignores `rds_max_chunks`.
+    if cfg.engine.lmcache_rbln_version and rds_nodes:
+        annotations[pod.LMCACHE_VERSION_ANNOTATION] = cfg.engine.lmcache_rbln_version
+    hardware, security = cfg.hardware, cfg.security
+    return dict(
+        stack_name=cfg.name, namespace=cfg.namespace, replicas=role.replicas, weights=weights, hf_token_secret=cfg.hf_token_secret,
+        engine=pod.EngineSpec(
+            image=cfg.engine.image, args=command.args, env=command.env, ports=command.ports, rank_ports=resolved.rank_ports,
+            cpu=role.resources.cpu, memory=role.resources.memory, startup_failure_threshold=cfg.engine.startup_failure_threshold,
+            shm_size=cfg.engine.shm_size, run_as_root=security.engine_run_as_root, capabilities=security.engine_capabilities,
+            annotations=annotations),
+        claim=pod.ClaimSpec(npus=resolved.devices, npu_device_class=hardware.npu_device_class, rdma_nics=hardware.rdma_nics_per_pod,
+                            nic_device_class=hardware.nic_device_class, numa_attribute=hardware.numa_attribute),
+        placement=pod.PlacementSpec(npu_product=hardware.npu_product, rds_nodes=rds_nodes, groups=cfg.placement.groups,
+                                    group_label=cfg.placement.group_label, spread=cfg.placement.spread_roles),
+        rollout=pod.RolloutSpec(strategy=cfg.rollout.strategy, max_unavailable=cfg.rollout.max_unavailable),
+        compile_cache=pod.CompileCacheSpec(size=cfg.storage.compile_cache_size, storage_class=cfg.storage.storage_class,
+                                           retain_on_delete=cfg.storage.retain_on_delete),
+    )
+
+
+def prefill_pool_args(cfg: StackConfig, weights: pod.EngineWeights, *, kv_tier_config_map: Optional[str] = None,
+                      rds_nodes: bool = False) -> PrefillPoolArgs:
+    command = engine_serving.prefill_command(cfg.model, cfg.engine, cfg.prefill, lmcache=kv_tier_config_map is not None,
+                                             revision=weights.revision, draft_revision=weights.draft_revision)
+    return PrefillPoolArgs(**engine_pool_args(cfg, cfg.prefill, command, weights, rds_nodes=rds_nodes),
+                           kv_tier_config_map=kv_tier_config_map)
+
+
+def decode_pool_args(cfg: StackConfig, weights: pod.EngineWeights) -> DecodePoolArgs:
+    """P/D: the routing sidecar and the NIXL connector; AGG: neither."""
+    pd = cfg.topology == "pd"
+    role = cfg.decode
+    command = engine_serving.decode_command(cfg.model, cfg.engine, role, nixl=pd,
+                                            revision=weights.revision, draft_revision=weights.draft_revision)
+    sidecar = SidecarSpec(image=role.sidecar.image, args=engine_serving.sidecar_args(role),
+                          ports=engine_serving.sidecar_ports(role)) if pd else None
+    return DecodePoolArgs(**engine_pool_args(cfg, role, command, weights), sidecar=sidecar)
 
 
 def build(cfg: StackConfig, *, hf_token: Optional[pulumi.Output] = None) -> dict:
@@ -57,9 +104,6 @@ def build(cfg: StackConfig, *, hf_token: Optional[pulumi.Output] = None) -> dict
                     if weights.job is not None else in_ns)
 
     pd = cfg.topology == "pd"
-    common = dict(stack_name=cfg.name, namespace=ns, model=cfg.model, engine=cfg.engine, hardware=cfg.hardware,
-                  storage=cfg.storage, weights=weights.engine_weights, hf_token_secret=cfg.hf_token_secret, security=cfg.security,
-                  placement=cfg.placement, rollout=cfg.rollout)
     outputs: dict = {}
     kv_tier = None
     prefill = None
@@ -69,8 +113,8 @@ def build(cfg: StackConfig, *, hf_token: Optional[pulumi.Output] = None) -> dict
                 stack_name=cfg.name, namespace=ns, mode=facts.kv_tier, env=facts.lmcache_env, budget=facts.rds_budget,
                 hbm_per_chiplet_gib=cfg.hardware.hbm_per_chiplet_gib, tokens_per_rank=facts.rds_tokens_per_rank),
                 opts=in_ns)
-        prefill = PrefillPool(f"{cfg.name}-prefill", PrefillPoolArgs(
-            **common, role=cfg.prefill, kv_tier_config_map=kv_tier.config_map_name if kv_tier else None,
+        prefill = PrefillPool(f"{cfg.name}-prefill", prefill_pool_args(
+            cfg, weights.engine_weights, kv_tier_config_map=kv_tier.config_map_name if kv_tier else None,
             rds_nodes=kv_tier.needs_rds_nodes if kv_tier else False),
             # Pods start only once the ConfigMap they take their LMCache environment from exists.
             opts=pulumi.ResourceOptions.merge(engines_opts, pulumi.ResourceOptions(depends_on=[kv_tier])) if kv_tier else engines_opts)
@@ -78,12 +122,15 @@ def build(cfg: StackConfig, *, hf_token: Optional[pulumi.Output] = None) -> dict
     decode_opts = engines_opts
     if prefill is not None and cfg.rollout.pool_at_a_time:
         decode_opts = pulumi.ResourceOptions.merge(engines_opts, pulumi.ResourceOptions(depends_on=prefill.deployments))
-    decode = DecodePool(f"{cfg.name}-decode", DecodePoolArgs(**common, role=cfg.decode, disaggregated=pd), opts=decode_opts)
+    decode = DecodePool(f"{cfg.name}-decode", decode_pool_args(cfg, weights.engine_weights), opts=decode_opts)
+    epp = cfg.router
     router = Router(f"{cfg.name}-router", RouterArgs(
-        stack_name=cfg.name, namespace=ns, settings=cfg.router, topology=cfg.topology, target_ports=decode.target_ports,
-        max_unavailable=cfg.rollout.max_unavailable), opts=in_ns)
+        stack_name=cfg.name, namespace=ns, target_ports=decode.target_ports, image=epp.image, replicas=epp.replicas,
+        epp_config=routing.endpoint_picker_config(epp, cfg.topology), grpc_port=epp.grpc_port, health_port=epp.health_port,
+        metrics_port=epp.metrics_port, failure_mode=epp.failure_mode, max_unavailable=cfg.rollout.max_unavailable), opts=in_ns)
     gateway = Gateway(f"{cfg.name}-gateway", GatewayArgs(
-        stack_name=cfg.name, namespace=ns, settings=cfg.gateway, pool_name=router.pool_name), opts=in_ns)
+        stack_name=cfg.name, namespace=ns, pool_name=router.pool_name, class_name=cfg.gateway.class_name,
+        port=cfg.gateway.port, hostname=cfg.gateway.hostname), opts=in_ns)
 
     serving = facts.decode
     prefill_serving = facts.roles["prefill"].serving if pd else None

@@ -1,16 +1,17 @@
 """DecodePool alone under the mock runtime."""
 import json
 
-from components.decode_pool import DecodePool, DecodePoolArgs
-from components.pod import claim_digest
-from core.config import Hardware
+from components.decode_pool import DecodePool
+from components.pod import ClaimSpec, EngineWeights, claim_digest
+from core.config import StackConfig
+from stacks.compose import decode_pool_args
 from tests.conftest import arg_value, container, env_map
 
 
-def build(run_under_mocks, **args):
-    base = dict(stack_name="t", namespace="ns")
-    base.update(args)
-    return run_under_mocks(lambda: DecodePool("t-decode", DecodePoolArgs(**base)))
+def build(run_under_mocks, **config):
+    """The pool as the stack builds it from a config (the args worked out by stacks.compose)."""
+    cfg = StackConfig(name="t", namespace="ns", **config)
+    return run_under_mocks(lambda: DecodePool("t-decode", decode_pool_args(cfg, EngineWeights())))
 
 
 def test_dp4_expert_parallel_args(run_under_mocks):
@@ -50,12 +51,12 @@ def test_readiness_checks_every_rank(run_under_mocks):
 
 
 def test_agg_has_no_sidecar_and_no_connector(run_under_mocks):
-    deployment = build(run_under_mocks, disaggregated=False).get("Deployment", "t-decode")
+    deployment = build(run_under_mocks, topology="agg").get("Deployment", "t-decode")
     assert [c["name"] for c in deployment["spec"]["template"]["spec"]["initContainers"]] == ["wait-for-weights"]
     assert "--kv-transfer-config" not in container(deployment, "vllm")["args"]
 
 
 def test_claim_counts_dp_local(run_under_mocks):
-    claim = build(run_under_mocks).get("ResourceClaimTemplate", f"t-decode-npu-rdma-{claim_digest(Hardware(), 4)}")
+    claim = build(run_under_mocks).get("ResourceClaimTemplate", f"t-decode-npu-rdma-{claim_digest(ClaimSpec(npus=4))}")
     npu = claim["spec"]["spec"]["devices"]["requests"][0]
     assert npu["exactly"]["count"] == 4

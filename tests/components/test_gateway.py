@@ -2,7 +2,6 @@
 import pytest
 
 from components.gateway import Gateway, GatewayArgs
-from core.config import Gateway as GatewaySettings
 
 
 def test_gateway_and_route(run_under_mocks):
@@ -22,8 +21,8 @@ def test_gateway_and_route(run_under_mocks):
 
 
 def test_agentgateway_class(run_under_mocks):
-    settings = GatewaySettings(class_name="agentgateway", hostname="llm.example.com")
-    cluster = run_under_mocks(lambda: Gateway("g", GatewayArgs(stack_name="t", namespace="ns", pool_name="p", settings=settings)))
+    args = GatewayArgs(stack_name="t", namespace="ns", pool_name="p", class_name="agentgateway", hostname="llm.example.com")
+    cluster = run_under_mocks(lambda: Gateway("g", args))
     listener = cluster.get("Gateway", "t-gateway")["spec"]["listeners"][0]
     assert listener["hostname"] == "llm.example.com"
 

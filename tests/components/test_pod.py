@@ -1,7 +1,6 @@
 """Shared engine pod pieces: security contexts and their exceptions, PDBs, anti-affinity, node groups."""
 from components import pod
 from components.prefill_pool import PrefillPool, PrefillPoolArgs
-from core.config import Placement, Prefill, Rollout, Security
 from tests.conftest import container
 
 
@@ -23,7 +22,7 @@ def test_engine_security_context_and_recorded_exceptions(run_under_mocks):
 
 
 def test_non_root_engines_when_the_runtime_allows(run_under_mocks):
-    deployment = build(run_under_mocks, security=Security(engine_run_as_root=False, engine_capabilities=[])).get("Deployment", "t-prefill")
+    deployment = build(run_under_mocks, engine=pod.EngineSpec(run_as_root=False, capabilities=[])).get("Deployment", "t-prefill")
     context = container(deployment, "vllm")["securityContext"]
     assert context["runAsNonRoot"] is True and "add" not in context["capabilities"]
 
@@ -40,7 +39,7 @@ def test_pdb_and_anti_affinity(run_under_mocks):
 
 
 def test_node_groups_split_the_role(run_under_mocks):
-    cluster = build(run_under_mocks, placement=Placement(groups=2), role=Prefill(replicas=4))
+    cluster = build(run_under_mocks, placement=pod.PlacementSpec(groups=2), replicas=4)
     names = sorted(d["metadata"]["name"] for d in cluster.of_kind("Deployment"))
     assert names == ["t-prefill-g0", "t-prefill-g1"]
     assert [d["spec"]["replicas"] for d in cluster.of_kind("Deployment")] == [2, 2]
@@ -51,5 +50,5 @@ def test_node_groups_split_the_role(run_under_mocks):
 
 
 def test_rolling_update_without_surge(run_under_mocks):
-    deployment = build(run_under_mocks, rollout=Rollout(strategy="RollingUpdate")).get("Deployment", "t-prefill")
+    deployment = build(run_under_mocks, rollout=pod.RolloutSpec(strategy="RollingUpdate")).get("Deployment", "t-prefill")
     assert deployment["spec"]["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}

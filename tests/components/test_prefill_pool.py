@@ -1,16 +1,16 @@
 """PrefillPool alone under the mock runtime."""
 import json
 
-from components.pod import claim_digest
+from components.pod import ClaimSpec, EngineSpec, EngineWeights, claim_digest
 from components.prefill_pool import PrefillPool, PrefillPoolArgs
-from core.config import Hardware, Prefill
+from core.config import StackConfig
+from stacks.compose import prefill_pool_args
 from tests.conftest import arg_value, container, env_map
 
 
-def build(run_under_mocks, **args):
-    base = dict(stack_name="t", namespace="ns")
-    base.update(args)
-    return run_under_mocks(lambda: PrefillPool("t-prefill", PrefillPoolArgs(**base)))
+def build(run_under_mocks, cfg: StackConfig = StackConfig(name="t", namespace="ns"), **args):
+    """The pool as the stack builds it from a config (the args worked out by stacks.compose)."""
+    return run_under_mocks(lambda: PrefillPool("t-prefill", prefill_pool_args(cfg, EngineWeights(), **args)))
 
 
 def test_pp4_args_env_and_claim(run_under_mocks):
@@ -35,7 +35,7 @@ def test_pp4_args_env_and_claim(run_under_mocks):
     assert env["HF_TOKEN"] == {"secretKeyRef": {"key": "token", "name": "hf-token"}}
     assert env["VLLM_NIXL_SIDE_CHANNEL_HOST"] == {"fieldRef": {"fieldPath": "status.podIP"}}
     assert [p["containerPort"] for p in vllm["ports"]] == [8000, 5600]
-    claim = cluster.get("ResourceClaimTemplate", f"t-prefill-npu-rdma-{claim_digest(Hardware(), 4)}")
+    claim = cluster.get("ResourceClaimTemplate", f"t-prefill-npu-rdma-{claim_digest(ClaimSpec(npus=4))}")
     requests = {r["name"]: r["exactly"] for r in claim["spec"]["spec"]["devices"]["requests"]}
     assert requests["npu"]["count"] == 4 and requests["npu"]["deviceClassName"] == "npu.rebellions.ai"
     assert requests["rdma"]["count"] == 2 and requests["rdma"]["deviceClassName"] == "dranet"
@@ -56,7 +56,7 @@ def test_pod_wiring(run_under_mocks):
     spec = build(run_under_mocks).get("Deployment", "t-prefill")["spec"]
     pod = spec["template"]["spec"]
     assert spec["strategy"]["type"] == "Recreate"
-    assert pod["resourceClaims"] == [{"name": "npu-rdma", "resourceClaimTemplateName": f"t-prefill-npu-rdma-{claim_digest(Hardware(), 4)}"}]
+    assert pod["resourceClaims"] == [{"name": "npu-rdma", "resourceClaimTemplateName": f"t-prefill-npu-rdma-{claim_digest(ClaimSpec(npus=4))}"}]
     assert {v["name"] for v in pod["volumes"]} == {"shm", "model", "compile-cache"}
     labels = spec["template"]["metadata"]["labels"]
     assert labels["llm-d.ai/role"] == "prefill" and labels["llm-d.ai/inference-serving"] == "true"
@@ -67,7 +67,8 @@ def test_pod_wiring(run_under_mocks):
 
 def test_extra_env_cannot_duplicate_a_reference(run_under_mocks):
     """A literal HF_TOKEN in extraEnv (which the config gate refuses) still never makes a second entry."""
-    cluster = build(run_under_mocks, role=Prefill(extra_env={"HF_TOKEN": "hf_x", "MY_FLAG": "1"}))
+    args = PrefillPoolArgs(stack_name="t", namespace="ns", engine=EngineSpec(env={"HF_TOKEN": "hf_x", "MY_FLAG": "1"}))
+    cluster = run_under_mocks(lambda: PrefillPool("t-prefill", args))
     vllm = container(cluster.get("Deployment", "t-prefill"), "vllm")
     names = [e["name"] for e in vllm["env"]]
     assert names.count("HF_TOKEN") == 1 and env_map(vllm)["HF_TOKEN"] == {"secretKeyRef": {"key": "token", "name": "hf-token"}}

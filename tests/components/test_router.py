@@ -2,13 +2,14 @@
 import pytest
 import yaml
 
-from components.router import Router, RouterArgs, endpoint_picker_config
+from components.router import Router, RouterArgs
 from core.config import Router as RouterSettings
+from core.routing import endpoint_picker_config
 
 
 def build(run_under_mocks, topology="pd", **settings):
-    args = RouterArgs(stack_name="t", namespace="ns", topology=topology, target_ports=[8000, 8001, 8002, 8003],
-                      settings=RouterSettings(**settings))
+    args = RouterArgs(stack_name="t", namespace="ns", target_ports=[8000, 8001, 8002, 8003],
+                      epp_config=endpoint_picker_config(RouterSettings(**settings), topology))
     return run_under_mocks(lambda: Router("t-router", args))
 
 

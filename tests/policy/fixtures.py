@@ -9,13 +9,12 @@ from __future__ import annotations
 import copy
 from typing import Any, Callable, Optional
 
-from components.pod import claim_digest
-from core.config import Hardware
+from components.pod import ClaimSpec, claim_digest
 from policy import catalog
 
 PREFILL, DECODE = "minimax-m27-prefill", "minimax-m27-decode"
 # The claim templates' names carry a digest of what they ask for (4 NPUs + 2 NICs of the default hardware).
-DECODE_CLAIM = f"{DECODE}-npu-rdma-{claim_digest(Hardware(), 4)}"
+DECODE_CLAIM = f"{DECODE}-npu-rdma-{claim_digest(ClaimSpec(npus=4))}"
 POOL, ROUTE, EPP = "minimax-m27-pool", "minimax-m27-route", "minimax-m27-epp"
 EPP_CONFIG = "minimax-m27-epp-config"
 
