@@ -1,5 +1,5 @@
 """The layer contracts of `.importlinter` hold, and they can fail: a deliberately upward import in a
-copy of the project breaks them."""
+copy of the project breaks them. And pyflakes finds no unused import or undefined name."""
 from __future__ import annotations
 
 import pathlib
@@ -48,3 +48,9 @@ def test_pulumi_in_core_breaks_its_purity(tmp_path):
     sizing.write_text(sizing.read_text() + "\nimport pulumi  # noqa: E402,F401 - deliberately wrong\n")
     proc = lint(root)
     assert proc.returncode == 1 and "core imports no Pulumi SDK BROKEN" in proc.stdout
+
+
+def test_no_unused_imports_or_undefined_names():
+    proc = subprocess.run([sys.executable, "-m", "pyflakes", *PACKAGES, "tests"], cwd=PROJECT_ROOT,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
