@@ -14,6 +14,7 @@ import pulumi_kubernetes as k8s
 from pydantic import BaseModel, ConfigDict, Field
 
 from core import serving, sizing
+from core.labels import NPU_PRESENT_LABEL, NPU_PRODUCT_LABEL, RDS_PRESENT_LABEL, ROLE_LABEL, pool_names
 from core import weights as weight_files
 
 core = k8s.core.v1
@@ -22,15 +23,10 @@ meta = k8s.meta.v1
 PART_OF_LABEL = "app.kubernetes.io/part-of"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 NAME_LABEL = "app.kubernetes.io/name"
-ROLE_LABEL = "llm-d.ai/role"
 SERVING_LABEL = "llm-d.ai/inference-serving"
 
-NPU_PRESENT_LABEL = "rebellions.ai/npu.present"
-NPU_PRODUCT_LABEL = "rebellions.ai/npu.product"
-RDS_PRESENT_LABEL = "rebellions.ai/rds.present"
 POOL_LABEL = "rebel100.ai/pool"  # one value per Deployment, so that groups of one role stay apart
 SECURITY_EXCEPTIONS_ANNOTATION = "rebel100.ai/security-exceptions"
-LMCACHE_VERSION_ANNOTATION = "rebel100.ai/lmcache-rbln-version"  # read by the RDS budget policy
 MODEL_REVISION_ANNOTATION = weight_files.REVISION_ANNOTATION  # a new revision rolls the engines
 NON_ROOT_UID = 65532
 
@@ -453,11 +449,6 @@ def claim_digest(claim: ClaimSpec) -> str:
     return hashlib.sha256(json.dumps(wanted).encode()).hexdigest()[:8]
 
 
-def group_names(groups: int) -> list[Optional[str]]:
-    """Node-group values of a role's pools: none when there is one group, g0..gN-1 otherwise."""
-    return [None] if groups == 1 else [f"g{i}" for i in range(groups)]
-
-
 def engine_pool(
     parent: pulumi.ComponentResource,
     name: str,
@@ -481,17 +472,16 @@ def engine_pool(
     compile_cache_pvc(f"{name}-compile-cache", name=f"{base}-compile-cache", namespace=args.namespace,
                       labels=role_labels, cache=args.compile_cache,
                       opts=data_volume_options(child, args.compile_cache.retain_on_delete))
-    groups = group_names(args.placement.groups)
+    pools = pool_names(args.stack_name, role_name, args.placement.groups)
     annotations = {**args.engine.annotations,
                    SECURITY_EXCEPTIONS_ANNOTATION: engine_security_exceptions(args.engine),
                    MODEL_REVISION_ANNOTATION: args.weights.revision}
     deployments = []
-    for group in groups:
-        pool = base if group is None else f"{base}-{group}"
+    for group, pool in pools:
         resource = name if group is None else f"{name}-{group}"
         labels = {**role_labels, POOL_LABEL: pool}
         deployments.append(engine_deployment(
-            resource, name=pool, namespace=args.namespace, labels=labels, replicas=args.replicas // len(groups),
+            resource, name=pool, namespace=args.namespace, labels=labels, replicas=args.replicas // len(pools),
             containers=containers, init_containers=[wait_for_weights_container(args.weights), *(init_containers or [])],
             claim_template_name=claim_template_name,
             volumes=engine_volumes(shm_size=args.engine.shm_size, model_pvc=args.weights.claim_name, compile_cache_pvc_name=f"{base}-compile-cache"),

@@ -6,7 +6,6 @@ drives, chunk overhead, staging buffer and HBM as the config gate did.
 """
 from __future__ import annotations
 
-import json
 from typing import Literal, Optional
 
 import pulumi
@@ -15,21 +14,9 @@ from pydantic import ConfigDict, Field
 
 from components import pod
 from core import sizing
+from core.labels import RDS_BUDGET_ANNOTATION, rds_budget_annotation
 
 TYPE = "rebel100:serving:RdsTier"
-# Read by the rds-memory-budget policy: the budget inputs that are not in the LMCache environment.
-BUDGET_ANNOTATION = "rebel100.ai/rds-budget"
-
-
-def budget_annotation(budget: sizing.RdsBudget, hbm_per_chiplet_gib: float) -> str:
-    return json.dumps({
-        "nvmeDrives": budget.drives,
-        "chunkOverheadMib": budget.chunk_overhead_mib,
-        "stagingBufferMib": budget.staging_mib,
-        "hbmPerChipletGib": hbm_per_chiplet_gib,
-    }, separators=(",", ":"))
-
-
 class RdsTierArgs(pod.StackArgs):
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
@@ -46,7 +33,7 @@ class RdsTier(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: RdsTierArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__(TYPE, name, None, opts)
-        annotations = {BUDGET_ANNOTATION: budget_annotation(args.budget, args.hbm_per_chiplet_gib)} if args.budget else None
+        annotations = {RDS_BUDGET_ANNOTATION: rds_budget_annotation(args.budget, args.hbm_per_chiplet_gib)} if args.budget else None
         self.config_map_name = f"{args.stack_name}-lmcache"
         k8s.core.v1.ConfigMap(
             f"{name}-lmcache",

@@ -14,10 +14,8 @@ from typing import Optional
 
 from core.config import StackConfig
 from core.derive import derive
+from core.labels import NPU_PRESENT_LABEL, NPU_PRODUCT_LABEL, RDS_PRESENT_LABEL, pool_names
 
-NPU_PRESENT_LABEL = "rebellions.ai/npu.present"
-NPU_PRODUCT_LABEL = "rebellions.ai/npu.product"
-RDS_PRESENT_LABEL = "rebellions.ai/rds.present"
 
 
 @dataclasses.dataclass
@@ -60,9 +58,8 @@ def needs(cfg: StackConfig) -> list[PodNeed]:
         labels = {NPU_PRESENT_LABEL: "true", NPU_PRODUCT_LABEL: cfg.hardware.npu_product}
         if name == "prefill" and facts.kv_tier == "rds":
             labels[RDS_PRESENT_LABEL] = "true"
-        for group in range(groups):
-            pool = f"{cfg.name}-{name}" + (f"-g{group}" if groups > 1 else "")
-            group_labels = {**labels, cfg.placement.group_label: f"g{group}"} if groups > 1 else labels
+        for group, pool in pool_names(cfg.name, name, groups):
+            group_labels = {**labels, cfg.placement.group_label: group} if group else labels
             for index in range(role.replicas // groups):
                 pods.append(PodNeed(name, pool, index, facts.roles[name].serving.devices, cfg.hardware.rdma_nics_per_pod,
                                     group_labels, cfg.placement.spread_roles))

@@ -15,6 +15,7 @@ from typing import Any, Iterable, Iterator, Optional, Union
 import yaml
 
 from core import sizing
+from core.labels import ROLE_LABEL
 
 # --- findings ------------------------------------------------------------------------------
 
@@ -95,7 +96,6 @@ def show_labels(labels: dict) -> str:
 
 # --- pod templates -------------------------------------------------------------------------
 
-ROLE_LABEL = "llm-d.ai/role"
 
 
 @dataclasses.dataclass(frozen=True)

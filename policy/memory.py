@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Optional
 
 from core import rules, sizing
+from core.labels import LMCACHE_VERSION_ANNOTATION, RDS_BUDGET_ANNOTATION, RDS_BUDGET_KEYS
 from policy.facts import Facts
 from policy.manifests import (Engine, Finding, effective_env, env_flag_on, env_from_config_maps, engines, image_tag,
                               is_rebel100, parse_structured)
@@ -19,22 +20,20 @@ from policy.manifests import (Engine, Finding, effective_env, env_flag_on, env_f
 EXTRA_CONFIG_ENV = "LMCACHE_EXTRA_CONFIG"
 CHUNK_SIZE_ENV = "LMCACHE_CHUNK_SIZE"
 SUB_BLOCK_ENV = "VLLM_RBLN_SUB_BLOCK_CACHE"
-LMCACHE_VERSION_ANNOTATION = "rebel100.ai/lmcache-rbln-version"
-BUDGET_ANNOTATION = "rebel100.ai/rds-budget"
 
 
 def _budget_inputs(engine: Engine, manifests: list[dict], facts: Facts) -> tuple[dict, str]:
     """(drives, chunk overhead, staging, HBM) the budget is judged with, and where they came from:
     the annotation of the engine's LMCache ConfigMap (what the stack was checked against), else the pack config."""
-    inputs = {"nvmeDrives": facts.nvme_drives_per_node, "chunkOverheadMib": facts.rds_chunk_overhead_mib,
-              "stagingBufferMib": facts.rds_staging_buffer_mib, "hbmPerChipletGib": facts.hbm_per_chiplet_gib}
+    inputs = dict(zip(RDS_BUDGET_KEYS, (facts.nvme_drives_per_node, facts.rds_chunk_overhead_mib,
+                                        facts.rds_staging_buffer_mib, facts.hbm_per_chiplet_gib)))
     for config_map in env_from_config_maps(engine.template, engine.container, manifests):
-        text = ((config_map.get("metadata") or {}).get("annotations") or {}).get(BUDGET_ANNOTATION)
+        text = ((config_map.get("metadata") or {}).get("annotations") or {}).get(RDS_BUDGET_ANNOTATION)
         annotated = parse_structured(text) if text else None
         if isinstance(annotated, dict):
             numbers = {k: v for k, v in annotated.items() if k in inputs and isinstance(v, (int, float)) and not isinstance(v, bool)}
             name = (config_map.get("metadata") or {}).get("name")
-            return {**inputs, **numbers}, f"ConfigMap {name} annotation {BUDGET_ANNOTATION}"
+            return {**inputs, **numbers}, f"ConfigMap {name} annotation {RDS_BUDGET_ANNOTATION}"
     return inputs, "the policy config"
 
 

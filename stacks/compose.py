@@ -23,6 +23,7 @@ from core import routing
 from core import serving as engine_serving
 from core import weights as weight_files
 from core.derive import derive
+from core.labels import LMCACHE_VERSION_ANNOTATION
 
 core = k8s.core.v1
 
@@ -41,7 +42,7 @@ def engine_pool_args(cfg: StackConfig, role: Role, command: engine_serving.Engin
     annotations = dict(cfg.engine.pod_annotations)
     # Read by the RDS budget policy: below 0.12.0 the engine ignores `rds_max_chunks`.
     if cfg.engine.lmcache_rbln_version and rds_nodes:
-        annotations[pod.LMCACHE_VERSION_ANNOTATION] = cfg.engine.lmcache_rbln_version
+        annotations[LMCACHE_VERSION_ANNOTATION] = cfg.engine.lmcache_rbln_version
     hardware, security = cfg.hardware, cfg.security
     return dict(
         stack_name=cfg.name, namespace=cfg.namespace, replicas=role.replicas, weights=weights, hf_token_secret=cfg.hf_token_secret,

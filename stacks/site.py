@@ -14,10 +14,9 @@ import sys
 from typing import Any, Optional
 
 from core.config import StackConfig
+from core.labels import ROLE_LABEL
 from core.placement import NumaNode, SiteNode
 
-NUMA_ATTRIBUTE = "resource.kubernetes.io/numaNode"
-ROLE_LABEL = "llm-d.ai/role"
 DRIVER_SELECTOR = re.compile(r"""device\.driver\s*==\s*["']([^"']+)["']""")
 
 

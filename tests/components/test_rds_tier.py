@@ -1,7 +1,8 @@
 """RdsTier: the LMCache ConfigMap prefill takes its environment from, and the budget it records."""
 import json
 
-from components.rds_tier import BUDGET_ANNOTATION, RdsTier, RdsTierArgs
+from components.rds_tier import RdsTier, RdsTierArgs
+from core.labels import RDS_BUDGET_ANNOTATION as BUDGET_ANNOTATION
 from core.config import StackConfig
 from core.derive import derive
 

@@ -4,6 +4,7 @@ from components.decode_pool import SidecarSpec
 from components.gateway import GatewayArgs
 from components.router import RouterArgs
 from core.config import Gateway, Router, StackConfig, Weights
+from core.labels import LMCACHE_VERSION_ANNOTATION
 from stacks.compose import decode_pool_args, prefill_pool_args
 
 
@@ -29,8 +30,8 @@ def test_rds_nodes_and_the_lmcache_version_go_together():
     cfg = StackConfig()
     args = prefill_pool_args(cfg, pod.EngineWeights(), kv_tier_config_map="x-lmcache", rds_nodes=True)
     assert args.placement.rds_nodes
-    assert args.engine.annotations[pod.LMCACHE_VERSION_ANNOTATION] == cfg.engine.lmcache_rbln_version
-    assert pod.LMCACHE_VERSION_ANNOTATION not in decode_pool_args(cfg, pod.EngineWeights()).engine.annotations
+    assert args.engine.annotations[LMCACHE_VERSION_ANNOTATION] == cfg.engine.lmcache_rbln_version
+    assert LMCACHE_VERSION_ANNOTATION not in decode_pool_args(cfg, pod.EngineWeights()).engine.annotations
 
 
 def test_agg_decode_has_no_sidecar_and_no_connector():
