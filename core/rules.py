@@ -9,9 +9,10 @@ sentence reads right in both places.
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import Iterable, Optional
 
 from core import sizing
+from core.versions import Feature, Version, missing_features
 from core.weights import is_pinned
 
 
@@ -169,3 +170,19 @@ def weights_match(what: str, engine_value: str, held_value: str, *, held_by: str
             f"HF_HUB_OFFLINE the engine finds no files for what it serves and fails at start, or serves a revision "
             f"nobody downloaded on purpose. Serve {held_value}, or change the download to {engine_value} (in the stack: "
             f"one weights.revision / weights.draftRevision for both).")
+
+
+def image_has_features(image: str, pinned: Optional[Version], used: Iterable[Feature], *,
+                       image_name: str) -> Optional[str]:
+    """An image pin must be at least the first version of every feature its render uses (one home of the facts:
+    `core.versions`). An image whose tag is no version (`latest`, a digest) cannot be judged here: image hygiene
+    refuses unpinned tags elsewhere."""
+    if pinned is None:
+        return None
+    missing = missing_features(pinned, used)
+    if not missing:
+        return None
+    needed = max(f.since for f in missing)
+    listed = "; ".join(f"{f.kind} {f.name} needs {f.consumer} {f.since} or later ({f.source})" for f in missing)
+    return (f"{image} ({image_name}) is {pinned}, older than features the render uses: {listed}. The program "
+            f"would refuse its configuration and the pod would crash-loop. Pin {needed} or later.")
