@@ -16,6 +16,9 @@ from typing import Any, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from core.formats import (AnnotationKey, DraAttribute, Dns1123Label, Dns1123Subdomain, EnvVarName, GatewayHostname,
+                          Image, LabelKey, LabelValue, NonNegativeQuantity, PositiveQuantity)
+
 NAMESPACE = "rebel100"
 
 
@@ -48,10 +51,10 @@ class Hardware(Section):
     hbm_per_chiplet_gib: float = Field(36.0, gt=0, description="HBM per chiplet in GiB (36 GiB HBM3E, 144 GiB per card).")
     nvme_drives_per_node: int = Field(2, ge=0, description="NVMe drives bound to RDS on each RDS node (Unverified default: the reference node inventory is not public).")
     rdma_nics_per_pod: int = Field(2, ge=0, le=8, description="RoCE NICs each engine pod claims through dranet, from the NPUs' NUMA node.")
-    npu_product: str = Field("RBLN-CR13", min_length=1, description="Value of the node label rebellions.ai/npu.product the engines are scheduled on.")
-    npu_device_class: str = Field("npu.rebellions.ai", min_length=1, description="DRA DeviceClass of the NPUs.")
-    nic_device_class: str = Field("dranet", min_length=1, description="DRA DeviceClass of the RDMA NICs.")
-    numa_attribute: str = Field("resource.kubernetes.io/numaNode", min_length=1, description="Device attribute that keeps NPUs and NICs on one NUMA node.")
+    npu_product: LabelValue = Field("RBLN-CR13", min_length=1, description="Value of the node label rebellions.ai/npu.product the engines are scheduled on.")
+    npu_device_class: Dns1123Subdomain = Field("npu.rebellions.ai", min_length=1, description="DRA DeviceClass of the NPUs.")
+    nic_device_class: Dns1123Subdomain = Field("dranet", min_length=1, description="DRA DeviceClass of the RDMA NICs.")
+    numa_attribute: DraAttribute = Field("resource.kubernetes.io/numaNode", min_length=1, description="Device attribute that keeps NPUs and NICs on one NUMA node.")
 
 
 class ModelSpec(Section):
@@ -77,7 +80,7 @@ class Speculative(Section):
 class Engine(Section):
     """Serving arguments common to both roles (reference design section 4)."""
 
-    image: str = Field("rebellions/vllm-rbln:0.10.2", min_length=1, description="RBLN vLLM image of the engines (a pinned tag, never `latest`).")
+    image: Image = Field("rebellions/vllm-rbln:0.10.2", min_length=1, description="RBLN vLLM image of the engines (a pinned tag, never `latest`).")
     block_size: int = Field(4096, ge=16, description="`--block-size`: KV block in tokens.")
     max_model_len: int = Field(204800, ge=1, description="`--max-model-len`: input + output tokens.")
     max_num_batched_tokens: int = Field(512, ge=1, description="`--max-num-batched-tokens`; also the sub-block size when sub-block caching is on.")
@@ -92,16 +95,16 @@ class Engine(Section):
     engine_ready_timeout_s: int = Field(9600, ge=60, description="`VLLM_ENGINE_READY_TIMEOUT_S`: compilation on first start is long.")
     rpc_timeout_ms: int = Field(1800000, ge=1000, description="`VLLM_RPC_TIMEOUT` in milliseconds.")
     lmcache_rbln_version: Optional[str] = Field("0.12.0", description="lmcache-rbln version in the image; below 0.12.0 `rds_max_chunks` is ignored.")
-    shm_size: str = Field("32Gi", description="Size of the /dev/shm memory volume.")
+    shm_size: NonNegativeQuantity = Field("32Gi", description="Size of the /dev/shm memory volume.")
     startup_failure_threshold: int = Field(240, ge=1, description="Startup probe: 30 s periods allowed for compilation (15 s + 30 s x 240 = 2 h).")
-    pod_annotations: dict[str, str] = Field(default_factory=dict, description="More annotations on the engine pod templates (e.g. `rebel100.local/ready-delay` on the local cluster to simulate compilation).")
+    pod_annotations: dict[AnnotationKey, str] = Field(default_factory=dict, description="More annotations on the engine pod templates (e.g. `rebel100.local/ready-delay` on the local cluster to simulate compilation).")
 
 
 class Resources(Section):
     """CPU and memory of an engine container (requests = limits keeps the pod Guaranteed)."""
 
-    cpu: str = Field("32", description="CPU request and limit.")
-    memory: str = Field("256Gi", description="Memory request and limit (the CPU KV tier must fit inside it).")
+    cpu: NonNegativeQuantity = Field("32", description="CPU request and limit.")
+    memory: NonNegativeQuantity = Field("256Gi", description="Memory request and limit (the CPU KV tier must fit inside it).")
 
 
 class Role(Section):
@@ -121,7 +124,7 @@ class Role(Section):
     speculative: Optional[Speculative] = Field(None, description="Override of `engine.speculative` for this role (must agree with the other role).")
     resources: Resources = Field(Resources(), description="CPU and memory of the engine container.")
     extra_args: list[str] = Field(default_factory=list, description="Extra `vllm serve` arguments appended after the generated ones.")
-    extra_env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables of the engine container.")
+    extra_env: dict[EnvVarName, str] = Field(default_factory=dict, description="Extra environment variables of the engine container.")
 
 
 class Prefill(Role):
@@ -135,7 +138,7 @@ class Prefill(Role):
 class Sidecar(Section):
     """The llm-d routing sidecar in each decode pod (a native sidecar)."""
 
-    image: str = Field("ghcr.io/llm-d/llm-d-routing-sidecar:v0.3.0", min_length=1, description="Routing sidecar image.")
+    image: Image = Field("ghcr.io/llm-d/llm-d-routing-sidecar:v0.3.0", min_length=1, description="Routing sidecar image.")
     port: int = Field(8000, ge=1024, le=65000, description="`--port`: first port the sidecar listens on (rank r on port + r).")
     kv_connector: Literal["nixlv2"] = Field("nixlv2", description="`--kv-connector` protocol the sidecar speaks to prefill.")
 
@@ -169,7 +172,7 @@ class KvTier(Section):
 class Router(Section):
     """The llm-d router (Endpoint Picker) and its InferencePool (reference design section 6)."""
 
-    image: str = Field("ghcr.io/llm-d/llm-d-inference-scheduler:v0.3.2", min_length=1, description="EPP image.")
+    image: Image = Field("ghcr.io/llm-d/llm-d-inference-scheduler:v0.3.2", min_length=1, description="EPP image.")
     replicas: int = Field(1, ge=1, le=1, description="EPP replicas; 1 because in-flight accounting is per process.")
     config_api_version: Literal["llm-d.ai/v1alpha1", "inference.networking.x-k8s.io/v1alpha1"] = Field("llm-d.ai/v1alpha1", description="apiVersion of the EndpointPickerConfig.")
     decider: Literal["prefix-based", "always-disagg"] = Field("prefix-based", description="P/D decider: prefill only when enough tokens are not cached, or always (benchmarks).")
@@ -187,9 +190,9 @@ class Router(Section):
 
 
 class Gateway(Section):
-    class_name: str = Field("istio", min_length=1, description="GatewayClass (`istio` or `agentgateway`).")
+    class_name: Dns1123Subdomain = Field("istio", min_length=1, description="GatewayClass (`istio` or `agentgateway`).")
     port: int = Field(80, ge=1, le=65535, description="Client port of the Gateway listener.")
-    hostname: Optional[str] = Field(None, description="Listener hostname; null accepts any.")
+    hostname: Optional[GatewayHostname] = Field(None, description="Listener hostname; null accepts any.")
 
 
 # A Hugging Face commit id: what `revision` must be to be pinned (a branch or tag can move).
@@ -202,21 +205,21 @@ class Weights(Section):
     download by the stack into a volume it owns, before the engines start (see the README, Model weights)."""
 
     source: Literal["pvc", "download"] = Field("pvc", description="`pvc`: the existing PVC `weights.pvc`, loaded beforehand (nothing created); `download`: the stack creates that PVC and a Job fills it before the engines start.")
-    pvc: str = Field("model-weights", pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$", description="PVC holding the Hugging Face cache (HF_HOME), mounted read-only by the engines.")
+    pvc: Dns1123Subdomain = Field("model-weights", description="PVC holding the Hugging Face cache (HF_HOME), mounted read-only by the engines.")
     revision: str = Field(UNPINNED, min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$", description="Revision of `model.name` on the Hub: a 40-hex commit id pins it; `main` follows the branch (refused for a prod download).")
     draft_revision: str = Field(UNPINNED, min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$", description="Revision of the EAGLE-3 draft model (`engine.speculative.model`), pinned the same way.")
-    size: str = Field("600Gi", pattern=r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$", description="Size of the PVC the stack creates for a download (checked against the known model sizes with headroom).")
+    size: PositiveQuantity = Field("600Gi", description="Size of the PVC the stack creates for a download (checked against the known model sizes with headroom).")
     gated: bool = Field(False, description="The model or draft is a gated repository: the download needs the token Secret (`hfTokenSecret`).")
     token_secret_exists: bool = Field(False, description="The Secret `hfTokenSecret` was created outside the stack (else a gated download needs `rebel100:hfToken`).")
-    downloader_image: str = Field("python:3.12.11-slim", min_length=1, description="Image of the download Job and of the engines' wait-for-weights init container (Python 3).")
+    downloader_image: Image = Field("python:3.12.11-slim", min_length=1, description="Image of the download Job and of the engines' wait-for-weights init container (Python 3).")
     huggingface_hub_version: str = Field("0.34.4", pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$", description="huggingface_hub the Job installs (into /tmp) when the image has none.")
     retries: int = Field(6, ge=0, le=100, description="Job backoffLimit: pod restarts allowed; each retry resumes the partial files on the volume.")
     timeout_minutes: int = Field(360, ge=10, description="How long `pulumi up` waits for the download Job to complete before it fails the update.")
 
 
 class Storage(Section):
-    compile_cache_size: str = Field("200Gi", description="Size of each role's compile-cache PVC (VLLM_CACHE_ROOT).")
-    storage_class: Optional[str] = Field(None, description="StorageClass of the PVCs (ReadWriteMany); null uses the cluster default.")
+    compile_cache_size: PositiveQuantity = Field("200Gi", description="Size of each role's compile-cache PVC (VLLM_CACHE_ROOT).")
+    storage_class: Optional[Dns1123Subdomain] = Field(None, description="StorageClass of the PVCs (ReadWriteMany); null uses the cluster default.")
     retain_on_delete: bool = Field(True, description="Keep the data volumes (weights, compile caches) in the cluster when `pulumi destroy` or a replacement deletes them from the stack.")
 
 
@@ -224,8 +227,8 @@ class Security(Section):
     """Least privilege and isolation (on by default; the exceptions the NPU runtime needs are explicit)."""
 
     network_policies: bool = Field(True, description="Render NetworkPolicies: default deny, then only the paths the serving flow uses.")
-    monitoring_namespace: str = Field("monitoring", min_length=1, description="Namespace whose Prometheus may scrape metrics ports.")
-    gateway_pod_label: str = Field("gateway.networking.k8s.io/gateway-name", min_length=1, description="Label the gateway implementation puts on its pods (value: the Gateway's name).")
+    monitoring_namespace: Dns1123Label = Field("monitoring", min_length=1, description="Namespace whose Prometheus may scrape metrics ports.")
+    gateway_pod_label: LabelKey = Field("gateway.networking.k8s.io/gateway-name", min_length=1, description="Label the gateway implementation puts on its pods (value: the Gateway's name).")
     engine_run_as_root: bool = Field(True, description="Exception: the RBLN runtime and NIXL/RDMA need root in the engine containers (recorded in an annotation).")
     engine_capabilities: list[str] = Field(["IPC_LOCK"], description="Exception: capabilities added to engines after dropping ALL (IPC_LOCK pins RDMA buffers).")
 
@@ -238,7 +241,7 @@ class Observability(Section):
 
 class Placement(Section):
     groups: int = Field(1, ge=1, le=512, description="Node groups: each role is split into this many pools (Deployments), one per group.")
-    group_label: str = Field("rebel100.ai/pool-group", min_length=1, description="Node label naming a node's group (values g0, g1, ...); used when groups > 1.")
+    group_label: LabelKey = Field("rebel100.ai/pool-group", min_length=1, description="Node label naming a node's group (values g0, g1, ...); used when groups > 1.")
     spread_roles: bool = Field(True, description="At most one pod of a role per node, so one node failure takes at most one P and one D.")
 
 
@@ -251,13 +254,13 @@ class Rollout(Section):
 class StackConfig(Section):
     """The whole `rebel100:` namespace of one stack."""
 
-    name: str = Field("minimax-m27", pattern=r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$", description="Prefix of every object name.")
-    namespace: str = Field("rebel100", pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", description="Kubernetes namespace (created by the stack).")
+    name: str = Field("minimax-m27", pattern=r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$", description="Prefix of every object name.")
+    namespace: Dns1123Label = Field("rebel100", description="Kubernetes namespace (created by the stack).")
     environment: Literal["dev", "prod"] = Field("prod", description="dev relaxes hygiene policies to advisory; prod makes them mandatory.")
     topology: Literal["pd", "agg"] = Field("pd", description="`pd`: prefill/decode disaggregation; `agg`: aggregated engines, no prefill pods.")
     render_directory: Optional[str] = Field(None, description="Render YAML to this folder instead of a cluster (no kubeconfig needed).")
     kube_context: Optional[str] = Field(None, description="kubeconfig context to deploy to; null uses the current one.")
-    hf_token_secret: str = Field("hf-token", min_length=1, description="Secret holding the Hugging Face token under key `token`; created from `rebel100:hfToken` when that secret is set.")
+    hf_token_secret: Dns1123Subdomain = Field("hf-token", min_length=1, description="Secret holding the Hugging Face token under key `token`; created from `rebel100:hfToken` when that secret is set.")
     hardware: Hardware = Field(Hardware(), description="Hardware profile.")
     model: ModelSpec = Field(ModelSpec(), description="Served model.")
     engine: Engine = Field(Engine(), description="Serving arguments common to both roles.")

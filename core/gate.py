@@ -135,6 +135,10 @@ def _pydantic_issues(error: pydantic.ValidationError) -> list[Issue]:
             hint = f" Did you mean `{_path(loc[:-1] + (close[0],))}`?" if close else ""
             issues.append(Issue(path, f"unknown key.{hint} Valid keys here: {', '.join(valid)}."))
             continue
+        if loc[-1:] == ("[key]",) and len(loc) >= 2:
+            # A key of a map (extraEnv, podAnnotations): the path is the map's, the value the key.
+            issues.append(Issue(_path(loc[:-2]), f"key {loc[-2]!r} is not valid: {err['msg']}."))
+            continue
         value = err.get("input")
         allowed = _allowed(_field_info(StackConfig, loc))
         message = f"{value!r} is not valid: {err['msg']}."

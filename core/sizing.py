@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
+from core import formats
+
 MIB = 1024 * 1024
 GIB = 1024 * MIB
 
@@ -155,16 +157,12 @@ def rollout_timeout_seconds(failure_threshold: int) -> int:
 
 
 def parse_quantity(quantity: str) -> float:
-    """A Kubernetes quantity ("256Gi", "64G", "500m", "32") as a plain number (bytes or cores)."""
-    suffixes = {
-        "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "Ti": 1024**4, "Pi": 1024**5,
-        "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "m": 1e-3,
-    }
-    text = str(quantity).strip()
-    for suffix in sorted(suffixes, key=len, reverse=True):
-        if text.endswith(suffix):
-            return float(text[: -len(suffix)]) * suffixes[suffix]
-    return float(text)
+    """A Kubernetes quantity ("256Gi", "64G", "500m", "32", "1e3") as a plain number (bytes or cores), read as
+    the API server reads it (`core.formats.quantity_value`); ValueError for text that is not a quantity."""
+    value = formats.quantity_value(str(quantity).strip())
+    if value is None:
+        raise ValueError(f"{quantity!r} is not a Kubernetes quantity: {formats.QUANTITY.rule}")
+    return float(value)
 
 
 def version_tuple(version: str) -> tuple[int, ...]:

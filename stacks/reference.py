@@ -21,6 +21,9 @@ END = "<!-- config-reference:end -->"
 def _type_name(annotation) -> str:
     origin = typing.get_origin(annotation)
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if origin is typing.Annotated:
+        # A Kubernetes format of core/formats.py: shown as its base type (the rule is in the refusals).
+        return _type_name(typing.get_args(annotation)[0])
     if origin is typing.Literal:
         return " \\| ".join(f"`{a}`" for a in typing.get_args(annotation))
     if origin in (typing.Union, types.UnionType):
