@@ -41,7 +41,7 @@ def load_manifests(folder: pathlib.Path) -> list[dict]:
 
 def _stack_manifests(path: pathlib.Path, name: str, fmt: str) -> tuple[Optional[list[dict]], str, str, dict]:
     """(manifests, what was checked, environment, the stack's own hardware and model facts) of a stack;
-    manifests None when its config is invalid."""
+    manifests None when its config is invalid or its render fails the strict validator."""
     from core.gate import ConfigError
     from stacks import render
 
@@ -51,8 +51,28 @@ def _stack_manifests(path: pathlib.Path, name: str, fmt: str) -> tuple[Optional[
         print(f"error: {error}", file=sys.stderr)
         return None, name, "", {}
     print(f"config of stack {name!r}: valid", file=sys.stdout if fmt == "text" else sys.stderr)
-    return (render.render_stack_file(path, name).manifests, f"stack {name!r} (offline render)", cfg.environment,
-            facts.stack_values(cfg))
+    manifests = render.render_stack_file(path, name).manifests
+    refused = schema_problems(manifests)
+    if refused:
+        print(f"error: the render of stack {name!r} fails the strict validator (`python -m stacks validate`: "
+              f"Kubernetes schemas and the CRDs in crds/), so the API server would refuse it:", file=sys.stderr)
+        for line in refused:
+            print(f"  - {line}", file=sys.stderr)
+        return None, name, "", {}
+    return manifests, f"stack {name!r} (offline render)", cfg.environment, facts.stack_values(cfg)
+
+
+def schema_problems(manifests: list[dict]) -> list[str]:
+    """What the strict validator of `python -m stacks validate` refuses in a render: one verdict for both."""
+    from stacks import validate
+
+    crds = validate.load_crds()
+    problems = []
+    for manifest in manifests:
+        status, errors = validate.validate_object(manifest, crds)
+        name = f"{manifest.get('kind')} {(manifest.get('metadata') or {}).get('name', '?')}"
+        problems += [f"{name}: {error}" for error in errors if status == validate.INVALID]
+    return problems
 
 
 def output_format(args) -> str:
