@@ -10,13 +10,13 @@ import pulumi.runtime.config as runtime_config
 from stacks import compose
 from core.config import NAMESPACE
 from core.gate import ConfigError, load_config, warnings_for
+from core.stackfile import program_config
 
 
 def current_config() -> dict:
-    """Every config key of the running stack (`namespace:key` -> text), as the engine passed it."""
-    merged = dict(runtime_config.get_config_env())
-    merged.update(runtime_config.CONFIG.get())
-    return merged
+    """Every config key of the running stack (`namespace:key` -> text), as the engine passed it and
+    `pulumi.Config` resolves it; the offline tools resolve a stack file's values with the same function."""
+    return program_config(runtime_config.CONFIG.get())
 
 
 def main() -> None:

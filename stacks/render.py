@@ -22,7 +22,7 @@ from pulumi.runtime.settings import SETTINGS, get_root_resource
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from core.stackfile import read_config
+from core.stackfile import program_config, read_config
 from core.config import StackConfig
 from core.gate import load_config
 
@@ -110,7 +110,7 @@ def run_program(config: dict[str, str], secret_keys: list[str], stack: str) -> R
     """Run stacks.program.main under mocks with this config; the config gate runs first, as under the engine."""
     from stacks import program  # imported here so that set_mocks is in place first
 
-    load_config(config, source=f"stack {stack!r}")  # raise ConfigError before the mock runtime starts
+    load_config(program_config(config), source=f"stack {stack!r}")  # ConfigError before the mock runtime starts
     return run_under_mocks(program.main, config, secret_keys, stack)
 
 
