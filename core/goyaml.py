@@ -60,7 +60,22 @@ class Timestamp:
 
 
 class GeneralMap(dict):
-    """A mapping with a key that is not a string (yaml.v3 `map[interface{}]interface{}`)."""
+    """A mapping with a key that is not a string (yaml.v3 `map[interface{}]interface{}`); such keys are
+    `TypedKey`s."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TypedKey:
+    """A map key that is not a string, compared by Go type and value (Python would merge `1`, `1.0` and
+    `True` into one key; Go keeps int 1, float64 1 and true apart)."""
+
+    value: Any
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TypedKey) and type(self.value) is type(other.value) and self.value == other.value
+
+    def __hash__(self) -> int:
+        return hash((type(self.value).__name__, self.value))
 
 
 @dataclasses.dataclass(eq=False)
@@ -290,7 +305,7 @@ class _Decoder:
         key = self.value(node)
         if isinstance(key, (dict, list)):
             raise YamlError(f"invalid map key: {key!r}")
-        return key
+        return key if isinstance(key, str) else TypedKey(key)
 
     def mapping(self, node: Node, into: Optional[dict] = None, merged: Optional[set] = None) -> dict:
         """decode.go `mapping`; `into` and `merged`: the map a merge key fills and the keys it already has."""
@@ -329,7 +344,8 @@ class _Decoder:
 
     def merge(self, parent: Node, merge: Node, out: dict, merged: Optional[set]) -> None:
         if merged is None:
-            merged = {self.key(parent.content[i], False) for i in range(0, len(parent.content), 2)
+            merged = {self.key(parent.content[i], not isinstance(out, GeneralMap))
+                      for i in range(0, len(parent.content), 2)
                       if not _is_merge(parent.content[i])}
         targets = merge.content if merge.kind == "sequence" else [merge]
         for target in targets:

@@ -62,6 +62,8 @@ def go_json_float(number: float) -> str:
 
 def _go_key(key: Any) -> str:
     """fmt.Sprintf("%v", key) of a non-string map key, as Pulumi names it."""
+    if isinstance(key, goyaml.TypedKey):
+        key = key.value
     if key is None:
         return "<nil>"
     if isinstance(key, bool):
@@ -82,7 +84,8 @@ def _plain(value: Any) -> Any:
     if isinstance(value, goyaml.Timestamp):
         return value.go_string()
     if isinstance(value, float):
-        go_json_float(value)  # NaN and infinities are refused, as Go's json.Marshal refuses them
+        # What the program parses from Go's JSON: 1.0 is written `1` (an int), NaN and infinities refused.
+        return json.loads(go_json_float(value))
     return value
 
 

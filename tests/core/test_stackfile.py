@@ -113,5 +113,6 @@ def test_go_json_floats():
 
 
 def test_goyaml_general_maps_keep_typed_keys():
-    assert goyaml.load("1: a\n2.5: b\n") == {1: "a", 2.5: "b"}
+    loaded = goyaml.load("1: a\ntrue: b\n1.0: c\n")
+    assert loaded == {goyaml.TypedKey(1): "a", goyaml.TypedKey(True): "b", goyaml.TypedKey(1.0): "c"}
     assert isinstance(goyaml.load("1: a\n"), goyaml.GeneralMap)
