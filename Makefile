@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STACKS := dev prod-4p4d agg
 
-.PHONY: venv toolchain up up-render test unit e2e golden render plan validate clean docs bench cluster down
+.PHONY: venv toolchain up up-render test unit e2e golden render plan validate clean docs bench cluster down test-property-long
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -42,6 +42,11 @@ test: venv
 
 e2e: venv toolchain
 	$(PY) -m pytest -m e2e
+
+# The gate-subset property on many more generated configs (`make test` runs 12); see docs/formats.md.
+PROPERTY_EXAMPLES ?= 200
+test-property-long: venv cluster
+	REBEL100_PROPERTY_EXAMPLES=$(PROPERTY_EXAMPLES) $(PY) -m pytest tests/cluster/test_gate_subset.py tests/cluster/test_formats_agree.py -s
 
 unit: venv
 	$(PY) -m pytest -m "not e2e and not cluster"

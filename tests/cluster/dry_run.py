@@ -117,6 +117,13 @@ class DryRun:
             return Verdict(False, status, message)
         raise AssertionError(f"unexpected answer {status} from the API server: {message}")
 
+    def ensure_namespace(self, name: str) -> None:
+        """Create a namespace for real (dry-run objects in a namespace that does not exist are refused)."""
+        status, body = self.request("POST", "/api/v1/namespaces", json.dumps(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}).encode())
+        if status not in (201, 409):
+            raise AssertionError(f"cannot create namespace {name!r}: {status} {body.get('message', body)}")
+
     def create_all(self, objects: list[dict]) -> list[Verdict]:
         with concurrent.futures.ThreadPoolExecutor(self.workers) as pool:
             return list(pool.map(self.create, objects))
