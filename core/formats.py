@@ -62,6 +62,7 @@ class Format:
                 text = f"{problem}: {self.rule} ({self.source})".replace("{", "(").replace("}", ")")
                 raise PydanticCustomError("kubernetes_format", text)
             return value
+        check.format = self  # lets tools (the generated-config tests) find the format of a field
         return Annotated[str, AfterValidator(check)]
 
 

@@ -37,21 +37,21 @@ _LABEL = r"[a-z0-9]([-a-z0-9]{0,14}[a-z0-9])?"
 _QUANTITY = r"[1-9][0-9]{0,3}(\.[0-9]{1,2})?(Ki|Mi|Gi|Ti|k|M|G|T|m)?"
 _ASCII = st.characters(min_codepoint=0x20, max_codepoint=0x7e)
 # Values a user could write into each format: mostly valid ones (so configs get past the gate), at the edges.
-VALID: dict[Any, st.SearchStrategy[str]] = {
-    formats.Dns1123Label: st.from_regex(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", fullmatch=True),
-    formats.Dns1123Subdomain: st.from_regex(rf"{_LABEL}(\.{_LABEL}){{0,3}}", fullmatch=True),
-    formats.LabelKey: st.from_regex(rf"({_LABEL}(\.{_LABEL})?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{{0,61}}[A-Za-z0-9])?",
+VALID: dict[formats.Format, st.SearchStrategy[str]] = {
+    formats.DNS1123_LABEL: st.from_regex(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", fullmatch=True),
+    formats.DNS1123_SUBDOMAIN: st.from_regex(rf"{_LABEL}(\.{_LABEL}){{0,3}}", fullmatch=True),
+    formats.LABEL_KEY: st.from_regex(rf"({_LABEL}(\.{_LABEL})?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{{0,61}}[A-Za-z0-9])?",
                                     fullmatch=True),
-    formats.AnnotationKey: st.from_regex(rf"([A-Za-z0-9]{{1,8}}(\.{_LABEL})?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{{0,20}}"
+    formats.ANNOTATION_KEY: st.from_regex(rf"([A-Za-z0-9]{{1,8}}(\.{_LABEL})?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{{0,20}}"
                                          rf"[A-Za-z0-9])?", fullmatch=True),
-    formats.LabelValue: st.from_regex(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?", fullmatch=True),
-    formats.EnvVarName: st.text(_ASCII.filter(lambda c: c != "="), min_size=1, max_size=12),
-    formats.DraAttribute: st.from_regex(rf"{_LABEL}(\.{_LABEL})?/[A-Za-z_][A-Za-z0-9_]{{0,31}}", fullmatch=True),
-    formats.GatewayHostname: st.from_regex(rf"(\*\.)?{_LABEL}(\.{_LABEL}){{0,3}}", fullmatch=True),
-    formats.Image: st.from_regex(r"([a-z0-9]{1,8}\.[a-z]{2,3}(:[0-9]{2,4})?/)?[a-z0-9]{1,8}(/[a-z0-9]{1,8})?"
+    formats.LABEL_VALUE: st.from_regex(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?", fullmatch=True),
+    formats.ENV_VAR_NAME: st.text(_ASCII.filter(lambda c: c != "="), min_size=1, max_size=12),
+    formats.DRA_ATTRIBUTE: st.from_regex(rf"{_LABEL}(\.{_LABEL})?/[A-Za-z_][A-Za-z0-9_]{{0,31}}", fullmatch=True),
+    formats.GATEWAY_HOSTNAME: st.from_regex(rf"(\*\.)?{_LABEL}(\.{_LABEL}){{0,3}}", fullmatch=True),
+    formats.IMAGE: st.from_regex(r"([a-z0-9]{1,8}\.[a-z]{2,3}(:[0-9]{2,4})?/)?[a-z0-9]{1,8}(/[a-z0-9]{1,8})?"
                                  r":[A-Za-z0-9_][A-Za-z0-9_.-]{0,8}", fullmatch=True),
-    formats.NonNegativeQuantity: st.from_regex(_QUANTITY, fullmatch=True),
-    formats.PositiveQuantity: st.from_regex(_QUANTITY, fullmatch=True),
+    formats.NON_NEGATIVE_QUANTITY: st.from_regex(_QUANTITY, fullmatch=True),
+    formats.POSITIVE_QUANTITY: st.from_regex(_QUANTITY, fullmatch=True),
 }
 
 
@@ -65,10 +65,17 @@ def _bounds(info) -> tuple[Any, Any]:
     return low, high
 
 
+def format_of(metadata: list) -> formats.Format | None:
+    """The core/formats.py format a field's (or an Annotated type's) metadata checks, if any."""
+    return next((getattr(m.func, "format") for m in metadata if hasattr(getattr(m, "func", None), "format")), None)
+
+
 def value_strategy(annotation: Any, info=None) -> st.SearchStrategy:
     """Values of one field's type: the formats' own strategies, any text for a plain string."""
-    if annotation in VALID:
-        return VALID[annotation] | st.text(max_size=6)
+    fmt = format_of(list(info.metadata) if info is not None else []) or (
+        format_of(list(typing.get_args(annotation)[1:])) if typing.get_origin(annotation) is typing.Annotated else None)
+    if fmt is not None:
+        return VALID[fmt] | st.text(max_size=6)
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
         return st.none() | value_strategy(unwrap_optional(annotation), info)
@@ -151,6 +158,8 @@ def api(local_cluster) -> DryRun:
 
 def test_leaves_cover_the_schema():
     assert len(LEAVES) > 100
+    typed = {path[-1] for path, annotation, info in LEAVES if format_of(list(info.metadata)) is not None}
+    assert {"npuProduct", "numaAttribute", "groupLabel", "hfTokenSecret", "shmSize", "memory"} <= typed
     assert {path[-1] for path, _, _ in LEAVES} >= {"npuProduct", "podAnnotations", "extraEnv", "hostname",
                                                      "storageClass", "numaAttribute", "groupLabel"}
 
