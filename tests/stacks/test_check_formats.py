@@ -85,3 +85,30 @@ def test_check_runs_the_strict_validator():
     problems = check_module.schema_problems(manifests)
     assert len(problems) == 1, problems
     assert "spec.listeners.0.hostname" in problems[0] and "does not match" in problems[0]
+
+
+def test_check_judges_the_values_the_program_resolves_from_the_environment():
+    """`pulumi.Config` also reads PULUMI_CONFIG_<KEY> from the program's environment; check resolves a stack's
+    values with the same function (core.stackfile.program_config), so it judges what the program would get."""
+    import os
+
+    env = {**os.environ, "PULUMI_CONFIG_REBEL100_NAMESPACE": "Bad_NS"}
+    proc = subprocess.run([sys.executable, "-m", "stacks", "check", "prod-4p4d"], cwd=PROJECT_ROOT, env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert "rebel100:namespace: 'Bad_NS' is not valid" in proc.stderr
+
+
+def test_the_program_resolves_config_with_the_same_function(monkeypatch):
+    import pulumi.runtime.config as runtime_config
+
+    from core.stackfile import program_config
+    from stacks import program
+
+    monkeypatch.setenv("PULUMI_CONFIG_REBEL100_NAME", "from-env")
+    runtime_config.set_all_config({"rebel100:decode": "{}"})
+    try:
+        assert program.current_config() == program_config({"rebel100:decode": "{}"})
+        assert program.current_config()["rebel100:name"] == "from-env"
+    finally:
+        runtime_config.set_all_config({})
