@@ -60,6 +60,12 @@ def go_json_float(number: float) -> str:
     return format(exact, "f")
 
 
+def _second_pass(number: float) -> float:
+    """LoadProjectStackBytes writes the decoded file back to YAML and decodes it again: a float that Go
+    prints as an integer is then an integer, which changes only -0.0 (printed `-0`, read back as 0)."""
+    return 0.0 if number == 0 else number
+
+
 def _go_key(key: Any) -> str:
     """fmt.Sprintf("%v", key) of a non-string map key, as Pulumi names it."""
     if isinstance(key, goyaml.TypedKey):
@@ -85,7 +91,10 @@ def _plain(value: Any) -> Any:
         return value.go_string()
     if isinstance(value, float):
         # What the program parses from Go's JSON: 1.0 is written `1` (an int), NaN and infinities refused.
-        return json.loads(go_json_float(value))
+        return json.loads(go_json_float(_second_pass(value)))
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 2**63:
+        # An object is kept as JSON and read back with json.Number: Int64() fails above int64, Float64() wins.
+        return json.loads(go_json_float(float(value)))
     return value
 
 
@@ -103,7 +112,7 @@ def _as_text(value: Any) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        return go_json_float(value)
+        return go_json_float(_second_pass(value))
     return json.dumps(_plain(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 

@@ -19,7 +19,7 @@ def read(tmp_path, text: str) -> dict[str, str]:
 @pytest.mark.parametrize("text, value", [
     ("yes", "yes"), ("off", "off"), ("on", "on"), ("no", "no"), ("y", "y"), ("True", "true"), ("FALSE", "false"),
     ("1_000", "1000"), ("0o17", "15"), ("017", "15"), ("0x1F", "31"), ("0b101", "5"), ("08", "8"), ("1.0", "1"),
-    ("1e3", "1000"), (".5", "0.5"), ("+1", "1"), ("-0o17", "-15"), ("99999999999999999999", "100000000000000000000"),
+    ("1e3", "1000"), (".5", "0.5"), ("+1", "1"), ("-0.0", "0"), ("-0o17", "-15"), ("99999999999999999999", "100000000000000000000"),
     ("18446744073709551615", "18446744073709551615"), ("~", ""), ("null", ""), ("", ""), ("'yes'", "yes"),
     ('"017"', "017"), ("!!str 017", "017"), ("!!float 1", "1"), ("2001-12-14", "2001-12-14 00:00:00 +0000 UTC"),
     (".inf_x", ".inf_x"), ("Infinity", "Infinity"), ("0x", "0x"), ("1:2", "1:2"),
@@ -116,3 +116,11 @@ def test_goyaml_general_maps_keep_typed_keys():
     loaded = goyaml.load("1: a\ntrue: b\n1.0: c\n")
     assert loaded == {goyaml.TypedKey(1): "a", goyaml.TypedKey(True): "b", goyaml.TypedKey(1.0): "c"}
     assert isinstance(goyaml.load("1: a\n"), goyaml.GeneralMap)
+
+
+def test_what_the_clis_round_trips_change(tmp_path):
+    """LoadProjectStackBytes re-encodes the file (-0.0 comes back as 0) and objects are read back with
+    json.Number (an integer above int64 becomes a float); both measured with the CLI."""
+    values = read(tmp_path, "config:\n  rebel100:x: -0.0\n  rebel100:y: {a: 9223372036854775808}\n")
+    assert values["rebel100:x"] == "0"
+    assert json.loads(values["rebel100:y"]) == {"a": 9.223372036854776e18}

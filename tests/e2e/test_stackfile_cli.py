@@ -88,6 +88,46 @@ CORPUS = {
           rebel100:k: 1.
           rebel100:l: +1
         """,
+    "more numbers": """\
+        config:
+          rebel100:a: 9223372036854775807
+          rebel100:b: 9223372036854775808
+          rebel100:c: -9223372036854775808
+          rebel100:d: +0x1F
+          rebel100:e: -0b101
+          rebel100:f: 0b2
+          rebel100:g: 0o8
+          rebel100:h: 1e
+          rebel100:i: 1.2.3
+          rebel100:j: .
+          rebel100:k: -.5
+          rebel100:l: 1_2.5_0
+          rebel100:m: nULL
+          rebel100:n: tRue
+          rebel100:o: {a: 9223372036854775808, b: -0.0, c: 100000.0, d: 1e6, e: .NaN_x}
+        """,
+    "more timestamps": """\
+        config:
+          rebel100:a: 2001-12-14T21:59:43.10-05:00
+          rebel100:b: 2001-12-14 21:59:43.10
+          rebel100:c: 2001-1-2
+          rebel100:d: {e: 2001-12-14t21:59:43Z}
+          rebel100:f: 2001-13-14
+          rebel100:g: !!timestamp 2001-12-14
+        """,
+    "merge into config": """\
+        shared: &shared
+          rebel100:environment: dev
+          rebel100:name: from-merge
+        config:
+          <<: *shared
+          rebel100:name: explicit
+        """,
+    "alias as a key": """\
+        config:
+          &k rebel100:x: 1
+          *k : 2
+        """,
     "infinity": "config:\n  rebel100:x: .inf\n",
     "not a number": "config:\n  rebel100:x: {a: .nan}\n",
     "anchors and merge keys": """\
