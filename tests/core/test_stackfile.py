@@ -5,6 +5,8 @@ import json
 import textwrap
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from core import goyaml, stackfile
 from core.stackfile import StackFileError, program_config, read_config
@@ -124,3 +126,17 @@ def test_what_the_clis_round_trips_change(tmp_path):
     values = read(tmp_path, "config:\n  rebel100:x: -0.0\n  rebel100:y: {a: 9223372036854775808}\n")
     assert values["rebel100:x"] == "0"
     assert json.loads(values["rebel100:y"]) == {"a": 9223372036854776000}
+
+
+YAMLISH = st.text(alphabet="config:rebl10 \n-&*<>!|'\"{}[],~.#%@`?\t_xyz0o9eE+", max_size=80)
+
+
+@settings(max_examples=300, deadline=None)
+@given(YAMLISH)
+def test_any_text_is_read_or_refused_in_one_line(tmp_path_factory, text):
+    path = tmp_path_factory.mktemp("fuzz") / "Pulumi.f.yaml"
+    path.write_text(text)
+    try:
+        read_config(path)
+    except StackFileError as error:
+        assert "\n" not in str(error)
