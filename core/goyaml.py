@@ -34,6 +34,7 @@ _MAP_VALUES = {**{s: (BOOL, True) for s in ("true", "True", "TRUE")},
 _HINTS = {**{c: "S" for c in "+-"}, **{c: "D" for c in "0123456789"}, **{c: "M" for c in "yYnNtTfFoO~"}, ".": "."}
 _YAML_STYLE_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
 _INT64, _UINT64 = 2**63, 2**64
+MAX_DECODED = 200_000  # nodes decoded, aliases expanded (a real stack file has hundreds)
 
 
 class YamlError(ValueError):
@@ -134,6 +135,8 @@ def compose(text: str) -> Optional[Node]:
         elif isinstance(event, yaml.AliasEvent):
             if event.anchor not in anchors:
                 raise YamlError(f"line {line}: unknown anchor '{event.anchor}' referenced")
+            if any(open_node is anchors[event.anchor] for open_node in stack):
+                raise YamlError(f"anchor '{event.anchor}' value contains itself")
             node = Node("alias", line, value=event.anchor, alias=anchors[event.anchor])
         elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
             stack.pop()
@@ -271,8 +274,13 @@ def _go_float(text: str) -> Optional[float]:
 class _Decoder:
     def __init__(self) -> None:
         self.errors: list[str] = []
+        self.decoded = 0
 
     def value(self, node: Node) -> Any:
+        self.decoded += 1
+        if self.decoded > MAX_DECODED:
+            # yaml.v3 refuses documents whose aliases expand beyond reason ("billion laughs") too.
+            raise YamlError("document contains excessive aliasing")
         if node.kind == "alias":
             return self.value(node.alias)
         if node.short_tag() == NULL:
@@ -372,7 +380,10 @@ def load(text: str) -> Any:
     if root is None:
         return None
     decoder = _Decoder()
-    value = decoder.value(root)
+    try:
+        value = decoder.value(root)
+    except RecursionError:
+        raise YamlError("the document nests too deeply") from None
     if decoder.errors:
         raise YamlError("; ".join(decoder.errors))
     return value

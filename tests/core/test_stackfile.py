@@ -140,3 +140,14 @@ def test_any_text_is_read_or_refused_in_one_line(tmp_path_factory, text):
         read_config(path)
     except StackFileError as error:
         assert "\n" not in str(error)
+
+
+@pytest.mark.parametrize("text, words", [
+    ("config:\n  rebel100:x: &a [*a]\n", "anchor 'a' value contains itself"),
+    ("config:\n  rebel100:x: " + "[" * 3000 + "]" * 3000 + "\n", "nests too deeply"),
+    ("a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(f"{c}: &{c} [{', '.join(['*' + p] * 10)}]\n"
+     for p, c in zip("abcdef", "bcdefg")) + "config: {}\n", "excessive aliasing"),
+])
+def test_hostile_documents_are_refused(tmp_path, text, words):
+    with pytest.raises(StackFileError, match=words):
+        read(tmp_path, text)

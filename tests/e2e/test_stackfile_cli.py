@@ -208,6 +208,7 @@ CORPUS = {
     "two documents": "config:\n  rebel100:x: 1\n---\nconfig:\n  rebel100:x: 2\n",
     "syntax error": "config:\n  rebel100:x: [1\n",
     "unknown anchor": "config:\n  rebel100:x: *nope\n",
+    "anchor containing itself": "config:\n  rebel100:x: &a [*a]\n",
     "other top-level keys": "encryptionsalt: 5\nfoo: bar\nconfig:\n  rebel100:x: 1\n",
     "the project's stacks": (PROJECT_ROOT / "Pulumi.prod-4p4d.yaml").read_text(),
 }
