@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core import serving, sizing
 from core.labels import NPU_PRESENT_LABEL, NPU_PRODUCT_LABEL, RDS_PRESENT_LABEL, ROLE_LABEL, pool_names
+from core.versions import engine as engine_versions
 from core import weights as weight_files
 
 core = k8s.core.v1
@@ -381,7 +382,7 @@ class Spec(BaseModel):
 class EngineSpec(Spec):
     """The `vllm serve` container of a role's pods, its values already worked out (core.serving)."""
 
-    image: str = Field("rebellions/vllm-rbln:0.10.2", min_length=1, description="RBLN vLLM image of the engine.")
+    image: str = Field(engine_versions.DEFAULT_IMAGE, min_length=1, description="RBLN vLLM image of the engine.")
     args: list[str] = Field(default_factory=list, description="Arguments of `vllm serve` (core.serving.prefill_command / decode_command).")
     env: dict[str, str] = Field(default_factory=dict, description="Literal environment; the pod IP and HF_TOKEN are added by reference.")
     ports: list[tuple[str, int]] = Field([("http", 8000)], min_length=1, description="Named container ports (HTTP ranks, DP RPC, NIXL side channels).")

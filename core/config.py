@@ -18,6 +18,7 @@ from pydantic.alias_generators import to_camel
 
 from core.formats import (AnnotationKey, DraAttribute, Dns1123Label, Dns1123Subdomain, EnvVarName, GatewayHostname,
                           Image, LabelKey, LabelValue, NonNegativeQuantity, PositiveQuantity)
+from core.versions import engine as engine_versions
 
 NAMESPACE = "rebel100"
 
@@ -80,7 +81,7 @@ class Speculative(Section):
 class Engine(Section):
     """Serving arguments common to both roles (reference design section 4)."""
 
-    image: Image = Field("rebellions/vllm-rbln:0.10.2", min_length=1, description="RBLN vLLM image of the engines (a pinned tag, never `latest`).")
+    image: Image = Field(engine_versions.DEFAULT_IMAGE, min_length=1, description="RBLN vLLM image of the engines (a pinned tag, never `latest`); its tag is the vllm-rbln version, which fixes the vLLM and lmcache-rbln in it (core/versions/engine.py).")
     block_size: int = Field(4096, ge=16, description="`--block-size`: KV block in tokens.")
     max_model_len: int = Field(204800, ge=1, description="`--max-model-len`: input + output tokens.")
     max_num_batched_tokens: int = Field(512, ge=1, description="`--max-num-batched-tokens`; also the sub-block size when sub-block caching is on.")
@@ -94,7 +95,6 @@ class Engine(Section):
     nixl_side_channel_port: int = Field(5600, ge=1024, le=65000, description="`VLLM_NIXL_SIDE_CHANNEL_PORT`; DP rank r uses this + r.")
     engine_ready_timeout_s: int = Field(9600, ge=60, description="`VLLM_ENGINE_READY_TIMEOUT_S`: compilation on first start is long.")
     rpc_timeout_ms: int = Field(1800000, ge=1000, description="`VLLM_RPC_TIMEOUT` in milliseconds.")
-    lmcache_rbln_version: Optional[str] = Field("0.12.0", description="lmcache-rbln version in the image; below 0.12.0 `rds_max_chunks` is ignored.")
     shm_size: NonNegativeQuantity = Field("32Gi", description="Size of the /dev/shm memory volume.")
     startup_failure_threshold: int = Field(240, ge=1, description="Startup probe: 30 s periods allowed for compilation (15 s + 30 s x 240 = 2 h).")
     pod_annotations: dict[AnnotationKey, str] = Field(default_factory=dict, description="More annotations on the engine pod templates (e.g. `rebel100.local/ready-delay` on the local cluster to simulate compilation).")
@@ -291,5 +291,9 @@ MOVED_KEYS = {
     "storage.modelPvc": "weights.pvc",
     "storage.modelPvcSize": "weights.size",
     "storage.createModelPvc": "weights.source (download creates the PVC; pvc uses an existing one)",
+    "engine.lmcacheRblnVersion": "engine.image (the lmcache-rbln version is a fact of the image's vllm-rbln version, "
+                                 "not a setting that can disagree with it)",
 }
+# Where the reader learns more about a moved key (by the section it was in).
+MOVED_KEYS_DOCS = {"storage": "the README, Model weights", "engine": "docs/consumers-engine.md"}
 SECRET_KEYS = {"hfToken": "Hugging Face token (set with `pulumi config set --secret rebel100:hfToken`)."}

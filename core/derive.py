@@ -96,3 +96,17 @@ def derive(cfg: StackConfig) -> StackFacts:
         lmcache_env=serving.lmcache_env(cfg.kv_tier) if pd else {},
         weights=weights.plan(cfg, serving.HF_HOME),
     )
+
+
+def engine_commands(cfg: StackConfig) -> dict[str, serving.EngineCommand]:
+    """The `vllm serve` command of each role that runs pods, as the components render it: what the gate judges
+    against the engine image's facts (core.versions.engine) and vLLM's own flag list."""
+    facts = derive(cfg)
+    plan = facts.weights
+    commands = {}
+    if "prefill" in facts.roles:
+        commands["prefill"] = serving.prefill_command(cfg.model, cfg.engine, cfg.prefill, lmcache=facts.kv_tier != "off",
+                                                      revision=plan.revision, draft_revision=plan.draft_revision)
+    commands["decode"] = serving.decode_command(cfg.model, cfg.engine, cfg.decode, nixl=facts.pd,
+                                                revision=plan.revision, draft_revision=plan.draft_revision)
+    return commands

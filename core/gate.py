@@ -16,8 +16,10 @@ import pydantic
 from pydantic import BaseModel
 
 from core import rules, serving, sizing, weights
-from core.config import MOVED_KEYS, NAMESPACE, SECRET_KEYS, StackConfig, unwrap_optional
-from core.derive import derive
+from core.config import MOVED_KEYS, MOVED_KEYS_DOCS, NAMESPACE, SECRET_KEYS, StackConfig, unwrap_optional
+from core.derive import derive, engine_commands
+from core.versions import engine as engine_versions
+from core.versions import image_version
 from core.serving import role_serving, sidecar_ports
 
 
@@ -122,9 +124,11 @@ def _pydantic_issues(error: pydantic.ValidationError) -> list[Issue]:
     for err in error.errors():
         loc = tuple(err["loc"])
         path = _path(loc)
-        moved = MOVED_KEYS.get(".".join(str(part) for part in loc))
+        dotted = ".".join(str(part) for part in loc)
+        moved = MOVED_KEYS.get(dotted)
         if err["type"] == "extra_forbidden" and moved:
-            issues.append(Issue(path, f"this key moved: set `{key(moved)}` instead (see the README, Model weights)."))
+            docs = MOVED_KEYS_DOCS.get(dotted.split(".", 1)[0], "the README")
+            issues.append(Issue(path, f"this key moved: set `{key(moved)}` instead (see {docs})."))
             continue
         if err["type"] == "extra_forbidden":
             parent = _field_models(StackConfig, loc[:-1]) if len(loc) > 1 else StackConfig
@@ -228,9 +232,11 @@ def rule_kv_tier(cfg: StackConfig) -> Iterable[Issue]:
                                             utilization_name="prefill.gpuMemoryUtilization")
             if problem:
                 yield Issue(key("kvTier.rdsMaxChunks"), problem, "rds-memory-budget")
-            problem = rules.lmcache_reads_rds_max_chunks(cfg.engine.lmcache_rbln_version, tier.rds_max_chunks)
+            lmcache_rbln = engine_versions.lmcache_rbln_version(image_version(cfg.engine.image))
+            problem = rules.lmcache_reads_rds_max_chunks(str(lmcache_rbln) if lmcache_rbln else None, tier.rds_max_chunks)
             if problem:
-                yield Issue(key("engine.lmcacheRblnVersion"), problem, "lmcache-reads-rds-max-chunks")
+                yield Issue(key("engine.image"), f"{cfg.engine.image} ships lmcache-rbln {lmcache_rbln}: {problem}",
+                            "lmcache-reads-rds-max-chunks")
     if tier.mode == "cpu":
         limit = sizing.parse_quantity(cfg.prefill.resources.memory)
         if tier.cpu_size_gib * sizing.GIB >= limit:
@@ -339,6 +345,29 @@ def rule_overrides(cfg: StackConfig) -> Iterable[Issue]:
                         f"here it would silently replace the checked value. Set {field} instead.")
 
 
+def rule_engine_image(cfg: StackConfig) -> Iterable[Issue]:
+    """The engine image must be at least the first vllm-rbln release of every flag, connector and env var that either
+    role's rendered command uses (core.versions.engine)."""
+    image = cfg.engine.image
+    if not engine_versions.is_engine_image(image):
+        return
+    used: set = set()
+    for command in engine_commands(cfg).values():
+        used.update(engine_versions.features_used(engine_versions.flag_names(command.args),
+                                                  serving.connector_classes(_kv_transfer(command.args)), command.env))
+    problem = rules.image_has_features(image, image_version(image), used, image_name=engine_versions.VLLM_RBLN)
+    if problem:
+        yield Issue(key("engine.image"), problem, "engine-image-has-features")
+
+
+def _kv_transfer(args: list[str]) -> object:
+    """The `--kv-transfer-config` JSON of a generated argv (None without one)."""
+    for flag, value in zip(args, args[1:]):
+        if flag == "--kv-transfer-config":
+            return json.loads(value)
+    return None
+
+
 def rule_weights(cfg: StackConfig, *, hf_token_set: bool = False) -> Iterable[Issue]:
     """A download fits its volume, is pinned in prod, and has its token when the repositories are gated."""
     settings = cfg.weights
@@ -367,7 +396,7 @@ def rule_weights(cfg: StackConfig, *, hf_token_set: bool = False) -> Iterable[Is
         yield Issue(key("weights.gated"), problem)
 
 
-RULES = (rule_overrides, rule_groups, rule_pp_with_dp, rule_devices_fit_node, rule_pipeline_and_experts, rule_block_and_memory,
+RULES = (rule_overrides, rule_engine_image, rule_groups, rule_pp_with_dp, rule_devices_fit_node, rule_pipeline_and_experts, rule_block_and_memory,
          rule_kv_tier, rule_roles_agree, rule_pd_wiring)
 
 

@@ -87,6 +87,23 @@ def kv_transfer_config(*, nixl: bool, lmcache: bool) -> Optional[dict]:
     }
 
 
+def connector_classes(config: object) -> list[str]:
+    """Connector class names of a `--kv-transfer-config` value, MultiConnector's members included (outermost first)."""
+    names: list[str] = []
+
+    def walk(entry: object) -> None:
+        if not isinstance(entry, dict):
+            return
+        name = entry.get("kv_connector")
+        if name:
+            names.append(str(name))
+        for member in (entry.get("kv_connector_extra_config") or {}).get("connectors") or []:
+            walk(member)
+
+    walk(config)
+    return names
+
+
 def serve_args(model: ModelSpec, engine: Engine, role: Role, *, kv_transfer: Optional[dict], role_args: list[str],
                revision: str = "main", draft_revision: str = "main") -> list[str]:
     """Arguments of `vllm serve`: the model at its revision, the common arguments, then the role's own."""

@@ -15,7 +15,7 @@ import json
 import pathlib
 from typing import Any, Callable, Mapping, Optional
 
-from policy import hygiene, memory, parallelism, security, weights, wiring
+from policy import consumers, hygiene, memory, parallelism, security, weights, wiring
 from policy.facts import Facts, facts_from
 from policy.manifests import Finding
 
@@ -56,6 +56,9 @@ POLICIES: tuple[PolicySpec, ...] = (
                memory.lmcache_reads_rds_max_chunks, "stack"),
     PolicySpec("engine-args-in-range", "--gpu-memory-utilization in (0, 1]; --block-size a multiple of the sub-block size with sub-block caching; --max-model-len <= the model's context.",
                memory.engine_args_in_range, "resource", facts=("modelMaxContext",)),
+    # 5b: the programs that read the render accept it
+    PolicySpec("engine-image-has-features", "A vllm-rbln engine image is at least the first release of every flag, KV connector and env var its container uses (core.versions.engine).",
+               consumers.engine_image_has_features, "resource"),
     # 6: wiring across resources
     PolicySpec("pd-roles-agree", "Prefill and decode agree on block size, KV cache dtype, model and speculative config.",
                wiring.pd_roles_agree, "stack"),

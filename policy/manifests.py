@@ -16,6 +16,7 @@ import yaml
 
 from core import sizing
 from core.labels import ROLE_LABEL
+from core.serving import connector_classes
 
 # --- findings ------------------------------------------------------------------------------
 
@@ -393,20 +394,7 @@ def engines(manifests: Iterable[dict]) -> list[Engine]:
 
 def kv_connectors(flags: Flags) -> list[str]:
     """Connector class names of `--kv-transfer-config`, MultiConnector's members included."""
-    config = flags.json("--kv-transfer-config")
-    names: list[str] = []
-
-    def walk(entry: Any) -> None:
-        if not isinstance(entry, dict):
-            return
-        name = entry.get("kv_connector")
-        if name:
-            names.append(str(name))
-        for member in ((entry.get("kv_connector_extra_config") or {}).get("connectors") or []):
-            walk(member)
-
-    walk(config)
-    return names
+    return connector_classes(flags.json("--kv-transfer-config"))
 
 
 # --- routing sidecar -----------------------------------------------------------------------

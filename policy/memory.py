@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import Optional
 
 from core import rules, sizing
+from core.versions import engine as engine_versions
+from core.versions import image_version
 from core.labels import LMCACHE_VERSION_ANNOTATION, RDS_BUDGET_ANNOTATION, RDS_BUDGET_KEYS
 from policy.facts import Facts
 from policy.manifests import (Engine, Finding, effective_env, env_flag_on, env_from_config_maps, engines, image_tag,
@@ -92,11 +94,16 @@ def rds_memory_budget(manifests: list[dict], facts: Facts) -> list[Finding]:
 
 
 def lmcache_version(engine: Engine) -> tuple[Optional[str], str]:
-    """lmcache-rbln version: the pod template annotation, else the tag of an lmcache image; (None, '') if unknown."""
+    """lmcache-rbln version: the one a vllm-rbln image ships (derived from its tag, core.versions.engine), else the
+    pod template annotation of a foreign manifest whose image is not vllm-rbln, else the tag of an lmcache image;
+    (None, '') if unknown."""
+    image = str(engine.container.get("image", ""))
+    if engine_versions.is_engine_image(image):
+        shipped = engine_versions.lmcache_rbln_version(image_version(image))
+        return (str(shipped), f"image {image}, which ships lmcache-rbln {shipped}") if shipped else (None, "")
     annotated = engine.template.annotations.get(LMCACHE_VERSION_ANNOTATION)
     if annotated:
         return str(annotated), f"annotation {LMCACHE_VERSION_ANNOTATION} {annotated}"
-    image = str(engine.container.get("image", ""))
     repository, tag, _ = image_tag(image)
     if "lmcache" in repository.lower() and tag:
         return tag, f"image {image}"

@@ -23,7 +23,6 @@ from core import routing
 from core import serving as engine_serving
 from core import weights as weight_files
 from core.derive import derive
-from core.labels import LMCACHE_VERSION_ANNOTATION
 
 core = k8s.core.v1
 
@@ -39,10 +38,8 @@ def engine_pool_args(cfg: StackConfig, role: Role, command: engine_serving.Engin
                      *, rds_nodes: bool = False) -> dict:
     """The args both engine pools take, worked out from the config sections they draw on."""
     resolved = engine_serving.role_serving(cfg.engine, role)
+    # No lmcache-rbln version annotation: the policy pack derives it from the image tag (core.versions.engine).
     annotations = dict(cfg.engine.pod_annotations)
-    # Read by the RDS budget policy: below 0.12.0 the engine ignores `rds_max_chunks`.
-    if cfg.engine.lmcache_rbln_version and rds_nodes:
-        annotations[LMCACHE_VERSION_ANNOTATION] = cfg.engine.lmcache_rbln_version
     hardware, security = cfg.hardware, cfg.security
     return dict(
         stack_name=cfg.name, namespace=cfg.namespace, replicas=role.replicas, weights=weights, hf_token_secret=cfg.hf_token_secret,

@@ -125,9 +125,36 @@ def test_autotune_warning():
 
 
 def test_old_lmcache_with_rds_is_refused_as_the_pack_refuses_it():
-    text = problems(engine={"lmcacheRblnVersion": "0.11.2"})
-    assert "rebel100:engine.lmcacheRblnVersion: rds_max_chunks 1000 is ignored by lmcache-rbln 0.11.2" in text
-    assert ok(engine={"lmcacheRblnVersion": "0.11.2"}, kvTier={"mode": "cpu"})
+    """The lmcache-rbln version is the image's (core.versions.engine), not a setting of its own."""
+    text = problems(engine={"image": "rebellions/vllm-rbln:0.11.2"})
+    assert ("rebel100:engine.image: rebellions/vllm-rbln:0.11.2 ships lmcache-rbln 0.11.2: rds_max_chunks 1000 is "
+            "ignored by lmcache-rbln 0.11.2") in text
+    assert ok(engine={"image": "rebellions/vllm-rbln:0.11.2"}, kvTier={"mode": "cpu"})
+    assert ok(engine={"image": "rebellions/vllm-rbln:0.12.0"})
+
+
+def test_engine_image_older_than_a_feature_of_the_render_is_refused():
+    text = problems(engine={"image": "rebellions/vllm-rbln:0.10.2"})
+    assert "rebel100:engine.image: rebellions/vllm-rbln:0.10.2 (vllm-rbln) is 0.10.2, older than features" in text
+    for feature in ("connector RblnNixlConnector needs vllm-rbln 0.10.3", "connector RBLNLMCacheConnectorV1 needs",
+                    "env var VLLM_RBLN_SUB_BLOCK_CACHE needs vllm-rbln 0.10.3",
+                    "env var VLLM_RBLN_USE_DEVICE_TENSOR needs vllm-rbln 0.10.4",
+                    "flag --data-parallel-multi-port-external-lb needs vllm-rbln 0.11.0"):
+        assert feature in text
+    assert "Pin 0.11.0 or later." in text
+    # Only what the pinned release lacks is named: 0.10.4 has the connectors and env vars, not the vLLM flag.
+    text = problems(engine={"image": "rebellions/vllm-rbln:0.10.4"}, kvTier={"mode": "cpu"})
+    assert "older than features the render uses: flag --data-parallel-multi-port-external-lb needs vllm-rbln 0.11.0" in text
+    assert "connector" not in text and "VLLM_RBLN_" not in text
+    # 0.11.x has every feature; with RDS its lmcache-rbln (0.11) still ignores rds_max_chunks.
+    ok(engine={"image": "rebellions/vllm-rbln:0.11.2"}, kvTier={"mode": "cpu"})
+
+
+def test_lmcache_version_knob_is_gone_and_says_why():
+    text = problems(engine={"lmcacheRblnVersion": "0.12.0"})
+    assert ("rebel100:engine.lmcacheRblnVersion: this key moved: set `rebel100:engine.image (the lmcache-rbln version "
+            "is a fact of the image's vllm-rbln version") in text
+    assert "(see docs/consumers-engine.md)" in text
 
 
 def test_independent_errors_reported_together():

@@ -54,8 +54,13 @@ def annotate_lmcache(version):
 
 
 def lmcache_image(image):
-    """No annotation: the version comes from the image tag when the image is an lmcache image."""
+    """No annotation: the version comes from the image tag (a vllm-rbln image's own, or an lmcache image's)."""
     return lambda m: (annotate_lmcache(None)(m), engine(m, PREFILL).update(image=image))
+
+
+def foreign_image_annotated(version):
+    """An engine image that is not vllm-rbln, whose manifest records its lmcache-rbln version in the annotation."""
+    return lambda m: (annotate_lmcache(version)(m), engine(m, PREFILL).update(image="registry.example/team/engine:7"))
 
 
 BAD = {
@@ -74,8 +79,12 @@ BAD = {
     "prefill-extra-config-not-json": (
         lambda m: set_env(engine(m, PREFILL), "LMCACHE_EXTRA_CONFIG", "rds_max_chunks=1000"),
         "rds-memory-budget", PREFILL_ID, ("env LMCACHE_EXTRA_CONFIG 'rds_max_chunks=1000' is not a JSON object",)),
-    "prefill-lmcache-0.11.2-annotated": (
-        annotate_lmcache("0.11.2"), "lmcache-reads-rds-max-chunks", PREFILL_ID,
+    "prefill-vllm-rbln-0.11.2-image": (
+        lmcache_image("rebellions/vllm-rbln:0.11.2"), "lmcache-reads-rds-max-chunks", PREFILL_ID,
+        ("rds_max_chunks 1000 is ignored by lmcache-rbln 0.11.2",
+         "from image rebellions/vllm-rbln:0.11.2, which ships lmcache-rbln 0.11.2", "0.12.0 and later")),
+    "prefill-foreign-image-lmcache-0.11.2-annotated": (
+        foreign_image_annotated("0.11.2"), "lmcache-reads-rds-max-chunks", PREFILL_ID,
         ("rds_max_chunks 1000 is ignored by lmcache-rbln 0.11.2", f"from annotation {ANNOTATION} 0.11.2", "0.12.0 and later")),
     "prefill-lmcache-image-v0.11.0": (
         lmcache_image("registry.example:5000/rbln/lmcache-rbln:v0.11.0"),
@@ -109,8 +118,10 @@ def test_bad_fixture_is_rejected(prod, case):
 
 GOOD = {
     "prefill-rds-max-chunks-1715-just-fits": rds_chunks(1715),
-    "prefill-lmcache-0.12.0-annotated": annotate_lmcache("0.12.0"),
-    "prefill-lmcache-version-unknown": lmcache_image("rebellions/vllm-rbln:0.9.0"),
+    "prefill-foreign-image-lmcache-0.12.0-annotated": foreign_image_annotated("0.12.0"),
+    # The render's image is vllm-rbln 0.12.0: a stale annotation cannot say otherwise.
+    "prefill-vllm-rbln-0.12.0-annotated-0.11.2-the-image-wins": annotate_lmcache("0.11.2"),
+    "prefill-lmcache-version-unknown": lmcache_image("registry.example/team/engine:7"),
     "prefill-lmcache-image-0.12.1": lmcache_image("rbln/lmcache-rbln:0.12.1"),
     "decode-block-size-4000-without-sub-blocks": lambda m: (set_arg(engine(m, DECODE), "--block-size", "4000"),
                                                            set_env(engine(m, DECODE), "VLLM_RBLN_SUB_BLOCK_CACHE", "0")),

@@ -26,11 +26,13 @@ def test_default_config_gives_the_args_defaults():
     assert weights.waiter_image == Weights().downloader_image
 
 
-def test_rds_nodes_and_the_lmcache_version_go_together():
+def test_rds_nodes_without_an_lmcache_version_annotation():
+    """The lmcache-rbln version is the image's (core.versions.engine): the pack derives it from the tag, so nothing
+    writes a second copy that could disagree."""
     cfg = StackConfig()
     args = prefill_pool_args(cfg, pod.EngineWeights(), kv_tier_config_map="x-lmcache", rds_nodes=True)
     assert args.placement.rds_nodes
-    assert args.engine.annotations[LMCACHE_VERSION_ANNOTATION] == cfg.engine.lmcache_rbln_version
+    assert LMCACHE_VERSION_ANNOTATION not in args.engine.annotations
     assert LMCACHE_VERSION_ANNOTATION not in decode_pool_args(cfg, pod.EngineWeights()).engine.annotations
 
 

@@ -21,7 +21,7 @@ from stacks.render import render_unchecked
 
 # The rules the gate and the pack both apply (the gate tags its issues with the policy's name).
 SHARED = ("pp-with-dp", "npu-devices-fit-node", "parallelism-fits-model", "engine-args-in-range", "rds-memory-budget",
-          "lmcache-reads-rds-max-chunks")
+          "lmcache-reads-rds-max-chunks", "engine-image-has-features")
 PROD = catalog.load_config(catalog.environment_config("prod"))
 
 role = st.fixed_dictionaries({}, optional={
@@ -47,7 +47,8 @@ stack_config = st.fixed_dictionaries({}, optional={
         "maxNumBatchedTokens": st.sampled_from([512, 1000]),
         "maxModelLen": st.sampled_from([8192, 204800, 300000]),
         "subBlockCache": st.booleans(),
-        "lmcacheRblnVersion": st.sampled_from(["0.11.2", "0.12.0", "v0.13"]),
+        # The lmcache-rbln version is the image's; 0.10.x also lacks features the render uses.
+        "image": st.sampled_from([f"rebellions/vllm-rbln:{tag}" for tag in ("0.10.2", "0.10.4", "0.11.2", "0.12.0", "v0.13")]),
     }),
     "prefill": role,
     "decode": role,

@@ -1,0 +1,47 @@
+"""policy/consumers.py: the pack refuses an engine image older than a feature its container uses."""
+import pytest
+
+from tests.policy.conftest import STACKS
+from tests.policy.fixtures import DECODE, PREFILL, assert_verdict, engine, mutate, run_policy, set_env
+
+POLICY = "engine-image-has-features"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_good_render_passes(renders, stack):
+    assert run_policy(POLICY, renders[stack]) == []
+
+
+def image(name, tag):
+    return lambda m: engine(m, name).update(image=f"rebellions/vllm-rbln:{tag}")
+
+
+BAD = {
+    "decode-0.10.2": (image(DECODE, "0.10.2"), DECODE, (
+        "rebellions/vllm-rbln:0.10.2 (vllm-rbln) is 0.10.2", "connector RblnNixlConnector needs vllm-rbln 0.10.3",
+        "flag --data-parallel-multi-port-external-lb needs vllm-rbln 0.11.0", "Pin 0.11.0 or later")),
+    "prefill-0.10.3-lacks-device-tensor": (image(PREFILL, "0.10.3"), PREFILL, (
+        "env var VLLM_RBLN_USE_DEVICE_TENSOR needs vllm-rbln 0.10.4",)),
+}
+
+
+@pytest.mark.parametrize("case", BAD, ids=list(BAD))
+def test_old_image_is_refused(prod, case):
+    edit, deployment, contains = BAD[case]
+    assert_verdict(run_policy(POLICY, mutate(prod, edit)), resource=f"Deployment/rebel100/{deployment}",
+                   level="mandatory", contains=contains)
+
+
+GOOD = {
+    "decode-0.11.0-has-every-feature": image(DECODE, "0.11.0"),
+    "prefill-0.10.4-prefill-passes-no-multi-port-flag": image(PREFILL, "0.10.4"),
+    "not-a-version-tag": lambda m: engine(m, DECODE).update(image="rebellions/vllm-rbln@sha256:" + "0" * 64),
+    "foreign-vllm-image": lambda m: engine(m, DECODE).update(image="vllm/vllm-openai:v0.10.0"),
+    "prefill-0.10.3-without-device-tensor": lambda m: (image(PREFILL, "0.10.3")(m),
+                                                       set_env(engine(m, PREFILL), "VLLM_RBLN_USE_DEVICE_TENSOR", None)),
+}
+
+
+@pytest.mark.parametrize("case", GOOD, ids=list(GOOD))
+def test_good_edit_passes(prod, case):
+    assert run_policy(POLICY, mutate(prod, GOOD[case])) == []
