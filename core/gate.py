@@ -20,6 +20,7 @@ from core.config import MOVED_KEYS, MOVED_KEYS_DOCS, NAMESPACE, SECRET_KEYS, Sta
 from core.derive import derive, engine_commands
 from core.versions import engine as engine_versions
 from core.versions import image_version
+from core.versions import lmcache as lmcache_facts
 from core.serving import role_serving, sidecar_ports
 
 
@@ -345,6 +346,19 @@ def rule_overrides(cfg: StackConfig) -> Iterable[Issue]:
                         f"here it would silently replace the checked value. Set {field} instead.")
 
 
+def rule_lmcache_names(cfg: StackConfig) -> Iterable[Issue]:
+    """LMCACHE_* names lmcache does not read (ignored silently), and top-level LMCache keys in kvTier.extraConfig."""
+    for name, role in cfg.engine_roles():
+        for env_name in role.extra_env:
+            problem = lmcache_facts.unknown_env(env_name)
+            if problem:
+                yield Issue(key(f"{name}.extraEnv.{env_name}"), problem, "lmcache-env-known")
+    for extra_key in cfg.kv_tier.extra_config:
+        problem = lmcache_facts.misplaced_extra_config_key(extra_key)
+        if problem:
+            yield Issue(key(f"kvTier.extraConfig.{extra_key}"), problem, "lmcache-env-known")
+
+
 def rule_engine_image(cfg: StackConfig) -> Iterable[Issue]:
     """The engine image must be at least the first vllm-rbln release of every flag, connector and env var that either
     role's rendered command uses (core.versions.engine)."""
@@ -396,7 +410,7 @@ def rule_weights(cfg: StackConfig, *, hf_token_set: bool = False) -> Iterable[Is
         yield Issue(key("weights.gated"), problem)
 
 
-RULES = (rule_overrides, rule_engine_image, rule_groups, rule_pp_with_dp, rule_devices_fit_node, rule_pipeline_and_experts, rule_block_and_memory,
+RULES = (rule_overrides, rule_engine_image, rule_lmcache_names, rule_groups, rule_pp_with_dp, rule_devices_fit_node, rule_pipeline_and_experts, rule_block_and_memory,
          rule_kv_tier, rule_roles_agree, rule_pd_wiring)
 
 

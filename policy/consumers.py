@@ -1,15 +1,17 @@
 """The engine image accepts what its pod gives it: the programs that read the render, judged from their own facts.
 
 A vllm-rbln image must be at least the first release of every flag, KV connector and env var its container uses
-(core.versions.engine, the same facts and rule as the config gate's `engine.image` check).
+(core.versions.engine, the same facts and rule as the config gate's `engine.image` check), and every LMCACHE_* name an
+engine gets must be one lmcache reads (core.versions.lmcache, dumped from lmcache's own config definition).
 """
 from __future__ import annotations
 
 from core import rules
 from core.versions import engine as engine_versions
 from core.versions import image_version
+from core.versions import lmcache as lmcache_facts
 from policy.facts import Facts
-from policy.manifests import Finding, engines, kv_connectors
+from policy.manifests import Finding, effective_env, engines, kv_connectors, parse_structured
 
 
 def engine_image_has_features(manifests: list[dict], facts: Facts) -> list[Finding]:
@@ -24,4 +26,22 @@ def engine_image_has_features(manifests: list[dict], facts: Facts) -> list[Findi
         verdict = rules.image_has_features(image, image_version(image), used, image_name=engine_versions.VLLM_RBLN)
         if verdict:
             found.append(Finding(engine.resource, f"container {engine.name} image: {verdict}"))
+    return found
+
+
+def lmcache_env_known(manifests: list[dict], facts: Facts) -> list[Finding]:
+    """LMCACHE_* names an engine gets (its env and its envFrom ConfigMaps) that lmcache reads, and no top-level LMCache
+    key inside LMCACHE_EXTRA_CONFIG (core.versions.lmcache, the same facts as the config gate)."""
+    found = []
+    for engine in engines(manifests):
+        env = effective_env(engine.template, engine.container, manifests)
+        for name in sorted(env):
+            problem = lmcache_facts.unknown_env(name)
+            if problem:
+                found.append(Finding(engine.resource, f"container {engine.name} env {name}: {problem}"))
+        extra = parse_structured(env.get("LMCACHE_EXTRA_CONFIG") or "")
+        for extra_key in sorted(extra) if isinstance(extra, dict) else []:
+            problem = lmcache_facts.misplaced_extra_config_key(str(extra_key))
+            if problem:
+                found.append(Finding(engine.resource, f"container {engine.name} env LMCACHE_EXTRA_CONFIG key {extra_key}: {problem}"))
     return found

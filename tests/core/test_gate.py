@@ -215,3 +215,14 @@ def test_weights_advice():
     assert any(w.startswith("rebel100:weights.revision: weights.revision 'main' is not a commit id") for w in preloaded)
     unknown = [str(w) for w in warnings_for(ok(weights=PINNED, model={"name": "acme/other"}, engine={"speculative": None}))]
     assert any("the size of acme/other (or its draft) is not in core.weights.MODEL_BYTES" in w for w in unknown)
+
+
+def test_lmcache_names_lmcache_does_not_read_are_refused():
+    text = problems(prefill={"extraEnv": {"LMCACHE_CHUNKSIZE": "512", "LMCACHE_LOG_LEVEL": "INFO"}},
+                    kvTier={"extraConfig": {"chunk_size": 512, "rds_prefetch": True}})
+    assert ("rebel100:prefill.extraEnv.LMCACHE_CHUNKSIZE: LMCACHE_CHUNKSIZE is not a setting lmcache 0.5.6 reads"
+            in text and "Did you mean LMCACHE_CHUNK_SIZE?" in text)
+    assert "rebel100:kvTier.extraConfig.chunk_size: chunk_size is a top-level setting of lmcache 0.5.6" in text
+    assert "LMCACHE_LOG_LEVEL" not in text and "rds_prefetch" not in text
+    ok(prefill={"extraEnv": {"LMCACHE_LOG_LEVEL": "INFO", "LMCACHE_SAVE_DECODE_CACHE": "True"}},
+       kvTier={"extraConfig": {"rds_prefetch": True}})

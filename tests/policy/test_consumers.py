@@ -45,3 +45,33 @@ GOOD = {
 @pytest.mark.parametrize("case", GOOD, ids=list(GOOD))
 def test_good_edit_passes(prod, case):
     assert run_policy(POLICY, mutate(prod, GOOD[case])) == []
+
+
+LMCACHE_POLICY = "lmcache-env-known"
+
+
+def config_map_env(name, value):
+    return lambda m: next(x for x in m if x["kind"] == "ConfigMap" and x["metadata"]["name"] == "minimax-m27-lmcache")[
+        "data"].update({name: value})
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_lmcache_names_of_the_render_are_known(renders, stack):
+    assert run_policy(LMCACHE_POLICY, renders[stack]) == []
+
+
+@pytest.mark.parametrize("edit, contains", [
+    (config_map_env("LMCACHE_CHUNKSIZE", "512"), ("env LMCACHE_CHUNKSIZE: LMCACHE_CHUNKSIZE is not a setting lmcache 0.5.6 reads",
+                                                  "Did you mean LMCACHE_CHUNK_SIZE?")),
+    (lambda m: set_env(engine(m, PREFILL), "LMCACHE_MAX_LOCAL_CPU", "4"), ("env LMCACHE_MAX_LOCAL_CPU:",)),
+    (config_map_env("LMCACHE_EXTRA_CONFIG", '{"rds_max_chunks":1000,"chunk_size":512}'),
+     ("LMCACHE_EXTRA_CONFIG key chunk_size: chunk_size is a top-level setting",)),
+], ids=["config-map-typo", "container-env-typo", "extra-config-top-level-key"])
+def test_lmcache_name_lmcache_does_not_read_is_refused(prod, edit, contains):
+    assert_verdict(run_policy(LMCACHE_POLICY, mutate(prod, edit)), resource=f"Deployment/rebel100/{PREFILL}",
+                   level="mandatory", contains=contains)
+
+
+def test_lmcache_names_lmcache_reads_pass(prod):
+    edited = mutate(prod, config_map_env("LMCACHE_LOG_LEVEL", "INFO"), config_map_env("LMCACHE_EC_CHUNK_SIZE", "256"))
+    assert run_policy(LMCACHE_POLICY, edited) == []
