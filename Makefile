@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STACKS := dev prod-4p4d agg
 
-.PHONY: venv toolchain up up-render test unit e2e golden render plan validate clean docs bench cluster down test-property-long
+.PHONY: venv toolchain up up-render test unit e2e golden render plan validate clean docs bench cluster down test-property-long consumer-facts consumers-vllm
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -50,6 +50,18 @@ test-property-long: venv cluster
 
 unit: venv
 	$(PY) -m pytest -m "not e2e and not cluster"
+
+# The engine side's facts as data (core/versions/data), dumped by the programs themselves: lmcache's config keys and
+# every option of `vllm serve` (docs/consumers-engine.md). Review the diff, then commit it.
+consumer-facts: venv
+	d=$$(scripts/consumers-engine) && PYTHONPATH=$$d/lmcache $(PY) scripts/consumer_facts.py lmcache > core/versions/data/lmcache-0.5.6.json
+	d=$$(scripts/consumers-engine vllm) && VLLM_TARGET_DEVICE=cpu $$d/venv/bin/python scripts/consumer_facts.py vllm-serve > core/versions/data/vllm-0.30.0-serve.json
+
+# vLLM 0.30.0's own parser over every stack's rendered args, and the committed flag data against it (installs upstream
+# vLLM with its torch into ~/.cache/rebel100-stack first: several GB, minutes; see docs/consumers-engine.md).
+consumers-vllm: venv
+	scripts/consumers-engine vllm >/dev/null
+	REBEL100_REQUIRE_E2E=1 $(PY) -m pytest tests/consumers/test_vllm_parser.py
 
 # Re-render the golden files of every stack (review the diff, then commit it).
 golden: venv

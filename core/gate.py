@@ -21,6 +21,7 @@ from core.derive import derive, engine_commands
 from core.versions import engine as engine_versions
 from core.versions import image_version
 from core.versions import lmcache as lmcache_facts
+from core.versions import vllm_args
 from core.serving import role_serving, sidecar_ports
 
 
@@ -346,6 +347,21 @@ def rule_overrides(cfg: StackConfig) -> Iterable[Issue]:
                         f"here it would silently replace the checked value. Set {field} instead.")
 
 
+def rule_vllm_args(cfg: StackConfig) -> Iterable[Issue]:
+    """Each role's rendered `vllm serve` argv (generated + extraArgs) must parse with vLLM's own options
+    (core.versions.vllm_args); a refusal is reported at the extraArgs entries it is about."""
+    if not vllm_args.judges(cfg.engine.image):
+        return
+    roles = dict(cfg.engine_roles())
+    for name, command in engine_commands(cfg).items():
+        verdict = vllm_args.judge(command.args)
+        if verdict is None:
+            continue
+        positions = vllm_args.where(verdict, list(roles[name].extra_args))
+        for path in [f"{name}.extraArgs[{i}]" for i in positions] or [name]:
+            yield Issue(key(path), vllm_args.refusal(verdict), "vllm-args-known")
+
+
 def rule_lmcache_names(cfg: StackConfig) -> Iterable[Issue]:
     """LMCACHE_* names lmcache does not read (ignored silently), and top-level LMCache keys in kvTier.extraConfig."""
     for name, role in cfg.engine_roles():
@@ -410,7 +426,7 @@ def rule_weights(cfg: StackConfig, *, hf_token_set: bool = False) -> Iterable[Is
         yield Issue(key("weights.gated"), problem)
 
 
-RULES = (rule_overrides, rule_engine_image, rule_lmcache_names, rule_groups, rule_pp_with_dp, rule_devices_fit_node, rule_pipeline_and_experts, rule_block_and_memory,
+RULES = (rule_overrides, rule_engine_image, rule_vllm_args, rule_lmcache_names, rule_groups, rule_pp_with_dp, rule_devices_fit_node, rule_pipeline_and_experts, rule_block_and_memory,
          rule_kv_tier, rule_roles_agree, rule_pd_wiring)
 
 

@@ -59,6 +59,8 @@ POLICIES: tuple[PolicySpec, ...] = (
     # 5b: the programs that read the render accept it
     PolicySpec("engine-image-has-features", "A vllm-rbln engine image is at least the first release of every flag, KV connector and env var its container uses (core.versions.engine).",
                consumers.engine_image_has_features, "resource"),
+    PolicySpec("vllm-args-known", "Every `vllm serve` argument of a vllm-rbln engine of the target release is an option of that release's vLLM, with a value among its choices (core.versions.vllm_args, dumped from vLLM's own parser).",
+               consumers.vllm_args_known, "resource"),
     PolicySpec("lmcache-env-known", "Every LMCACHE_* variable an engine gets (env and envFrom ConfigMaps) is one lmcache reads, and LMCACHE_EXTRA_CONFIG holds no top-level LMCache key (core.versions.lmcache).",
                consumers.lmcache_env_known, "stack"),
     # 6: wiring across resources

@@ -2,7 +2,8 @@
 
 A vllm-rbln image must be at least the first release of every flag, KV connector and env var its container uses
 (core.versions.engine, the same facts and rule as the config gate's `engine.image` check), and every LMCACHE_* name an
-engine gets must be one lmcache reads (core.versions.lmcache, dumped from lmcache's own config definition).
+engine gets must be one lmcache reads (core.versions.lmcache, dumped from lmcache's own config definition), and every
+`vllm serve` argument one vLLM's own parser accepts (core.versions.vllm_args).
 """
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from core import rules
 from core.versions import engine as engine_versions
 from core.versions import image_version
 from core.versions import lmcache as lmcache_facts
+from core.versions import vllm_args
 from policy.facts import Facts
-from policy.manifests import Finding, effective_env, engines, kv_connectors, parse_structured
+from policy.manifests import Finding, effective_env, engines, kv_connectors, parse_structured, serve_argv
 
 
 def engine_image_has_features(manifests: list[dict], facts: Facts) -> list[Finding]:
@@ -26,6 +28,21 @@ def engine_image_has_features(manifests: list[dict], facts: Facts) -> list[Findi
         verdict = rules.image_has_features(image, image_version(image), used, image_name=engine_versions.VLLM_RBLN)
         if verdict:
             found.append(Finding(engine.resource, f"container {engine.name} image: {verdict}"))
+    return found
+
+
+def vllm_args_known(manifests: list[dict], facts: Facts) -> list[Finding]:
+    """Every `vllm serve` argument of a vllm-rbln engine of the target release parses with vLLM's own options (the
+    same data and check as the config gate's extraArgs rule), else vLLM exits with status 2 at start."""
+    found = []
+    for engine in engines(manifests):
+        image = str(engine.container.get("image") or "")
+        argv = serve_argv(engine.container)
+        if argv is None or not vllm_args.judges(image):
+            continue
+        verdict = vllm_args.judge(argv)
+        if verdict:
+            found.append(Finding(engine.resource, f"container {engine.name} args: {vllm_args.refusal(verdict)}"))
     return found
 
 

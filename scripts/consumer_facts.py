@@ -11,6 +11,7 @@ venv, and with no project import: the facts come from the program alone.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import pathlib
@@ -95,8 +96,11 @@ def main(argv: list[str]) -> int:
     if facts is None:
         print("usage: consumer_facts.py lmcache|vllm-serve", file=sys.stderr)
         return 2
-    json.dump(facts(), sys.stdout, indent=1, sort_keys=False)
-    sys.stdout.write("\n")
+    out = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr):  # the programs log to stdout while they import
+        data = facts()
+    json.dump(data, out, indent=1, sort_keys=False)
+    out.write("\n")
     return 0
 
 

@@ -226,3 +226,17 @@ def test_lmcache_names_lmcache_does_not_read_are_refused():
     assert "LMCACHE_LOG_LEVEL" not in text and "rds_prefetch" not in text
     ok(prefill={"extraEnv": {"LMCACHE_LOG_LEVEL": "INFO", "LMCACHE_SAVE_DECODE_CACHE": "True"}},
        kvTier={"extraConfig": {"rds_prefetch": True}})
+
+
+def test_extra_args_vllm_does_not_know_are_refused_at_their_key_in_vllms_words():
+    text = problems(prefill={"extraArgs": ["--enforce-eager", "--foo"]}, decode={"extraArgs": ["--kv-cache-dtype-x", "1"]})
+    assert ("rebel100:prefill.extraArgs[1]: `vllm serve` of vLLM 0.30.0 (the vLLM of vllm-rbln 0.12.0) exits with "
+            "\"unrecognized arguments: --foo\"") in text
+    assert "rebel100:decode.extraArgs[0]:" in text and "unrecognized arguments: --kv-cache-dtype-x 1" in text
+    assert "prefill.extraArgs[0]" not in text
+    ok(prefill={"extraArgs": ["--enforce-eager", "--max-logprobs=5"]}, decode={"extraArgs": ["--disable-log-stats"]})
+
+
+def test_extra_args_judged_only_against_the_vllm_of_the_target_release():
+    """Another release's vLLM may have other flags: its extraArgs are not judged with 0.30.0's list."""
+    ok(engine={"image": "rebellions/vllm-rbln:0.11.2"}, kvTier={"mode": "cpu"}, prefill={"extraArgs": ["--foo"]})

@@ -75,3 +75,21 @@ def test_lmcache_name_lmcache_does_not_read_is_refused(prod, edit, contains):
 def test_lmcache_names_lmcache_reads_pass(prod):
     edited = mutate(prod, config_map_env("LMCACHE_LOG_LEVEL", "INFO"), config_map_env("LMCACHE_EC_CHUNK_SIZE", "256"))
     assert run_policy(LMCACHE_POLICY, edited) == []
+
+
+ARGS_POLICY = "vllm-args-known"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_rendered_args_are_vllm_options(renders, stack):
+    assert run_policy(ARGS_POLICY, renders[stack]) == []
+
+
+@pytest.mark.parametrize("extra, contains", [
+    (["--foo"], ('exits with "unrecognized arguments: --foo"',)),
+    (["--kv-cache-dtype", "fp4"], ("argument --kv-cache-dtype: invalid choice: 'fp4'",)),
+], ids=["unknown-flag", "value-outside-choices"])
+def test_args_vllm_refuses_are_refused(prod, extra, contains):
+    edited = mutate(prod, lambda m: engine(m, DECODE)["args"].extend(extra))
+    assert_verdict(run_policy(ARGS_POLICY, edited), resource=f"Deployment/rebel100/{DECODE}", level="mandatory",
+                   contains=contains)
