@@ -384,18 +384,11 @@ def rule_engine_image(cfg: StackConfig) -> Iterable[Issue]:
     used: set = set()
     for command in engine_commands(cfg).values():
         used.update(engine_versions.features_used(engine_versions.flag_names(command.args),
-                                                  serving.connector_classes(_kv_transfer(command.args)), command.env))
+                                                  serving.connector_classes(serving.kv_transfer_in(command.args)),
+                                                  command.env))
     problem = rules.image_has_features(image, image_version(image), used, image_name=engine_versions.VLLM_RBLN)
     if problem:
         yield Issue(key("engine.image"), problem, "engine-image-has-features")
-
-
-def _kv_transfer(args: list[str]) -> object:
-    """The `--kv-transfer-config` JSON of a generated argv (None without one)."""
-    for flag, value in zip(args, args[1:]):
-        if flag == "--kv-transfer-config":
-            return json.loads(value)
-    return None
 
 
 def rule_weights(cfg: StackConfig, *, hf_token_set: bool = False) -> Iterable[Issue]:

@@ -104,6 +104,14 @@ def connector_classes(config: object) -> list[str]:
     return names
 
 
+def kv_transfer_in(args: list[str]) -> object:
+    """The `--kv-transfer-config` JSON of an argv this module generated (None without one)."""
+    for flag, value in zip(args, args[1:]):
+        if flag == "--kv-transfer-config":
+            return json.loads(value)
+    return None
+
+
 def serve_args(model: ModelSpec, engine: Engine, role: Role, *, kv_transfer: Optional[dict], role_args: list[str],
                revision: str = "main", draft_revision: str = "main") -> list[str]:
     """Arguments of `vllm serve`: the model at its revision, the common arguments, then the role's own."""

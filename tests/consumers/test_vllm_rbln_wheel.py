@@ -56,7 +56,7 @@ def test_the_wheel_pins_what_the_release_facts_say(sources):
     release = engine_versions.target_release()
     assert f"Version: {release.vllm_rbln}" in metadata
     assert f"Requires-Dist: vllm=={release.vllm}+cpu" in metadata
-    assert any(line.startswith(f"Requires-Dist: lmcache-rbln") and f">={release.lmcache_rbln}" in line
+    assert any(line.startswith("Requires-Dist: lmcache-rbln") and f">={release.lmcache_rbln}" in line
                for line in metadata)
 
 

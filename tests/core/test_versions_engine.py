@@ -26,8 +26,7 @@ def test_the_default_image_has_every_feature_the_stack_uses(stack):
     cfg = StackConfig.model_validate(stack)
     for command in engine_commands(cfg).values():
         used = engine.features_used(engine.flag_names(command.args),
-                                    serving.connector_classes(serving.kv_transfer_config(nixl=True, lmcache=True)),
-                                    command.env)
+                                    serving.connector_classes(serving.kv_transfer_in(command.args)), command.env)
         assert used and all(f.since <= engine.TARGET for f in used)
     assert image_version(cfg.engine.image) == engine.TARGET
 
