@@ -21,7 +21,7 @@ from stacks.render import render_unchecked
 
 # The rules the gate and the pack both apply (the gate tags its issues with the policy's name).
 SHARED = ("pp-with-dp", "npu-devices-fit-node", "parallelism-fits-model", "engine-args-in-range", "rds-memory-budget",
-          "lmcache-reads-rds-max-chunks", "engine-image-has-features")
+          "lmcache-reads-rds-max-chunks", "engine-image-has-features", "vllm-args-known", "lmcache-env-known")
 PROD = catalog.load_config(catalog.environment_config("prod"))
 
 role = st.fixed_dictionaries({}, optional={
@@ -31,6 +31,8 @@ role = st.fixed_dictionaries({}, optional={
     "dataParallelSize": st.sampled_from([1, 2, 3, 4, 8]),
     "enableExpertParallel": st.booleans(),
     "gpuMemoryUtilization": st.sampled_from([None, 0.0, 0.5, 0.8, 0.9, 1.0, 1.2]),
+    "extraArgs": st.sampled_from([[], ["--enforce-eager"], ["--foo"], ["--max-logprobs", "5", "--foo_bar=1"]]),
+    "extraEnv": st.sampled_from([{}, {"LMCACHE_LOG_LEVEL": "INFO"}, {"LMCACHE_CHUNKSIZE": "512"}]),
 })
 stack_config = st.fixed_dictionaries({}, optional={
     "hardware": st.fixed_dictionaries({}, optional={
