@@ -11,6 +11,7 @@ import dataclasses
 from typing import Optional
 
 from core import formats
+from core.versions import engine as engine_versions
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -180,8 +181,8 @@ def version_tuple(version: str) -> tuple[int, ...]:
     return tuple(parts + [0] * (3 - len(parts)))
 
 
-# lmcache-rbln reads `rds_max_chunks` from this version on.
-LMCACHE_RBLN_MIN_FOR_RDS_MAX_CHUNKS = (0, 12, 0)
+# lmcache-rbln reads `rds_max_chunks` from this version on (the fact lives with the engine image's, core.versions.engine).
+LMCACHE_RBLN_MIN_FOR_RDS_MAX_CHUNKS = dataclasses.astuple(engine_versions.LMCACHE_RBLN_READS_RDS_MAX_CHUNKS.since)
 
 
 def lmcache_reads_rds_max_chunks(version: Optional[str]) -> Optional[bool]:

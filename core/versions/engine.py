@@ -67,6 +67,12 @@ def target_release() -> Release:
     return found
 
 
+# lmcache-rbln reads `rds_max_chunks` (LMCACHE_EXTRA_CONFIG) from this version on; older ones ignore it, so the RDS
+# index is not bounded (reference design section 5; lmcache-rbln is not published where it could be read here).
+LMCACHE_RBLN_READS_RDS_MAX_CHUNKS = Feature("lmcache-rbln", "extra_config key", "rds_max_chunks", Version(0, 12, 0),
+                                            "reference design section 5 (lmcache-rbln below 0.12.0 ignores rds_max_chunks)")
+
+
 def lmcache_rbln_version(vllm_rbln: Optional[Version]) -> Optional[Version]:
     """The lmcache-rbln in an image of this vllm-rbln version: one fact of the image, not a setting that can disagree
     with it. The RBLN SDK releases them together: vllm-rbln 0.12.0 pins lmcache-rbln >=0.12.0,<0.12.1. Releases whose
