@@ -15,7 +15,7 @@ import json
 import pathlib
 from typing import Any, Callable, Mapping, Optional
 
-from policy import consumers, hygiene, memory, parallelism, security, weights, wiring
+from policy import engine_consumers, hygiene, memory, parallelism, security, weights, wiring
 from policy.facts import Facts, facts_from
 from policy.manifests import Finding
 
@@ -58,11 +58,11 @@ POLICIES: tuple[PolicySpec, ...] = (
                memory.engine_args_in_range, "resource", facts=("modelMaxContext",)),
     # 5b: the programs that read the render accept it
     PolicySpec("engine-image-has-features", "A vllm-rbln engine image is at least the first release of every flag, KV connector and env var its container uses (core.versions.engine).",
-               consumers.engine_image_has_features, "resource"),
+               engine_consumers.engine_image_has_features, "resource"),
     PolicySpec("vllm-args-known", "Every `vllm serve` argument of a vllm-rbln engine of the target release is an option of that release's vLLM, with a value among its choices (core.versions.vllm_args, dumped from vLLM's own parser).",
-               consumers.vllm_args_known, "resource"),
+               engine_consumers.vllm_args_known, "resource"),
     PolicySpec("lmcache-env-known", "Every LMCACHE_* variable an engine gets (env and envFrom ConfigMaps) is one lmcache reads, and LMCACHE_EXTRA_CONFIG holds no top-level LMCache key (core.versions.lmcache).",
-               consumers.lmcache_env_known, "stack"),
+               engine_consumers.lmcache_env_known, "stack"),
     # 6: wiring across resources
     PolicySpec("pd-roles-agree", "Prefill and decode agree on block size, KV cache dtype, model and speculative config.",
                wiring.pd_roles_agree, "stack"),

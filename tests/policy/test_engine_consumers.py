@@ -1,4 +1,4 @@
-"""policy/consumers.py: the pack refuses an engine image older than a feature its container uses."""
+"""policy/engine_consumers.py: the pack refuses an engine image older than a feature its container uses."""
 import pytest
 
 from tests.policy.conftest import STACKS
