@@ -53,7 +53,7 @@ def is_engine_image(image: str) -> bool:
     """A vllm-rbln image (any registry or mirror): its tag is a vllm-rbln version. Other vLLM images are not judged
     against these facts (their tags are vLLM versions, or anything)."""
     name = image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
-    return name == "vllm-rbln"
+    return name == VLLM_RBLN
 
 
 def release(vllm_rbln: Version) -> Optional[Release]:
@@ -63,7 +63,8 @@ def release(vllm_rbln: Version) -> Optional[Release]:
 
 def target_release() -> Release:
     found = release(TARGET)
-    assert found is not None, "the target release is listed in RELEASES"
+    if found is None:
+        raise LookupError(f"the target vllm-rbln {TARGET} is not in RELEASES: add its row (vLLM and lmcache-rbln pins).")
     return found
 
 
