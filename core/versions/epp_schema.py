@@ -183,7 +183,8 @@ def check_epp_config(config: Any, data: dict) -> list[Problem]:
         return [Problem("apiVersion", shown + f" (this EPP reads {data['kind']} of {', '.join(data['apiVersions'])})")]
     problems = [Problem(name, messages["unknownField"].format(field=name)) for name in config
                 if name not in document["fields"]]
-    problems += [Problem(name, messages["wrongType"].format(got=_json_kind(value), field=name, want=GO_TYPES[kind]))
+    problems += [Problem(name, messages["wrongType"].format(got=_json_kind(value), field=name,
+                                                            want=GO_TYPES[document["fields"][name]]))
                  for name, value in config.items() if name in document["fields"] and not _fits(document["fields"][name], value)]
     if problems:
         return problems  # decoding stops the program before any plugin is looked at
