@@ -16,10 +16,10 @@ import pydantic
 from pydantic import BaseModel
 
 from core import routing, rules, serving, sizing, weights
-from core.config import MOVED_KEYS, NAMESPACE, SECRET_KEYS, StackConfig, unwrap_optional
+from core.config import MOVED_KEYS, NAMESPACE, SECRET_KEYS, Router, StackConfig, unwrap_optional
 from core.derive import derive
 from core.serving import role_serving, sidecar_ports
-from core.versions import epp_schema, image_version, missing_features
+from core.versions import Feature, epp_schema, image_version, missing_features
 from core.versions import router as router_versions
 
 
@@ -316,7 +316,7 @@ def rule_router_images(cfg: StackConfig) -> Iterable[Issue]:
         yield Issue(key("decode.sidecar.image"), problem, "router-images-have-features")
 
 
-def _router_field(settings, problem: epp_schema.Problem) -> str:
+def _router_field(settings: Router, problem: epp_schema.Problem) -> str:
     """The field a problem of the rendered EndpointPickerConfig comes from: a `router.pluginParameters` entry, the
     router field that generates that parameter, or else the image (the program at that version reads it so)."""
     if problem.plugin_type and problem.parameter:
@@ -346,7 +346,8 @@ def rule_router_plugin_parameters(cfg: StackConfig) -> Iterable[Issue]:
                             f"check it. Set {field} instead.")
 
 
-def missing_features_of(image: str, used: list) -> list:
+def missing_features_of(image: str, used: list[Feature]) -> list[Feature]:
+    """The features an image's tag is too old for ([] for a tag that is no version: image hygiene judges it)."""
     pinned = image_version(image)
     return missing_features(pinned, used) if pinned else []
 

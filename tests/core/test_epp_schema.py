@@ -104,3 +104,9 @@ def test_sidecar_flag_checks():
         "--connector: exits 2: unknown flag: --connector"]
     assert epp_schema.check_sidecar_args(["--data-parallel-size", "four"], data)
     assert epp_schema.check_sidecar_args(["--kv-connector", "lmcache"], data)
+
+
+def test_document_field_of_the_wrong_type_is_refused():
+    config = render("agg")
+    config["plugins"] = {}
+    assert messages(config, V0100) == ["plugins: json: cannot unmarshal object into Go struct field plugins of type slice"]
