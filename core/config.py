@@ -13,7 +13,7 @@ import types
 import typing
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 from core.formats import (AnnotationKey, DraAttribute, Dns1123Label, Dns1123Subdomain, EnvVarName, GatewayHostname,
@@ -188,7 +188,16 @@ class Router(Section):
     health_port: int = Field(9003, ge=1024, le=65000, description="EPP gRPC health port.")
     metrics_port: int = Field(9090, ge=1024, le=65000, description="EPP metrics port.")
     failure_mode: Literal["FailClose", "FailOpen"] = Field("FailClose", description="What the gateway does when the EPP is unreachable.")
-    plugin_parameters: dict[str, dict[str, Any]] = Field(default_factory=dict, description="More parameters for the plugins the render declares, by plugin type (e.g. `{\"token-load-scorer\": {\"queueThresholdTokens\": 8192}}`), merged into that plugin's `parameters`; checked against the pinned EPP's own schema (an unknown or mistyped parameter is refused). Parameters the stack generates are set by their own fields.")
+    plugin_parameters: dict[str, object] = Field(default_factory=dict, description="More parameters for the plugins the render declares, by plugin type (e.g. `{\"token-load-scorer\": {\"queueThresholdTokens\": 8192}}`), merged into that plugin's `parameters`; checked against the pinned EPP's own schema (an unknown or mistyped parameter is refused). Parameters the stack generates are set by their own fields.")
+
+    @field_validator("plugin_parameters")
+    @classmethod
+    def _parameters_are_objects(cls, value: dict[str, object]) -> dict[str, object]:
+        for plugin_type, params in value.items():
+            if not isinstance(params, dict):
+                raise ValueError(f"the parameters of {plugin_type} must be an object (parameter name: value), "
+                                 f"not {params!r}")
+        return value
 
 
 class Gateway(Section):

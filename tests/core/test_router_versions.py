@@ -112,3 +112,8 @@ def test_a_patch_release_is_judged_by_the_data_of_its_line():
     text = problems(router={"image": "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.1",
                             "pluginParameters": {"max-score-picker": {"maxNumOfEndpoints": "two"}}}, stack="agg")
     assert "rebel100:router.pluginParameters.max-score-picker.maxNumOfEndpoints: the EPP 0.10.0" in text
+
+
+def test_plugin_parameters_of_a_type_must_be_an_object():
+    text = problems(stack="agg", router={"pluginParameters": {"token-load-scorer": "queueThresholdTokens=8192"}})
+    assert "rebel100:router.pluginParameters" in text and "must be an object" in text
