@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STACKS := dev prod-4p4d agg
 
-.PHONY: venv toolchain up up-render test unit e2e golden render plan validate clean docs bench cluster down test-property-long consumer-facts consumers-vllm
+.PHONY: venv toolchain consumers up up-render test unit e2e golden render plan validate clean docs bench cluster down test-property-long consumer-facts consumers-vllm
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -15,6 +15,11 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 # The Pulumi CLI, Python language host and Kubernetes provider (cached outside the project).
 toolchain:
 	scripts/install-pulumi >/dev/null
+
+# The router's real programs (llm-d EPP and P/D sidecar v0.7.1, from the Go module proxy) that tests/consumers runs
+# (cached outside the project; see docs/consumers-router.md).
+consumers:
+	scripts/consumers build >/dev/null
 
 # A local Kubernetes control plane set up as a simulated Rebel100 site (see README "Local cluster"):
 # `make cluster` builds it once (12-15 min cold, cached outside the project) and starts it; `make down` stops it.

@@ -13,6 +13,7 @@ import pulumi_kubernetes as k8s
 from pydantic import Field
 
 from components import pod
+from core.versions import router as router_versions
 
 TYPE = "rebel100:serving:DecodePool"
 
@@ -20,7 +21,7 @@ TYPE = "rebel100:serving:DecodePool"
 class SidecarSpec(pod.Spec):
     """The llm-d routing sidecar of each decode pod, its values already worked out (core.serving)."""
 
-    image: str = Field("ghcr.io/llm-d/llm-d-routing-sidecar:v0.3.0", min_length=1, description="Routing sidecar image.")
+    image: str = Field(router_versions.SIDECAR_IMAGE, min_length=1, description="Routing sidecar image.")
     args: list[str] = Field(["--port", "8000", "--vllm-port", "8200", "--data-parallel-size", "4",
                              "--kv-connector", "nixlv2", "--secure-proxy=false"],
                             description="Arguments of the sidecar (core.serving.sidecar_args).")

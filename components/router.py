@@ -15,6 +15,7 @@ from pydantic import Field
 
 from components import pod
 from core import routing, sizing
+from core.versions import router as router_versions
 
 TYPE = "rebel100:serving:Router"
 POOL_GROUP = "inference.networking.k8s.io"
@@ -28,7 +29,7 @@ meta = k8s.meta.v1
 
 class RouterArgs(pod.StackArgs):
     target_ports: list[int] = Field(description="Ports of the serving pods the pool targets (the decode sidecar in P/D).")
-    image: str = Field("ghcr.io/llm-d/llm-d-inference-scheduler:v0.3.2", min_length=1, description="EPP image.")
+    image: str = Field(router_versions.EPP_IMAGE, min_length=1, description="EPP image.")
     replicas: int = Field(1, ge=1, description="EPP replicas.")
     epp_config: dict[str, Any] = Field(default_factory=lambda: routing.endpoint_picker_config(),
                                        description="The EndpointPickerConfig document (core.routing.endpoint_picker_config); default: the P/D one.")

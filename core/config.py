@@ -13,12 +13,13 @@ import types
 import typing
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 from core.formats import (AnnotationKey, DraAttribute, Dns1123Label, Dns1123Subdomain, EnvVarName, GatewayHostname,
                           Image, LabelKey, LabelValue, NonNegativeQuantity, PositiveQuantity)
 from core.versions import engine as engine_versions
+from core.versions import router as router_versions
 
 NAMESPACE = "rebel100"
 
@@ -138,7 +139,7 @@ class Prefill(Role):
 class Sidecar(Section):
     """The llm-d routing sidecar in each decode pod (a native sidecar)."""
 
-    image: Image = Field("ghcr.io/llm-d/llm-d-routing-sidecar:v0.3.0", min_length=1, description="Routing sidecar image.")
+    image: Image = Field(router_versions.SIDECAR_IMAGE, min_length=1, description="P/D (disagg) routing sidecar image; its tag must be at least the first version of every flag the render passes (core/versions/router.py).")
     port: int = Field(8000, ge=1024, le=65000, description="`--port`: first port the sidecar listens on (rank r on port + r).")
     kv_connector: Literal["nixlv2"] = Field("nixlv2", description="`--kv-connector` protocol the sidecar speaks to prefill.")
 
@@ -172,7 +173,7 @@ class KvTier(Section):
 class Router(Section):
     """The llm-d router (Endpoint Picker) and its InferencePool (reference design section 6)."""
 
-    image: Image = Field("ghcr.io/llm-d/llm-d-inference-scheduler:v0.3.2", min_length=1, description="EPP image.")
+    image: Image = Field(router_versions.EPP_IMAGE, min_length=1, description="EPP image; its tag must be at least the first version of every plugin type and the apiVersion the render uses (core/versions/router.py).")
     replicas: int = Field(1, ge=1, le=1, description="EPP replicas; 1 because in-flight accounting is per process.")
     config_api_version: Literal["llm-d.ai/v1alpha1", "inference.networking.x-k8s.io/v1alpha1"] = Field("llm-d.ai/v1alpha1", description="apiVersion of the EndpointPickerConfig.")
     decider: Literal["prefix-based", "always-disagg"] = Field("prefix-based", description="P/D decider: prefill only when enough tokens are not cached, or always (benchmarks).")
@@ -187,6 +188,16 @@ class Router(Section):
     health_port: int = Field(9003, ge=1024, le=65000, description="EPP gRPC health port.")
     metrics_port: int = Field(9090, ge=1024, le=65000, description="EPP metrics port.")
     failure_mode: Literal["FailClose", "FailOpen"] = Field("FailClose", description="What the gateway does when the EPP is unreachable.")
+    plugin_parameters: dict[str, object] = Field(default_factory=dict, description="More parameters for the plugins the render declares, by plugin type (e.g. `{\"token-load-scorer\": {\"queueThresholdTokens\": 8192}}`), merged into that plugin's `parameters`; checked against the pinned EPP's own schema (an unknown or mistyped parameter is refused). Parameters the stack generates are set by their own fields.")
+
+    @field_validator("plugin_parameters")
+    @classmethod
+    def _parameters_are_objects(cls, value: dict[str, object]) -> dict[str, object]:
+        for plugin_type, params in value.items():
+            if not isinstance(params, dict):
+                raise ValueError(f"the parameters of {plugin_type} must be an object (parameter name: value), "
+                                 f"not {params!r}")
+        return value
 
 
 class Gateway(Section):

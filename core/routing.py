@@ -5,6 +5,17 @@ from __future__ import annotations
 
 from core.config import Router
 
+# Parameters the render generates, and the router field each comes from (so that a problem with one is reported
+# at that field, and `router.pluginParameters` cannot redefine it behind the gates' back).
+PARAMETER_FIELDS: dict[tuple[str, str], str] = {
+    ("approx-prefix-cache-producer", "blockSizeTokens"): "router.blockSizeTokens",
+    ("approx-prefix-cache-producer", "lruCapacityPerServer"): "router.lruCapacityPerServer",
+    ("approx-prefix-cache-producer", "autoTune"): "router.autoTune",
+    ("prefix-cache-affinity-filter", "peakPrefillThroughput"): "router.peakPrefillThroughput",
+    ("prefix-based-pd-decider", "nonCachedTokens"): "router.nonCachedTokens",
+    ("disagg-profile-handler", "deciders"): "router.decider",
+}
+
 
 def _prefix_producer(settings: Router) -> dict:
     return {"type": "approx-prefix-cache-producer", "parameters": {
@@ -54,4 +65,13 @@ def endpoint_picker_config(settings: Router = Router(), topology: str = "pd") ->
             ]}
         profiles = [profile("prefill"), profile("decode")]
     return {"apiVersion": settings.config_api_version, "kind": "EndpointPickerConfig",
-            "plugins": plugins, "schedulingProfiles": profiles}
+            "plugins": [_with_extra_parameters(p, settings) for p in plugins], "schedulingProfiles": profiles}
+
+
+def _with_extra_parameters(plugin: dict, settings: Router) -> dict:
+    """`router.pluginParameters` of this plugin's type merged into its parameters (the gate refuses a type the
+    render does not declare and a parameter the render generates)."""
+    extra = settings.plugin_parameters.get(plugin["type"])
+    if not extra:
+        return plugin
+    return {**plugin, "parameters": {**plugin.get("parameters", {}), **extra}}

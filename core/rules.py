@@ -186,3 +186,10 @@ def image_has_features(image: str, pinned: Optional[Version], used: Iterable[Fea
     listed = "; ".join(f"{f.kind} {f.name} needs {f.consumer} {f.since} or later ({f.source})" for f in missing)
     return (f"{image} ({image_name}) is {pinned}, older than features the render uses: {listed}. The program "
             f"would refuse its configuration and the pod would crash-loop. Pin {needed} or later.")
+
+
+def program_refuses(program: str, image: str, what: str, problem: str, *, data_source: str, fix: str) -> str:
+    """A program at the pinned image would refuse what the stack gives it (its schema as data: core/versions/data,
+    checked against the real v0.7.1 programs by tests/consumers)."""
+    return (f"{program} {image} would refuse {what}: {problem} (its own rule, from {data_source}). The pod would "
+            f"crash-loop. {fix}")

@@ -15,7 +15,7 @@ import json
 import pathlib
 from typing import Any, Callable, Mapping, Optional
 
-from policy import engine_consumers, hygiene, memory, parallelism, security, weights, wiring
+from policy import consumers, engine_consumers, hygiene, memory, parallelism, security, weights, wiring
 from policy.facts import Facts, facts_from
 from policy.manifests import Finding
 
@@ -78,6 +78,10 @@ POLICIES: tuple[PolicySpec, ...] = (
                wiring.router_block_size, "stack"),
     PolicySpec("router-autotune-block-unit", "With autoTune on, the router hashes --block-size units while the engines reuse sub-blocks (advice).",
                wiring.router_autotune_block_unit, "stack", enforcement=ADVISORY),
+    PolicySpec("router-images-have-features", "The EPP image is at least the first version of every plugin type and the apiVersion of the EndpointPickerConfig it mounts; the routing sidecar image, of every flag it is given (core/versions/router.py).",
+               consumers.router_images_have_features, "stack"),
+    PolicySpec("router-config-schema", "The EPP accepts the EndpointPickerConfig it mounts and the routing sidecar its flags, judged by their schema at the image's version (core/versions/data: unknown plugin type, unknown or mistyped parameter, missing reference).",
+               consumers.router_config_schema, "stack"),
     PolicySpec("engine-weights-match", "An engine serves the model id, revision and draft that the download Job (or PVC) of its weights volume records in its rebel100.ai/ annotations.",
                weights.engine_weights_match, "stack"),
     # 7: hygiene

@@ -429,7 +429,7 @@ def routing_sidecars(template: PodTemplate) -> list[Sidecar]:
             continue
         flags = parse_flags(command_line(container), go_style=True)
         image = str(container.get("image", ""))
-        if "--vllm-port" in flags.values or "routing-sidecar" in image or container.get("name") == "routing-proxy":
+        if "--vllm-port" in flags.values or "routing-sidecar" in image or "disagg-sidecar" in image or container.get("name") == "routing-proxy":
             found.append(Sidecar(template, container, flags))
     return found
 

@@ -1,0 +1,64 @@
+"""The real llm-d EPP v0.7.1 (built by scripts/consumers) against the data-driven check (core.versions.epp_schema).
+
+- The corpus (tests/consumers/corpus.py): the check with the v0.7.1 data and the real v0.7.1 EPP give the same
+  verdict on every config. This is what makes the v0.10.0 data, which no program here can confirm in CI, a
+  check of the same kind and strictness.
+- The render of every stack: accepted by the check with the pinned v0.10.0 data, and fed to the real v0.7.1
+  EPP, whose verdict is what the v0.7.1 data predicts (it refuses: the render needs v0.9+).
+"""
+from __future__ import annotations
+
+import pytest
+
+from core.versions import Version, epp_schema
+from core.versions import router as router_versions
+from tests.consumers import corpus
+from tests.consumers.programs import STACKS, VERSION, programs_dir, rendered, rendered_epp, run_epp, verdict
+
+pytestmark = pytest.mark.consumers
+
+DATA = epp_schema.load("epp", Version.parse(VERSION))
+TARGET = epp_schema.load("epp", router_versions.TARGET)
+
+
+@pytest.fixture(scope="module")
+def programs():
+    return programs_dir()
+
+
+def predicted(config: dict, data: dict) -> str:
+    return "refused" if epp_schema.check_epp_config(config, data) else "accepted"
+
+
+@pytest.mark.parametrize("name", sorted(corpus.CASES))
+def test_check_and_real_epp_agree_on_the_corpus(programs, name):
+    note, config = corpus.CASES[name]
+    outcome = run_epp(programs, config)
+    assert verdict(outcome) == predicted(config, DATA), (
+        f"{name} ({note}): the check says {epp_schema.check_epp_config(config, DATA)}, the EPP logged:\n"
+        + "\n".join(outcome["log"][-20:]))
+
+
+def test_corpus_has_both_verdicts():
+    verdicts = [predicted(config, DATA) for _, config in corpus.CASES.values()]
+    assert verdicts.count("accepted") >= 5 and verdicts.count("refused") >= 15
+
+
+@pytest.fixture(scope="module", params=STACKS)
+def render(request):
+    return request.param, rendered_epp(rendered(request.param))
+
+
+def test_render_is_accepted_by_the_pinned_versions_data(render):
+    stack, (config, _args) = render
+    assert epp_schema.check_epp_config(config, TARGET) == [], stack
+
+
+def test_real_epp_on_the_real_render_gives_the_verdict_its_data_predicts(programs, render):
+    stack, (config, args) = render
+    outcome = run_epp(programs, config, args)
+    problems = epp_schema.check_epp_config(config, DATA)
+    assert verdict(outcome) == ("refused" if problems else "accepted"), (stack, problems, outcome["log"][-20:])
+    if problems:  # and for the reason the data gives, in the program's words
+        reason = problems[0].message.split(" (")[0]
+        assert any(reason in line.replace('\\"', '"') for line in outcome["log"]), (reason, outcome["log"][-10:])

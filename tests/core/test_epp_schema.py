@@ -1,0 +1,112 @@
+"""core.versions.epp_schema: the EPP's and sidecar's schema as data, and the check as strict as each version."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from core import routing, serving
+from core.config import Decode, Router
+from core.versions import Version, epp_schema
+
+V071 = epp_schema.load("epp", Version(0, 7, 1))
+V0100 = epp_schema.load("epp", Version(0, 10, 0))
+
+
+def render(topology: str = "pd", **router) -> dict:
+    return routing.endpoint_picker_config(Router(**router), topology)
+
+
+def messages(config: dict, data: dict) -> list[str]:
+    return [str(p) for p in epp_schema.check_epp_config(config, data)]
+
+
+def test_data_is_found_by_major_minor():
+    assert epp_schema.data_versions("epp") == [Version(0, 7, 1), Version(0, 10, 0)]
+    assert epp_schema.data_for("epp", Version(0, 10, 3))["version"] == "0.10.0"
+    assert epp_schema.data_for("epp", Version(0, 8, 0)) is None
+    assert epp_schema.data_for("epp", None) is None
+
+
+@pytest.mark.parametrize("topology", ["pd", "agg"])
+def test_render_is_accepted_at_the_target_and_refused_at_0_7_1(topology):
+    assert messages(render(topology), V0100) == []
+    assert messages(render(topology), V071) == [
+        'apiVersion: no kind "EndpointPickerConfig" is registered for version "llm-d.ai/v1alpha1" (this EPP reads '
+        'EndpointPickerConfig of inference.networking.x-k8s.io/v1alpha1)']
+
+
+def test_at_0_7_1_the_old_api_version_gets_as_far_as_the_unknown_types():
+    found = messages(render("pd", config_api_version="inference.networking.x-k8s.io/v1alpha1"), V071)
+    assert found == ["plugins[0].type: plugin type 'approx-prefix-cache-producer' is not registered"]
+
+
+def test_unknown_parameter_is_refused_at_0_10_and_ignored_at_0_7():
+    v010 = render("pd", plugin_parameters={"approx-prefix-cache-producer": {"hashSeed": 1}})
+    assert messages(v010, V0100) == ['plugins[0].parameters.hashSeed: json: unknown field "hashSeed"']
+    v07 = {"apiVersion": "inference.networking.x-k8s.io/v1alpha1", "kind": "EndpointPickerConfig",
+           "plugins": [{"type": "prefix-cache-scorer", "parameters": {"hashSeed": 1}}], "schedulingProfiles": []}
+    assert messages(v07, V071) == []
+
+
+def test_parameter_names_match_case_insensitively_as_in_go():
+    config = render("pd", plugin_parameters={"token-load-scorer": {}})
+    config["plugins"][-2]["parameters"] = {"NONCACHEDTOKENS": 8}
+    assert config["plugins"][-2]["type"] == "prefix-based-pd-decider"
+    assert messages(config, V0100) == []
+
+
+def test_wrong_type_and_nested_wrong_type():
+    config = render("pd")
+    config["plugins"][0]["parameters"]["autoTune"] = "true"
+    config["plugins"][-1]["parameters"]["deciders"]["prefill"] = 3
+    found = messages(config, V0100)
+    assert "plugins[0].parameters.autoTune: json: cannot unmarshal string into Go struct field autoTune of type bool" in found
+    assert any(m.startswith("plugins[7].parameters: fits neither the nested nor the flat parameter format") for m in found)
+
+
+def test_references_must_name_declared_plugins_and_at_0_7_be_declared_first():
+    config = render("pd")
+    config["plugins"][-1]["parameters"]["deciders"]["prefill"] = "no-such-decider"
+    assert messages(config, V0100) == ["plugins[7].parameters.deciders.prefill: a plugin has a dependency on the "
+                                       "unregistered plugin no-such-decider"]
+    moved = render("pd")
+    moved["plugins"].insert(0, moved["plugins"].pop())  # the handler before its decider: fine at 0.10
+    assert messages(moved, V0100) == []
+
+
+def test_profile_reference_and_unknown_document_field():
+    config = render("agg")
+    config["schedulingProfiles"][0]["plugins"].append({"pluginRef": "queue-scorer"})
+    config["featureGatez"] = []
+    assert messages(config, V0100) == ['featureGatez: strict decoding error: unknown field "featureGatez"']
+    del config["featureGatez"]
+    assert messages(config, V0100) == ["schedulingProfiles[0].plugins[3].pluginRef: schedulingProfiles[default] "
+                                       "references undefined plugin 'queue-scorer'"]
+
+
+def test_types_whose_factory_reads_no_parameters_accept_any():
+    config = render("pd")
+    config["plugins"][2]["parameters"] = {"whatever": [1, 2]}
+    assert config["plugins"][2]["type"] == "queue-scorer"
+    assert messages(config, V0100) == []
+
+
+@pytest.mark.parametrize("version", [Version(0, 7, 1), Version(0, 10, 0)])
+def test_rendered_sidecar_flags_are_known(version):
+    assert epp_schema.check_sidecar_args(serving.sidecar_args(Decode()), epp_schema.load("sidecar", version)) == []
+
+
+def test_sidecar_flag_checks():
+    data = epp_schema.load("sidecar", Version(0, 10, 0))
+    args = copy.copy(serving.sidecar_args(Decode()))
+    assert [str(p) for p in epp_schema.check_sidecar_args(args + ["--connector", "nixlv2"], data)] == [
+        "--connector: exits 2: unknown flag: --connector"]
+    assert epp_schema.check_sidecar_args(["--data-parallel-size", "four"], data)
+    assert epp_schema.check_sidecar_args(["--kv-connector", "lmcache"], data)
+
+
+def test_document_field_of_the_wrong_type_is_refused():
+    config = render("agg")
+    config["plugins"] = {}
+    assert messages(config, V0100) == ["plugins: json: cannot unmarshal object into Go struct field plugins of type slice"]

@@ -1,0 +1,119 @@
+"""core.versions.router: the router facts, and the gate refusing EPP and sidecar pins older than the render."""
+from __future__ import annotations
+
+import pytest
+
+from core import routing, serving
+from core.config import Decode, Router
+from core.gate import ConfigError, load_config
+from core.versions import Version, image_version
+from core.versions import router as router_versions
+from tests.conftest import stack_config
+
+OLD_EPP = "ghcr.io/llm-d/llm-d-inference-scheduler:v0.3.2"
+OLD_SIDECAR = "ghcr.io/llm-d/llm-d-routing-sidecar:v0.3.0"
+
+
+def problems(stack: str = "prod-4p4d", **overrides) -> str:
+    with pytest.raises(ConfigError) as info:
+        load_config(stack_config(stack, **overrides))
+    return "\n".join(str(issue) for issue in info.value.issues)
+
+
+def test_defaults_are_the_target_release_under_its_v0_9_names():
+    assert Router().image == "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0"
+    assert Decode().sidecar.image == "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0"
+    assert image_version(Router().image) == router_versions.TARGET
+
+
+@pytest.mark.parametrize("topology", ["pd", "agg"])
+def test_every_plugin_type_and_the_api_version_of_the_render_has_a_fact(topology):
+    config = routing.endpoint_picker_config(Router(), topology)
+    used = {f.name for f in router_versions.epp_features_used(config)}
+    assert used == {p["type"] for p in config["plugins"]} | {config["apiVersion"]}
+
+
+def test_every_sidecar_flag_of_the_render_has_a_fact():
+    args = serving.sidecar_args(Decode())
+    used = {f.name for f in router_versions.sidecar_features_used(args)}
+    assert used == {name for name in router_versions.flag_names(args)}
+
+
+def test_facts_name_the_module_of_their_version():
+    producer = router_versions.PLUGIN_TYPES["approx-prefix-cache-producer"]
+    assert producer.since == Version(0, 9, 0) and producer.source.startswith("github.com/llm-d/llm-d-router@v0.9.0 ")
+    handler = router_versions.PLUGIN_TYPES["disagg-profile-handler"]
+    assert handler.source.startswith("github.com/llm-d/llm-d-inference-scheduler@v0.7.0 ")
+
+
+def test_defaults_have_every_feature_of_every_stack():
+    for stack in ("dev", "prod-4p4d", "agg"):
+        load_config(stack_config(stack))  # raises on a refusal
+
+
+def test_old_epp_pin_is_refused_naming_the_missing_features():
+    text = problems(router={"image": OLD_EPP})
+    assert "rebel100:router.image: ghcr.io/llm-d/llm-d-inference-scheduler:v0.3.2 (router.image) is 0.3.2" in text
+    assert "plugin type approx-prefix-cache-producer needs llm-d EPP 0.9.0 or later" in text
+    assert "apiVersion llm-d.ai/v1alpha1 needs llm-d EPP 0.9.0 or later" in text
+    assert "plugin type prefix-based-pd-decider needs llm-d EPP 0.6.0" in text
+    assert "Pin 0.9.0 or later." in text
+
+
+def test_old_image_name_is_judged_by_its_tag_as_the_same_version_line():
+    load_config(stack_config("prod-4p4d", router={"image": "ghcr.io/llm-d/llm-d-inference-scheduler:v0.9.0"}))
+    assert "0.8.0" in problems(router={"image": "ghcr.io/llm-d/llm-d-inference-scheduler:v0.8.0"})
+
+
+def test_old_sidecar_pin_is_refused_naming_the_missing_flags():
+    text = problems(decode={"sidecar": {"image": OLD_SIDECAR}})
+    assert "rebel100:decode.sidecar.image: ghcr.io/llm-d/llm-d-routing-sidecar:v0.3.0 (decode.sidecar.image) is 0.3.0" in text
+    assert "flag --data-parallel-size needs llm-d P/D sidecar 0.4.0 or later" in text
+    assert "flag --kv-connector needs llm-d P/D sidecar 0.7.0 or later" in text
+
+
+def test_sidecar_between_data_parallel_and_kv_connector_misses_only_kv_connector():
+    text = problems(decode={"sidecar": {"image": "ghcr.io/llm-d/llm-d-routing-sidecar:v0.6.0"}})
+    assert "--kv-connector" in text and "--data-parallel-size" not in text
+
+
+def test_agg_stack_runs_no_sidecar_so_its_pin_is_not_judged():
+    load_config(stack_config("agg", decode={"sidecar": {"image": OLD_SIDECAR}}))
+
+
+def test_unversioned_tag_is_left_to_image_hygiene():
+    load_config(stack_config("prod-4p4d", router={"image": "ghcr.io/llm-d/llm-d-router-endpoint-picker@sha256:" + "a" * 64}))
+
+
+def test_a_parameter_the_pinned_epp_does_not_know_is_refused_at_its_key_in_the_programs_words():
+    text = problems(router={"pluginParameters": {"token-load-scorer": {"queueThreshold": 8192}}}, stack="agg")
+    assert ('rebel100:router.pluginParameters.token-load-scorer.queueThreshold: the EPP 0.10.0 '
+            'ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0 would refuse plugins[3].parameters.queueThreshold of the '
+            'rendered EndpointPickerConfig: json: unknown field "queueThreshold"') in text
+
+
+def test_a_mistyped_parameter_is_refused_and_a_known_one_passes():
+    text = problems(router={"pluginParameters": {"token-load-scorer": {"queueThresholdTokens": "8k"}}}, stack="agg")
+    assert "json: cannot unmarshal string into Go struct field queueThresholdTokens of type int" in text
+    cfg = load_config(stack_config("agg", router={"pluginParameters": {"token-load-scorer": {"queueThresholdTokens": 8192}}}))
+    config = routing.endpoint_picker_config(cfg.router, cfg.topology)
+    assert {"type": "token-load-scorer", "parameters": {"queueThresholdTokens": 8192}} in config["plugins"]
+
+
+def test_plugin_parameters_may_not_add_a_plugin_or_redefine_a_generated_parameter():
+    text = problems(router={"pluginParameters": {"token-load-scorer": {"x": 1}}})
+    assert "rebel100:router.pluginParameters.token-load-scorer: plugin type 'token-load-scorer' is not in this stack's" in text
+    text = problems(router={"pluginParameters": {"prefix-based-pd-decider": {"nonCachedTokens": 0}}})
+    assert ("rebel100:router.pluginParameters.prefix-based-pd-decider.nonCachedTokens: nonCachedTokens of "
+            "prefix-based-pd-decider is generated by the program from router.nonCachedTokens") in text
+
+
+def test_a_patch_release_is_judged_by_the_data_of_its_line():
+    text = problems(router={"image": "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.1",
+                            "pluginParameters": {"max-score-picker": {"maxNumOfEndpoints": "two"}}}, stack="agg")
+    assert "rebel100:router.pluginParameters.max-score-picker.maxNumOfEndpoints: the EPP 0.10.0" in text
+
+
+def test_plugin_parameters_of_a_type_must_be_an_object():
+    text = problems(stack="agg", router={"pluginParameters": {"token-load-scorer": "queueThresholdTokens=8192"}})
+    assert "rebel100:router.pluginParameters" in text and "must be an object" in text
