@@ -21,7 +21,7 @@ toolchain:
 consumers:
 	scripts/consumers build >/dev/null
 
-# A local Kubernetes control plane set up as a simulated Rebel100 site (see README "Local cluster"):
+# A local Kubernetes control plane set up as a simulated Rebel100 site (see docs/local-cluster.md):
 # `make cluster` builds it once (12-15 min cold, cached outside the project) and starts it; `make down` stops it.
 cluster:
 	scripts/cluster build >/dev/null
@@ -75,7 +75,7 @@ validate: golden
 clean:
 	rm -rf build .pytest_cache
 
-# Regenerate the configuration reference table in README.md from stacks/config.py.
+# Regenerate the configuration reference table in docs/configuration.md from core/config.py.
 docs: venv
 	$(PY) -m stacks.reference
 

@@ -126,7 +126,7 @@ def _pydantic_issues(error: pydantic.ValidationError) -> list[Issue]:
         path = _path(loc)
         moved = MOVED_KEYS.get(".".join(str(part) for part in loc))
         if err["type"] == "extra_forbidden" and moved:
-            issues.append(Issue(path, f"this key moved: set `{key(moved)}` instead (see the README, Model weights)."))
+            issues.append(Issue(path, f"this key moved: set `{key(moved)}` instead (see docs/model-weights.md)."))
             continue
         if err["type"] == "extra_forbidden":
             parent = _field_models(StackConfig, loc[:-1]) if len(loc) > 1 else StackConfig

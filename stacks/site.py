@@ -78,8 +78,8 @@ def missing_weights_volume(cfg: StackConfig, kubeconfig: Optional[str]) -> Optio
     if any(c["metadata"]["name"] == cfg.weights.pvc for c in claims):
         return None
     return (f"weights.source is pvc but namespace {cfg.namespace} has no PVC {cfg.weights.pvc}: every engine pod "
-            f"would stay Pending (persistentvolumeclaim \"{cfg.weights.pvc}\" not found). Pre-load the volume (README, "
-            f"Model weights), or set weights.source download.")
+            f"would stay Pending (persistentvolumeclaim \"{cfg.weights.pvc}\" not found). Pre-load the volume (docs/model-weights.md), "
+            f"or set weights.source download.")
 
 
 @dataclasses.dataclass(frozen=True)
