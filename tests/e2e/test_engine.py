@@ -36,6 +36,10 @@ def test_pr_check_preview_passes(project: Project, stack: str):
     assert "to create" in proc.stdout
     level = "prod" if stack == "prod-4p4d" else "dev"
     assert f"policy pack level: policy/config/{level}.json" in proc.stderr
+    # The SDK is the provider's version, and the provider comes from the plugin cache, not PATH
+    # (scripts/pulumi-env): neither warning a user cannot act on is printed.
+    out = proc.stdout + proc.stderr
+    assert "is expected to have version" not in out and "from $PATH" not in out, out
 
 
 def parsed(folder: pathlib.Path) -> dict[str, dict]:
