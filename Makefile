@@ -79,6 +79,7 @@ clean:
 docs: venv
 	$(PY) -m stacks.reference
 
-# Cost of render and check as stacks grow (prod-4p4d, 16, 64, 256 pools); prints a table.
+# Where the time goes: check against its import floor and, with the toolchain and the control plane, the PR
+# check and a no-op up on a local cluster of its own, each part apart (docs/performance.md). --scale: bigger stacks.
 bench: venv
 	$(PY) benchmarks/bench.py
