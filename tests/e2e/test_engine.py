@@ -15,6 +15,7 @@ import yaml
 
 from stacks import render
 from core.stackfile import stack_file
+from tests.prerequisites import importable, require
 from tests.pulumi_project import Project, tree_digest
 
 pytestmark = pytest.mark.e2e
@@ -166,7 +167,9 @@ def free_port() -> int:
 
 
 def test_up_against_s3_backend(project: Project):
-    boto3 = pytest.importorskip("boto3")
+    # Installed by `make venv` (moto[server] brings boto3): missing, this fails in CI instead of skipping.
+    require(importable("boto3", "moto.server"), "boto3 or moto is not installed (requirements-dev.txt: run `make venv`)")
+    import boto3
     from moto.server import ThreadedMotoServer
 
     port = free_port()
