@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STACKS := dev prod-4p4d agg
 
-.PHONY: venv toolchain consumers up up-render test unit e2e golden render plan validate clean docs bench cluster down test-property-long
+.PHONY: venv toolchain consumers up up-render test unit e2e golden render plan validate clean docs bench cluster down test-property-long mutate
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -55,6 +55,17 @@ test-property-long: venv cluster
 
 unit: venv
 	$(PY) -m pytest -m "not e2e and not cluster"
+
+# Mutation testing (docs/testing.md): SCOPE=ci mutates core/rules.py and core/sizing.py against tests/core (what
+# .ci/run runs, a few minutes); SCOPE=wide adds the gate, derive, serving, placement, weights and the policy
+# functions (long). Fails when the score is below the scope's floor (tests/mutation/<scope>.cfg).
+SCOPE ?= ci
+mutate: $(VENV)/.mutate-installed
+	$(PY) scripts/mutate $(SCOPE)
+
+$(VENV)/.mutate-installed: $(VENV)/.installed requirements-mutate.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-mutate.txt
+	touch $@
 
 # Re-render the golden files of every stack (review the diff, then commit it).
 golden: venv
