@@ -58,10 +58,11 @@ unit: venv
 
 # Mutation testing (docs/testing.md): SCOPE=ci mutates core/rules.py and core/sizing.py against tests/core (what
 # .ci/run runs, a few minutes); SCOPE=wide adds the gate, derive, serving, placement, weights and the policy
-# functions (long). Fails when the score is below the scope's floor (tests/mutation/<scope>.cfg).
+# functions (long). Fails when the score is below the scope's floor (tests/mutation/<scope>.cfg). --fresh: no
+# result of an earlier run is reused (scripts/mutate without it re-tests only what changed).
 SCOPE ?= ci
 mutate: $(VENV)/.mutate-installed
-	$(PY) scripts/mutate $(SCOPE)
+	$(PY) scripts/mutate $(SCOPE) --fresh
 
 $(VENV)/.mutate-installed: $(VENV)/.installed requirements-mutate.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-mutate.txt

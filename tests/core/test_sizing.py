@@ -158,6 +158,20 @@ def test_rds_budget_as_output_rounds_to_one_decimal():
     }
 
 
+def test_rds_budget_as_output_rounds_every_figure_to_one_decimal():
+    budget = target_budget(rds_max_chunks=1, chunk_overhead_mib=1.33, drives=1, staging_mib=10.26,
+                           hbm_per_chiplet_gib=1.00015, gpu_memory_utilization=0.5)
+    assert budget.as_output() == {
+        "chiplet0MiB": 1024.2,  # 1.00015 GiB = 1024.1536 MiB
+        "gpuMemoryUtilization": 0.5,
+        "freeMiB": 512.1,  # x (1 - 0.5) = 512.0768
+        "chunksMiB": 1.3,  # 1 x 1.33 x 1
+        "stagingMiB": 10.3,  # 10.26
+        "usedMiB": 11.6,  # 1.33 + 10.26 = 11.59
+        "headroomMiB": 500.5,  # 512.0768 - 11.59 = 500.4868
+    }
+
+
 def test_rds_budget_lines_as_the_plan_prints_them():
     assert target_budget().lines() == [
         ("chiplet-0 HBM", "36,864 MiB"),
@@ -192,6 +206,7 @@ def test_parse_quantity_every_suffix(text, value):
 @pytest.mark.parametrize("text, parts", [
     ("0.12.0", (0, 12, 0)), ("v0.12", (0, 12, 0)), ("1", (1, 0, 0)), ("0.13.1rc2", (0, 13, 1)),
     ("1.2.3.4", (1, 2, 3, 4)), ("0.x.1", (0, 0, 0)), ("latest", (0, 0, 0)), ("10.20.30", (10, 20, 30)),
+    ("X0.12", (0, 0, 0)),  # only a leading v is dropped
 ])
 def test_version_tuple(text, parts):
     assert sizing.version_tuple(text) == parts
