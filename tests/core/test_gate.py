@@ -232,3 +232,20 @@ def test_zero_experts_with_expert_parallel_is_refused():
     text = problems(model={"experts": 0})
     assert "rebel100:decode.enableExpertParallel: expert parallel spreads the model's 0 experts" in text
     ok(model={"experts": 0}, decode={"enableExpertParallel": False})
+
+
+@pytest.mark.parametrize("token, flag, field", [
+    ("--port=9000", "--port", "decode.port"),
+    ("--port=a=b", "--port", "decode.port"),  # the flag is what stands before the first `=`
+    ("--max-model-len", "--max-model-len", "engine.maxModelLen"),
+    ("-tp", "--tensor-parallel-size", "decode.tensorParallelSize"),  # vLLM's short alias
+    ("-ep", "--enable-expert-parallel", "decode.enableExpertParallel"),
+])
+def test_extra_args_may_not_redefine_a_generated_flag(token, flag, field):
+    text = problems(decode={"extraArgs": [token]})
+    assert f"rebel100:decode.extraArgs[0]: {token!r} redefines {flag}, which the program generates from {field}" in text
+
+
+@pytest.mark.parametrize("token", ["--enforce-eager", "--foo=--port", "-x"])
+def test_extra_args_of_other_flags_pass(token):
+    ok(decode={"extraArgs": [token]})
