@@ -57,8 +57,8 @@ unit: venv
 	$(PY) -m pytest -m "not e2e and not cluster"
 
 # Mutation testing (docs/testing.md): SCOPE=ci mutates core/rules.py and core/sizing.py against tests/core (what
-# .ci/run runs, a few minutes); SCOPE=wide adds the gate, derive, serving, placement, weights and the policy
-# functions (long). Fails when the score is below the scope's floor (tests/mutation/<scope>.cfg). --fresh: no
+# .ci/run runs, a few minutes); SCOPE=core adds the gate, derive, serving, placement and weights; SCOPE=policy
+# mutates the policy functions against the pack's tests (both long). Fails when the score is below the scope's floor (tests/mutation/<scope>.cfg). --fresh: no
 # result of an earlier run is reused (scripts/mutate without it re-tests only what changed).
 SCOPE ?= ci
 mutate: $(VENV)/.mutate-installed
