@@ -129,3 +129,19 @@ def test_allowed_text_of_each_bound_and_pattern():
     assert _allowed(fields["choice"]) == "allowed: 'x', 'y'"
     assert _allowed(fields["free"]) == ""
     assert _allowed(None) == ""
+
+
+def test_bounds_of_a_section_two_levels_down():
+    found = problems({"rebel100:engine": '{"speculative": {"numSpeculativeTokens": 99}}'})
+    assert found == ["rebel100:engine.speculative.numSpeculativeTokens: 99 is not valid: Input should be less than or "
+                     "equal to 16. (allowed: >= 1 and <= 16)"]
+
+
+def test_a_value_inside_a_mapping_has_no_section():
+    from core.gate import _field_info, _field_models
+
+    assert _field_models(StackConfig, ("prefill", "extraEnv")) is None  # a dict, not a section
+    assert _field_models(StackConfig, ("prefill", "extraEnv", "X")) is None
+    assert _field_info(StackConfig, ("prefill", "extraEnv", "X")) is None
+    assert problems({"rebel100:prefill": '{"extraEnv": {"X": 1}}'}) == [
+        "rebel100:prefill.extraEnv.X: 1 is not valid: Input should be a valid string."]

@@ -115,3 +115,42 @@ def test_prefill_with_dp_gets_dp_args_without_rpc_port():
     assert args[args.index("--data-parallel-size"):][:5] == ["--data-parallel-size", "2", "--data-parallel-size-local",
                                                              "2", "--data-parallel-multi-port-external-lb"]
     assert "--data-parallel-rpc-port" not in args
+
+
+def test_commands_default_to_the_main_revision():
+    cfg = target()
+    for command in (serving.prefill_command(cfg.model, cfg.engine, cfg.prefill, lmcache=False),
+                    serving.decode_command(cfg.model, cfg.engine, cfg.decode, nixl=False)):
+        assert command.args[1:3] == ["--revision", "main"]
+        speculative = command.args[command.args.index("--speculative-config") + 1]
+        assert json.loads(speculative)["revision"] == "main"
+    args = serving.serve_args(cfg.model, cfg.engine, cfg.decode, kv_transfer=None, role_args=[])
+    assert json.loads(args[args.index("--speculative-config") + 1])["revision"] == "main"
+
+
+def test_pipeline_of_two_stages_is_passed():
+    cfg = target(prefill={"pipelineParallelSize": 2})
+    args = serving.prefill_command(cfg.model, cfg.engine, cfg.prefill, lmcache=True).args
+    assert args[args.index("--pipeline-parallel-size") + 1] == "2"
+    assert serving.prefill_command(cfg.model, cfg.engine, cfg.prefill, lmcache=True).env["RBLN_DEVICES"] == "0,1"
+
+
+def test_decode_with_one_rank_has_no_external_lb_nor_rpc_port():
+    cfg = target(decode={"dataParallelSize": 1, "enableExpertParallel": False})
+    assert serving.data_parallel_args(cfg.decode, dp_local=1, rpc_port=5555) == [
+        "--data-parallel-size", "1", "--data-parallel-size-local", "1"]
+    command = serving.decode_command(cfg.model, cfg.engine, cfg.decode, nixl=False)
+    assert command.ports == [("http-0", 8200), ("nixl-0", 5600)]
+    assert "--kv-transfer-config" not in command.args  # agg-style decode: no connector
+
+
+def test_decode_with_two_ranks_has_its_rpc_port():
+    cfg = target(decode={"dataParallelSize": 2})
+    command = serving.decode_command(cfg.model, cfg.engine, cfg.decode, nixl=True)
+    assert command.ports == [("http-0", 8200), ("http-1", 8201), ("dp-rpc", 5555), ("nixl-0", 5600), ("nixl-1", 5601)]
+
+
+def test_sub_block_cache_off_is_zero_in_the_env():
+    cfg = target(engine={"subBlockCache": False}, router={"autoTune": True})
+    assert serving.engine_env(cfg.engine)["VLLM_RBLN_SUB_BLOCK_CACHE"] == "0"
+    assert serving.engine_env(target().engine)["VLLM_RBLN_SUB_BLOCK_CACHE"] == "1"
