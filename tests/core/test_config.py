@@ -145,3 +145,8 @@ def test_a_value_inside_a_mapping_has_no_section():
     assert _field_info(StackConfig, ("prefill", "extraEnv", "X")) is None
     assert problems({"rebel100:prefill": '{"extraEnv": {"X": 1}}'}) == [
         "rebel100:prefill.extraEnv.X: 1 is not valid: Input should be a valid string."]
+
+
+def test_unknown_key_two_levels_down_lists_that_sections_keys():
+    assert problems({"rebel100:engine": '{"speculative": {"zzzz": 1}}'}) == [
+        "rebel100:engine.speculative.zzzz: unknown key. Valid keys here: method, model, numSpeculativeTokens."]

@@ -249,3 +249,20 @@ def test_extra_args_may_not_redefine_a_generated_flag(token, flag, field):
 @pytest.mark.parametrize("token", ["--enforce-eager", "--foo=--port", "-x"])
 def test_extra_args_of_other_flags_pass(token):
     ok(decode={"extraArgs": [token]})
+
+
+NO_AUTOTUNE = {"autoTune": False}  # blockSizeTokens 512 equals the sub-block unit: no issue, no advice
+
+
+@pytest.mark.parametrize("stack, overrides, paths", [
+    ("prod-4p4d", {}, ["rebel100:router.autoTune", "rebel100:weights.revision"]),  # pvc at the branch main
+    ("prod-4p4d", {"router": NO_AUTOTUNE, "weights": {"revision": SHA}}, []),
+    ("prod-4p4d", {"router": NO_AUTOTUNE, "model": {"name": "acme/other"}, "weights": {"revision": SHA}}, []),  # a pvc
+    ("dev", {"router": NO_AUTOTUNE}, []),  # a download of known size at main: allowed in dev, no advice
+    ("dev", {"router": NO_AUTOTUNE, "environment": "dev", "weights": {"source": "pvc"}}, []),  # pvc, not prod
+    ("dev", {"router": NO_AUTOTUNE, "model": {"name": "acme/other"}}, ["rebel100:weights.size"]),
+    ("dev", {"router": NO_AUTOTUNE, "engine": {"speculative": {"model": "acme/draft"}}}, ["rebel100:weights.size"]),
+])
+def test_advice_paths(stack, overrides, paths):
+    advice = warnings_for(load_config(stack_config(stack, **overrides)))
+    assert [issue.path for issue in advice] == paths
