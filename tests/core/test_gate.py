@@ -266,3 +266,13 @@ NO_AUTOTUNE = {"autoTune": False}  # blockSizeTokens 512 equals the sub-block un
 def test_advice_paths(stack, overrides, paths):
     advice = warnings_for(load_config(stack_config(stack, **overrides)))
     assert [issue.path for issue in advice] == paths
+
+
+def test_config_error_lists_every_issue_under_one_heading():
+    from core.gate import Issue
+
+    one = ConfigError([Issue("rebel100:a", "bad.")], "Pulumi.x.yaml")
+    assert str(one) == "Pulumi.x.yaml is invalid (1 problem):\n  - rebel100:a: bad."
+    assert one.source == "Pulumi.x.yaml" and one.issues == [Issue("rebel100:a", "bad.")]
+    two = ConfigError([Issue("rebel100:a", "bad."), Issue("rebel100:b", "worse.")])
+    assert str(two) == ("stack configuration is invalid (2 problems):\n  - rebel100:a: bad.\n  - rebel100:b: worse.")
