@@ -276,3 +276,34 @@ def test_config_error_lists_every_issue_under_one_heading():
     assert one.source == "Pulumi.x.yaml" and one.issues == [Issue("rebel100:a", "bad.")]
     two = ConfigError([Issue("rebel100:a", "bad."), Issue("rebel100:b", "worse.")])
     assert str(two) == ("stack configuration is invalid (2 problems):\n  - rebel100:a: bad.\n  - rebel100:b: worse.")
+
+
+@pytest.mark.parametrize("overrides, found", [
+    ({"prefill": {"pipelineParallelSize": 4, "dataParallelSize": 2}},  # and 4 x 8 + 4 x 4 = 48 NPUs > 32
+     [("rebel100:hardware.nodes", ""), ("rebel100:prefill.pipelineParallelSize", "pp-with-dp")]),
+    ({"decode": {"dataParallelSize": 16, "enableExpertParallel": False}},
+     [("rebel100:decode", "npu-devices-fit-node"), ("rebel100:decode.dataParallelSizeLocal", ""),
+      ("rebel100:hardware.nodes", "")]),
+    ({"prefill": {"pipelineParallelSize": 64}, "hardware": {"npusPerNode": 64}},
+     [("rebel100:hardware.nodes", ""), ("rebel100:prefill.pipelineParallelSize", "parallelism-fits-model")]),
+    ({"decode": {"dataParallelSize": 3}}, [("rebel100:decode.enableExpertParallel", "parallelism-fits-model")]),
+    ({"decode": {"pipelineParallelSize": 2, "dataParallelSize": 1, "enableExpertParallel": False}},
+     [("rebel100:decode.pipelineParallelSize", "parallelism-fits-model")]),
+    ({"engine": {"blockSize": 4000}},  # once per role
+     [("rebel100:engine.blockSize", "engine-args-in-range"), ("rebel100:engine.blockSize", "engine-args-in-range")]),
+    ({"prefill": {"blockSize": 4000}},
+     [("rebel100:decode.blockSize", ""), ("rebel100:prefill.blockSize", "engine-args-in-range")]),
+    ({"decode": {"gpuMemoryUtilization": 1.2}}, [("rebel100:decode.gpuMemoryUtilization", "engine-args-in-range")]),
+    ({"engine": {"maxModelLen": 300000}}, [("rebel100:engine.maxModelLen", "engine-args-in-range")]),
+    ({"kvTier": {"rdsMaxChunks": 4000}}, [("rebel100:kvTier.rdsMaxChunks", "rds-memory-budget")]),
+    ({"engine": {"lmcacheRblnVersion": "0.11.0"}},
+     [("rebel100:engine.lmcacheRblnVersion", "lmcache-reads-rds-max-chunks")]),
+    ({"kvTier": {"mode": "cpu", "cpuSizeGib": 512}}, [("rebel100:kvTier.cpuSizeGib", "")]),
+    ({"hardware": {"nvmeDrivesPerNode": 0}}, [("rebel100:hardware.nvmeDrivesPerNode", "")]),
+])
+def test_each_rule_names_its_key_and_the_pack_policy_of_the_same_rule(overrides, found):
+    """The key path of each issue, and the policy of the pack that judges the same rule on the render ("" for the
+    config-only rules): what `stacks check` and the gates-agree property match on."""
+    with pytest.raises(ConfigError) as info:
+        load_config(stack_config("prod-4p4d", **overrides))
+    assert sorted((issue.path, issue.policy) for issue in info.value.issues) == found
