@@ -307,3 +307,9 @@ def test_each_rule_names_its_key_and_the_pack_policy_of_the_same_rule(overrides,
     with pytest.raises(ConfigError) as info:
         load_config(stack_config("prod-4p4d", **overrides))
     assert sorted((issue.path, issue.policy) for issue in info.value.issues) == found
+
+
+def test_eagle3_needs_its_draft_model_and_other_methods_do_not():
+    text = problems(engine={"speculative": {"method": "eagle3", "model": None}})
+    assert "rebel100:engine.speculative.model: EAGLE-3 needs a draft model: set engine.speculative.model." in text
+    ok(engine={"speculative": {"method": "suffix", "model": None}})
