@@ -215,3 +215,8 @@ def test_version_tuple(text, parts):
 @pytest.mark.parametrize("version, reads", [("", None), ("0.11.99", False), ("0.12", True), ("1.0.0", True)])
 def test_lmcache_reads_rds_max_chunks_boundaries(version, reads):
     assert sizing.lmcache_reads_rds_max_chunks(version) is reads
+
+
+def test_parse_quantity_refuses_text_that_is_no_quantity():
+    with pytest.raises(ValueError, match=r"^'many' is not a Kubernetes quantity: "):
+        sizing.parse_quantity("many")
