@@ -14,13 +14,13 @@ import pulumi_kubernetes as k8s
 from pydantic import BaseModel, ConfigDict, Field
 
 from core import serving, sizing
-from core.labels import NPU_PRESENT_LABEL, NPU_PRODUCT_LABEL, RDS_PRESENT_LABEL, ROLE_LABEL, pool_names
+from core.labels import (NPU_PRESENT_LABEL, NPU_PRODUCT_LABEL, PART_OF_LABEL, RDS_PRESENT_LABEL, ROLE_LABEL,
+                         compile_cache_pvc_name, pool_names)
 from core import weights as weight_files
 
 core = k8s.core.v1
 meta = k8s.meta.v1
 
-PART_OF_LABEL = "app.kubernetes.io/part-of"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 NAME_LABEL = "app.kubernetes.io/name"
 SERVING_LABEL = "llm-d.ai/inference-serving"
@@ -470,7 +470,7 @@ def engine_pool(
     claim_template_name = f"{base}-{CLAIM_NAME}-{claim_digest(args.claim)}"
     claim_template(f"{name}-claim", name=claim_template_name, namespace=args.namespace, labels=role_labels,
                    claim=args.claim, opts=child)
-    compile_cache_pvc(f"{name}-compile-cache", name=f"{base}-compile-cache", namespace=args.namespace,
+    compile_cache_pvc(f"{name}-compile-cache", name=compile_cache_pvc_name(args.stack_name, role_name), namespace=args.namespace,
                       labels=role_labels, cache=args.compile_cache,
                       opts=data_volume_options(child, args.compile_cache.retain_on_delete))
     pools = pool_names(args.stack_name, role_name, args.placement.groups)

@@ -4,7 +4,8 @@
   plan STACK [--json]               print devices, KV and the RDS memory budget
   check STACK | --manifests DIR     config gate + render + policy pack (see policy/); --format text|json|sarif
   validate PATH...                  strict schema check of rendered YAML (Kubernetes and the CRDs in crds/)
-  preflight STACK [--kubeconfig K]  will every engine pod fit the cluster's nodes and devices? (before `up`)
+  preflight STACK [--kubeconfig K]  will every engine pod fit the cluster's nodes and devices, and can the live
+                                    stack's retained volumes take the change? (before `up`)
   placement STACK [--kubeconfig K]  where the engine pods run, and their devices with NUMA nodes (after `up`)
   watch STACK --pid P [--grace S]   beside `pulumi up`: cancel it when a pod stays unschedulable for S seconds
                                     (or the API server does not answer for --unreachable-grace seconds)
@@ -84,20 +85,25 @@ def cmd_check(args) -> int:
 
 
 def cmd_preflight(args) -> int:
-    """Refuse, before anything is applied, a stack whose engine pods cannot all be placed on the site."""
+    """Refuse, before anything is applied, a stack whose engine pods cannot all be placed on the site, or a
+    change its retained volumes cannot take (core/retained.py)."""
     from core.placement import place
-    from stacks.site import SiteError, inventory, missing_weights_volume
+    from core.retained import live_stack_refusals
+    from stacks.site import SiteError, inventory, live_claims, missing_weights_volume
     _, name, cfg = load_stack(args)
     if cfg is None:
         return 1
     try:
         nodes = inventory(cfg, args.kubeconfig)
         no_weights = missing_weights_volume(cfg, args.kubeconfig)
+        claims, expandable = live_claims(cfg, args.kubeconfig)
     except SiteError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     placed, problems = place(cfg, nodes)
     problems += [no_weights] if no_weights else []
+    # Changes the live stack cannot take (its retained volumes), refused before anything is applied.
+    problems += live_stack_refusals(cfg, claims, expandable)
     for problem in problems:
         print(f"error: stack {name!r}: {problem}", file=sys.stderr)
     if problems:

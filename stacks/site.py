@@ -14,8 +14,9 @@ import sys
 from typing import Any, Optional
 
 from core.config import StackConfig
-from core.labels import ROLE_LABEL
+from core.labels import PART_OF_LABEL, ROLE_LABEL
 from core.placement import NumaNode, SiteNode
+from core.retained import Claim, claim_of
 
 DRIVER_SELECTOR = re.compile(r"""device\.driver\s*==\s*["']([^"']+)["']""")
 
@@ -87,6 +88,20 @@ def missing_weights_volume(cfg: StackConfig, kubeconfig: Optional[str]) -> Optio
             f"or set weights.source download.")
 
 
+def live_claims(cfg: StackConfig, kubeconfig: Optional[str]) -> tuple[list[Claim], set[str]]:
+    """(the PVCs of the stack's namespace and this stack's PVCs in any namespace, the StorageClasses that
+    allow volume expansion): what core.retained checks a change of the retained volumes against."""
+    found = {}
+    for items in (kubectl(kubeconfig, "get", "persistentvolumeclaims", "-n", cfg.namespace)["items"],
+                  kubectl(kubeconfig, "get", "persistentvolumeclaims", "-A", "-l", f"{PART_OF_LABEL}={cfg.name}")["items"]):
+        for item in items:
+            claim = claim_of(item)
+            found[(claim.namespace, claim.name)] = claim
+    expandable = {c["metadata"]["name"] for c in kubectl(kubeconfig, "get", "storageclasses")["items"]
+                  if c.get("allowVolumeExpansion")}
+    return list(found.values()), expandable
+
+
 @dataclasses.dataclass(frozen=True)
 class EnginePlacement:
     pod: str
@@ -98,7 +113,7 @@ class EnginePlacement:
 
 def placement(cfg: StackConfig, kubeconfig: Optional[str]) -> list[EnginePlacement]:
     """Where the engine pods run and which devices their claims were allocated, read back from the cluster."""
-    pods = kubectl(kubeconfig, "get", "pods", "-n", cfg.namespace, "-l", f"app.kubernetes.io/part-of={cfg.name},{ROLE_LABEL}")["items"]
+    pods = kubectl(kubeconfig, "get", "pods", "-n", cfg.namespace, "-l", f"{PART_OF_LABEL}={cfg.name},{ROLE_LABEL}")["items"]
     claims = {c["metadata"]["name"]: c for c in kubectl(kubeconfig, "get", "resourceclaims", "-n", cfg.namespace)["items"]}
     numa_of: dict[tuple[str, str, str], int] = {}
     for resource_slice in kubectl(kubeconfig, "get", "resourceslices")["items"]:
@@ -132,7 +147,7 @@ def format_placement(rows: list[EnginePlacement]) -> str:
 
 def unschedulable(cfg: StackConfig, kubeconfig: Optional[str]) -> dict[str, str]:
     """Pods of the stack the scheduler has marked Unschedulable, with its message."""
-    pods = kubectl(kubeconfig, "get", "pods", "-n", cfg.namespace, "-l", f"app.kubernetes.io/part-of={cfg.name}")["items"]
+    pods = kubectl(kubeconfig, "get", "pods", "-n", cfg.namespace, "-l", f"{PART_OF_LABEL}={cfg.name}")["items"]
     found = {}
     for pod in pods:
         for condition in (pod.get("status") or {}).get("conditions") or []:
