@@ -10,6 +10,7 @@ leaves the stack converged, which the next one checks again before its fault.
 """
 from __future__ import annotations
 
+import base64
 import copy
 import dataclasses
 import json
@@ -36,6 +37,8 @@ ROLE = "llm-d.ai/role"
 READY_DELAY = "rebel100.local/ready-delay"  # kwok's Running -> Ready delay (cluster/site/kwok-stages.yaml)
 FAULT = "rebel100.local/fault"  # a pod annotation whose new value rolls the engines
 SLOW = "20s"
+TOKEN = "hf_PLANTEDinTheFaultsStack93b1c"  # noqa: S105 - planted: the last test greps for it
+SECRET_MARKER = "4dabf18193072939515e22adb298388d"  # Pulumi's marker of a secret value in state
 UP_TIMEOUT = 1200
 # Objects in the namespace that are not the stack's: made by Kubernetes, or the site's pre-loaded weights.
 NOT_THE_STACKS = {("ConfigMap", "kube-root-ca.crt"), ("ServiceAccount", "default"),
@@ -77,8 +80,13 @@ def set_config(project: Project, key: str, value) -> None:
 
 
 def up(project: Project) -> subprocess.CompletedProcess:
-    return subprocess.run(["scripts/up", STACK], cwd=project.root, env=project.env, capture_output=True, text=True,
+    """`scripts/up STACK` to its end; its output is also kept in fault-logs/ (the planted-token test reads it)."""
+    proc = subprocess.run(["scripts/up", STACK], cwd=project.root, env=project.env, capture_output=True, text=True,
                           timeout=UP_TIMEOUT)
+    logs = project.root / "fault-logs"
+    logs.mkdir(exist_ok=True)
+    (logs / f"up-{len(list(logs.glob('up-*')))}.log").write_text(proc.stdout + proc.stderr)
+    return proc
 
 
 def start_up(project: Project, name: str, env: Optional[dict] = None) -> Run:
@@ -233,6 +241,8 @@ def site(tmp_path_factory, local_cluster: LocalCluster) -> Site:
                        REBEL100_UNSCHEDULABLE_GRACE="15", REBEL100_UNREACHABLE_GRACE="30")
     preload_weights(local_cluster)
     set_config(project, "rebel100:engine", {"podAnnotations": {READY_DELAY: "3s", FAULT: "deployed"}})
+    project.select(STACK)
+    project.pulumi("config", "set", "-s", STACK, "--secret", "rebel100:hfToken", TOKEN, check=True)
     site = Site(project, local_cluster)
     try:
         proc = up(project)
@@ -412,3 +422,18 @@ def test_s3_backend_stopped_mid_update(site: Site, tmp_path):
         site.project.pulumi("stack", "import", "-s", STACK, "--file", str(exported), check=True)  # back for teardown
     finally:
         server.stop()
+
+
+def test_the_planted_token_is_only_ciphertext(site: Site):
+    """After every fault above, the token set with `config set --secret` is in the cluster's Secret (where the
+    engines read it) and nowhere in plain text: not in the stack file, any checkpoint or backup of the state,
+    nor the output of any `scripts/up` of this module."""
+    secret = site.cluster.get("secret/hf-token", namespace=NS)
+    assert base64.b64decode(secret["data"]["token"]).decode() == TOKEN
+    encoded = base64.b64encode(TOKEN.encode()).decode()
+    files = [p for folder in (".pulumi-state", "fault-logs") for p in (site.project.root / folder).rglob("*") if p.is_file()]
+    files.append(site.project.root / f"Pulumi.{STACK}.yaml")
+    leaks = [str(p) for p in files if TOKEN in (text := p.read_bytes().decode("utf-8", "replace")) or encoded in text]
+    assert leaks == []
+    checkpoint = next(p for p in (site.project.root / ".pulumi-state").rglob(f"{STACK}.json"))
+    assert SECRET_MARKER in checkpoint.read_text()
