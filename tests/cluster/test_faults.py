@@ -180,25 +180,29 @@ def cli_pid(run: Run) -> int:
 
 # --- the stack against the cluster ----------------------------------------------------------------------------
 
-def stack_objects(project: Project) -> set[tuple[str, str]]:
-    """(kind, name) of every namespaced Kubernetes object in the stack's state."""
+def stack_objects(project: Project) -> set[tuple[str, str, str]]:
+    """(apiVersion, kind, name) of every namespaced Kubernetes object in the stack's state."""
     proc = project.pulumi("stack", "export", "-s", STACK, check=True)
     found = set()
     for resource in json.loads(proc.stdout)["deployment"].get("resources", []):
         outputs = resource.get("outputs") or {}
         meta = outputs.get("metadata") or {}
         if resource["type"].startswith("kubernetes:") and meta.get("namespace") == NS:
-            found.add((outputs["kind"], meta["name"]))
+            found.add((outputs["apiVersion"], outputs["kind"], meta["name"]))
     return found
 
 
-def namespace_objects(cluster: LocalCluster, kinds: set[str]) -> set[tuple[str, str]]:
+def namespace_objects(cluster: LocalCluster, types: set[tuple[str, str]]) -> set[tuple[str, str, str]]:
+    """(apiVersion, kind, name) of the namespace's objects of those types (group-qualified: two CRD groups
+    may have a kind of one name), less those that are not the stack's."""
     found = set()
-    for kind in sorted(kinds):
-        for item in cluster.get(kind, namespace=NS):
-            if not item["metadata"].get("deletionTimestamp"):
-                found.add((kind, item["metadata"]["name"]))
-    return found - NOT_THE_STACKS
+    for api_version, kind in sorted(types):
+        group, _, version = api_version.rpartition("/")
+        resource = f"{kind.lower()}.{version}.{group}" if group else kind.lower()
+        for item in cluster.get(resource, namespace=NS):
+            if not item["metadata"].get("deletionTimestamp") and (kind, item["metadata"]["name"]) not in NOT_THE_STACKS:
+                found.add((api_version, kind, item["metadata"]["name"]))
+    return found
 
 
 def retained_volumes(cluster: LocalCluster) -> dict[str, str]:
@@ -213,7 +217,7 @@ def assert_converged(site: Site, tag: str, volumes: dict[str, str]) -> None:
     assert all(ready(p) and p["metadata"]["annotations"].get(FAULT) == tag for p in pods), \
         [(p["metadata"]["name"], p["metadata"]["annotations"].get(FAULT), ready(p)) for p in pods]
     wanted = stack_objects(project)
-    live = namespace_objects(cluster, {kind for kind, _ in wanted})
+    live = namespace_objects(cluster, {(api_version, kind) for api_version, kind, _ in wanted})
     assert live == wanted, {"orphans (in the cluster, not in the stack)": sorted(live - wanted),
                             "missing (in the stack, not in the cluster)": sorted(wanted - live)}
     assert retained_volumes(cluster) == volumes
