@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STACKS := dev prod-4p4d agg
 
-.PHONY: venv toolchain consumers up up-render test unit e2e golden render plan validate clean docs bench cluster down test-property-long consumer-facts consumers-vllm
+.PHONY: venv toolchain consumers up up-render test unit e2e golden render plan validate clean docs bench cluster down test-property-long mutate consumer-facts consumers-vllm
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -21,7 +21,7 @@ toolchain:
 consumers:
 	scripts/consumers build >/dev/null
 
-# A local Kubernetes control plane set up as a simulated Rebel100 site (see README "Local cluster"):
+# A local Kubernetes control plane set up as a simulated Rebel100 site (see docs/local-cluster.md):
 # `make cluster` builds it once (12-15 min cold, cached outside the project) and starts it; `make down` stops it.
 cluster:
 	scripts/cluster build >/dev/null
@@ -68,6 +68,18 @@ consumers-vllm: venv
 	scripts/consumers-engine vllm >/dev/null
 	REBEL100_REQUIRE_E2E=1 $(PY) -m pytest tests/consumers/test_vllm_parser.py
 
+# Mutation testing (docs/testing.md): SCOPE=ci mutates core/rules.py and core/sizing.py against tests/core (what
+# .ci/run runs, a few minutes); SCOPE=core adds the gate, derive, serving, placement and weights; SCOPE=policy
+# mutates the policy functions against the pack's tests (both long). Fails when the score is below the scope's floor (tests/mutation/<scope>.cfg). --fresh: no
+# result of an earlier run is reused (scripts/mutate without it re-tests only what changed).
+SCOPE ?= ci
+mutate: $(VENV)/.mutate-installed
+	$(PY) scripts/mutate $(SCOPE) --fresh
+
+$(VENV)/.mutate-installed: $(VENV)/.installed requirements-mutate.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-mutate.txt
+	touch $@
+
 # Re-render the golden files of every stack (review the diff, then commit it).
 golden: venv
 	for s in $(STACKS); do $(PY) -m stacks render $$s --out tests/golden/$$s || exit 1; done
@@ -87,10 +99,11 @@ validate: golden
 clean:
 	rm -rf build .pytest_cache
 
-# Regenerate the configuration reference table in README.md from stacks/config.py.
+# Regenerate the configuration reference table in docs/configuration.md from core/config.py.
 docs: venv
 	$(PY) -m stacks.reference
 
-# Cost of render and check as stacks grow (prod-4p4d, 16, 64, 256 pools); prints a table.
+# Where the time goes: check against its import floor and, with the toolchain and the control plane, the PR
+# check and a no-op up on a local cluster of its own, each part apart (docs/performance.md). --scale: bigger stacks.
 bench: venv
 	$(PY) benchmarks/bench.py

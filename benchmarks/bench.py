@@ -1,29 +1,214 @@
-"""How the program's cost grows with the stack: `make bench` (not part of the tests).
+"""Where the time of the user's commands goes: `make bench` (not part of the tests).
 
-Times `python -m stacks render` and `python -m stacks check` (each a fresh process, as a user runs
-them) on prod-4p4d and on generated stacks of 16, 64 and 256 pools: prefill and decode split over
-node groups (`placement.groups`), one pool per role and group, one pod per pool. Reports the median
-wall time of REPEATS runs, the peak resident memory of the process, and the time per pool, whose
-flatness across sizes is what "linear" means here. With `--pulumi` and the toolchain installed it
-also times `pulumi preview` of the same stacks, to show the program's share of a real preview.
+Sections (each command a fresh process, as a user runs it; median of REPEATS runs, wall and CPU):
+  floor     `python -m stacks check prod-4p4d` against the import floor: a process that only imports
+            what check needs (pulumi, the pulumi_kubernetes modules the stack uses, pulumi_policy,
+            pydantic, yaml); then the modules check imports beyond the floor, per package.
+  cluster   with the toolchain and the local control plane built: the PR check (`scripts/preview
+            prod-4p4d`, the pack at the prod level) and a no-op `scripts/up prod-4p4d` (refresh
+            included) on an instance of the local cluster of its own, on a copy of the project, with
+            their parts timed apart (environment, CLI start, program, pack, provider) and the API
+            requests the apiserver served during each (its `apiserver_request_total` counter).
+  scale     (`--scale`) render and check of prod-4p4d and of generated stacks of 16, 64 and 256 pools,
+            and with the toolchain `pulumi preview` of the same stacks (no pack, no cluster).
+Timings on a shared machine are noisy: the figures print the machine and its load (`uptime`).
 """
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import pathlib
 import platform
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from typing import Optional
 
 import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SIZES = (16, 64, 256)
+PYTHON = sys.executable
+# What `python -m stacks check` cannot do without: the SDKs, the pulumi_kubernetes modules the program
+# uses, the pack's SDK, the schema and YAML libraries.
+FLOOR_MODULES = ("pulumi", "pulumi_kubernetes.apps.v1", "pulumi_kubernetes.batch.v1", "pulumi_kubernetes.core.v1",
+                 "pulumi_kubernetes.meta.v1", "pulumi_kubernetes.networking.v1", "pulumi_kubernetes.policy.v1",
+                 "pulumi_kubernetes.rbac.v1", "pulumi_kubernetes.apiextensions", "pulumi_policy", "pydantic", "yaml")
+FLOOR = [PYTHON, "-c", "import " + ", ".join(FLOOR_MODULES)]
+CHECK = [PYTHON, "-m", "stacks", "check", "prod-4p4d"]
+
+
+# --- measuring -------------------------------------------------------------------------------
+
+
+def run_once(command: list[str], cwd: pathlib.Path = ROOT, env: Optional[dict] = None) -> tuple[float, float, float]:
+    """(wall s, CPU s of the process and its children, peak MiB) of one run; exit 0 or 1 expected."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    stderr = proc.stderr.read().decode()
+    proc.stderr.close()
+    if os.waitstatus_to_exitcode(status) not in (0, 1):
+        raise SystemExit(f"{' '.join(command)} failed:\n{stderr}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def measure(command: list[str], repeats: int, **kwargs) -> tuple[float, float, float]:
+    """Median wall s, median CPU s and the largest peak MiB of `repeats` runs."""
+    runs = [run_once(command, **kwargs) for _ in range(repeats)]
+    return (statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs), max(r[2] for r in runs))
+
+
+def interleaved(commands: dict[str, list[str]], repeats: int, **kwargs) -> dict[str, tuple[float, float]]:
+    """Median (wall, CPU) of each command, run in turns so that a burst of load hits them alike."""
+    runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in commands}
+    for _ in range(repeats):
+        for name, command in commands.items():
+            runs[name].append(run_once(command, **kwargs))
+    return {name: (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs)) for name, rs in runs.items()}
+
+
+def load() -> str:
+    return "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def header(title: str) -> None:
+    print(f"\n== {title} ({load()})")
+
+
+# --- check against the import floor ----------------------------------------------------------
+
+
+def imported(command: list[str]) -> dict[str, int]:
+    """Module -> its own import time in µs (`-X importtime`) of one run of `command`."""
+    proc = subprocess.run([command[0], "-X", "importtime", *command[1:]], cwd=ROOT, capture_output=True, text=True)
+    modules = {}
+    for line in proc.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line and "self [us]" not in line:
+            self_us, _, name = line.removeprefix("import time:").split("|")
+            modules[name.strip()] = int(self_us)
+    return modules
+
+
+def floor_section(repeats: int) -> None:
+    header(f"`python -m stacks check prod-4p4d` against the import floor, median of {repeats}")
+    times = interleaved({"floor": FLOOR, "check": CHECK}, repeats)
+    for name, (wall, cpu) in times.items():
+        print(f"{name:<7} wall {wall:6.2f} s   cpu {cpu:6.2f} s")
+    print(f"check / floor: wall {times['check'][0] / times['floor'][0]:.2f}x, cpu {times['check'][1] / times['floor'][1]:.2f}x")
+    floor, check = imported(FLOOR), imported(CHECK)
+    extra = {name: us for name, us in check.items() if name not in floor}
+    by_package = collections.Counter()
+    for name, us in extra.items():
+        by_package[name.split(".")[0]] += us
+    print(f"modules: floor {len(floor)}, check {len(check)}; {len(extra)} beyond the floor, their own import time "
+          f"{sum(extra.values()) / 1000:.0f} ms (one run):")
+    for package, us in by_package.most_common(12):
+        count = sum(1 for name in extra if name.split(".")[0] == package)
+        print(f"  {package:<28} {count:4} modules {us / 1000:7.1f} ms")
+
+
+# --- preview and no-op up on the local cluster ------------------------------------------------
+
+
+def checked_dir(*command: str) -> Optional[str]:
+    proc = subprocess.run(list(command), capture_output=True, text=True)
+    lines = proc.stdout.strip().splitlines()
+    return lines[-1] if proc.returncode == 0 and lines and os.path.isdir(lines[-1]) else None
+
+
+def free_base_port() -> int:
+    """A base port with the 6 ports after it free, below the ephemeral range (see scripts/cluster)."""
+    for base in range(23400, 32000, 10):
+        try:
+            for port in range(base, base + 6):
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+    raise SystemExit("no free ports for a local cluster")
+
+
+def copy_project(scratch: pathlib.Path) -> pathlib.Path:
+    project = scratch / "project"
+    shutil.copytree(ROOT, project, ignore=shutil.ignore_patterns(".git", ".venv", ".pulumi-*", ".cluster", "build",
+                                                                 "tests", "benchmarks", "__pycache__"))
+    (project / ".venv").symlink_to(ROOT / ".venv")
+    for stack_file in project.glob("Pulumi.*.yaml"):  # its own passphrase: drop the recorded salts
+        lines = stack_file.read_text().splitlines(keepends=True)
+        stack_file.write_text("".join(line for line in lines if not line.startswith("encryptionsalt:")))
+    return project
+
+
+def api_requests(kubectl: str, kubeconfig: str) -> int:
+    """Requests the apiserver has served so far (sum of apiserver_request_total)."""
+    text = subprocess.run([kubectl, "--kubeconfig", kubeconfig, "get", "--raw", "/metrics"], capture_output=True,
+                          text=True, check=True).stdout
+    return int(sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith("apiserver_request_total{")))
+
+
+def counted(command: list[str], repeats: int, project: pathlib.Path, env: dict, kubectl: str, kubeconfig: str):
+    """Median wall and CPU of `command`, and the API requests of one run (the last; the count of a
+    run includes the kubectl call that reads the counter, 1 request)."""
+    runs, requests = [], 0
+    for _ in range(repeats):
+        before = api_requests(kubectl, kubeconfig)
+        runs.append(run_once(command, cwd=project, env=env))
+        requests = api_requests(kubectl, kubeconfig) - before - 1
+    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs), requests
+
+
+def cluster_section(repeats: int, bin_dir: str, cluster_bin: str) -> None:
+    header(f"PR check and no-op up of prod-4p4d on a local cluster of its own, median of {repeats}")
+    with tempfile.TemporaryDirectory(prefix="rebel100-bench-") as scratch_name:
+        scratch = pathlib.Path(scratch_name)
+        project = copy_project(scratch)
+        cluster_dir = scratch / "cluster"
+        start = subprocess.run([str(ROOT / "scripts" / "cluster"), "start", "--dir", str(cluster_dir),
+                                "--port", str(free_base_port())], capture_output=True, text=True)
+        if start.returncode != 0:
+            raise SystemExit(f"scripts/cluster start failed:\n{start.stderr}")
+        kubeconfig = start.stdout.strip().splitlines()[-1]
+        kubectl = os.path.join(cluster_bin, "kubectl")
+        try:
+            env = {**os.environ, "KUBECONFIG": kubeconfig, "PATH": f"{cluster_bin}:{os.environ['PATH']}",
+                   "PULUMI_HOME": str(project / ".pulumi-home"), "PULUMI_CONFIG_PASSPHRASE": "bench"}
+            env.pop("PULUMI_BACKEND_URL", None)
+            first = subprocess.run(["scripts/up", "prod-4p4d"], cwd=project, env=env, capture_output=True, text=True)
+            if first.returncode != 0:
+                raise SystemExit(f"scripts/up prod-4p4d failed:\n{first.stdout}\n{first.stderr}")
+            pulumi_env = f". scripts/pulumi-env && "
+            parts = {
+                "PR check: scripts/preview prod-4p4d": ["scripts/preview", "prod-4p4d"],
+                "no-op up: scripts/up prod-4p4d": ["scripts/up", "prod-4p4d"],
+                "  . scripts/pulumi-env (toolchain, backend)": ["bash", "-c", pulumi_env + "true"],
+                "  pulumi CLI start (pulumi stack ls)": ["bash", "-c", pulumi_env + "pulumi stack ls >/dev/null"],
+                "  the program alone (stacks render)": [PYTHON, "-m", "stacks", "render", "prod-4p4d", "--out",
+                                                        str(scratch / "render")],
+                "  the pack's start (import policy)": [PYTHON, "-c", "import policy.__main__"],
+                "  preview without the pack": ["bash", "-c", pulumi_env + "pulumi preview -s prod-4p4d --non-interactive"],
+                "  preview --refresh without the pack": ["bash", "-c", pulumi_env +
+                                                         "pulumi preview -s prod-4p4d --refresh --non-interactive"],
+                "  preflight (stacks preflight)": [PYTHON, "-m", "stacks", "preflight", "prod-4p4d"],
+                "  placement (stacks placement)": [PYTHON, "-m", "stacks", "placement", "prod-4p4d"],
+            }
+            print(f"{'command':<46}{'wall s':>8}{'cpu s':>8}{'API requests':>14}")
+            for label, command in parts.items():
+                wall, cpu, requests = counted(command, repeats, project, env, kubectl, kubeconfig)
+                print(f"{label:<46}{wall:>8.2f}{cpu:>8.2f}{requests:>14}")
+        finally:
+            subprocess.run([str(ROOT / "scripts" / "cluster"), "stop", "--dir", str(cluster_dir)], capture_output=True)
+
+
+# --- scale -----------------------------------------------------------------------------------
 
 
 def generated_stack(pools: int, folder: pathlib.Path) -> pathlib.Path:
@@ -39,19 +224,6 @@ def generated_stack(pools: int, folder: pathlib.Path) -> pathlib.Path:
     return path
 
 
-def measure(command: list[str], repeats: int) -> tuple[float, float]:
-    times, peaks = [], []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        _, status, usage = os.wait4(proc.pid, 0)
-        times.append(time.perf_counter() - start)
-        peaks.append(usage.ru_maxrss / 1024)
-        if os.waitstatus_to_exitcode(status) not in (0, 1):
-            raise SystemExit(f"{' '.join(command)} failed: {proc.stderr.read().decode()}")
-    return statistics.median(times), max(peaks)
-
-
 def count_objects(folder: pathlib.Path) -> int:
     return sum(1 for _ in folder.rglob("*.yaml"))
 
@@ -61,17 +233,11 @@ def count_pools(folder: pathlib.Path) -> int:
     return sum(1 for p in folder.rglob("apps_v1-deployment-*.yaml") if "-prefill" in p.name or "-decode" in p.name)
 
 
-def toolchain() -> str | None:
-    proc = subprocess.run([str(ROOT / "scripts" / "install-pulumi"), "--check"], capture_output=True, text=True)
-    return proc.stdout.strip().splitlines()[-1] if proc.returncode == 0 and proc.stdout.strip() else None
-
-
 def preview_seconds(stack_path: pathlib.Path, scratch: pathlib.Path, bin_dir: str, repeats: int) -> float:
-    """Median wall time of `pulumi preview` of the stack (no policy pack) on a copy of the project."""
+    """Median wall time of `pulumi preview` of the stack (no policy pack, render mode) on a copy of the project."""
     project = scratch / "project"
     if not project.exists():
-        shutil.copytree(ROOT, project, ignore=shutil.ignore_patterns(".git", ".venv", ".pulumi-*", "build", "tests", "benchmarks"))
-        (project / ".venv").symlink_to(ROOT / ".venv")
+        copy_project(scratch)
         (project / "state").mkdir()
     name = stack_path.name.removeprefix("Pulumi.").removesuffix(".yaml")
     target = project / f"Pulumi.{name}.yaml"
@@ -83,39 +249,22 @@ def preview_seconds(stack_path: pathlib.Path, scratch: pathlib.Path, bin_dir: st
            "PULUMI_SKIP_UPDATE_CHECK": "true", "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true", "KUBECONFIG": ""}
     subprocess.run(["pulumi", "stack", "select", name, "--create", "--non-interactive"], cwd=project, env=env,
                    capture_output=True, check=True)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        proc = subprocess.run(["pulumi", "preview", "-s", name, "--non-interactive"], cwd=project, env=env, capture_output=True, text=True)
-        times.append(time.perf_counter() - start)
-        if proc.returncode != 0:
-            raise SystemExit(f"pulumi preview of {name} failed:\n{proc.stdout}\n{proc.stderr}")
-    return statistics.median(times)
+    wall, _, _ = measure(["pulumi", "preview", "-s", name, "--non-interactive"], repeats, cwd=project, env=env)
+    return wall
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--sizes", type=int, nargs="*", default=list(SIZES))
-    parser.add_argument("--no-pulumi", action="store_true", help="skip `pulumi preview` even when the toolchain is there")
-    args = parser.parse_args()
-    bin_dir = None if args.no_pulumi else toolchain()
-    python = sys.executable
-    has_check = (ROOT / "stacks" / "check.py").exists()
+def scale_section(repeats: int, sizes: list[int], bin_dir: Optional[str]) -> None:
+    header(f"render and check as stacks grow, median of {repeats}")
     rows = []
-    with tempfile.TemporaryDirectory() as scratch:
-        scratch = pathlib.Path(scratch)
-        cases = [("prod-4p4d", ROOT / "Pulumi.prod-4p4d.yaml")]
-        cases += [(f"{n} pools", generated_stack(n, scratch)) for n in args.sizes]
+    with tempfile.TemporaryDirectory() as scratch_name:
+        scratch = pathlib.Path(scratch_name)
+        cases = [("prod-4p4d", ROOT / "Pulumi.prod-4p4d.yaml")] + [(f"{n} pools", generated_stack(n, scratch)) for n in sizes]
         for label, path in cases:
             out = scratch / f"render-{label.replace(' ', '-')}"
-            render_s, render_mib = measure([python, "-m", "stacks", "render", "--config-file", str(path), "--out", str(out)], args.repeats)
-            check_s, check_mib = (measure([python, "-m", "stacks", "check", "--config-file", str(path)], args.repeats)
-                                  if has_check else (float("nan"), float("nan")))
-            preview_s = preview_seconds(path, scratch, bin_dir, args.repeats) if bin_dir else float("nan")
+            render_s, _, render_mib = measure([PYTHON, "-m", "stacks", "render", "--config-file", str(path), "--out", str(out)], repeats)
+            check_s, _, check_mib = measure([PYTHON, "-m", "stacks", "check", "--config-file", str(path)], repeats)
+            preview_s = preview_seconds(path, scratch, bin_dir, repeats) if bin_dir else float("nan")
             rows.append((label, count_pools(out), count_objects(out), render_s, render_mib, check_s, check_mib, preview_s))
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"median of {args.repeats} runs, each a fresh process")
     print(f"{'stack':<11}{'pools':>6}{'objects':>9}{'render s':>10}{'peak MiB':>10}{'check s':>9}{'peak MiB':>10}"
           f"{'preview s':>11}{'program share':>15}")
     for label, pools, objects, render_s, render_mib, check_s, check_mib, preview_s in rows:
@@ -128,6 +277,30 @@ def main() -> int:
     for (_, p0, _, t0, _, c0, _, v0), (_, p1, _, t1, _, c1, _, v1) in zip(generated, generated[1:]):
         print(f"growth {p0:>3} -> {p1:>3} pools, ms per extra pool: render {1000 * (t1 - t0) / (p1 - p0):.1f}, "
               f"check {1000 * (c1 - c0) / (p1 - p0):.1f}, preview {1000 * (v1 - v0) / (p1 - p0):.1f}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--sections", nargs="*", default=["floor", "cluster"], choices=["floor", "cluster", "scale"])
+    parser.add_argument("--scale", action="store_true", help="also the scale section (several minutes)")
+    parser.add_argument("--sizes", type=int, nargs="*", default=list(SIZES))
+    args = parser.parse_args()
+    sections = set(args.sections) | ({"scale"} if args.scale else set())
+    bin_dir = checked_dir(str(ROOT / "scripts" / "install-pulumi"), "--check")
+    cluster_bin = checked_dir(str(ROOT / "scripts" / "cluster"), "build", "--check")
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, each command a fresh process")
+    if "floor" in sections:
+        floor_section(args.repeats)
+    if "cluster" in sections:
+        if bin_dir and cluster_bin:
+            cluster_section(args.repeats, bin_dir, cluster_bin)
+        else:
+            print("\n== cluster: skipped, needs the toolchain (`make toolchain`) and the local control plane "
+                  "(`scripts/cluster build`)")
+    if "scale" in sections:
+        scale_section(args.repeats, args.sizes, bin_dir)
     return 0
 
 

@@ -14,14 +14,14 @@ import pulumi_kubernetes as k8s
 from pydantic import BaseModel, ConfigDict, Field
 
 from core import serving, sizing
-from core.labels import NPU_PRESENT_LABEL, NPU_PRODUCT_LABEL, RDS_PRESENT_LABEL, ROLE_LABEL, pool_names
+from core.labels import (NPU_PRESENT_LABEL, NPU_PRODUCT_LABEL, PART_OF_LABEL, RDS_PRESENT_LABEL, ROLE_LABEL,
+                         compile_cache_pvc_name, pool_names)
 from core.versions import engine as engine_versions
 from core import weights as weight_files
 
 core = k8s.core.v1
 meta = k8s.meta.v1
 
-PART_OF_LABEL = "app.kubernetes.io/part-of"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 NAME_LABEL = "app.kubernetes.io/name"
 SERVING_LABEL = "llm-d.ai/inference-serving"
@@ -89,25 +89,26 @@ def claim_template(
     labels: dict[str, str],
     claim: ClaimSpec,
     opts: pulumi.ResourceOptions,
-) -> k8s.resource.v1.ResourceClaimTemplate:
-    """DRA ResourceClaimTemplate: all NPUs in one request, the RDMA NICs in another, one NUMA node."""
-    dra = k8s.resource.v1
-    requests = [
-        dra.DeviceRequestArgs(name="npu", exactly=dra.ExactDeviceRequestArgs(
-            device_class_name=claim.npu_device_class, allocation_mode="ExactCount", count=claim.npus)),
-    ]
-    constraints = None
+) -> k8s.apiextensions.CustomResource:
+    """DRA ResourceClaimTemplate: all NPUs in one request, the RDMA NICs in another, one NUMA node.
+
+    Written as a generic object of type `kubernetes:resource.k8s.io/v1:ResourceClaimTemplate` (the
+    token the typed class registers, so state and provider see the same thing): the Python SDK is
+    pinned to the provider the toolchain builds, 4.25.0, whose SDK has no typed `resource.v1` yet
+    (docs/toolchain.md)."""
+    requests = [{"name": "npu", "exactly": {"deviceClassName": claim.npu_device_class,
+                                            "allocationMode": "ExactCount", "count": claim.npus}}]
+    devices: dict = {"requests": requests}
     if claim.rdma_nics > 0:
-        requests.append(dra.DeviceRequestArgs(name="rdma", exactly=dra.ExactDeviceRequestArgs(
-            device_class_name=claim.nic_device_class, allocation_mode="ExactCount", count=claim.rdma_nics)))
-        constraints = [dra.DeviceConstraintArgs(requests=["npu", "rdma"], match_attribute=claim.numa_attribute)]
-    return dra.ResourceClaimTemplate(
+        requests.append({"name": "rdma", "exactly": {"deviceClassName": claim.nic_device_class,
+                                                     "allocationMode": "ExactCount", "count": claim.rdma_nics}})
+        devices["constraints"] = [{"requests": ["npu", "rdma"], "matchAttribute": claim.numa_attribute}]
+    return k8s.apiextensions.CustomResource(
         resource_name,
+        api_version="resource.k8s.io/v1",
+        kind="ResourceClaimTemplate",
         metadata=object_meta(name, namespace, labels),
-        spec=dra.ResourceClaimTemplateSpecArgs(
-            metadata=meta.ObjectMetaArgs(labels=labels),
-            spec=dra.ResourceClaimSpecArgs(devices=dra.DeviceClaimArgs(requests=requests, constraints=constraints)),
-        ),
+        spec={"metadata": {"labels": labels}, "spec": {"devices": devices}},
         opts=opts,
     )
 
@@ -189,7 +190,7 @@ def rollout_complete(replicas: int) -> str:
 
 def data_volume_options(opts: pulumi.ResourceOptions, retain_on_delete: bool) -> pulumi.ResourceOptions:
     """Options of a volume whose data must survive the stack: kept in the cluster when `destroy` or a
-    replacement deletes it from the stack (remove it on purpose with kubectl, see the README)."""
+    replacement deletes it from the stack (remove it on purpose with kubectl, see docs/deploying.md)."""
     return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=retain_on_delete))
 
 
@@ -470,7 +471,7 @@ def engine_pool(
     claim_template_name = f"{base}-{CLAIM_NAME}-{claim_digest(args.claim)}"
     claim_template(f"{name}-claim", name=claim_template_name, namespace=args.namespace, labels=role_labels,
                    claim=args.claim, opts=child)
-    compile_cache_pvc(f"{name}-compile-cache", name=f"{base}-compile-cache", namespace=args.namespace,
+    compile_cache_pvc(f"{name}-compile-cache", name=compile_cache_pvc_name(args.stack_name, role_name), namespace=args.namespace,
                       labels=role_labels, cache=args.compile_cache,
                       opts=data_volume_options(child, args.compile_cache.retain_on_delete))
     pools = pool_names(args.stack_name, role_name, args.placement.groups)

@@ -1,7 +1,7 @@
 """Typed stack configuration: the schema of the `rebel100:` Pulumi config namespace.
 
 Every field's default is the Target Configuration of `reference-design.md` (4P4D, RDS on, EAGLE-3);
-the `description` of each field is the one-line meaning shown in the README's reference table.
+the `description` of each field is the one-line meaning shown in the reference table of docs/configuration.md.
 Keys are camelCase in the stack files (`rebel100:prefill: {maxNumSeqs: 4}`) and snake_case here.
 
 This module only describes and parses. Rules that relate several fields live in
@@ -213,7 +213,7 @@ UNPINNED = "main"
 
 class Weights(Section):
     """Where the engines' weights (the model and the EAGLE-3 draft) come from: a PVC someone loaded, or a
-    download by the stack into a volume it owns, before the engines start (see the README, Model weights)."""
+    download by the stack into a volume it owns, before the engines start (see docs/model-weights.md)."""
 
     source: Literal["pvc", "download"] = Field("pvc", description="`pvc`: the existing PVC `weights.pvc`, loaded beforehand (nothing created); `download`: the stack creates that PVC and a Job fills it before the engines start.")
     pvc: Dns1123Subdomain = Field("model-weights", description="PVC holding the Hugging Face cache (HF_HOME), mounted read-only by the engines.")
@@ -306,5 +306,5 @@ MOVED_KEYS = {
                                  "not a setting that can disagree with it)",
 }
 # Where the reader learns more about a moved key (by the section it was in).
-MOVED_KEYS_DOCS = {"storage": "the README, Model weights", "engine": "docs/consumers-engine.md"}
+MOVED_KEYS_DOCS = {"storage": "docs/model-weights.md", "engine": "docs/consumers-engine.md"}
 SECRET_KEYS = {"hfToken": "Hugging Face token (set with `pulumi config set --secret rebel100:hfToken`)."}

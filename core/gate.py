@@ -424,7 +424,7 @@ def rule_overrides(cfg: StackConfig) -> Iterable[Issue]:
                 continue
             problem = rules.literal_secret(env_name, str(value))
             if problem:
-                yield Issue(key(f"{name}.extraEnv.{env_name}"), problem)
+                yield Issue(key(f"{name}.extraEnv.{env_name}"), problem, "no-literal-secrets")
     for extra_key in cfg.kv_tier.extra_config:
         if extra_key in serving.EXTRA_CONFIG_FIELDS:
             field = serving.EXTRA_CONFIG_FIELDS[extra_key]

@@ -8,6 +8,7 @@ from typing import Optional
 
 from core import sizing
 
+PART_OF_LABEL = "app.kubernetes.io/part-of"  # the stack (`name`) an object belongs to
 ROLE_LABEL = "llm-d.ai/role"  # prefill / decode: what the router's filters and the pack read
 
 # Node labels the engines require (the Rebellions NPU operator sets them; the local site too).
@@ -34,3 +35,9 @@ def pool_names(stack_name: str, role: str, groups: int) -> list[tuple[Optional[s
     if groups == 1:
         return [(None, base)]
     return [(f"g{i}", f"{base}-g{i}") for i in range(groups)]
+
+
+def compile_cache_pvc_name(stack_name: str, role: str) -> str:
+    """The compile-cache PVC of a role (shared by its pools): written by the components, checked against the
+    live volume by the preflight (core/retained.py)."""
+    return f"{stack_name}-{role}-compile-cache"

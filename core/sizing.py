@@ -3,7 +3,7 @@
 Pure functions of plain values, with no Pulumi import, so that the config gate, the components,
 `python -m stacks plan` and the policy pack (which reads numbers back out of rendered resources)
 all compute a figure the same way. The figures of the reference design are asserted in
-`tests/components/test_sizing.py`.
+`tests/core/test_sizing.py` (each figure at its boundaries).
 """
 from __future__ import annotations
 

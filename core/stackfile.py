@@ -248,6 +248,18 @@ def program_config(explicit: Mapping[str, Any], environ: Optional[Mapping[str, s
     return merged
 
 
+def secrets_provider(path: pathlib.Path) -> Optional[str]:
+    """The stack file's `secretsprovider:` (e.g. `awskms://...`), None when it names none (the backend's default)."""
+    document = _document(path)
+    value = document.get("secretsprovider") if isinstance(document, dict) else None
+    return str(value) if value else None
+
+
+def environment(config: dict[str, str]) -> str:
+    """`rebel100:environment` of a read stack file, with the schema's default (prod) when unset."""
+    return config.get(f"{NAMESPACE}:environment") or StackConfig.model_fields["environment"].default
+
+
 def load_stack(path: pathlib.Path, name: str) -> StackConfig:
     """Read and check one stack file: StackFileError or ConfigError, else the typed config."""
     config, _ = read_config(path)

@@ -410,18 +410,16 @@ def _env_entries(container: dict) -> Iterable[dict]:
 
 
 def no_literal_secrets(manifests: list[dict], facts: Facts) -> list[Finding]:
-    """No env var named like a token, secret, password or API key holds a literal value (HF_TOKEN is
-    hf-token-secret-ref's)."""
+    """No env var named like a token, secret, password or API key holds a literal value: the rule is
+    `core.rules.literal_secret`, the config gate's too (HF_TOKEN is hf-token-secret-ref's)."""
     found = []
     for template in pod_templates(manifests):
         for container in template.containers():
             for entry in _env_entries(container):
                 name = str(entry.get("name") or "")
-                if name in hygiene.TOKEN_ENV or not rules.is_secret_name(name) or not str(entry.get("value") or ""):
+                if name in hygiene.TOKEN_ENV:
                     continue
-                found.append(Finding(template.resource,
-                    f"container {container.get('name')} env {name} is a literal value ({len(str(entry['value']))} "
-                    f"characters, not shown): its name says it is a secret, and a literal ends up in the stack state, "
-                    f"the rendered YAML and anyone's `kubectl get -o yaml`. Use valueFrom.secretKeyRef to a Secret "
-                    f"(or, if it is not a secret, rename it)."))
+                verdict = rules.literal_secret(name, str(entry.get("value") or ""))
+                if verdict:
+                    found.append(Finding(template.resource, f"container {container.get('name')} env {verdict}"))
     return found

@@ -4,9 +4,12 @@
   plan STACK [--json]               print devices, KV and the RDS memory budget
   check STACK | --manifests DIR     config gate + render + policy pack (see policy/); --format text|json|sarif
   validate PATH...                  strict schema check of rendered YAML (Kubernetes and the CRDs in crds/)
-  preflight STACK [--kubeconfig K]  will every engine pod fit the cluster's nodes and devices? (before `up`)
+  preflight STACK [--kubeconfig K]  will every engine pod fit the cluster's nodes and devices, and can the live
+                                    stack's retained volumes take the change? (before `up`)
   placement STACK [--kubeconfig K]  where the engine pods run, and their devices with NUMA nodes (after `up`)
   watch STACK --pid P [--grace S]   beside `pulumi up`: cancel it when a pod stays unschedulable for S seconds
+                                    (or the API server does not answer for --unreachable-grace seconds)
+  secrets STACK                     may this stack's secrets be written? (a prod stack: not under the built-in passphrase)
 
 STACK names `Pulumi.STACK.yaml` in the project; `--config-file FILE` reads any stack file instead.
 Exit status: 0 fine, 1 invalid configuration, a mandatory policy violation or a pod that fits no node,
@@ -82,20 +85,25 @@ def cmd_check(args) -> int:
 
 
 def cmd_preflight(args) -> int:
-    """Refuse, before anything is applied, a stack whose engine pods cannot all be placed on the site."""
+    """Refuse, before anything is applied, a stack whose engine pods cannot all be placed on the site, or a
+    change its retained volumes cannot take (core/retained.py)."""
     from core.placement import place
-    from stacks.site import SiteError, inventory, missing_weights_volume
+    from core.retained import live_stack_refusals
+    from stacks.site import SiteError, inventory, live_claims, missing_weights_volume
     _, name, cfg = load_stack(args)
     if cfg is None:
         return 1
     try:
         nodes = inventory(cfg, args.kubeconfig)
         no_weights = missing_weights_volume(cfg, args.kubeconfig)
+        claims, expandable = live_claims(cfg, args.kubeconfig)
     except SiteError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     placed, problems = place(cfg, nodes)
     problems += [no_weights] if no_weights else []
+    # Changes the live stack cannot take (its retained volumes), refused before anything is applied.
+    problems += live_stack_refusals(cfg, claims, expandable)
     for problem in problems:
         print(f"error: stack {name!r}: {problem}", file=sys.stderr)
     if problems:
@@ -123,7 +131,25 @@ def cmd_watch(args) -> int:
     _, _, cfg = load_stack(args)
     if cfg is None:
         return 1
-    return watch(cfg, args.kubeconfig, pid=args.pid, grace_seconds=args.grace)
+    return watch(cfg, args.kubeconfig, pid=args.pid, grace_seconds=args.grace, unreachable_seconds=args.unreachable_grace)
+
+
+def cmd_secrets(args) -> int:
+    """Refuse a prod stack whose secrets would sit under the project's built-in passphrase, or under none."""
+    import os
+    from core.secrets import refusal_for
+    path, name = _stack_path(args)
+    try:
+        config, _ = stackfile.read_config(path)
+        provider = stackfile.secrets_provider(path)
+    except stackfile.StackFileError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    refusal = refusal_for(name, stackfile.environment(config), provider, os.environ)
+    if refusal:
+        print(f"error: {refusal}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -133,7 +159,8 @@ def parser() -> argparse.ArgumentParser:
                            ("check", "run the config gate and the policy pack"),
                            ("preflight", "check, against a cluster, that every engine pod can be placed"),
                            ("placement", "print where the engine pods run and their devices"),
-                           ("watch", "beside `pulumi up`: cancel it when a pod of the stack stays unschedulable")):
+                           ("watch", "beside `pulumi up`: cancel it when a pod of the stack stays unschedulable"),
+                           ("secrets", "refuse a prod stack whose secrets would use the built-in passphrase")):
         cmd = sub.add_parser(name, help=helptext)
         cmd.add_argument("stack", nargs="?", help="stack name (Pulumi.STACK.yaml)")
         cmd.add_argument("--config-file", help="read this stack file instead of Pulumi.STACK.yaml")
@@ -146,6 +173,8 @@ def parser() -> argparse.ArgumentParser:
         if name == "watch":
             cmd.add_argument("--pid", type=int, required=True, help="process id of the running `pulumi up`")
             cmd.add_argument("--grace", type=float, default=120.0, help="seconds a pod may stay unschedulable (default 120)")
+            cmd.add_argument("--unreachable-grace", type=float, default=60.0,
+                             help="seconds the API server may not answer before the update is cancelled (default 60)")
         if name == "check":
             cmd.add_argument("--manifests", help="check this folder of Kubernetes YAML instead of a stack's render")
             cmd.add_argument("--environment", choices=["dev", "prod"], help="policy enforcement level for --manifests (default prod)")
@@ -165,7 +194,8 @@ def cmd_validate(args) -> int:
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     commands = {"render": cmd_render, "plan": cmd_plan, "check": cmd_check, "validate": cmd_validate,
-                "preflight": cmd_preflight, "placement": cmd_placement, "watch": cmd_watch}
+                "preflight": cmd_preflight, "placement": cmd_placement, "watch": cmd_watch,
+                "secrets": cmd_secrets}
     return commands[args.command](args)
 
 

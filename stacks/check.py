@@ -115,8 +115,9 @@ def run_check(args, stack: Optional[tuple[pathlib.Path, str]] = None) -> int:
     advisory = [v for v in violations if not v.mandatory]
     if output_format(args) == "sarif":
         from stacks import sarif
-        print(sarif.for_check(args, manifests, violations, config, environment=environment,
-                              policy_config=config_path, subject=subject))
+        print(sarif.for_check(manifests, violations, config, environment=environment, policy_config=config_path,
+                              subject=subject, manifests_dir=pathlib.Path(args.manifests) if args.manifests else None,
+                              stack_file=stack[0] if stack else None))
     elif output_format(args) == "json":
         print(json.dumps({
             "subject": subject, "environment": environment, "policyConfig": str(config_path), "objects": len(manifests),

@@ -4,19 +4,35 @@ Used by `__main__.py` under the real engine and by `python -m stacks render` und
 """
 from __future__ import annotations
 
+import os
+import pathlib
+
 import pulumi
 import pulumi.runtime.config as runtime_config
 
 from stacks import compose
+from core import stackfile
 from core.config import NAMESPACE
 from core.gate import ConfigError, load_config, warnings_for
 from core.stackfile import program_config
+from core.secrets import refusal_for
 
 
 def current_config() -> dict:
     """Every config key of the running stack (`namespace:key` -> text), as the engine passed it and
     `pulumi.Config` resolves it; the offline tools resolve a stack file's values with the same function."""
     return program_config(runtime_config.CONFIG.get())
+
+
+def refuse_unsafe_secrets() -> None:
+    """Under the real engine: a bare `pulumi up` of a prod stack under the built-in passphrase (or none) stops
+    here, before any resource is registered, as `scripts/up` does before it starts (core/secrets.py)."""
+    stack = pulumi.get_stack()
+    path = pathlib.Path.cwd() / f"Pulumi.{stack}.yaml"
+    provider = stackfile.secrets_provider(path) if path.exists() else None
+    refusal = refusal_for(stack, stackfile.environment(current_config()), provider, os.environ)
+    if refusal:
+        raise pulumi.RunError(refusal)
 
 
 def main() -> None:
@@ -28,5 +44,12 @@ def main() -> None:
     for advice in warnings_for(cfg):
         pulumi.log.warn(str(advice))
     token = pulumi.Config(NAMESPACE).get_secret("hfToken")
+    if token is not None and cfg.render_directory:
+        # The provider writes every object of a render-mode stack, a Secret's data included, to plain files.
+        pulumi.log.warn(f"rebel100:hfToken is set, but stack {pulumi.get_stack()!r} renders to "
+                        f"{cfg.render_directory}, which would hold the token in plain text: the Secret "
+                        f"{cfg.hf_token_secret} is not rendered. Create it where the render is applied: kubectl "
+                        f"create secret generic {cfg.hf_token_secret} --from-literal=token=... -n {cfg.namespace}")
+        token = None
     for name, value in compose.build(cfg, hf_token=token).items():
         pulumi.export(name, value)

@@ -164,16 +164,16 @@ def _relative(path: pathlib.Path, base: pathlib.Path) -> str:
         return str(path)
 
 
-def for_check(args, manifests: list[dict], violations: list, config: Mapping[str, Any], *, environment: str,
-              policy_config: pathlib.Path, subject: str) -> str:
-    """The SARIF text `python -m stacks check` prints for its arguments (see the module doc)."""
-    if args.manifests:
+def for_check(manifests: list[dict], violations: list, config: Mapping[str, Any], *, environment: str,
+              policy_config: pathlib.Path, subject: str, manifests_dir: Optional[pathlib.Path] = None,
+              stack_file: Optional[pathlib.Path] = None) -> str:
+    """The SARIF text `python -m stacks check` prints: results located in the files of `manifests_dir`,
+    or at the stack file `stack_file` of the rendered `manifests` (see the module doc)."""
+    if manifests_dir is not None:
         log = report(violations, config, environment=environment, policy_config=policy_config, subject=subject,
-                     objects=locate_objects(pathlib.Path(args.manifests)))
+                     objects=locate_objects(manifests_dir))
     else:
-        from stacks.__main__ import _stack_path
-        path, _ = _stack_path(args)
         log = report(violations, config, environment=environment, policy_config=policy_config, subject=subject,
-                     stack_file=path, rendered=manifests)
+                     stack_file=stack_file, rendered=manifests)
     return json.dumps(log, indent=2)
 

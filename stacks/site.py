@@ -14,8 +14,9 @@ import sys
 from typing import Any, Optional
 
 from core.config import StackConfig
-from core.labels import ROLE_LABEL
+from core.labels import PART_OF_LABEL, ROLE_LABEL
 from core.placement import NumaNode, SiteNode
+from core.retained import Claim, claim_of
 
 DRIVER_SELECTOR = re.compile(r"""device\.driver\s*==\s*["']([^"']+)["']""")
 
@@ -25,11 +26,16 @@ class SiteError(RuntimeError):
 
 
 def kubectl(kubeconfig: Optional[str], *args: str) -> Any:
-    command = ["kubectl", *(["--kubeconfig", kubeconfig] if kubeconfig else []), *args, "-o", "json"]
+    # A bound on each request: an API server that accepts connections but never answers (stopped, not
+    # exited) is an error here, not a hang.
+    command = ["kubectl", *(["--kubeconfig", kubeconfig] if kubeconfig else []), "--request-timeout=20s", *args,
+               "-o", "json"]
     try:
         proc = subprocess.run(command, capture_output=True, text=True, timeout=60)
     except FileNotFoundError:
         raise SiteError("kubectl is not on PATH") from None
+    except subprocess.TimeoutExpired:
+        raise SiteError(f"`{' '.join(command)}` did not finish in 60 s") from None
     if proc.returncode != 0:
         raise SiteError(f"`{' '.join(command)}` failed: {proc.stderr.strip()}")
     return json.loads(proc.stdout)
@@ -78,8 +84,22 @@ def missing_weights_volume(cfg: StackConfig, kubeconfig: Optional[str]) -> Optio
     if any(c["metadata"]["name"] == cfg.weights.pvc for c in claims):
         return None
     return (f"weights.source is pvc but namespace {cfg.namespace} has no PVC {cfg.weights.pvc}: every engine pod "
-            f"would stay Pending (persistentvolumeclaim \"{cfg.weights.pvc}\" not found). Pre-load the volume (README, "
-            f"Model weights), or set weights.source download.")
+            f"would stay Pending (persistentvolumeclaim \"{cfg.weights.pvc}\" not found). Pre-load the volume (docs/model-weights.md), "
+            f"or set weights.source download.")
+
+
+def live_claims(cfg: StackConfig, kubeconfig: Optional[str]) -> tuple[list[Claim], set[str]]:
+    """(the PVCs of the stack's namespace and this stack's PVCs in any namespace, the StorageClasses that
+    allow volume expansion): what core.retained checks a change of the retained volumes against."""
+    found = {}
+    for items in (kubectl(kubeconfig, "get", "persistentvolumeclaims", "-n", cfg.namespace)["items"],
+                  kubectl(kubeconfig, "get", "persistentvolumeclaims", "-A", "-l", f"{PART_OF_LABEL}={cfg.name}")["items"]):
+        for item in items:
+            claim = claim_of(item)
+            found[(claim.namespace, claim.name)] = claim
+    expandable = {c["metadata"]["name"] for c in kubectl(kubeconfig, "get", "storageclasses")["items"]
+                  if c.get("allowVolumeExpansion")}
+    return list(found.values()), expandable
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,7 +113,7 @@ class EnginePlacement:
 
 def placement(cfg: StackConfig, kubeconfig: Optional[str]) -> list[EnginePlacement]:
     """Where the engine pods run and which devices their claims were allocated, read back from the cluster."""
-    pods = kubectl(kubeconfig, "get", "pods", "-n", cfg.namespace, "-l", f"app.kubernetes.io/part-of={cfg.name},{ROLE_LABEL}")["items"]
+    pods = kubectl(kubeconfig, "get", "pods", "-n", cfg.namespace, "-l", f"{PART_OF_LABEL}={cfg.name},{ROLE_LABEL}")["items"]
     claims = {c["metadata"]["name"]: c for c in kubectl(kubeconfig, "get", "resourceclaims", "-n", cfg.namespace)["items"]}
     numa_of: dict[tuple[str, str, str], int] = {}
     for resource_slice in kubectl(kubeconfig, "get", "resourceslices")["items"]:
@@ -127,7 +147,7 @@ def format_placement(rows: list[EnginePlacement]) -> str:
 
 def unschedulable(cfg: StackConfig, kubeconfig: Optional[str]) -> dict[str, str]:
     """Pods of the stack the scheduler has marked Unschedulable, with its message."""
-    pods = kubectl(kubeconfig, "get", "pods", "-n", cfg.namespace, "-l", f"app.kubernetes.io/part-of={cfg.name}")["items"]
+    pods = kubectl(kubeconfig, "get", "pods", "-n", cfg.namespace, "-l", f"{PART_OF_LABEL}={cfg.name}")["items"]
     found = {}
     for pod in pods:
         for condition in (pod.get("status") or {}).get("conditions") or []:
@@ -137,26 +157,59 @@ def unschedulable(cfg: StackConfig, kubeconfig: Optional[str]) -> dict[str, str]
     return found
 
 
-def watch(cfg: StackConfig, kubeconfig: Optional[str], *, pid: int, grace_seconds: float, interval: float = 5.0) -> int:
-    """Beside a running `pulumi up` (process `pid`): when a pod of the stack has been Unschedulable for
-    `grace_seconds`, name it and the scheduler's reason, and cancel the update (SIGINT, as Ctrl-C does)
-    instead of letting the provider wait out the engines' hours-long rollout timeout. 0 when `up`
-    ended by itself, 3 when it was cancelled."""
+def cancel_update(pid: int, *, again_after: float = 30.0) -> None:
+    """Cancel `pulumi up` as Ctrl-C does (SIGINT: it finishes the steps in flight and unlocks the stack); when
+    it is still running `again_after` seconds later (a step waiting on a cluster that does not answer),
+    interrupt it again, which makes Pulumi stop at once (the next `scripts/up` clears what it left)."""
     import os
     import signal
     import time
 
+    os.kill(pid, signal.SIGINT)
+    deadline = time.monotonic() + again_after
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(1.0)
+    try:
+        os.kill(pid, signal.SIGINT)
+    except ProcessLookupError:
+        pass
+
+
+def watch(cfg: StackConfig, kubeconfig: Optional[str], *, pid: int, grace_seconds: float,
+          unreachable_seconds: float = 60.0, interval: float = 5.0) -> int:
+    """Beside a running `pulumi up` (process `pid`): when a pod of the stack has been Unschedulable for
+    `grace_seconds`, name it and the scheduler's reason, and cancel the update (SIGINT, as Ctrl-C does)
+    instead of letting the provider wait out the engines' hours-long rollout timeout. Likewise when the
+    cluster's API server has not answered for `unreachable_seconds` (the provider retries for as long as the
+    engines' budget). 0 when `up` ended by itself, 3 when it was cancelled for a pod, 4 for the API server."""
+    import os
+    import time
+
     first_seen: dict[str, float] = {}
+    unreachable_since: Optional[float] = None
     while True:
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
             return 0
+        now = time.monotonic()
         try:
             pending = unschedulable(cfg, kubeconfig)
-        except SiteError:
+            unreachable_since = None
+        except SiteError as error:
             pending = {}
-        now = time.monotonic()
+            unreachable_since = now if unreachable_since is None else unreachable_since
+            if now - unreachable_since >= unreachable_seconds:
+                print(f"error: the cluster is unreachable: its API server has not answered for {unreachable_seconds:g} s "
+                      f"({str(error).splitlines()[-1][:300]})", file=sys.stderr)
+                print("error: cancelling `pulumi up` (start the API server again, then run scripts/up again: it "
+                      "resumes the update)", file=sys.stderr)
+                cancel_update(pid)
+                return 4
         first_seen = {pod: first_seen.get(pod, now) for pod in pending}
         stuck = {pod: pending[pod] for pod, since in first_seen.items() if now - since >= grace_seconds}
         if stuck:
@@ -165,6 +218,6 @@ def watch(cfg: StackConfig, kubeconfig: Optional[str], *, pid: int, grace_second
                       file=sys.stderr)
             print("error: cancelling `pulumi up` (the scheduler will not place these pods; see `python -m stacks "
                   "preflight`)", file=sys.stderr)
-            os.kill(pid, signal.SIGINT)
+            cancel_update(pid)
             return 3
         time.sleep(interval)

@@ -20,12 +20,12 @@ import pathlib
 import sys
 from typing import Any, Iterator, Optional
 
-import jsonschema
-import kubernetes_validate
 import yaml
-from kubernetes_validate import utils as kv_utils
 
 from core.stackfile import PROJECT_ROOT
+
+# jsonschema and kubernetes-validate are imported inside the functions that use them: every command of
+# `python -m stacks` builds its parser with `add_arguments` below, and only `validate` needs them.
 
 CRD_DIR = PROJECT_ROOT / "crds"
 DEFAULT_K8S_VERSION = "1.34.0"
@@ -162,15 +162,20 @@ def _path(parts) -> str:
 
 def bundled_versions() -> list[str]:
     """The Kubernetes minor versions whose schemas kubernetes-validate bundles (1.25 ... 1.37 in 1.37.0)."""
+    from kubernetes_validate import utils as kv_utils
     return sorted({kv_utils.major_minor(v) for v in kv_utils.all_versions()}, key=lambda v: tuple(map(int, v.split("."))))
 
 
 def supported(k8s_version: str) -> bool:
+    from kubernetes_validate import utils as kv_utils
     return kv_utils.major_minor(k8s_version.removeprefix("v")) in bundled_versions()
 
 
 def validate_object(doc: dict, crds: dict, k8s_version: str = DEFAULT_K8S_VERSION) -> tuple[str, list[str]]:
     """(status, errors) of one object; `k8s_version` must be `supported`."""
+    import jsonschema
+    import kubernetes_validate
+    from kubernetes_validate import utils as kv_utils
     key = (doc["apiVersion"], doc["kind"])
     if key in crds:
         body = apply_defaults(crds[key], copy.deepcopy({k: v for k, v in doc.items() if k != "metadata"}))
@@ -224,6 +229,7 @@ def run(args) -> int:
         print(f"error: no such file or folder: {', '.join(missing)}", file=sys.stderr)
         return 2
     if not supported(args.k8s_version):
+        import kubernetes_validate
         print(f"error: kubernetes-validate {kubernetes_validate.__version__} has no schemas for Kubernetes "
               f"{args.k8s_version} (it has {', '.join(bundled_versions())})", file=sys.stderr)
         return 2

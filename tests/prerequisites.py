@@ -2,6 +2,7 @@
 when they are missing: skip, unless REBEL100_REQUIRE_E2E=1 (set by .ci/run), which makes that a failure."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 from typing import Optional
@@ -14,6 +15,15 @@ def checked_dir(*command: str) -> Optional[str]:
     proc = subprocess.run(list(command), capture_output=True, text=True)
     lines = proc.stdout.strip().splitlines()
     return lines[-1] if proc.returncode == 0 and lines else None
+
+
+def importable(*modules: str) -> Optional[str]:
+    """The modules' names when every one of them can be imported, else None (for `require`)."""
+    try:
+        found = all(importlib.util.find_spec(module) is not None for module in modules)
+    except ModuleNotFoundError:  # a parent package of a dotted name is missing
+        found = False
+    return ", ".join(modules) if found else None
 
 
 def require(found: Optional[str], message: str) -> str:

@@ -1,5 +1,6 @@
-"""The layer contracts of `.importlinter` hold, and they can fail: a deliberately upward import in a
-copy of the project breaks them. And pyflakes finds no unused import or undefined name."""
+"""The layer contracts of `.importlinter` hold, and they can fail: a deliberately upward import, or an
+import cycle between two modules, in a copy of the project breaks them. And pyflakes finds no unused
+import or undefined name."""
 from __future__ import annotations
 
 import pathlib
@@ -48,6 +49,16 @@ def test_pulumi_in_core_breaks_its_purity(tmp_path):
     sizing.write_text(sizing.read_text() + "\nimport pulumi  # noqa: E402,F401 - deliberately wrong\n")
     proc = lint(root)
     assert proc.returncode == 1 and "core imports no Pulumi SDK BROKEN" in proc.stdout
+
+
+def test_an_import_cycle_between_modules_breaks_the_contract(tmp_path):
+    """stacks.check imports stacks.sarif (inside a function, which counts too); an import back is a cycle."""
+    root = copy_project(tmp_path)
+    sarif = root / "stacks" / "sarif.py"
+    sarif.write_text(sarif.read_text() + "\nfrom stacks.check import run_check  # noqa: E402,F401 - deliberately wrong\n")
+    proc = lint(root)
+    assert proc.returncode == 1
+    assert "no import cycle between the modules of a layer BROKEN" in proc.stdout, proc.stdout
 
 
 def test_no_unused_imports_or_undefined_names():

@@ -45,6 +45,16 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 )
 
+// runBootstrap starts pulumi-language-python-exec with SIGINT ignored. A Ctrl-C in a terminal reaches every
+// process of the CLI's group, and the CLI stops a plugin with SIGINT to the plugin's group (this host and
+// the program): either raised KeyboardInterrupt inside the exec script's loop.run_until_complete, which
+// does not catch it, and printed a Python traceback in the middle of a cancelled update. The program is
+// stopped by this host instead, with SIGTERM (see Run).
+const runBootstrap = `import runpy, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")`
+
 const (
 	execScript = "pulumi-language-python-exec" // must sit next to this binary
 	// Exit code the exec script uses after it already printed a user-facing error.
@@ -347,7 +357,7 @@ func (host *pythonLanguageHost) Run(ctx context.Context, req *pulumirpc.RunReque
 		return nil, err
 	}
 
-	args := []string{host.exec}
+	args := []string{"-c", runBootstrap, host.exec}
 	add := func(k, v string) {
 		if v != "" {
 			args = append(args, "--"+k, v)
@@ -401,8 +411,9 @@ func (host *pythonLanguageHost) Run(ctx context.Context, req *pulumirpc.RunReque
 	if err != nil {
 		return nil, err
 	}
+	// SIGTERM: the program ignores SIGINT (runBootstrap), and Python's default for SIGTERM ends it quietly.
 	cmd.Cancel = func() error {
-		if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			return cmd.Process.Kill()
 		}
 		return nil
@@ -434,6 +445,10 @@ func (host *pythonLanguageHost) Run(ctx context.Context, req *pulumirpc.RunReque
 		// Python may die before flushing; make sure the engine sees what it wrote.
 		contract.IgnoreError(os.Stdout.Sync())
 		contract.IgnoreError(os.Stderr.Sync())
+		if runCtx.Err() != nil {
+			// Stopped because the update was cancelled: the engine says so; no second message.
+			return &pulumirpc.RunResponse{Bail: true}, nil
+		}
 		var exitErr *exec.ExitError
 		if errors.As(err, &exitErr) {
 			if status, ok := exitErr.Sys().(syscall.WaitStatus); ok {

@@ -1,6 +1,12 @@
 """`scripts/up prod-4p4d` with the real Pulumi engine, provider and pack on the local control plane:
 admitted by the API server, placed by the scheduler through DRA, updated, drifted, refused,
-replaced and destroyed, each asserted from the API. The tests run in order on one deployment.
+replaced and destroyed, each asserted from the API.
+
+The tests share one deployment (an `up` takes minutes) but none depends on another having run: each asks
+the `deployed` fixture for the baseline deployment (the stack file as copied, engines Ready after
+READY_DELAY), which deploys it only when the site is not in that state already, and fails the test's
+setup with its own message when it cannot. So each test runs alone (`pytest ...::test_g_...`), in any
+order, and a failure names its own cause instead of cascading into the tests after it.
 """
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ import datetime
 import json
 import subprocess
 import time
+from typing import Optional
 
 import pytest
 import yaml
@@ -23,20 +30,81 @@ NS = "rebel100"
 ROLE = "llm-d.ai/role"
 NUMA = "resource.kubernetes.io/numaNode"
 READY_DELAY = "3s"  # kwok's Running -> Ready delay for the engines (a compile, scaled down)
+BASELINE_REPLICAS = {"minimax-m27-epp": 1, "minimax-m27-prefill": 4, "minimax-m27-decode": 4}
+
+
+class Site:
+    """The copy of the project deployed to the local cluster, and what is known to be deployed there."""
+
+    def __init__(self, project: Project, cluster: LocalCluster):
+        self.project = project
+        self.cluster = cluster
+        self.baseline = stack_document(project)
+        # The stack file's config of the last `up` that succeeded; None when nothing (or not known what) is deployed.
+        self.deployed: Optional[dict] = None
+
+    def reset_config(self) -> None:
+        write_stack_document(self.project, self.baseline)
+
+    def up(self) -> subprocess.CompletedProcess:
+        """`scripts/up` with the stack file as it is now; remembers what it deployed when it succeeded."""
+        self.deployed = None
+        proc = up(self.project)
+        if proc.returncode == 0:
+            self.deployed = stack_document(self.project)["config"]
+        return proc
+
+    def at_baseline(self) -> Optional[str]:
+        """None when the baseline is deployed and healthy, else what differs."""
+        if self.deployed != self.baseline["config"]:
+            return "the last successful `up` was not of the baseline stack file"
+        replicas = deployment_replicas(self.cluster)
+        if replicas != BASELINE_REPLICAS:
+            return f"deployments {replicas}, expected {BASELINE_REPLICAS}"
+        pods = engines(self.cluster)
+        if len(pods) != 8 or not all(ready(p) for p in pods):
+            return f"{len(pods)} engine pods, {sum(ready(p) for p in pods)} Ready, expected 8 Ready"
+        return None
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory, local_cluster: LocalCluster) -> tuple[Project, LocalCluster]:
+def site(tmp_path_factory, local_cluster: LocalCluster) -> Site:
     toolchain = require(toolchain_dir(), "no Pulumi toolchain (run `make toolchain`)")
     project = copy_project(tmp_path_factory.mktemp("cluster-deploy") / "project", toolchain)
     project.env.update(KUBECONFIG=str(local_cluster.kubeconfig),
                        PATH=f"{local_cluster.bin_dir}:{project.env['PATH']}",
                        REBEL100_UNSCHEDULABLE_GRACE="15")
     set_config(project, "rebel100:engine", {"podAnnotations": {"rebel100.local/ready-delay": READY_DELAY}})
-    yield project, local_cluster
+    yield Site(project, local_cluster)
     # Free the site's NUMA slots for the other cluster tests, whatever happened above.
     project.pulumi("destroy", "-s", STACK, "--yes", timeout=600)
     local_cluster.kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=true", timeout=300, check=False)
+
+
+@pytest.fixture
+def deployed(site: Site) -> tuple[Project, LocalCluster]:
+    """The precondition of every test but the first up: the baseline stack file, deployed and Ready. Deploys it
+    only when the site is not in that state (nothing deployed yet, or an earlier test changed or broke it)."""
+    site.reset_config()
+    differs = site.at_baseline()
+    if differs:
+        proc = site.up()
+        if proc.returncode != 0:
+            pytest.fail(f"precondition: the baseline deployment of {STACK} ({differs}) failed, `scripts/up` exit "
+                        f"{proc.returncode}:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}", pytrace=False)
+        differs = site.at_baseline()
+        if differs:
+            pytest.fail(f"precondition: after `scripts/up` the baseline deployment of {STACK} is not healthy: "
+                        f"{differs}", pytrace=False)
+    return site.project, site.cluster
+
+
+def stack_document(project: Project) -> dict:
+    return yaml.safe_load((project.root / f"Pulumi.{STACK}.yaml").read_text())
+
+
+def write_stack_document(project: Project, document: dict) -> None:
+    (project.root / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump(document))
 
 
 def set_config(project: Project, key: str, value) -> None:
@@ -92,8 +160,10 @@ def deployment_replicas(cluster: LocalCluster) -> dict[str, int]:
 
 
 def test_a_up_places_every_engine_through_dra(site):
-    project, cluster = site
-    proc = up(project)
+    """`up` of the baseline stack file: from nothing when it runs first, or putting back what another test left."""
+    cluster = site.cluster
+    site.reset_config()
+    proc = site.up()
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     pods = engines(cluster)
     roles = [p["metadata"]["labels"][ROLE] for p in pods]
@@ -111,17 +181,17 @@ def test_a_up_places_every_engine_through_dra(site):
     assert "npu: npu-" in proc.stdout and "(NUMA " in proc.stdout  # the placement read back, printed
 
 
-def test_b_second_up_changes_nothing(site):
-    project, _ = site
+def test_b_second_up_changes_nothing(site, deployed):
+    project, _ = deployed
     proc = project.pulumi("preview", "-s", STACK, "--expect-no-changes", "--refresh")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
 
 
-def test_c_image_bump_rolls_prefill_then_decode(site):
-    project, cluster = site
+def test_c_image_bump_rolls_prefill_then_decode(site, deployed):
+    project, cluster = deployed
     before = {p["metadata"]["name"] for p in engines(cluster)}
     set_config(project, "rebel100:engine", {"image": "rebellions/vllm-rbln:0.10.3"})
-    proc = up(project)
+    proc = site.up()
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = proc.stdout.split("Resources:")[-1]
     assert "2 updated" in summary and "created" not in summary and "deleted" not in summary, summary
@@ -134,27 +204,28 @@ def test_c_image_bump_rolls_prefill_then_decode(site):
     assert decode_created >= prefill_ready, (prefill_ready, decode_created)
 
 
-def test_d_drift_is_reported_and_undone(site):
-    project, cluster = site
+def test_d_drift_is_reported_and_undone(site, deployed):
+    project, cluster = deployed
     cluster.kubectl("scale", "deployment/minimax-m27-decode", "--replicas=2", f"--namespace={NS}")
     preview = project.pulumi("preview", "-s", STACK, "--refresh", "--diff")
     assert preview.returncode == 0, preview.stderr
     assert "minimax-m27-decode" in preview.stdout and "replicas" in preview.stdout, preview.stdout[-3000:]
-    proc = up(project)
+    proc = site.up()
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert deployment_replicas(cluster)["minimax-m27-decode"] == 4
     assert len([p for p in engines(cluster) if p["metadata"]["labels"][ROLE] == "decode"]) == 4
 
 
-def test_e_a_stack_that_cannot_be_placed_is_refused_before_apply(site):
-    project, cluster = site
+def test_e_a_stack_that_cannot_be_placed_is_refused_before_apply(site, deployed):
+    project, cluster = deployed
     files = [f for f in (project.root / ".pulumi-state").rglob(f"{STACK}.json")]
     state = files[0].read_bytes()
+    deployed_before = site.deployed
     set_config(project, "rebel100:hardware", None)  # nodes unset: the gate cannot know
     set_config(project, "rebel100:prefill", {"replicas": 5})
     set_config(project, "rebel100:decode", {"replicas": 5})
     started = time.monotonic()
-    proc = up(project)
+    proc = site.up()
     took = time.monotonic() - started
     set_config(project, "rebel100:prefill", {"replicas": 4})
     set_config(project, "rebel100:decode", {"replicas": 4})
@@ -163,20 +234,21 @@ def test_e_a_stack_that_cannot_be_placed_is_refused_before_apply(site):
     assert "minimax-m27-prefill pod 5" in proc.stderr and "already runs a prefill pod" in proc.stderr, proc.stderr
     assert took < 120
     assert files[0].read_bytes() == state
-    assert deployment_replicas(cluster) == {"minimax-m27-epp": 1, "minimax-m27-prefill": 4, "minimax-m27-decode": 4}
+    assert deployment_replicas(cluster) == BASELINE_REPLICAS
+    site.deployed = deployed_before  # refused before apply: what was deployed still is
 
 
-def test_e2_a_pod_the_scheduler_refuses_during_up_cancels_it(site):
+def test_e2_a_pod_the_scheduler_refuses_during_up_cancels_it(site, deployed):
     """Cordoned nodes are not in the preflight's inventory check; the watch beside `pulumi up` names
     the pending pod and the scheduler's reason, and cancels the update within its grace."""
-    project, cluster = site
+    project, cluster = deployed
     nodes = [n["metadata"]["name"] for n in cluster.get("nodes")]
     for node in nodes:
         cluster.kubectl("cordon", node)
     try:
         set_config(project, "rebel100:engine", {"image": "rebellions/vllm-rbln:0.10.4"})
         started = time.monotonic()
-        proc = up(project)
+        proc = site.up()
         took = time.monotonic() - started
     finally:
         for node in nodes:
@@ -184,16 +256,16 @@ def test_e2_a_pod_the_scheduler_refuses_during_up_cancels_it(site):
     assert proc.returncode != 0, proc.stdout[-2000:]
     assert "has been unschedulable for 15 s" in proc.stderr and "unschedulable" in proc.stderr.lower(), proc.stderr[-3000:]
     assert took < 300
-    again = up(project)  # the nodes are back: the same change now rolls out
+    again = site.up()  # the nodes are back: the same change now rolls out
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert {c["image"] for p in engines(cluster) for c in p["spec"]["containers"]} == {"rebellions/vllm-rbln:0.10.4"}
 
 
-def test_f_a_slow_engine_is_waited_for(site):
-    project, cluster = site
+def test_f_a_slow_engine_is_waited_for(site, deployed):
+    project, cluster = deployed
     set_config(project, "rebel100:engine", {"podAnnotations": {"rebel100.local/ready-delay": "20s"}})
     started = time.monotonic()
-    proc = up(project)
+    proc = site.up()
     took = time.monotonic() - started
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     pods = engines(cluster)
@@ -205,11 +277,11 @@ def test_f_a_slow_engine_is_waited_for(site):
     assert took >= 40, took  # prefill's 20 s, then decode's 20 s: one pool at a time, each waited for
 
 
-def test_h_an_immutable_claim_change_replaces_cleanly(site):
-    project, cluster = site
+def test_g_an_immutable_claim_change_replaces_cleanly(site, deployed):
+    project, cluster = deployed
     set_config(project, "rebel100:engine", {"podAnnotations": {"rebel100.local/ready-delay": READY_DELAY}})
     set_config(project, "rebel100:hardware", {"rdmaNicsPerPod": 1})
-    proc = up(project)
+    proc = site.up()
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "replaced" in proc.stdout.split("Resources:")[-1], proc.stdout[-2000:]
     templates = {t["metadata"]["name"]: t for t in cluster.get("resourceclaimtemplates", namespace=NS)}
@@ -220,8 +292,9 @@ def test_h_an_immutable_claim_change_replaces_cleanly(site):
         assert sorted(request for request, _ in devices) == ["npu"] * 4 + ["rdma"], (pod, devices)
 
 
-def test_g_destroy_keeps_only_the_data_volumes(site):
-    project, cluster = site
+def test_h_destroy_keeps_only_the_data_volumes(site, deployed):
+    project, cluster = deployed
+    site.deployed = None
     proc = project.pulumi("destroy", "-s", STACK, "--yes", timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     left = json.loads(cluster.kubectl("get", "all,configmaps,resourceclaimtemplates,pvc,networkpolicies,poddisruptionbudgets",

@@ -69,3 +69,84 @@ def test_other_namespaces_and_the_secret_are_ignored():
 def test_scalars_arrive_as_text():
     cfg = load_config({"rebel100:environment": "dev", "rebel100:renderDirectory": "build/x"})
     assert cfg.environment == "dev" and cfg.render_directory == "build/x"
+
+
+# --- the wording of schema errors, each part by hand ----------------------------------------------
+
+def test_unknown_key_without_a_close_match_lists_the_valid_keys_only():
+    found = problems({"rebel100:kvTier": '{"zzzz": 1}'})
+    assert found == ["rebel100:kvTier.zzzz: unknown key. Valid keys here: chunkSize, cpuSizeGib, enableKvEvents, "
+                     "extraConfig, hashAlgorithm, mode, rdsChunkOverheadMib, rdsDrives, rdsMaxChunks, stagingBufferMib."]
+
+
+def test_secret_keys_are_valid_at_the_top_level_only():
+    top = problems({"rebel100:zzzz": "1"})[0]
+    assert "hfToken" in top.split("Valid keys here: ")[1]
+    nested = problems({"rebel100:decode": '{"zzzz": 1}'})[0]
+    assert "hfToken" not in nested and "maxNumSeqs" in nested
+
+
+def test_every_unknown_key_is_reported():
+    found = problems({"rebel100:decode": '{"zzzz": 1, "yyyy": 2}', "rebel100:prefil": "{}"})
+    assert sorted(f.split(":", 2)[1] for f in found) == ["decode.yyyy", "decode.zzzz", "prefil"]
+
+
+def test_bounds_of_a_nested_section_and_list_positions():
+    found = problems({"rebel100:decode": '{"sidecar": {"port": 80}, "extraArgs": [1]}',
+                      "rebel100:kvTier": '{"rdsChunkOverheadMib": 0}'})
+    text = "\n".join(found)
+    assert "rebel100:decode.sidecar.port: 80 is not valid: Input should be greater than or equal to 1024. " \
+           "(allowed: >= 1024 and <= 65000)" in text
+    assert "rebel100:decode.extraArgs[0]: 1 is not valid: Input should be a valid string." in text
+    assert "rebel100:kvTier.rdsChunkOverheadMib: 0 is not valid: Input should be greater than 0. (allowed: > 0)" in text
+
+
+def test_a_field_without_bounds_says_no_allowed_range():
+    found = problems({"rebel100:engine": '{"subBlockCache": "maybe"}', "rebel100:decode": '{"extraArgs": "--x"}'})
+    assert sorted(found) == ["rebel100:decode.extraArgs: '--x' is not valid: Input should be a valid list.",
+                             "rebel100:engine.subBlockCache: 'maybe' is not valid: Input should be a valid boolean, "
+                             "unable to interpret input."]
+
+
+def test_allowed_text_of_each_bound_and_pattern():
+    from typing import Literal, Optional
+
+    from pydantic import BaseModel, Field
+
+    from core.gate import _allowed
+
+    class Bounds(BaseModel):
+        open_range: float = Field(1.0, gt=0, lt=2)
+        closed_range: int = Field(1, ge=1, le=8)
+        revision: str = Field("a", pattern=r"^[a-z]+$")
+        choice: Optional[Literal["x", "y"]] = None
+        free: str = "s"
+
+    fields = Bounds.model_fields
+    assert _allowed(fields["open_range"]) == "allowed: > 0 and < 2"
+    assert _allowed(fields["closed_range"]) == "allowed: >= 1 and <= 8"
+    assert _allowed(fields["revision"]) == "allowed: matching ^[a-z]+$"
+    assert _allowed(fields["choice"]) == "allowed: 'x', 'y'"
+    assert _allowed(fields["free"]) == ""
+    assert _allowed(None) == ""
+
+
+def test_bounds_of_a_section_two_levels_down():
+    found = problems({"rebel100:engine": '{"speculative": {"numSpeculativeTokens": 99}}'})
+    assert found == ["rebel100:engine.speculative.numSpeculativeTokens: 99 is not valid: Input should be less than or "
+                     "equal to 16. (allowed: >= 1 and <= 16)"]
+
+
+def test_a_value_inside_a_mapping_has_no_section():
+    from core.gate import _field_info, _field_models
+
+    assert _field_models(StackConfig, ("prefill", "extraEnv")) is None  # a dict, not a section
+    assert _field_models(StackConfig, ("prefill", "extraEnv", "X")) is None
+    assert _field_info(StackConfig, ("prefill", "extraEnv", "X")) is None
+    assert problems({"rebel100:prefill": '{"extraEnv": {"X": 1}}'}) == [
+        "rebel100:prefill.extraEnv.X: 1 is not valid: Input should be a valid string."]
+
+
+def test_unknown_key_two_levels_down_lists_that_sections_keys():
+    assert problems({"rebel100:engine": '{"speculative": {"zzzz": 1}}'}) == [
+        "rebel100:engine.speculative.zzzz: unknown key. Valid keys here: method, model, numSpeculativeTokens."]

@@ -1,4 +1,8 @@
-"""The figures of the reference design, computed by core.sizing."""
+"""The figures of the reference design, computed by core.sizing, and each figure at its boundaries.
+
+Every expected number is written by hand (the arithmetic in a comment beside it), never computed by
+the function under test.
+"""
 import pytest
 
 from core import sizing
@@ -26,10 +30,6 @@ def test_rank_ports():
 
 def test_rds_tokens_per_rank_default():
     assert sizing.rds_tokens_per_rank(1000, 4096) == 4_096_000
-
-
-def test_decode_capacity_figure_is_69_blocks():
-    assert 69 * 4096 == 282_624
 
 
 def test_prefix_reuse_unit():
@@ -76,3 +76,147 @@ def test_parse_quantity(text, value):
 @pytest.mark.parametrize("version,reads", [("0.12.0", True), ("0.13.1rc2", True), ("0.11.9", False), ("v0.12", True), (None, None)])
 def test_lmcache_reads_rds_max_chunks(version, reads):
     assert sizing.lmcache_reads_rds_max_chunks(version) is reads
+
+
+# --- each figure at its boundaries -----------------------------------------------------------------
+
+@pytest.mark.parametrize("tp, pp, dp_local, devices", [
+    (1, 1, 1, 1), (4, 1, 1, 4), (1, 4, 1, 4), (1, 1, 4, 4), (2, 2, 2, 8), (2, 3, 1, 6),
+])
+def test_devices_per_pod_is_the_product(tp, pp, dp_local, devices):
+    assert sizing.devices_per_pod(tp, pp, dp_local) == devices
+
+
+def test_rank_ports_of_no_rank_is_empty():
+    assert sizing.rank_ports(8200, 0) == []
+
+
+@pytest.mark.parametrize("dtype, per_token", [
+    ("fp8", 126_976), ("fp8_e4m3", 126_976), ("fp8_e5m2", 126_976),  # 2 x 62 x 8 x 128 x 1 B
+    ("auto", 253_952), ("bfloat16", 253_952),  # x 2 B
+    ("float32-unknown", 253_952),  # an unknown dtype counts 2 B, vLLM's default
+])
+def test_kv_bytes_per_token_by_dtype(dtype, per_token):
+    assert sizing.kv_bytes_per_token(62, 8, 128, dtype) == per_token
+
+
+def test_kv_bytes_per_token_counts_every_factor():
+    assert sizing.kv_bytes_per_token(1, 1, 1, "fp8") == 2  # K and V
+    assert sizing.kv_bytes_per_token(3, 5, 7, "fp8") == 210  # 2 x 3 x 5 x 7
+
+
+def test_rds_tokens_per_rank_small():
+    assert sizing.rds_tokens_per_rank(1, 256) == 256
+    assert sizing.rds_tokens_per_rank(3, 4096) == 12_288
+
+
+def test_rds_budget_at_exact_equality_fits():
+    """Section 5: 2176 chunks x 2 MiB x 2 drives + 512 MiB staging = 9216 MiB, and 36 GiB = 36864 MiB x
+    (1 - 0.75) = 9216 MiB: equal is within budget (`<=`), one chunk more (9220 MiB) is not."""
+    budget = target_budget(rds_max_chunks=2176, gpu_memory_utilization=0.75)
+    assert budget.free_mib == 9216 and budget.chunks_mib == 8704 and budget.used_mib == 9216
+    assert budget.fits and budget.headroom_mib == 0
+    assert budget.max_chunks_that_fit == 2176  # (9216 - 512) // 4
+    assert budget.max_utilization_that_fits == 0.75  # 1 - 9216 / 36864
+    over = target_budget(rds_max_chunks=2177, gpu_memory_utilization=0.75)
+    assert over.used_mib == 9220 and not over.fits and over.headroom_mib == -4
+    assert over.max_chunks_that_fit == 2176
+    assert over.max_utilization_that_fits == 0.74  # floor(100 x (1 - 9220 / 36864)) / 100 = floor(74.98) / 100
+
+
+def test_rds_budget_keeps_its_inputs():
+    budget = target_budget(rds_max_chunks=7, chunk_overhead_mib=1.5, drives=3, staging_mib=10.0,
+                           hbm_per_chiplet_gib=2.0, gpu_memory_utilization=0.5)
+    assert (budget.rds_max_chunks, budget.chunk_overhead_mib, budget.drives, budget.staging_mib) == (7, 1.5, 3, 10.0)
+    assert budget.gpu_memory_utilization == 0.5
+    assert budget.chiplet0_mib == 2048 and budget.free_mib == 1024  # 2 GiB x (1 - 0.5)
+    assert budget.chunks_mib == 31.5 and budget.used_mib == 41.5  # 7 x 1.5 x 3 + 10
+    assert budget.headroom_mib == 982.5
+    assert budget.max_chunks_that_fit == 225  # (1024 - 10) // 4.5 = 225.3
+
+
+def test_rds_budget_without_drives_fits_no_chunk():
+    budget = target_budget(drives=0)
+    assert budget.chunks_mib == 0 and budget.max_chunks_that_fit == 0
+
+
+def test_rds_budget_whose_staging_exceeds_free_fits_no_chunk():
+    budget = target_budget(staging_mib=8000.0)  # 8000 > 7372.8 on its own
+    assert budget.max_chunks_that_fit == 0
+    assert budget.max_utilization_that_fits == 0.67  # floor(100 x (1 - 12000 / 36864)) / 100 = floor(67.4) / 100
+
+
+def test_rds_budget_larger_than_the_chiplet_leaves_no_utilization():
+    budget = target_budget(rds_max_chunks=10_000)  # 40,512 MiB > 36,864 MiB
+    assert budget.max_utilization_that_fits == 0.0
+
+
+def test_rds_budget_as_output_rounds_to_one_decimal():
+    assert target_budget().as_output() == {
+        "chiplet0MiB": 36864.0, "gpuMemoryUtilization": 0.8, "freeMiB": 7372.8, "chunksMiB": 4000.0,
+        "stagingMiB": 512.0, "usedMiB": 4512.0, "headroomMiB": 2860.8,  # 7372.8 - 4512
+    }
+
+
+def test_rds_budget_as_output_rounds_every_figure_to_one_decimal():
+    budget = target_budget(rds_max_chunks=1, chunk_overhead_mib=1.33, drives=1, staging_mib=10.26,
+                           hbm_per_chiplet_gib=1.00015, gpu_memory_utilization=0.5)
+    assert budget.as_output() == {
+        "chiplet0MiB": 1024.2,  # 1.00015 GiB = 1024.1536 MiB
+        "gpuMemoryUtilization": 0.5,
+        "freeMiB": 512.1,  # x (1 - 0.5) = 512.0768
+        "chunksMiB": 1.3,  # 1 x 1.33 x 1
+        "stagingMiB": 10.3,  # 10.26
+        "usedMiB": 11.6,  # 1.33 + 10.26 = 11.59
+        "headroomMiB": 500.5,  # 512.0768 - 11.59 = 500.4868
+    }
+
+
+def test_rds_budget_lines_as_the_plan_prints_them():
+    assert target_budget().lines() == [
+        ("chiplet-0 HBM", "36,864 MiB"),
+        ("left by --gpu-memory-utilization", "7,372.8 MiB (x (1 - 0.8))"),
+        ("RDS chunk index", "4,000 MiB (1000 chunks x 2 MiB x 2 drives)"),
+        ("staging buffer", "512 MiB"),
+        ("used", "4,512.0 MiB"),
+        ("headroom", "2,860.8 MiB (fits)"),
+    ]
+    assert target_budget(rds_max_chunks=4000).lines()[-1] == ("headroom", "-9,139.2 MiB (OVER BUDGET)")  # 7372.8 - 16512
+
+
+@pytest.mark.parametrize("threshold, startup, rollout", [
+    (0, 15, 315),  # 15 s initial delay, + 300 s margin
+    (1, 45, 345),  # 15 + 30
+    (320, 9615, 9915),  # 15 + 30 x 320: VLLM_ENGINE_READY_TIMEOUT_S 9600 and one period more
+])
+def test_startup_and_rollout_budgets(threshold, startup, rollout):
+    assert sizing.startup_budget_seconds(threshold) == startup
+    assert sizing.rollout_timeout_seconds(threshold) == rollout
+
+
+@pytest.mark.parametrize("text, value", [
+    ("1Ki", 1024), ("1Mi", 1024**2), ("1Gi", 1024**3), ("1Ti", 1024**4), ("1Pi", 1024**5),
+    ("2k", 2000), ("3M", 3e6), ("4G", 4e9), ("5T", 5e12), ("6P", 6e15), ("250m", 0.25),
+    ("1.5Gi", 1.5 * 1024**3), (" 32 ", 32.0), ("0", 0.0),
+])
+def test_parse_quantity_every_suffix(text, value):
+    assert sizing.parse_quantity(text) == value
+
+
+@pytest.mark.parametrize("text, parts", [
+    ("0.12.0", (0, 12, 0)), ("v0.12", (0, 12, 0)), ("1", (1, 0, 0)), ("0.13.1rc2", (0, 13, 1)),
+    ("1.2.3.4", (1, 2, 3, 4)), ("0.x.1", (0, 0, 0)), ("latest", (0, 0, 0)), ("10.20.30", (10, 20, 30)),
+    ("X0.12", (0, 0, 0)),  # only a leading v is dropped
+])
+def test_version_tuple(text, parts):
+    assert sizing.version_tuple(text) == parts
+
+
+@pytest.mark.parametrize("version, reads", [("", None), ("0.11.99", False), ("0.12", True), ("1.0.0", True)])
+def test_lmcache_reads_rds_max_chunks_boundaries(version, reads):
+    assert sizing.lmcache_reads_rds_max_chunks(version) is reads
+
+
+def test_parse_quantity_refuses_text_that_is_no_quantity():
+    with pytest.raises(ValueError, match=r"^'many' is not a Kubernetes quantity: "):
+        sizing.parse_quantity("many")

@@ -1,5 +1,5 @@
-"""The render-mode main job (`scripts/up dev`) always leaves the render it reports, and the README's
-commands work in the order written on a fresh clone with no login (one backend for up and preview).
+"""The render-mode main job (`scripts/up dev`) always leaves the render it reports, and the documented
+commands (docs/deploying.md) work in the order written on a fresh clone with no login (one backend for up and preview).
 
 Runs scripts/up and scripts/preview on a copy of the project (see conftest.py).
 """

@@ -1,8 +1,10 @@
-"""Property tests: the config gate and the policy pack judge the same stack the same way.
+"""Property tests: the config gate and the policy pack judge the same stack, and judge it right.
 
 For generated configs within the schema, the gate's verdict (core.gate) and the pack's verdict on the
 render of the same config (stacks.render.render_unchecked, which skips the gate as a hand edit past it
-would) agree for every rule both apply; rendering never raises anything but the gate's own error.
+would) both equal the verdict of an oracle of their own: `reference_verdict` below, the reference
+design's rules written out again here with no call into core.rules or core.sizing. Both gates call
+one function per rule, so their agreement alone would not notice a wrong rule; the oracle does.
 Random and malformed stack files always end in one clear error line, never a traceback.
 """
 from __future__ import annotations
@@ -11,7 +13,7 @@ import pathlib
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from core import gate, stackfile
@@ -21,7 +23,11 @@ from stacks.render import render_unchecked
 
 # The rules the gate and the pack both apply (the gate tags its issues with the policy's name).
 SHARED = ("pp-with-dp", "npu-devices-fit-node", "parallelism-fits-model", "engine-args-in-range", "rds-memory-budget",
-          "lmcache-reads-rds-max-chunks", "engine-image-has-features", "vllm-args-known", "lmcache-env-known")
+          "lmcache-reads-rds-max-chunks", "no-literal-secrets", "engine-image-has-features",
+          "vllm-args-known")
+# Extra env names and what they are, by hand: a literal under a secret name is refused, a pointer is not.
+SECRET_ENV = ("OPENAI_API_KEY", "REDIS_PASSWORD")
+NOT_SECRET_ENV = ("OPENAI_API_KEY_FILE", "TOKENIZERS_PARALLELISM")
 PROD = catalog.load_config(catalog.environment_config("prod"))
 
 role = st.fixed_dictionaries({}, optional={
@@ -30,9 +36,10 @@ role = st.fixed_dictionaries({}, optional={
     "pipelineParallelSize": st.sampled_from([1, 2, 4, 8, 64]),
     "dataParallelSize": st.sampled_from([1, 2, 3, 4, 8]),
     "enableExpertParallel": st.booleans(),
-    "gpuMemoryUtilization": st.sampled_from([None, 0.0, 0.5, 0.8, 0.9, 1.0, 1.2]),
+    "gpuMemoryUtilization": st.sampled_from([None, 0.0, 0.5, 0.75, 0.8, 0.9, 1.0, 1.2]),
     "extraArgs": st.sampled_from([[], ["--enforce-eager"], ["--foo"], ["--max-logprobs", "5", "--foo_bar=1"]]),
-    "extraEnv": st.sampled_from([{}, {"LMCACHE_LOG_LEVEL": "INFO"}, {"LMCACHE_CHUNKSIZE": "512"}]),
+    "extraEnv": st.dictionaries(st.sampled_from(SECRET_ENV + NOT_SECRET_ENV), st.sampled_from(["", "x", "sk-123"]),
+                                max_size=2),
 })
 stack_config = st.fixed_dictionaries({}, optional={
     "hardware": st.fixed_dictionaries({}, optional={
@@ -41,7 +48,7 @@ stack_config = st.fixed_dictionaries({}, optional={
         "hbmPerChipletGib": st.sampled_from([24.0, 36.0, 64.0]),
     }),
     "model": st.fixed_dictionaries({}, optional={
-        "layers": st.sampled_from([3, 62]), "experts": st.sampled_from([0, 6, 256]),
+        "layers": st.sampled_from([3, 62]), "experts": st.sampled_from([0, 6, 8, 256]),
         "maxContext": st.sampled_from([100000, 204800]),
     }),
     "engine": st.fixed_dictionaries({}, optional={
@@ -56,7 +63,7 @@ stack_config = st.fixed_dictionaries({}, optional={
     "decode": role,
     "kvTier": st.fixed_dictionaries({}, optional={
         "mode": st.sampled_from(["rds", "cpu", "off"]),
-        "rdsMaxChunks": st.integers(1, 5000),
+        "rdsMaxChunks": st.one_of(st.integers(1, 5000), st.sampled_from([2176, 2177])),
         "rdsDrives": st.one_of(st.none(), st.integers(1, 4)),
         "stagingBufferMib": st.sampled_from([0.0, 512.0, 4096.0]),
         "rdsChunkOverheadMib": st.sampled_from([1.0, 2.0]),
@@ -73,11 +80,77 @@ def pack_verdict(cfg: StackConfig) -> set[str]:
     return {v.policy for v in catalog.evaluate(render_unchecked(cfg), config) if v.policy in SHARED}
 
 
+def version_before(version: str, first: tuple[int, int, int]) -> bool:
+    """"0.11.2" < (0, 12, 0); a leading v is allowed. Only the versions the strategy draws need to parse."""
+    parts = tuple(int(part) for part in version.lstrip("v").split("."))
+    return parts + (0,) * (3 - len(parts)) < first
+
+
+def reference_verdict(cfg: StackConfig) -> set[str]:
+    """The oracle: which shared rules this config breaks, by the reference design, computed here.
+
+    Sections 3-5 and 8: vLLM refuses PP > 1 with DP > 1; a pod's TP x PP x DP-local NPUs fit one node; pipeline
+    stages <= layers; expert parallel needs experts that divide over DP x TP devices (and some experts);
+    no PP on decode; gpu-memory-utilization in (0, 1]; a block holds whole sub-blocks; max-model-len <= context;
+    RDS chunks x 2 MiB x drives + staging <= chiplet-0 HBM x (1 - utilization), utilization 0.9 when unset;
+    lmcache-rbln reads rds_max_chunks from 0.12.0; no literal under a secret name. The strategy keeps topology
+    pd with prefill pods, so both roles run."""
+    found: set[str] = set()
+    engine, model, hardware, tier = cfg.engine, cfg.model, cfg.hardware, cfg.kv_tier
+    for role in (cfg.prefill, cfg.decode):
+        tp, pp, dp = role.tensor_parallel_size, role.pipeline_parallel_size, role.data_parallel_size
+        if pp > 1 and dp > 1:
+            found.add("pp-with-dp")
+        if tp * pp * (role.data_parallel_size_local or dp) > hardware.npus_per_node:
+            found.add("npu-devices-fit-node")
+        if pp > model.layers:
+            found.add("parallelism-fits-model")
+        if role.enable_expert_parallel and (model.experts == 0 or model.experts % (dp * tp) != 0):
+            found.add("parallelism-fits-model")
+        utilization = role.gpu_memory_utilization
+        if utilization is not None and not (0 < utilization <= 1):
+            found.add("engine-args-in-range")
+        if engine.sub_block_cache and (role.block_size or engine.block_size) % engine.max_num_batched_tokens != 0:
+            found.add("engine-args-in-range")
+        if any(value and name in SECRET_ENV for name, value in role.extra_env.items()):
+            found.add("no-literal-secrets")
+    if cfg.decode.pipeline_parallel_size > 1:
+        found.add("parallelism-fits-model")
+    if engine.max_model_len > model.max_context:
+        found.add("engine-args-in-range")
+    if tier.mode == "rds":
+        drives = tier.rds_drives or hardware.nvme_drives_per_node
+        utilization = 0.9 if cfg.prefill.gpu_memory_utilization is None else cfg.prefill.gpu_memory_utilization
+        used_mib = tier.rds_max_chunks * tier.rds_chunk_overhead_mib * drives + tier.staging_buffer_mib
+        if used_mib > hardware.hbm_per_chiplet_gib * 1024 * (1 - utilization):
+            found.add("rds-memory-budget")
+        if version_before(engine.lmcache_rbln_version, (0, 12, 0)):
+            found.add("lmcache-reads-rds-max-chunks")
+    return found
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(stack_config)
-def test_gate_and_pack_agree(values):
+# The boundaries, always tried: the RDS budget at exact equality (2176 x 2 x 2 + 512 = 9216 = 36864 x 0.25) and
+# one chunk over; experts over DP 2 x TP 2 (6 do not divide, 8 do); 0 experts; a literal secret in extraEnv.
+@example({"prefill": {"gpuMemoryUtilization": 0.75}, "kvTier": {"rdsMaxChunks": 2176}})
+@example({"prefill": {"gpuMemoryUtilization": 0.75}, "kvTier": {"rdsMaxChunks": 2177}})
+@example({"model": {"experts": 6}, "decode": {"tensorParallelSize": 2, "dataParallelSize": 2}})
+@example({"model": {"experts": 8}, "decode": {"tensorParallelSize": 2, "dataParallelSize": 2}})
+@example({"model": {"experts": 0}})
+@example({"decode": {"extraEnv": {"OPENAI_API_KEY": "sk-123"}}})
+def test_gate_and_pack_agree_with_the_reference(values):
     cfg = StackConfig.model_validate(values)
-    assert gate_verdict(cfg) == pack_verdict(cfg), values
+    expected = reference_verdict(cfg)
+    assert gate_verdict(cfg) == expected, ("gate", values)
+    assert pack_verdict(cfg) == expected, ("pack", values)
+
+
+def test_the_oracle_on_the_target_configuration():
+    """The oracle itself, on values whose verdicts the reference design states."""
+    assert reference_verdict(StackConfig.model_validate({})) == set()
+    assert reference_verdict(StackConfig.model_validate({"kvTier": {"rdsMaxChunks": 4000}})) == {"rds-memory-budget"}
+    assert reference_verdict(StackConfig.model_validate({"decode": {"dataParallelSize": 3}})) == {"parallelism-fits-model"}
 
 
 def test_drives_reach_the_pack():
@@ -97,10 +170,10 @@ def read(tmp_path: pathlib.Path, content: bytes):
     return stackfile.load_stack(path, "fuzz")
 
 
-def expect_clear_error(tmp_path: pathlib.Path, content: bytes) -> str:
+def expect_clear_error(tmp_path: pathlib.Path, content: bytes) -> Exception:
     with pytest.raises((stackfile.StackFileError, gate.ConfigError)) as caught:
         read(tmp_path, content)
-    return str(caught.value)
+    return caught.value
 
 
 @pytest.mark.parametrize("content, says", [
@@ -112,10 +185,13 @@ def expect_clear_error(tmp_path: pathlib.Path, content: bytes) -> str:
     (b"config:\n  rebel100:prefill:\n    replicas: many\n", "rebel100:prefill.replicas"),
 ])
 def test_malformed_stack_file_is_one_clear_error(tmp_path, content, says):
-    message = expect_clear_error(tmp_path, content)
+    error = expect_clear_error(tmp_path, content)
+    message = str(error)
     assert says in message
-    if isinstance(message, str) and "is invalid" not in message:
+    if isinstance(error, stackfile.StackFileError):  # a file that is no stack file: one line naming it
         assert "\n" not in message and str(tmp_path) in message
+    else:  # a stack file with bad values: every problem listed under one heading
+        assert message.splitlines()[0].endswith("is invalid (1 problem):"), message
 
 
 yaml_values = st.recursive(

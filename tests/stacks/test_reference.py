@@ -1,12 +1,19 @@
-"""The README's configuration reference is the schema's: regenerate with `make docs`."""
-from stacks.reference import BEGIN, END, table
-from core.stackfile import PROJECT_ROOT
+"""The configuration reference of docs/configuration.md is the schema's: regenerate with `make docs`."""
+from stacks.reference import BEGIN, END, PAGE, page_path, table, update_page
 
 
-def test_readme_table_matches_schema():
-    text = (PROJECT_ROOT / "README.md").read_text()
+def test_page_table_matches_schema():
+    text = page_path().read_text()
     block = text[text.index(BEGIN) + len(BEGIN):text.index(END)].strip()
-    assert block == table(), "README.md's configuration reference is stale: run `make docs`"
+    assert block == table(), f"{PAGE}'s configuration reference is stale: run `make docs`"
+
+
+def test_update_page_rewrites_a_stale_table(tmp_path):
+    page = tmp_path / "configuration.md"
+    page.write_text(f"intro\n{BEGIN}\n| stale |\n{END}\nrules\n")
+    assert update_page(page) is True
+    assert page.read_text() == f"intro\n{BEGIN}\n{table()}\n{END}\nrules\n"
+    assert update_page(page) is False
 
 
 def test_every_key_documented():

@@ -1,0 +1,50 @@
+"""`python -m stacks secrets STACK` and scripts/up as a user runs them: a prod stack under the built-in passphrase,
+or none, is refused before anything runs; the dev stacks keep it."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from core.secrets import BUILTIN_PASSPHRASE
+from core.stackfile import PROJECT_ROOT
+from tests.prerequisites import require
+from tests.pulumi_project import toolchain_dir
+
+
+def secrets(stack: str, **environ: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_CONFIG_PASSPHRASE")}
+    env.update(PULUMI_BACKEND_URL="file:///nonexistent", **environ)
+    return subprocess.run([sys.executable, "-m", "stacks", "secrets", stack], cwd=PROJECT_ROOT, env=env,
+                          capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("environ", [{}, {"PULUMI_CONFIG_PASSPHRASE": ""},
+                                     {"PULUMI_CONFIG_PASSPHRASE": BUILTIN_PASSPHRASE}])
+def test_prod_is_refused_in_one_message(environ):
+    proc = secrets("prod-4p4d", **environ)
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: stack 'prod-4p4d' is a prod stack"), proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_prod_with_a_passphrase_of_its_own_and_dev_with_the_builtin_one_pass():
+    assert secrets("prod-4p4d", PULUMI_CONFIG_PASSPHRASE="correct horse battery staple").returncode == 0
+    assert secrets("dev", PULUMI_CONFIG_PASSPHRASE=BUILTIN_PASSPHRASE).returncode == 0
+
+
+def test_scripts_up_refuses_prod_under_the_builtin_passphrase_before_anything(tmp_path):
+    """scripts/up sources pulumi-env, which sets the built-in passphrase when none is set: prod stops at once,
+    before the toolchain is even asked for a stack (no state, no preflight, no cluster)."""
+    require(toolchain_dir(), "no Pulumi toolchain (run `make toolchain`)")  # scripts/up would build it
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PULUMI_CONFIG_PASSPHRASE", "KUBECONFIG"))}
+    env.update(PULUMI_BACKEND_URL=f"file://{tmp_path}", PULUMI_HOME=str(tmp_path / "home"))
+    proc = subprocess.run([str(PROJECT_ROOT / "scripts" / "up"), "prod-4p4d"], cwd=PROJECT_ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "the built-in 'rebel100-local' of scripts/pulumi-env" in proc.stderr
+    assert "policy pack level" not in proc.stderr  # stopped before anything else
+    assert not list(tmp_path.glob(".pulumi/stacks/**/*.json"))
