@@ -84,13 +84,13 @@ def test_decode_command_of_the_target_configuration():
 
 def test_serve_args_defaults_and_optional_flags():
     cfg = target(model={"servedName": "m27"}, decode={"tensorParallelSize": 2, "gpuMemoryUtilization": 0.85,
-                                                      "extraArgs": ["--foo"]},
+                                                      "extraArgs": ["--enforce-eager"]},
                  engine={"enablePrefixCaching": False, "enableChunkedPrefill": False, "toolCallParser": None,
                          "reasoningParser": None, "speculative": None}, hardware={"nodes": 6})
     args = serving.serve_args(cfg.model, cfg.engine, cfg.decode, kv_transfer=None, role_args=["--x"])
     assert args[:6] == [MODEL, "--revision", "main", "--served-model-name", "m27", "--port"]
     assert args[17:] == ["--tensor-parallel-size", "2", "--x", "--enable-expert-parallel",
-                         "--gpu-memory-utilization", "0.85", "--foo"]
+                         "--gpu-memory-utilization", "0.85", "--enforce-eager"]
     assert "--kv-transfer-config" not in args and "--speculative-config" not in args
 
 
