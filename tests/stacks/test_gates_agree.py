@@ -124,7 +124,7 @@ def reference_verdict(cfg: StackConfig) -> set[str]:
         used_mib = tier.rds_max_chunks * tier.rds_chunk_overhead_mib * drives + tier.staging_buffer_mib
         if used_mib > hardware.hbm_per_chiplet_gib * 1024 * (1 - utilization):
             found.add("rds-memory-budget")
-        if version_before(engine.lmcache_rbln_version, (0, 12, 0)):
+        if version_before(engine.image.rsplit(":", 1)[-1], (0, 12, 0)):  # lmcache-rbln: the image's version
             found.add("lmcache-reads-rds-max-chunks")
     return found
 
