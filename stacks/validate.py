@@ -16,7 +16,9 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import functools
 import pathlib
+import re
 import sys
 from typing import Any, Iterator, Optional
 
@@ -171,23 +173,49 @@ def supported(k8s_version: str) -> bool:
     return kv_utils.major_minor(k8s_version.removeprefix("v")) in bundled_versions()
 
 
+@functools.lru_cache(maxsize=None)
+def _builtin_validator(api_version: str, kind: str, k8s_version: str) -> Optional[Any]:
+    """kubernetes-validate's strict schema of one built-in kind, as its `validate` builds it, or None when it has
+    none. Built once per kind: the library's own `validate` parses its multi-megabyte `_definitions.json` again
+    for every object, which was most of what `check` spent validating a render."""
+    import jsonschema
+    from kubernetes_validate import utils as kv_utils
+    from referencing import Registry, Resource
+    wanted = kv_utils.major_minor(k8s_version.removeprefix("v"))
+    version = [v for v in kv_utils.all_versions() if kv_utils.major_minor(v) <= wanted][-1]
+    folder = f"kubernetes-json-schema/v{version}-local-strict"
+    group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+    try:
+        schema = kv_utils.schema_contents(f"{folder}/{kind.lower()}-{group_version}.json", k8s_version)
+    except FileNotFoundError:
+        return None
+    registry = Resource.from_contents(schema) @ Registry()
+    registry = Resource.from_contents(_builtin_definitions(folder, k8s_version)) @ registry
+    return jsonschema.validators.Draft202012Validator(schema, registry=registry)
+
+
+@functools.lru_cache(maxsize=None)
+def _builtin_definitions(folder: str, k8s_version: str) -> dict:
+    from kubernetes_validate import utils as kv_utils
+    return kv_utils.schema_contents(f"{folder}/_definitions.json", k8s_version)
+
+
 def validate_object(doc: dict, crds: dict, k8s_version: str = DEFAULT_K8S_VERSION) -> tuple[str, list[str]]:
     """(status, errors) of one object; `k8s_version` must be `supported`."""
     import jsonschema
-    import kubernetes_validate
-    from kubernetes_validate import utils as kv_utils
     key = (doc["apiVersion"], doc["kind"])
     if key in crds:
         body = apply_defaults(crds[key], copy.deepcopy({k: v for k, v in doc.items() if k != "metadata"}))
         errors = [f"{_path(e.absolute_path)}: {e.message}"
                   for e in sorted(jsonschema.Draft7Validator(crds[key]).iter_errors(body), key=lambda e: list(map(str, e.absolute_path)))]
         return (INVALID if errors else OK), errors
-    try:
-        kubernetes_validate.validate(doc, k8s_version, strict=True)
-    except kv_utils.SchemaNotFoundError:
+    validator = _builtin_validator(doc["apiVersion"], doc["kind"], k8s_version)
+    if validator is None:
         return UNCHECKED, []
-    except kv_utils.ValidationError as exc:
-        return INVALID, [f"{_path(exc.path)}: {exc.message}"]
+    # The first error only, as kubernetes_validate.validate raises it.
+    error = next(iter(validator.iter_errors(doc)), None)
+    if error is not None:
+        return INVALID, [f"{_path(error.path)}: {error.message}"]
     return OK, []
 
 

@@ -122,3 +122,28 @@ def test_not_yaml_is_invalid(tmp_path):
     (tmp_path / "bad.yaml").write_text("a: [unclosed\n")
     proc = run(str(tmp_path))
     assert proc.returncode == 1 and "not valid YAML" in proc.stdout
+
+
+def test_the_cached_validator_gives_kubernetes_validates_verdict():
+    """validate_object builds each built-in kind's validator once; on every golden object, and on copies with an
+    unknown field or a wrongly typed name, its verdict is the library's own `validate`."""
+    import kubernetes_validate
+    from kubernetes_validate import utils as kv_utils
+
+    crds = validate.load_crds()
+    compared = 0
+    for path in sorted((PROJECT_ROOT / "tests" / "golden").rglob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if not doc or (doc["apiVersion"], doc["kind"]) in crds:
+                continue
+            for variant in (doc, {**doc, "bogus": 1}, {**doc, "metadata": {**doc["metadata"], "name": 5}}):
+                try:
+                    kubernetes_validate.validate(variant, validate.DEFAULT_K8S_VERSION, strict=True)
+                    expected = validate.OK
+                except kv_utils.SchemaNotFoundError:
+                    expected = validate.UNCHECKED
+                except kv_utils.ValidationError:
+                    expected = validate.INVALID
+                assert validate.validate_object(variant, {})[0] == expected, (path.name, variant.get("bogus"))
+                compared += 1
+    assert compared > 100
