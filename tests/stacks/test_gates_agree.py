@@ -28,6 +28,8 @@ SHARED = ("pp-with-dp", "npu-devices-fit-node", "parallelism-fits-model", "engin
 # Extra env names and what they are, by hand: a literal under a secret name is refused, a pointer is not.
 SECRET_ENV = ("OPENAI_API_KEY", "REDIS_PASSWORD")
 NOT_SECRET_ENV = ("OPENAI_API_KEY_FILE", "TOKENIZERS_PARALLELISM")
+# Extra args vLLM 0.30.0's `vllm serve` does not know, by hand (it reads `--foo_bar` as `--foo-bar`).
+UNKNOWN_TO_VLLM = ("--foo", "--foo_bar")
 PROD = catalog.load_config(catalog.environment_config("prod"))
 
 role = st.fixed_dictionaries({}, optional={
@@ -114,6 +116,9 @@ def reference_verdict(cfg: StackConfig) -> set[str]:
             found.add("engine-args-in-range")
         if any(value and name in SECRET_ENV for name, value in role.extra_env.items()):
             found.add("no-literal-secrets")
+        # Only the target image's vLLM (0.30.0 in vllm-rbln 0.12.0) has its flags on file to judge by.
+        if engine.image.endswith(":0.12.0") and any(arg.split("=", 1)[0] in UNKNOWN_TO_VLLM for arg in role.extra_args):
+            found.add("vllm-args-known")
     if cfg.decode.pipeline_parallel_size > 1:
         found.add("parallelism-fits-model")
     if engine.max_model_len > model.max_context:
@@ -126,6 +131,12 @@ def reference_verdict(cfg: StackConfig) -> set[str]:
             found.add("rds-memory-budget")
         if version_before(engine.image.rsplit(":", 1)[-1], (0, 12, 0)):  # lmcache-rbln: the image's version
             found.add("lmcache-reads-rds-max-chunks")
+    # vllm-rbln: every render names the NIXL connector (0.10.3) and sets VLLM_RBLN_USE_DEVICE_TENSOR (0.10.4);
+    # a role with DP > 1 passes --data-parallel-multi-port-external-lb (vLLM 0.22.0, in vllm-rbln 0.11.0).
+    tag = engine.image.rsplit(":", 1)[-1]
+    dp_roles = any(role.data_parallel_size > 1 for role in (cfg.prefill, cfg.decode))
+    if version_before(tag, (0, 10, 4)) or (dp_roles and version_before(tag, (0, 11, 0))):
+        found.add("engine-image-has-features")
     return found
 
 
