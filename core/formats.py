@@ -356,7 +356,9 @@ DRA_ATTRIBUTE = Format(
 PORT_NAME = Format(
     "port name", "a port name (IANA service name) has at most 15 characters: lower-case letters, digits and '-', "
     "at least one letter, no '--', not starting or ending with '-'",
-    f"{_APIMACHINERY} pkg/util/validation/validation.go IsValidPortName", port_name_problem)
+    f"{_APIMACHINERY} pkg/util/validation/validation.go IsValidPortName", port_name_problem,
+    # The server takes an empty name as no name (the field is optional); a name the stack writes is never empty.
+    stricter=lambda v: v == "")
 GATEWAY_HOSTNAME = Format(
     "Gateway hostname", "a Gateway listener hostname is a lower-case DNS name, optionally starting with '*.', of at "
     "most 253 characters (no '_', no IP address; e.g. 'api.example.com')",

@@ -12,6 +12,7 @@ import json
 import pathlib
 import ssl
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -50,6 +51,17 @@ class DryRun:
 
     def request(self, method: str, path: str, body: Optional[bytes] = None,
                 content_type: str = "application/json") -> tuple[int, Any]:
+        """One request; asked again (a few times, with a pause) when a busy server answers that it timed out or is
+        throttling (429, 503, 504): those say nothing about the object."""
+        for attempt in range(5):
+            status, answer = self._request_once(method, path, body, content_type)
+            if status not in (429, 503, 504):
+                break
+            time.sleep(1 + attempt)
+        return status, answer
+
+    def _request_once(self, method: str, path: str, body: Optional[bytes],
+                      content_type: str) -> tuple[int, Any]:
         request = urllib.request.Request(self.server + path, data=body, method=method,
                                          headers={**self.headers, "Content-Type": content_type,
                                                   "Accept": "application/json"})

@@ -190,14 +190,14 @@ def test_b_second_up_changes_nothing(site, deployed):
 def test_c_image_bump_rolls_prefill_then_decode(site, deployed):
     project, cluster = deployed
     before = {p["metadata"]["name"] for p in engines(cluster)}
-    set_config(project, "rebel100:engine", {"image": "rebellions/vllm-rbln:0.10.3"})
+    set_config(project, "rebel100:engine", {"image": "rebellions/vllm-rbln:0.12.1"})
     proc = site.up()
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = proc.stdout.split("Resources:")[-1]
     assert "2 updated" in summary and "created" not in summary and "deleted" not in summary, summary
     pods = engines(cluster)
     assert not before & {p["metadata"]["name"] for p in pods}
-    assert {c["image"] for p in pods for c in p["spec"]["containers"]} == {"rebellions/vllm-rbln:0.10.3"}
+    assert {c["image"] for p in pods for c in p["spec"]["containers"]} == {"rebellions/vllm-rbln:0.12.1"}
     prefill_ready = max(when(c["lastTransitionTime"]) for p in pods if p["metadata"]["labels"][ROLE] == "prefill"
                         for c in p["status"]["conditions"] if c["type"] == "Ready")
     decode_created = min(when(p["metadata"]["creationTimestamp"]) for p in pods if p["metadata"]["labels"][ROLE] == "decode")
@@ -246,7 +246,7 @@ def test_e2_a_pod_the_scheduler_refuses_during_up_cancels_it(site, deployed):
     for node in nodes:
         cluster.kubectl("cordon", node)
     try:
-        set_config(project, "rebel100:engine", {"image": "rebellions/vllm-rbln:0.10.4"})
+        set_config(project, "rebel100:engine", {"image": "rebellions/vllm-rbln:0.12.2"})
         started = time.monotonic()
         proc = site.up()
         took = time.monotonic() - started
@@ -258,7 +258,7 @@ def test_e2_a_pod_the_scheduler_refuses_during_up_cancels_it(site, deployed):
     assert took < 300
     again = site.up()  # the nodes are back: the same change now rolls out
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    assert {c["image"] for p in engines(cluster) for c in p["spec"]["containers"]} == {"rebellions/vllm-rbln:0.10.4"}
+    assert {c["image"] for p in engines(cluster) for c in p["spec"]["containers"]} == {"rebellions/vllm-rbln:0.12.2"}
 
 
 def test_f_a_slow_engine_is_waited_for(site, deployed):
