@@ -289,12 +289,28 @@ def quantity_value(text: str) -> Optional[decimal.Decimal]:
     return amount if positive else -amount
 
 
+# Measured on the local 1.35.4 API server: a quantity with an exponent of 2^31 (`1e2147483648`, `1e-2147483649`)
+# is never answered (504 after the server's own 60 s), while `1e9223372036854775807` is taken at once. No real
+# size needs an exponent beyond this bound, so larger ones are refused here (deliberately stricter than the server).
+MAX_QUANTITY_EXPONENT = 1000
+_EXPONENT = re.compile(r"[eE]([+-]?[0-9]+)$")
+
+
+def _huge_exponent(text: str) -> bool:
+    match = _EXPONENT.search(text.strip())
+    return bool(match) and abs(int(match.group(1))) > MAX_QUANTITY_EXPONENT
+
+
 def quantity_problem(text: str) -> Optional[str]:
     if text != text.strip():
         # The server trims a quantity before parsing; the stored value would then differ from the
         # program's on every update (a perpetual diff), so surrounding whitespace is refused here.
         return "surrounding whitespace"
-    return None if quantity_value(text) is not None else "not a quantity"
+    if quantity_value(text) is None:
+        return "not a quantity"
+    if _huge_exponent(text):
+        return f"an exponent beyond {MAX_QUANTITY_EXPONENT} (the API server does not answer such a quantity)"
+    return None
 
 
 def non_negative_quantity_problem(text: str) -> Optional[str]:
@@ -372,16 +388,21 @@ def _padded_quantity(value: str) -> bool:
     return value != value.strip() and quantity_value(value.strip()) is not None
 
 
+def _stricter_quantity(value: str) -> bool:
+    """Refused here, taken (or never answered) by the server: surrounding spaces, an exponent beyond the bound."""
+    return _padded_quantity(value) or (quantity_value(value.strip()) is not None and _huge_exponent(value))
+
+
 QUANTITY = Format("quantity", _QUANTITY_RULE, f"{_APIMACHINERY} pkg/api/resource/quantity.go ParseQuantity",
-                  quantity_problem, stricter=_padded_quantity)
+                  quantity_problem, stricter=_stricter_quantity)
 NON_NEGATIVE_QUANTITY = Format(
     "non-negative quantity", _QUANTITY_RULE + ", not negative (resource requests and limits, emptyDir sizeLimit)",
     f"{_APIMACHINERY} pkg/api/resource/quantity.go ParseQuantity; k8s.io/kubernetes pkg/apis/core/validation",
-    non_negative_quantity_problem, stricter=lambda v: _padded_quantity(v) and quantity_value(v.strip()) >= 0)
+    non_negative_quantity_problem, stricter=lambda v: _stricter_quantity(v) and quantity_value(v.strip()) >= 0)
 POSITIVE_QUANTITY = Format(
     "positive quantity", _QUANTITY_RULE + ", greater than zero (a PersistentVolumeClaim's storage request)",
     f"{_APIMACHINERY} pkg/api/resource/quantity.go ParseQuantity; k8s.io/kubernetes pkg/apis/core/validation",
-    positive_quantity_problem, stricter=lambda v: _padded_quantity(v) and quantity_value(v.strip()) > 0)
+    positive_quantity_problem, stricter=lambda v: _stricter_quantity(v) and quantity_value(v.strip()) > 0)
 
 FORMATS = (DNS1123_LABEL, DNS1123_SUBDOMAIN, DNS1035_LABEL, LABEL_KEY, ANNOTATION_KEY, LABEL_VALUE, ENV_VAR_NAME,
            DRA_ATTRIBUTE, PORT_NAME, GATEWAY_HOSTNAME, IMAGE, QUANTITY, NON_NEGATIVE_QUANTITY, POSITIVE_QUANTITY)

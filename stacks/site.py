@@ -145,11 +145,14 @@ def format_placement(rows: list[EnginePlacement]) -> str:
     return "\n".join(lines)
 
 
-def unschedulable(cfg: StackConfig, kubeconfig: Optional[str]) -> dict[str, str]:
-    """Pods of the stack the scheduler has marked Unschedulable, with its message."""
+def unschedulable(cfg: StackConfig, kubeconfig: Optional[str], *, created_after: str = "") -> dict[str, str]:
+    """Pods of the stack the scheduler has marked Unschedulable, with its message; with `created_after` (an RFC 3339
+    UTC time, as the API writes creationTimestamp), only pods created since then."""
     pods = kubectl(kubeconfig, "get", "pods", "-n", cfg.namespace, "-l", f"{PART_OF_LABEL}={cfg.name}")["items"]
     found = {}
     for pod in pods:
+        if pod["metadata"].get("creationTimestamp", "") < created_after:
+            continue
         for condition in (pod.get("status") or {}).get("conditions") or []:
             if condition.get("type") == "PodScheduled" and condition.get("status") == "False" \
                     and condition.get("reason") == "Unschedulable":
@@ -189,6 +192,13 @@ def watch(cfg: StackConfig, kubeconfig: Optional[str], *, pid: int, grace_second
     import os
     import time
 
+    import datetime
+
+    # Only pods this update creates: a pod left Pending by an earlier, cancelled update is replaced by this one (or,
+    # when its Deployment does not change, not waited for), so it must not cancel the update that fixes it. The
+    # margin allows for a cluster clock a little behind this host's.
+    started = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=10)
+    created_after = started.strftime("%Y-%m-%dT%H:%M:%SZ")
     first_seen: dict[str, float] = {}
     unreachable_since: Optional[float] = None
     while True:
@@ -198,7 +208,7 @@ def watch(cfg: StackConfig, kubeconfig: Optional[str], *, pid: int, grace_second
             return 0
         now = time.monotonic()
         try:
-            pending = unschedulable(cfg, kubeconfig)
+            pending = unschedulable(cfg, kubeconfig, created_after=created_after)
             unreachable_since = None
         except SiteError as error:
             pending = {}
