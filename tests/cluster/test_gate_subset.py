@@ -33,6 +33,7 @@ pytestmark = pytest.mark.cluster
 
 PROPERTY_EXAMPLES = int(os.environ.get("REBEL100_PROPERTY_EXAMPLES", "12"))
 STACKS = ("dev", "prod-4p4d", "agg")
+GATE_NAMESPACE = "rebel100-gate-subset"
 _LABEL = r"[a-z0-9]([-a-z0-9]{0,14}[a-z0-9])?"
 _QUANTITY = r"[1-9][0-9]{0,3}(\.[0-9]{1,2})?(Ki|Mi|Gi|Ti|k|M|G|T|m)?"
 _ASCII = st.characters(min_codepoint=0x20, max_codepoint=0x7e)
@@ -123,6 +124,10 @@ def configs(draw) -> tuple[str, dict[str, str]]:
     stack = draw(st.sampled_from(STACKS))
     raw, _ = read_config(stack_file(stack))
     values = {key: json.loads(text) if text[:1] in "{[" else text for key, text in raw.items()}
+    # A namespace of the test's own (unless the draw changes it): the base stacks' namespace may hold what other
+    # tests deployed, and a dry-run onto an existing object is an update, judged by update rules (a retained PVC's
+    # immutable spec), not by the create this property is about.
+    values["rebel100:namespace"] = GATE_NAMESPACE
     for path, annotation, info in draw(st.lists(st.sampled_from(LEAVES), min_size=1, max_size=4,
                                                 unique_by=lambda leaf: leaf[0])):
         top = f"rebel100:{path[0]}"
