@@ -20,8 +20,9 @@ from core.formats import (AnnotationKey, DraAttribute, Dns1123Label, Dns1123Subd
                           Image, LabelKey, LabelValue, NonNegativeQuantity, PositiveQuantity)
 from core.versions import engine as engine_versions
 from core.versions import router as router_versions
+from core import keys
 
-NAMESPACE = "rebel100"
+NAMESPACE = keys.NAMESPACE  # in core.keys, which reading a stack file imports without the schema
 
 
 def unwrap_optional(annotation: Any) -> Any:
@@ -307,4 +308,4 @@ MOVED_KEYS = {
 }
 # Where the reader learns more about a moved key (by the section it was in).
 MOVED_KEYS_DOCS = {"storage": "docs/model-weights.md", "engine": "docs/consumers-engine.md"}
-SECRET_KEYS = {"hfToken": "Hugging Face token (set with `pulumi config set --secret rebel100:hfToken`)."}
+SECRET_KEYS = keys.SECRET_KEYS

@@ -18,13 +18,18 @@ import json
 import math
 import os
 import pathlib
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 import yaml
 
 from core import goyaml
-from core.config import NAMESPACE, SECRET_KEYS, StackConfig
-from core.gate import load_config
+from core.keys import NAMESPACE, SECRET_KEYS
+
+if TYPE_CHECKING:
+    from core.config import StackConfig
+
+# core.config (the pydantic schema) and core.gate are imported by the functions that need them: reading a
+# stack file and its secrets provider (`python -m stacks secrets`, before every preview and up) needs neither.
 
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parent.parent
 # Stands in for secret values offline: the tools never decrypt anything.
@@ -227,6 +232,7 @@ def _env_key(key: str) -> str:
 
 def namespace_keys() -> list[str]:
     """Every key of the `rebel100:` namespace a program reads."""
+    from core.config import StackConfig
     return [f"{NAMESPACE}:{info.alias or name}" for name, info in StackConfig.model_fields.items()] + \
         [f"{NAMESPACE}:{name}" for name in SECRET_KEYS]
 
@@ -257,10 +263,14 @@ def secrets_provider(path: pathlib.Path) -> Optional[str]:
 
 def environment(config: dict[str, str]) -> str:
     """`rebel100:environment` of a read stack file, with the schema's default (prod) when unset."""
-    return config.get(f"{NAMESPACE}:environment") or StackConfig.model_fields["environment"].default
+    if config.get(f"{NAMESPACE}:environment"):
+        return config[f"{NAMESPACE}:environment"]
+    from core.config import StackConfig
+    return StackConfig.model_fields["environment"].default
 
 
-def load_stack(path: pathlib.Path, name: str) -> StackConfig:
+def load_stack(path: pathlib.Path, name: str) -> "StackConfig":
     """Read and check one stack file: StackFileError or ConfigError, else the typed config."""
+    from core.gate import load_config
     config, _ = read_config(path)
     return load_config(program_config(config), source=f"stack {name!r}")

@@ -66,13 +66,7 @@ def schema_problems(manifests: list[dict]) -> list[str]:
     """What the strict validator of `python -m stacks validate` refuses in a render: one verdict for both."""
     from stacks import validate
 
-    crds = validate.load_crds()
-    problems = []
-    for manifest in manifests:
-        status, errors = validate.validate_object(manifest, crds)
-        name = f"{manifest.get('kind')} {(manifest.get('metadata') or {}).get('name', '?')}"
-        problems += [f"{name}: {error}" for error in errors if status == validate.INVALID]
-    return problems
+    return validate.problems_of(manifests)
 
 
 def output_format(args) -> str:

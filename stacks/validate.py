@@ -219,6 +219,72 @@ def validate_object(doc: dict, crds: dict, k8s_version: str = DEFAULT_K8S_VERSIO
     return OK, []
 
 
+# --- verdicts of earlier runs ----------------------------------------------------------------
+# `check` validates its whole render on every run: jsonschema, the vendored CRDs (840 KB of YAML) and
+# kubernetes-validate's definitions took more of a `check` than the rest of the project's own code. The
+# validator is a pure function of the object and the validator itself, so an object it found valid once
+# is valid again: `valid_before` remembers the sha256 of each valid object under a key that names the
+# validator (this file, the CRDs, the Kubernetes version, the versions of jsonschema, referencing and
+# kubernetes-validate). An object changed by one byte, or any change of the validator, is validated
+# afresh; invalid objects are never remembered (their errors are printed from a real run). The cache
+# lives in ${XDG_CACHE_HOME:-~/.cache}/rebel100-stack/validated; REBEL100_VALIDATE_CACHE=0 turns it off.
+
+
+def _cache_dir(k8s_version: str, crd_dir: pathlib.Path) -> Optional[pathlib.Path]:
+    import hashlib
+    import os
+    from importlib import metadata
+    if os.environ.get("REBEL100_VALIDATE_CACHE", "1") == "0":
+        return None
+    key = hashlib.sha256()
+    key.update(pathlib.Path(__file__).read_bytes())
+    key.update(k8s_version.encode())
+    for path in sorted(pathlib.Path(crd_dir).glob("*.y*ml")):
+        key.update(path.name.encode() + b"\0" + path.read_bytes())
+    for dist in ("jsonschema", "referencing", "kubernetes-validate", "pyyaml"):
+        try:
+            key.update(f"{dist}={metadata.version(dist)}".encode())
+        except metadata.PackageNotFoundError:
+            return None
+    root = pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache")
+    return root / "rebel100-stack" / "validated" / key.hexdigest()[:32]
+
+
+def _object_key(doc: dict) -> Optional[str]:
+    """sha256 of the object as canonical JSON; None (never cached) for an object JSON cannot spell exactly."""
+    import hashlib
+    import json
+    try:
+        text = json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def problems_of(manifests: list[dict], k8s_version: str = DEFAULT_K8S_VERSION,
+                crd_dir: pathlib.Path = CRD_DIR) -> list[str]:
+    """`Kind name: error` for every error of the strict validator in `manifests` (what `check` refuses);
+    objects valid in an earlier run (same object, same validator) are not validated again."""
+    cache = _cache_dir(k8s_version, crd_dir)
+    keys = [_object_key(m) for m in manifests] if cache else [None] * len(manifests)
+    todo = [(m, k) for m, k in zip(manifests, keys) if k is None or not (cache / k).exists()]
+    if not todo:
+        return []
+    crds = load_crds(crd_dir)
+    problems = []
+    for manifest, key in todo:
+        status, errors = validate_object(manifest, crds, k8s_version)
+        name = f"{manifest.get('kind')} {(manifest.get('metadata') or {}).get('name', '?')}"
+        problems += [f"{name}: {error}" for error in errors if status == INVALID]
+        if key is not None and status != INVALID:
+            try:
+                cache.mkdir(parents=True, exist_ok=True)
+                (cache / key).touch()
+            except OSError:
+                pass  # a read-only or full cache only costs the next run its validation
+    return problems
+
+
 def validate_paths(paths: list[pathlib.Path], k8s_version: str = DEFAULT_K8S_VERSION,
                    crd_dir: pathlib.Path = CRD_DIR) -> list[Result]:
     crds = load_crds(crd_dir)

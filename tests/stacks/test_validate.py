@@ -147,3 +147,49 @@ def test_the_cached_validator_gives_kubernetes_validates_verdict():
                 assert validate.validate_object(variant, {})[0] == expected, (path.name, variant.get("bogus"))
                 compared += 1
     assert compared > 100
+
+
+def golden_objects(stack: str = "prod-4p4d") -> list[dict]:
+    return [load(path) for path in sorted((PROJECT_ROOT / "tests" / "golden" / stack).rglob("*.yaml"))]
+
+
+def test_valid_objects_are_remembered_and_not_validated_again(tmp_path, monkeypatch):
+    """`check`'s verdict cache: a valid object's hash is kept under a key naming the validator; the next run
+    validates nothing it has seen valid, and a changed object or an invalid one is validated every time."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("REBEL100_VALIDATE_CACHE", raising=False)
+    objects = golden_objects()
+    assert validate.problems_of(objects) == []
+    remembered = list((tmp_path / "rebel100-stack" / "validated").glob("*/*"))
+    assert len(remembered) == len({validate._object_key(o) for o in objects}) > 20
+
+    validated = []
+    real = validate.validate_object
+    monkeypatch.setattr(validate, "validate_object", lambda doc, *a: validated.append(doc) or real(doc, *a))
+    assert validate.problems_of(objects) == [] and validated == []
+
+    broken = copy.deepcopy(objects[0])
+    broken["spec"]["bogus"] = 1
+    for _ in range(2):
+        problems = validate.problems_of([broken, *objects])
+        assert len(problems) == 1 and "bogus" in problems[0]
+    assert validated == [broken, broken]
+
+
+def test_the_verdict_cache_is_keyed_by_the_validator_and_can_be_turned_off(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("REBEL100_VALIDATE_CACHE", raising=False)
+    crds = tmp_path / "crds"
+    crds.mkdir()
+    for path in validate.CRD_DIR.glob("*.yaml"):
+        (crds / path.name).write_bytes(path.read_bytes())
+    key = validate._cache_dir(validate.DEFAULT_K8S_VERSION, crds)
+    assert key == validate._cache_dir(validate.DEFAULT_K8S_VERSION, validate.CRD_DIR)
+    assert key != validate._cache_dir("1.35.0", crds)
+    (crds / "gateway.networking.k8s.io_gateways.yaml").write_text("# edited\n")
+    assert validate._cache_dir(validate.DEFAULT_K8S_VERSION, crds) != key
+    monkeypatch.setenv("REBEL100_VALIDATE_CACHE", "0")
+    assert validate._cache_dir(validate.DEFAULT_K8S_VERSION, crds) is None
+    assert validate.problems_of(golden_objects()) == []
+    assert not (tmp_path / "rebel100-stack").exists()
+    assert validate._object_key({"when": object()}) is None
