@@ -366,3 +366,239 @@ def test_eagle3_needs_its_draft_model_and_other_methods_do_not():
     text = problems(engine={"speculative": {"method": "eagle3", "model": None}})
     assert "rebel100:engine.speculative.model: EAGLE-3 needs a draft model: set engine.speculative.model." in text
     ok(engine={"speculative": {"method": "suffix", "model": None}})
+
+
+# --- the whole issue: key path, message and policy, written out (issue 18) --------------------------------------
+# The tests above match a phrase; these pin every word a user reads, so a changed key path, a dropped value or a
+# wrong label in a message fails a test (mutation testing found them unchecked, docs/testing.md).
+
+def issues(stack="prod-4p4d", **overrides):
+    """(key path, message, policy) of every issue of the stack with `overrides`, in a set: order is not promised."""
+    with pytest.raises(ConfigError) as info:
+        load_config(stack_config(stack, **overrides))
+    found = [(issue.path, issue.message, issue.policy) for issue in info.value.issues]
+    assert len(found) == len(set(found)), f"an issue is reported twice: {found}"
+    return set(found)
+
+
+PORTS_FIX = "choose ranges that do not overlap (sidecar 8000-8003, ranks 8200-8203)."
+
+
+@pytest.mark.parametrize("stack, overrides, expected", [
+    ("prod-4p4d", {"prefill": {"replicas": 0}, "kvTier": {"mode": "off"}},
+     {("rebel100:prefill.replicas", "topology 'pd' needs at least one prefill pod; use topology 'agg' for a stack "
+                                    "without prefill.", "")}),
+    ("agg", {"prefill": {"replicas": 2}},
+     {("rebel100:prefill.replicas", "topology 'agg' runs no prefill pods but prefill.replicas is 2: set it to 0.", "")}),
+    ("agg", {"prefill": {"replicas": 1}},
+     {("rebel100:prefill.replicas", "topology 'agg' runs no prefill pods but prefill.replicas is 1: set it to 0.", "")}),
+    # 9 ranks on a 9-NPU node: one targetPort more than an InferencePool holds (8).
+    ("prod-4p4d", {"decode": {"dataParallelSize": 9, "enableExpertParallel": False},
+                   "hardware": {"nodes": 6, "npusPerNode": 9}},
+     {("rebel100:decode.dataParallelSizeLocal", "9 DP ranks per decode pod need as many InferencePool targetPorts, "
+                                                "but the pool allows 8.", "")}),
+    # Ranks 8002-8005 against the sidecar's 8000-8003: two ports clash, each reported at the later group.
+    ("prod-4p4d", {"decode": {"port": 8002}},
+     {("rebel100:decode.port", f"port 8002 is used by both decode.sidecar.port and decode.port in the decode pod: "
+                               f"{PORTS_FIX}", ""),
+      ("rebel100:decode.port", f"port 8003 is used by both decode.sidecar.port and decode.port in the decode pod: "
+                               f"{PORTS_FIX}", "")}),
+    ("prod-4p4d", {"decode": {"dataParallelRpcPort": 8201}},
+     {("rebel100:decode.dataParallelRpcPort", f"port 8201 is used by both decode.port and decode.dataParallelRpcPort "
+                                              f"in the decode pod: {PORTS_FIX}", "")}),
+    # Side channels 5553-5556 against the RPC port 5555.
+    ("prod-4p4d", {"engine": {"nixlSideChannelPort": 5553}},
+     {("rebel100:engine.nixlSideChannelPort", f"port 5555 is used by both decode.dataParallelRpcPort and "
+                                              f"engine.nixlSideChannelPort in the decode pod: {PORTS_FIX}", "")}),
+    # Sidecar 5555-5558, RPC 5555, side channels 5555-5558: each clash names the first user of the port (the
+    # sidecar), not the last group that claimed it.
+    ("prod-4p4d", {"decode": {"sidecar": {"port": 5555}}, "engine": {"nixlSideChannelPort": 5555}},
+     {("rebel100:decode.dataParallelRpcPort", f"port 5555 is used by both decode.sidecar.port and "
+                                              f"decode.dataParallelRpcPort in the decode pod: {PORTS_FIX}", "")}
+     | {("rebel100:engine.nixlSideChannelPort", f"port {port} is used by both decode.sidecar.port and "
+                                                f"engine.nixlSideChannelPort in the decode pod: {PORTS_FIX}", "")
+        for port in (5555, 5556, 5557, 5558)}),
+    ("prod-4p4d", {"router": {"nonCachedTokens": 0}},
+     {("rebel100:router.nonCachedTokens", "nonCachedTokens 0 disables the prefix-based decider: no request would ever "
+                                          "be prefilled remotely and P/D silently becomes decode-only. Use a positive "
+                                          "value, or decider always-disagg.", "")}),
+    ("prod-4p4d", {"router": {"autoTune": False, "blockSizeTokens": 4096}},
+     {("rebel100:router.blockSizeTokens", "with autoTune off the router hashes blockSizeTokens 4096-token units but the "
+                                          "engine reuses prefixes in 512-token units: set it to 512.", "")}),
+    # Without sub-block caching the engine reuses whole 4096-token blocks.
+    ("prod-4p4d", {"router": {"autoTune": False, "blockSizeTokens": 512}, "engine": {"subBlockCache": False}},
+     {("rebel100:router.blockSizeTokens", "with autoTune off the router hashes blockSizeTokens 512-token units but the "
+                                          "engine reuses prefixes in 4096-token units: set it to 4096.", "")}),
+])
+def test_pd_wiring_issues_in_full(stack, overrides, expected):
+    assert issues(stack, **overrides) == expected
+
+
+@pytest.mark.parametrize("stack, overrides", [
+    ("prod-4p4d", {"decode": {"dataParallelSize": 8, "enableExpertParallel": False}, "hardware": {"nodes": 6}}),  # 8 ports
+    ("prod-4p4d", {"decode": {"port": 8004}}),  # ranks 8004-8007 next to the sidecar's 8000-8003
+    ("prod-4p4d", {"engine": {"nixlSideChannelPort": 5556}}),  # side channels 5556-5559 next to RPC 5555
+    ("agg", {"router": {"nonCachedTokens": 0}}),  # no P/D decider in agg
+    ("agg", {"decode": {"sidecar": {"port": 8200}}}),  # no sidecar in agg
+    ("prod-4p4d", {"router": {"nonCachedTokens": 0, "decider": "always-disagg"}}),
+    ("prod-4p4d", {"router": {"autoTune": False, "blockSizeTokens": 4096}, "engine": {"subBlockCache": False}}),
+    ("prod-4p4d", {"router": {"autoTune": True, "blockSizeTokens": 4096}}),  # autoTune reads the engine's own
+])
+def test_pd_wiring_passes(stack, overrides):
+    load_config(stack_config(stack, **overrides))
+
+
+SPEC_EAGLE3 = '{"method": "eagle3", "model": "asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k", "numSpeculativeTokens": 3}'
+SPEC_FIX = ("differ: EAGLE-3's draft head fills its own KV during prefill, so both roles need the same config (set it "
+            "once in engine.speculative).")
+
+
+@pytest.mark.parametrize("overrides, expected", [
+    ({"decode": {"blockSize": 8192, "kvCacheDtype": "auto", "speculative": {"method": "ngram", "model": None}}},
+     {("rebel100:decode.blockSize", "prefill blockSize 4096 and decode blockSize 8192 differ: NIXL moves KV blocks as "
+                                    "they are, so both roles need the same value (set it once in engine.blockSize).", ""),
+      ("rebel100:decode.kvCacheDtype", "prefill kvCacheDtype 'fp8' and decode kvCacheDtype 'auto' differ: NIXL moves KV "
+                                       "blocks as they are, so both roles need the same value (set it once in "
+                                       "engine.kvCacheDtype).", ""),
+      ("rebel100:decode.speculative", f'prefill speculative {SPEC_EAGLE3} and decode speculative {{"method": "ngram", '
+                                      f'"model": null, "numSpeculativeTokens": 3}} {SPEC_FIX}', "")}),
+    ({"prefill": {"speculative": {"method": "suffix", "model": None, "numSpeculativeTokens": 4}}},
+     {("rebel100:decode.speculative", f'prefill speculative {{"method": "suffix", "model": null, "numSpeculativeTokens": '
+                                      f'4}} and decode speculative {SPEC_EAGLE3} {SPEC_FIX}', "")}),
+    # Speculative decoding off in one role only: `off`, not `null`.
+    ({"engine": {"speculative": None}, "decode": {"speculative": {"method": "ngram", "model": None}}},
+     {("rebel100:decode.speculative", 'prefill speculative off and decode speculative {"method": "ngram", "model": '
+                                      f'null, "numSpeculativeTokens": 3}} {SPEC_FIX}', "")}),
+])
+def test_roles_agree_issues_in_full(overrides, expected):
+    assert issues(**overrides) == expected
+
+
+def test_roles_agree_passes_when_overrides_repeat_the_engine_values():
+    ok(prefill={"blockSize": 4096, "kvCacheDtype": "fp8"}, decode={"blockSize": 4096, "kvCacheDtype": "fp8"})
+    ok(prefill={"speculative": {"method": "ngram", "model": None}}, decode={"speculative": {"method": "ngram", "model": None}})
+
+
+def test_roles_need_not_agree_without_prefill():
+    """agg has no prefill pods, so a prefill override there meets no decode engine over NIXL."""
+    load_config(stack_config("agg", prefill={"blockSize": 8192, "kvCacheDtype": "auto"}))
+
+
+GENERATED_ENV = "is generated by the program, and a second entry of one name is refused by the API server"
+
+
+def test_override_issues_in_full():
+    found = issues(prefill={"extraArgs": ["--enforce-eager", "-pp", "2"], "extraEnv": {"MY_PASSWORD": "hunter2"}},
+                   decode={"extraArgs": ["--max-num-seqs=2"],
+                           "extraEnv": {"VLLM_RPC_TIMEOUT": "1", "HF_HOME": "/x", "RBLN_DEVICES": "0"}},
+                   kvTier={"extraConfig": {"rds_max_chunks": 5}})
+    assert found == {
+        ("rebel100:prefill.extraArgs[1]", "'-pp' redefines --pipeline-parallel-size, which the program generates from "
+                                          "prefill.pipelineParallelSize: the gates would check one value and the engine "
+                                          "run another. Set prefill.pipelineParallelSize instead.", ""),
+        ("rebel100:prefill.extraEnv.MY_PASSWORD", "MY_PASSWORD is a literal value (7 characters, not shown) but its name "
+                                                  "says it is a secret: a literal ends up in the stack state, the "
+                                                  "rendered YAML and anyone's `kubectl get -o yaml`. Take it from a "
+                                                  "Secret (valueFrom.secretKeyRef), or rename it if it is not a "
+                                                  "secret.", "no-literal-secrets"),
+        ("rebel100:decode.extraArgs[0]", "'--max-num-seqs=2' redefines --max-num-seqs, which the program generates "
+                                         "from decode.maxNumSeqs: the gates would check one value and the engine run "
+                                         "another. Set decode.maxNumSeqs instead.", ""),
+        # A field with a role in it names the role; a variable fixed by the design has no field to set.
+        ("rebel100:decode.extraEnv.VLLM_RPC_TIMEOUT", f"VLLM_RPC_TIMEOUT {GENERATED_ENV} (duplicate entries for key "
+                                                      f"[name='VLLM_RPC_TIMEOUT']). Set engine.rpcTimeoutMs instead.", ""),
+        ("rebel100:decode.extraEnv.HF_HOME", f"HF_HOME {GENERATED_ENV} (duplicate entries for key [name='HF_HOME']). It "
+                                             f"is fixed by the design; remove it.", ""),
+        ("rebel100:decode.extraEnv.RBLN_DEVICES", f"RBLN_DEVICES {GENERATED_ENV} (duplicate entries for key "
+                                                  f"[name='RBLN_DEVICES']). Set decode.tensorParallelSize / "
+                                                  f"pipelineParallelSize instead.", ""),
+        ("rebel100:kvTier.extraConfig.rds_max_chunks", "rds_max_chunks is set by the program from kvTier.rdsMaxChunks, "
+                                                       "where the RDS memory budget checks it; here it would silently "
+                                                       "replace the checked value. Set kvTier.rdsMaxChunks instead.", ""),
+    }
+
+
+def test_prefill_override_names_the_prefill_field():
+    assert issues(prefill={"extraArgs": ["--port=9000"], "extraEnv": {"RBLN_DEVICES": "0"}}) == {
+        ("rebel100:prefill.extraArgs[0]", "'--port=9000' redefines --port, which the program generates from "
+                                          "prefill.port: the gates would check one value and the engine run another. "
+                                          "Set prefill.port instead.", ""),
+        ("rebel100:prefill.extraEnv.RBLN_DEVICES", f"RBLN_DEVICES {GENERATED_ENV} (duplicate entries for key "
+                                                   f"[name='RBLN_DEVICES']). Set prefill.tensorParallelSize / "
+                                                   f"pipelineParallelSize instead.", ""),
+    }
+
+
+@pytest.mark.parametrize("stack, overrides, expected", [
+    ("agg", {"kvTier": {"mode": "cpu"}},
+     {("rebel100:kvTier.mode", "kvTier.mode 'cpu' offloads prefill KV, but this stack has no prefill pods (topology "
+                               "'agg', prefill.replicas 0): set kvTier.mode off.", "")}),
+    ("prod-4p4d", {"prefill": {"replicas": 0}},
+     {("rebel100:kvTier.mode", "kvTier.mode 'rds' offloads prefill KV, but this stack has no prefill pods (topology "
+                               "'pd', prefill.replicas 0): set kvTier.mode off.", ""),
+      ("rebel100:prefill.replicas", "topology 'pd' needs at least one prefill pod; use topology 'agg' for a stack "
+                                    "without prefill.", "")}),
+    ("prod-4p4d", {"hardware": {"nvmeDrivesPerNode": 0}},
+     {("rebel100:hardware.nvmeDrivesPerNode", "RDS needs NVMe drives: set hardware.nvmeDrivesPerNode or "
+                                              "kvTier.rdsDrives, or use kvTier.mode cpu.", "")}),
+    # 256 GiB of tier in a 256Gi limit leaves nothing for the engine: refused at equality.
+    ("prod-4p4d", {"kvTier": {"mode": "cpu", "cpuSizeGib": 256}},
+     {("rebel100:kvTier.cpuSizeGib", "the CPU KV tier of 256 GiB does not fit in the prefill memory limit 256Gi "
+                                     "(prefill.resources.memory): raise the limit or shrink the tier.", "")}),
+    ("prod-4p4d", {"kvTier": {"mode": "cpu", "cpuSizeGib": 100.5}, "prefill": {"resources": {"memory": "100Gi"}}},
+     {("rebel100:kvTier.cpuSizeGib", "the CPU KV tier of 100.5 GiB does not fit in the prefill memory limit 100Gi "
+                                     "(prefill.resources.memory): raise the limit or shrink the tier.", "")}),
+])
+def test_kv_tier_issues_in_full(stack, overrides, expected):
+    assert issues(stack, **overrides) == expected
+
+
+@pytest.mark.parametrize("stack, overrides", [
+    ("prod-4p4d", {"kvTier": {"mode": "cpu", "cpuSizeGib": 255.5}}),
+    ("prod-4p4d", {"hardware": {"nvmeDrivesPerNode": 0}, "kvTier": {"rdsDrives": 1}}),  # drives of its own
+    ("prod-4p4d", {"hardware": {"nvmeDrivesPerNode": 0}, "kvTier": {"mode": "cpu"}}),
+    ("prod-4p4d", {"kvTier": {"mode": "off", "cpuSizeGib": 1000}}),  # off: no tier to fit
+    ("agg", {"kvTier": {"mode": "off", "rdsMaxChunks": 100000}}),
+])
+def test_kv_tier_passes(stack, overrides):
+    load_config(stack_config(stack, **overrides))
+
+
+NOT_A_COMMIT = ("is not a commit id: a download in prod would take whatever the branch points at on the day the Job "
+                "runs, so two environments (or a re-created Job) can serve different weights.")
+GATED = ("the weights are gated but the stack neither creates the Secret hf-token (rebel100:hfToken is not set) nor is "
+         "told it exists (weights.tokenSecretExists false): the download Job would fail with 401 on its first file. Set "
+         "the token with `pulumi config set --secret rebel100:hfToken hf_...`, or create the Secret and set "
+         "weights.tokenSecretExists true.")
+
+
+def test_weights_issues_in_full():
+    assert issues(weights={"source": "download", "size": "200Gi", "gated": True}) == {
+        ("rebel100:weights.size", "weights.size 200Gi (214.7 GB) is below MiniMaxAI/MiniMax-M2.7 + "
+                                  "asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k (234 GB) x headroom 1.2 = 280.8 GB: "
+                                  "the download would fill the volume part way and fail. Set weights.size to at least "
+                                  "262Gi.", ""),
+        ("rebel100:weights.revision", f"weights.revision 'main' of MiniMaxAI/MiniMax-M2.7 {NOT_A_COMMIT} Set "
+                                      f"weights.revision to the 40-hex commit id to serve.", ""),
+        ("rebel100:weights.draftRevision", f"weights.draftRevision 'main' of asherszhang/MiniMax-M2.7-EAGLE3-draft-"
+                                           f"vocab200k {NOT_A_COMMIT} Set weights.draftRevision to the 40-hex commit "
+                                           f"id to serve.", ""),
+        ("rebel100:weights.gated", GATED, ""),
+    }
+
+
+@pytest.mark.parametrize("speculative", [None, {"method": "suffix", "model": None}])
+def test_weights_without_a_draft_size_and_pin_the_model_alone(speculative):
+    """No draft model (speculative off, or a draft-free method): 230 GB x 1.2 = 276 GB, and no draft revision."""
+    assert issues(weights={"source": "download", "size": "200Gi"}, engine={"speculative": speculative}) == {
+        ("rebel100:weights.size", "weights.size 200Gi (214.7 GB) is below MiniMaxAI/MiniMax-M2.7 (230 GB) x headroom "
+                                  "1.2 = 276 GB: the download would fill the volume part way and fail. Set weights.size "
+                                  "to at least 258Gi.", ""),
+        ("rebel100:weights.revision", f"weights.revision 'main' of MiniMaxAI/MiniMax-M2.7 {NOT_A_COMMIT} Set "
+                                      f"weights.revision to the 40-hex commit id to serve.", ""),
+    }
+
+
+def test_gated_download_in_dev_is_refused_at_weights_gated():
+    assert issues("dev", weights={"gated": True}) == {("rebel100:weights.gated", GATED, "")}
+    ok(weights={"gated": True})  # a pre-loaded PVC downloads nothing: no token needed
