@@ -2,6 +2,7 @@
 import pytest
 
 from core.gate import ConfigError, load_config, warnings_for
+from core.versions import Version
 from tests.conftest import stack_config
 
 
@@ -602,3 +603,195 @@ def test_weights_without_a_draft_size_and_pin_the_model_alone(speculative):
 def test_gated_download_in_dev_is_refused_at_weights_gated():
     assert issues("dev", weights={"gated": True}) == {("rebel100:weights.gated", GATED, "")}
     ok(weights={"gated": True})  # a pre-loaded PVC downloads nothing: no token needed
+
+
+def paths_and_policies(stack="prod-4p4d", **overrides):
+    """(key path, policy) of every issue: for rules whose wording lives (and is tested) in another module."""
+    return sorted((path, policy) for path, _, policy in issues(stack, **overrides))
+
+
+def test_groups_issue_names_each_role_at_its_key():
+    assert issues(placement={"groups": 3}) == {
+        ("rebel100:prefill.replicas", "prefill.replicas 4 cannot be split evenly over placement.groups 3 node groups: "
+                                      "use a multiple of 3.", ""),
+        ("rebel100:decode.replicas", "decode.replicas 4 cannot be split evenly over placement.groups 3 node groups: use "
+                                     "a multiple of 3.", ""),
+    }
+
+
+def test_vllm_args_refusal_of_decode_alone_is_reported_after_a_prefill_that_parses():
+    assert issues(decode={"extraArgs": ["--foo"]}) == {
+        ("rebel100:decode.extraArgs[0]", '`vllm serve` of vLLM 0.30.0 (the vLLM of vllm-rbln 0.12.0) exits with '
+                                         '"unrecognized arguments: --foo" before the engine starts, so the pod '
+                                         'crash-loops. Remove the entry, or spell it as `vllm serve --help` of that '
+                                         'version does.', "vllm-args-known")}
+
+
+def test_lmcache_names_carry_the_policy_of_the_pack():
+    assert paths_and_policies(prefill={"extraEnv": {"LMCACHE_CHUNKSIZE": "512"}},
+                              kvTier={"extraConfig": {"chunk_size": 512}}) == [
+        ("rebel100:kvTier.extraConfig.chunk_size", "lmcache-env-known"),
+        ("rebel100:prefill.extraEnv.LMCACHE_CHUNKSIZE", "lmcache-env-known")]
+
+
+def test_engine_image_issue_carries_the_policy_of_the_pack():
+    assert paths_and_policies(engine={"image": "rebellions/vllm-rbln:0.10.4"}, kvTier={"mode": "cpu"}) == [
+        ("rebel100:engine.image", "engine-image-has-features")]
+
+
+OLD_EPP_MESSAGE = (
+    "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1 (router.image) is 0.7.1, older than features the render uses: "
+    "plugin type approx-prefix-cache-producer needs llm-d EPP 0.9.0 or later (github.com/llm-d/llm-d-router@v0.9.0 "
+    "pkg/epp/framework/plugins/requestcontrol/dataproducer/approximateprefix/constants/constants.go); apiVersion "
+    "llm-d.ai/v1alpha1 needs llm-d EPP 0.9.0 or later (github.com/llm-d/llm-d-router@v0.9.0 "
+    "apix/config/v1alpha1/zz_generated.register.go). The program would refuse its configuration and the pod would "
+    "crash-loop. Pin 0.9.0 or later.")
+
+
+def test_epp_pin_older_than_a_feature_is_reported_once_though_its_line_has_schema_data():
+    """v0.7.1 has schema data (core/versions/data/epp-v0.7.1.json), which would refuse the v0.9 plugins again in its
+    own words; the feature rule names what is missing, and the schema is not asked."""
+    assert issues(router={"image": "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1"}) == {
+        ("rebel100:router.image", OLD_EPP_MESSAGE, "router-images-have-features")}
+
+
+def test_epp_schema_refusal_in_full():
+    assert issues("agg", router={"pluginParameters": {"token-load-scorer": {"queueThreshold": 8192}}}) == {
+        ("rebel100:router.pluginParameters.token-load-scorer.queueThreshold",
+         'the EPP 0.10.0 ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0 would refuse '
+         'plugins[3].parameters.queueThreshold of the rendered EndpointPickerConfig: json: unknown field '
+         '"queueThreshold" (its own rule, from core/versions/data/epp-v0.10.0.json). The pod would crash-loop. Remove or '
+         'correct the parameter, or pin an EPP that has it.', "router-config-schema")}
+
+
+def sidecar_data_without(flag):
+    """epp_schema.data_for, with a sidecar line that lacks `flag`: the render's flags are known to every sidecar we
+    hold data for, so only such data shows how the gate reports a refused flag."""
+    from core.versions import epp_schema
+    real = epp_schema.data_for
+
+    def data_for(program, pinned):
+        data = real(program, pinned)
+        if program == "sidecar" and pinned is not None and (pinned.major, pinned.minor) in ((0, 10), (0, 6)):
+            data = real(program, Version(0, 10, 0))
+            data = {**data, "flags": {k: v for k, v in data["flags"].items() if k != flag}}
+        return data
+    return data_for
+
+
+def test_sidecar_flag_its_pin_does_not_know_is_refused_at_the_sidecar_image(monkeypatch):
+    from core.versions import epp_schema
+    monkeypatch.setattr(epp_schema, "data_for", sidecar_data_without("secure-proxy"))
+    assert issues() == {
+        ("rebel100:decode.sidecar.image",
+         "the P/D sidecar 0.10.0 ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0 would refuse flag --secure-proxy: "
+         "exits 2: unknown flag: --secure-proxy (its own rule, from core/versions/data/sidecar-v0.10.0.json). The pod "
+         "would crash-loop. Pin a sidecar that has the flag.", "router-config-schema")}
+    load_config(stack_config("agg"))  # agg runs no sidecar: its flags are not judged
+
+
+def test_sidecar_pin_older_than_a_feature_is_reported_once(monkeypatch):
+    """v0.6.0 lacks --kv-connector (0.7.0): the feature rule says so; the schema data of its line is not asked."""
+    from core.versions import epp_schema
+    monkeypatch.setattr(epp_schema, "data_for", sidecar_data_without("kv-connector"))
+    assert paths_and_policies(decode={"sidecar": {"image": "ghcr.io/llm-d/llm-d-routing-sidecar:v0.6.0"}}) == [
+        ("rebel100:decode.sidecar.image", "router-images-have-features")]
+
+
+@pytest.mark.parametrize("settings, problem, field", [
+    ({}, ("approx-prefix-cache-producer", "blockSizeTokens"), "router.blockSizeTokens"),  # a generated parameter
+    ({"pluginParameters": {"token-load-scorer": {"queueThresholdTokens": 1}}},
+     ("token-load-scorer", "queueThresholdTokens"), "router.pluginParameters.token-load-scorer.queueThresholdTokens"),
+    ({}, ("max-score-picker", "maxNumOfEndpoints"), "router.image"),  # rendered, from no field: the pin reads it so
+    ({}, (None, None), "router.image"),  # e.g. the apiVersion
+])
+def test_router_field_of_a_schema_problem(settings, problem, field):
+    from core.gate import _router_field
+    from core.config import Router
+    from core.versions.epp_schema import Problem
+    plugin_type, parameter = problem
+    assert _router_field(Router.model_validate(settings), Problem("p", "m", plugin_type, parameter)) == field
+
+
+PD_PLUGINS = ("approx-prefix-cache-producer, decode-filter, disagg-profile-handler, max-score-picker, prefill-filter, "
+              "prefix-based-pd-decider, prefix-cache-scorer, queue-scorer")
+
+
+def test_plugin_parameters_issues_in_full_each_entry_judged():
+    assert issues(router={"pluginParameters": {"token-load-scorer": {"x": 1},
+                                               "prefix-based-pd-decider": {"nonCachedTokens": 0}}}) == {
+        ("rebel100:router.pluginParameters.token-load-scorer",
+         f"plugin type 'token-load-scorer' is not in this stack's EndpointPickerConfig (topology 'pd' declares "
+         f"{PD_PLUGINS}): its parameters would configure nothing. Use one of those types.", ""),
+        ("rebel100:router.pluginParameters.prefix-based-pd-decider.nonCachedTokens",
+         "nonCachedTokens of prefix-based-pd-decider is generated by the program from router.nonCachedTokens, where the "
+         "gates check it. Set router.nonCachedTokens instead.", ""),
+    }
+
+
+# --- parsing: the config map, schema errors and the heading ---------------------------------------------------
+
+def test_namespace_values_keeps_only_its_own_keys_and_decodes_objects():
+    from core.gate import namespace_values
+    raw = {"aws:region": "x", "rebel100:hfToken": "[secret]", "rebel100:nodes": 3, "rebel100:flag": True,
+           "rebel100:prefill": '{"replicas": 2}', "rebel100:list": "[1, 2]", "rebel100:text": "{not json",
+           "rebel100:empty": "", "kubernetes:context": "y"}
+    assert namespace_values(raw) == {"nodes": 3, "flag": True, "prefill": {"replicas": 2}, "list": [1, 2],
+                                     "text": "{not json", "empty": ""}
+
+
+def test_a_key_of_a_map_is_refused_at_the_map_with_the_next_error_beside_it():
+    assert issues(prefill={"extraEnv": {"A=B": "x"}}, decode={"replicas": 0}) == {
+        ("rebel100:prefill.extraEnv", "key 'A=B' is not valid: contains '=': an environment variable name is non-empty "
+                                      "printable ASCII without '=' (k8s.io/apimachinery v0.35.4 "
+                                      "pkg/util/validation/validation.go IsRelaxedEnvVarName).", ""),
+        ("rebel100:decode.replicas", "0 is not valid: Input should be greater than or equal to 1. (allowed: >= 1 and "
+                                     "<= 1024)", ""),
+    }
+
+
+def test_a_value_of_a_map_is_refused_at_its_key_without_bounds():
+    assert issues(prefill={"extraEnv": {"OK": 5}}) == {
+        ("rebel100:prefill.extraEnv.OK", "5 is not valid: Input should be a valid string.", "")}
+
+
+def test_field_models_of_a_path_through_a_map_is_none():
+    from core.config import Prefill, StackConfig
+    from core.gate import _field_models
+    assert _field_models(StackConfig, ("prefill",)) is Prefill
+    assert _field_models(StackConfig, ("prefill", "extraEnv")) is None
+    assert _field_models(StackConfig, ("prefill", "extraEnv", "FOO")) is None
+    assert _field_models(StackConfig, ("prefill", "replicas", "x")) is None
+
+
+def test_a_moved_key_of_a_section_without_its_own_page_points_to_the_readme(monkeypatch):
+    """Every moved key today is in a section with a page (storage, engine); the fallback is the README. The page is
+    found by the key's first part, also for a key two levels deep."""
+    from core import gate
+    monkeypatch.setitem(gate.MOVED_KEYS, "router.oldKey", "router.newKey")
+    monkeypatch.setitem(gate.MOVED_KEYS, "decode.sidecar.oldPort", "decode.sidecar.port")
+    monkeypatch.setitem(gate.MOVED_KEYS_DOCS, "decode", "docs/decode.md")
+    assert issues(router={"oldKey": 1}, decode={"sidecar": {"oldPort": 1}}) == {
+        ("rebel100:router.oldKey", "this key moved: set `rebel100:router.newKey` instead (see the README).", ""),
+        ("rebel100:decode.sidecar.oldPort", "this key moved: set `rebel100:decode.sidecar.port` instead (see "
+                                            "docs/decode.md).", ""),
+    }
+
+
+def test_config_error_heading_names_the_source():
+    for overrides in ({"decode": {"replicas": 0}}, {"placement": {"groups": 3}}):  # schema, then a rule
+        with pytest.raises(ConfigError) as info:
+            load_config(stack_config("prod-4p4d", **overrides))
+        assert str(info.value).startswith("stack configuration is invalid (")
+        assert info.value.source == "stack configuration"
+        with pytest.raises(ConfigError) as info:
+            load_config(stack_config("prod-4p4d", **overrides), "Pulumi.x.yaml")
+        assert str(info.value).startswith("Pulumi.x.yaml is invalid (") and info.value.source == "Pulumi.x.yaml"
+
+
+def test_validate_assumes_no_token_secret_unless_told():
+    from core.config import StackConfig
+    from core.gate import validate
+    cfg = StackConfig.model_validate({"environment": "dev", "weights": {"source": "download", "gated": True}})
+    assert [issue.path for issue in validate(cfg)] == ["rebel100:weights.gated"]
+    assert validate(cfg, hf_token_set=True) == []
