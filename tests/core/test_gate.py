@@ -795,3 +795,24 @@ def test_validate_assumes_no_token_secret_unless_told():
     cfg = StackConfig.model_validate({"environment": "dev", "weights": {"source": "download", "gated": True}})
     assert [issue.path for issue in validate(cfg)] == ["rebel100:weights.gated"]
     assert validate(cfg, hf_token_set=True) == []
+
+
+def test_an_engine_image_without_a_version_is_not_judged_on_rds_max_chunks():
+    """A digest names no vllm-rbln version, so no lmcache-rbln version either: image hygiene refuses it elsewhere,
+    the RDS rule has nothing to compare."""
+    ok(engine={"image": "rebellions/vllm-rbln@sha256:" + "a" * 64})
+
+
+def test_roles_need_not_agree_when_pd_has_no_prefill_pods():
+    """pd with prefill.replicas 0 is refused once, for the replicas; a prefill override then meets no decode engine."""
+    assert issues(prefill={"replicas": 0, "blockSize": 8192}, kvTier={"mode": "off"}) == {
+        ("rebel100:prefill.replicas", "topology 'pd' needs at least one prefill pod; use topology 'agg' for a stack "
+                                      "without prefill.", "")}
+
+
+def test_rule_weights_assumes_no_token_secret_unless_told():
+    from core.config import StackConfig
+    from core.gate import rule_weights
+    cfg = StackConfig.model_validate({"environment": "dev", "weights": {"source": "download", "gated": True}})
+    assert [issue.path for issue in rule_weights(cfg)] == ["rebel100:weights.gated"]
+    assert list(rule_weights(cfg, hf_token_set=True)) == []
