@@ -760,6 +760,7 @@ def test_field_models_of_a_path_through_a_map_is_none():
     from core.gate import _field_models
     assert _field_models(StackConfig, ("prefill",)) is Prefill
     assert _field_models(StackConfig, ("prefill", "extraEnv")) is None
+    assert _field_models(StackConfig, ("prefill", "replicas")) is None  # a field that is no section
     assert _field_models(StackConfig, ("prefill", "extraEnv", "FOO")) is None
     assert _field_models(StackConfig, ("prefill", "replicas", "x")) is None
 
@@ -816,3 +817,13 @@ def test_rule_weights_assumes_no_token_secret_unless_told():
     cfg = StackConfig.model_validate({"environment": "dev", "weights": {"source": "download", "gated": True}})
     assert [issue.path for issue in rule_weights(cfg)] == ["rebel100:weights.gated"]
     assert list(rule_weights(cfg, hf_token_set=True)) == []
+
+
+def test_epp_pin_of_agg_is_judged_by_the_agg_render():
+    """agg declares plugins pd does not (inflight-load-producer, prefix-cache-affinity-filter, token-load-scorer):
+    the features come from the stack's own topology."""
+    [(path, message, policy)] = issues("agg", router={"image": "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1"})
+    assert (path, policy) == ("rebel100:router.image", "router-images-have-features")
+    for feature in ("plugin type inflight-load-producer needs llm-d EPP 0.9.0", "plugin type prefix-cache-affinity-filter "
+                    "needs llm-d EPP 0.9.0", "plugin type token-load-scorer needs llm-d EPP 0.9.0"):
+        assert feature in message
