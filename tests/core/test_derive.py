@@ -1,5 +1,10 @@
 """core/derive.py: the facts of a stack, figures written by hand from the reference design."""
-from core.derive import derive, rds_drives
+import json
+
+import pytest
+
+from core.config import StackConfig
+from core.derive import derive, engine_commands, rds_drives
 from core.gate import load_config
 from tests.conftest import stack_config
 
@@ -67,3 +72,59 @@ def test_devices_per_pod_follow_dp_local():
     value = facts(decode={"dataParallelSizeLocal": 2, "replicas": 8}, hardware={"nodes": 8})
     assert value.roles["decode"].output() == {"replicas": 8, "devicesPerPod": 2, "devices": 16}
     assert value.decode.rank_ports == [8200, 8201]
+
+
+SHA = "0123456789abcdef0123456789abcdef01234567"
+DRAFT_SHA = "f" * 40
+
+
+def test_roles_know_their_names():
+    value = facts()
+    assert [(name, role.name) for name, role in value.roles.items()] == [("prefill", "prefill"), ("decode", "decode")]
+
+
+def test_prefix_reuse_unit_is_the_block_without_sub_block_caching():
+    assert facts(engine={"subBlockCache": False}, router={"autoTune": True}).prefix_reuse_unit == 4096
+
+
+def test_weights_plan_reads_the_volume_at_hf_home():
+    """A pre-loaded PVC at the branch main: the engines wait for each repository's ref under /models."""
+    assert facts().weights.wait_paths == (
+        "/models/hub/models--MiniMaxAI--MiniMax-M2.7/refs/main",
+        "/models/hub/models--asherszhang--MiniMax-M2.7-EAGLE3-draft-vocab200k/refs/main")
+
+
+@pytest.mark.parametrize("settings", [
+    {"topology": "agg", "prefill": {"replicas": 0}},  # kvTier rds by default, but no prefill pods to offload
+    {"topology": "pd", "prefill": {"replicas": 0}},  # refused by the gate; derive still gives no tier
+])
+def test_no_prefill_pods_means_no_kv_tier_whatever_the_mode(settings):
+    value = derive(StackConfig.model_validate(settings))
+    assert value.kv_tier == "off" and value.rds_budget is None and value.rds_tokens_per_rank == 0
+    assert value.lmcache_env == {}
+
+
+def test_engine_commands_carry_the_pinned_revisions_and_the_connectors_of_the_stack():
+    cfg = load_config(stack_config("prod-4p4d", weights={"revision": SHA, "draftRevision": DRAFT_SHA}))
+    commands = engine_commands(cfg)
+    assert list(commands) == ["prefill", "decode"]
+    for command in commands.values():
+        args = command.args
+        assert args[1:3] == ["--revision", SHA]
+        assert json.loads(args[args.index("--speculative-config") + 1])["revision"] == DRAFT_SHA
+    # P/D with RDS: prefill speaks NIXL and LMCache, decode NIXL.
+    prefill = json.loads(commands["prefill"].args[commands["prefill"].args.index("--kv-transfer-config") + 1])
+    assert prefill["kv_connector"] == "MultiConnector"
+    decode = json.loads(commands["decode"].args[commands["decode"].args.index("--kv-transfer-config") + 1])
+    assert decode["kv_connector"] == "RblnNixlConnector"
+
+
+def test_engine_commands_without_kv_tier_give_prefill_nixl_alone():
+    cfg = load_config(stack_config("prod-4p4d", kvTier={"mode": "off"}))
+    args = engine_commands(cfg)["prefill"].args
+    assert json.loads(args[args.index("--kv-transfer-config") + 1])["kv_connector"] == "RblnNixlConnector"
+
+
+def test_engine_commands_of_agg_have_decode_alone_without_connector():
+    commands = engine_commands(load_config(stack_config("agg")))
+    assert list(commands) == ["decode"] and "--kv-transfer-config" not in commands["decode"].args

@@ -154,3 +154,14 @@ def test_sub_block_cache_off_is_zero_in_the_env():
     cfg = target(engine={"subBlockCache": False}, router={"autoTune": True})
     assert serving.engine_env(cfg.engine)["VLLM_RBLN_SUB_BLOCK_CACHE"] == "0"
     assert serving.engine_env(target().engine)["VLLM_RBLN_SUB_BLOCK_CACHE"] == "1"
+
+
+def test_lmcache_env_of_each_mode_in_full():
+    assert lmcache_env(KvTier()) == {
+        "LMCACHE_CHUNK_SIZE": "4096", "LMCACHE_ENABLE_KV_EVENTS": "True",
+        "LMCACHE_PRE_CACHING_HASH_ALGORITHM": "sha256_cbor_64bit", "LMCACHE_LOCAL_CPU": "False",
+        "LMCACHE_EXTRA_CONFIG": '{"rds_max_chunks":1000}'}
+    assert lmcache_env(KvTier(mode="cpu", cpu_size_gib=32.5, enable_kv_events=False, extra_config={"x": 1})) == {
+        "LMCACHE_CHUNK_SIZE": "4096", "LMCACHE_ENABLE_KV_EVENTS": "False",
+        "LMCACHE_PRE_CACHING_HASH_ALGORITHM": "sha256_cbor_64bit", "LMCACHE_LOCAL_CPU": "True",
+        "LMCACHE_MAX_LOCAL_CPU_SIZE": "32.5", "LMCACHE_EXTRA_CONFIG": '{"x":1}'}

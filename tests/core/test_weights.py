@@ -71,3 +71,10 @@ def test_download_plan_without_draft_waits_for_its_marker():
 def test_draft_model(speculative, draft):
     engine = {"speculative": speculative} if speculative != {} else {}
     assert weights.draft_model(StackConfig.model_validate({"engine": engine})) == draft
+
+
+def test_plan_of_a_stack_has_its_draft_under_hf_home():
+    plan = weights.plan(StackConfig.model_validate({}), "/hf")
+    assert plan.draft == DRAFT
+    assert plan.wait_paths == ("/hf/hub/models--MiniMaxAI--MiniMax-M2.7/refs/main",
+                               "/hf/hub/models--asherszhang--MiniMax-M2.7-EAGLE3-draft-vocab200k/refs/main")
