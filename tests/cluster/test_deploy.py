@@ -261,6 +261,31 @@ def test_e2_a_pod_the_scheduler_refuses_during_up_cancels_it(site, deployed):
     assert {c["image"] for p in engines(cluster) for c in p["spec"]["containers"]} == {"rebellions/vllm-rbln:0.12.2"}
 
 
+def test_e3_a_change_the_retained_volumes_cannot_take_is_refused_before_apply(site, deployed):
+    """Issue 16: switching weights.source to download where the site holds the pre-loaded `model-weights`, and
+    changing the StorageClass of the deployed compile caches, pass the config gate; the preflight reads the live
+    PVCs and refuses both, naming the object and the field, before Pulumi applies anything."""
+    project, cluster = deployed
+    files = [f for f in (project.root / ".pulumi-state").rglob(f"{STACK}.json")]
+    state = files[0].read_bytes()
+    deployed_before = site.deployed
+    pvcs_before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in cluster.get("pvc", namespace=NS)}
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    set_config(project, "rebel100:weights", {"source": "download", "revision": commit, "draftRevision": commit})
+    set_config(project, "rebel100:storage", {"storageClass": "fast-nvme"})
+    proc = site.up()
+    site.reset_config()
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert f"PersistentVolumeClaim {NS}/model-weights already exists" in proc.stderr, proc.stderr[-3000:]
+    assert "weights.pvc" in proc.stderr and "weights.source: pvc" in proc.stderr, proc.stderr[-3000:]
+    assert "spec.storageClassName" in proc.stderr and "storage.storageClass asks for 'fast-nvme'" in proc.stderr, \
+        proc.stderr[-3000:]
+    assert files[0].read_bytes() == state
+    assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in cluster.get("pvc", namespace=NS)} == pvcs_before
+    assert deployment_replicas(cluster) == BASELINE_REPLICAS
+    site.deployed = deployed_before  # refused before apply: what was deployed still is
+
+
 def test_f_a_slow_engine_is_waited_for(site, deployed):
     project, cluster = deployed
     set_config(project, "rebel100:engine", {"podAnnotations": {"rebel100.local/ready-delay": "20s"}})
