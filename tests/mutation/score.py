@@ -265,8 +265,11 @@ def main(argv: Iterable[str]) -> int:
     print("\n".join(report.lines()))
     listed = listed_survivors(results, equivalents)
     pinned = sum(name in diffs and change_hash(diffs[name]) == equivalents[name].change for name in listed)
-    print(f"equivalents: {len(listed)} listed mutants survived, {pinned} of them still the change their line pins "
-          f"(its hash in tests/mutation/equivalents.txt)")
+    if listed:
+        print(f"equivalents: {len(listed)} listed mutants survived, {pinned} of them still the change their line pins "
+              f"(its hash in tests/mutation/equivalents.txt)")
+    else:
+        print("equivalents: no mutant listed in tests/mutation/equivalents.txt survived in these results")
     for problem in report.problems:
         print(f"FAIL: {problem}", file=sys.stderr)
     return 1 if report.problems else 0
