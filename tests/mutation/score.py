@@ -8,8 +8,17 @@ equivalent mutant behaves exactly like the original, so no test can kill it, and
     score = killed / (mutants - equivalent)
 
 per file and over the scope; the run fails when one is below the floor of the scope's config
-(tests/mutation/<scope>.cfg, section [score]), when a mutant was not checked, or when a mutant listed as
-equivalent was killed (then it was not equivalent: remove it from the list).
+(tests/mutation/<scope>.cfg, section [score]), when a mutant was not checked, when a mutant listed as
+equivalent was killed (then it was not equivalent: remove it from the list), or when a listed survivor is no longer
+the change its line pins.
+
+A line of the list is `<mutant name>  <change>  <reason>`; the change is the hash of the mutant's diff (change_hash).
+mutmut numbers the mutants of a function in order, so a change to the function can give a listed name to another
+mutant, perhaps a real survivor that would then be set aside unseen: a listed survivor whose diff has another hash
+counts as a survivor and fails the run, until someone looks at it again.
+
+    python -m tests.mutation.score SCOPE build/mutate/SCOPE/results.txt
+    python -m tests.mutation.score --show SCOPE MUTANT-NAME ...   # diff and hash, for a line of the list
 """
 from __future__ import annotations
 
@@ -21,7 +30,7 @@ import pathlib
 import re
 import subprocess
 import sys
-from typing import Callable, Iterable, Mapping
+from typing import Iterable, Mapping
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -144,7 +153,8 @@ def pinned_change(name: str, entry: Equivalent, diff: str | None) -> str | None:
     return (f"equivalents.txt line {entry.line}: {name} was judged equivalent as change {entry.change} "
             f"({entry.reason}), but that name now names change {now}; the code changed and mutmut may have "
             f"renumbered its mutants. Re-examine the entry: if this mutant is equivalent too, write its hash and a "
-            f"reason on the line, else kill it with a test and drop or renumber the line. The mutant now:\n{diff_lines}")
+            f"reason on the line, else kill it with a test and drop or renumber the line. The mutant now:\n"
+            f"{diff_lines}")
 
 
 def score(results: dict[str, str], equivalents: Mapping[str, Equivalent], floors: dict[str, float],
@@ -239,7 +249,8 @@ def read_floors(config: pathlib.Path) -> dict[str, float]:
 
 def main(argv: Iterable[str]) -> int:
     """`python -m tests.mutation.score SCOPE RESULTS-FILE`: print the report; exit 1 when the run fails. The mutants
-    are mutmut's in the results file's folder (build/mutate/<scope>). `--show SCOPE NAME ...`: their diffs and hashes."""
+    are mutmut's in the results file's folder (build/mutate/<scope>). `--show SCOPE NAME ...`: their diffs and
+    hashes."""
     args = list(argv)
     if args[:1] == ["--show"] and len(args) >= 3:
         try:

@@ -47,7 +47,8 @@ def test_equivalents_pin_a_change_and_need_a_reason():
 
 
 @pytest.mark.parametrize("line, message", [
-    ("core.a.x_f__mutmut_1", r"line 2: core.a.x_f__mutmut_1 has no change hash \(12 hex digits\) after its name, '' found"),
+    ("core.a.x_f__mutmut_1",
+     r"line 2: core.a.x_f__mutmut_1 has no change hash \(12 hex digits\) after its name, '' found"),
     ("core.a.x_f__mutmut_1  the same value", r"line 2: core.a.x_f__mutmut_1 has no change hash .* 'the' found; a line "
                                               r"is `<mutant name>  <change: 12 hex digits>  <reason>`"),
     ("core.a.x_f__mutmut_1  928DD4B4E00C  upper case", r"line 2: .* has no change hash .*'928DD4B4E00C' found"),
