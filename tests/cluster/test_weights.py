@@ -1,6 +1,9 @@
 """Day-1 weights on the local control plane: the download Job runs to completion (kwok's Job stage),
 the engines are created only after it, and a revision bump replaces the download before the
-engines roll. A 1P1D stack in a namespace of its own, downloading (weights.source download)."""
+engines roll. A 1P1D stack in a namespace of its own, downloading (weights.source download).
+
+Each test starts from the stack file as the fixture wrote it (revision `main`), and the bump first deploys that
+baseline itself (`downloaded`), so each runs alone and in any order."""
 from __future__ import annotations
 
 import datetime
@@ -31,9 +34,38 @@ def site(tmp_path_factory, local_cluster: LocalCluster):
     config.update({"rebel100:name": "wt", "rebel100:namespace": NS,
                    "rebel100:engine": {"podAnnotations": {"rebel100.local/ready-delay": "2s"}}})
     (project.root / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump({"config": config}))
+    baseline = (project.root / f"Pulumi.{STACK}.yaml").read_text()
     yield project, local_cluster
+    (project.root / f"Pulumi.{STACK}.yaml").write_text(baseline)
     project.pulumi("destroy", "-s", STACK, "--yes", timeout=600)
     local_cluster.kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=true", timeout=300, check=False)
+
+
+@pytest.fixture
+def baseline(site):
+    """The stack file as the module fixture wrote it (revision `main`), whatever an earlier test changed."""
+    project, cluster = site
+    path = project.root / f"Pulumi.{STACK}.yaml"
+    document = yaml.safe_load(path.read_text())
+    weights = document["config"]["rebel100:weights"]
+    document["config"]["rebel100:weights"] = {key: value for key, value in weights.items() if key != "revision"}
+    path.write_text(yaml.safe_dump(document))
+    return project, cluster
+
+
+@pytest.fixture
+def downloaded(baseline):
+    """The precondition of the bump: the baseline deployed, its download complete and both engines created."""
+    project, cluster = baseline
+    proc = up(project)
+    if proc.returncode != 0:
+        pytest.fail(f"precondition: `scripts/up {STACK}` of the baseline (revision main) failed, exit "
+                    f"{proc.returncode}:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}", pytrace=False)
+    done = [j for j in jobs(cluster).values() if j["status"].get("succeeded") == 1]
+    if len(done) != 1 or len(engine_pods(cluster)) != 2:
+        pytest.fail(f"precondition: after the baseline `up`, {len(done)} completed download Job(s) and "
+                    f"{len(engine_pods(cluster))} engine pods, expected 1 and 2", pytrace=False)
+    return project, cluster
 
 
 def up(project: Project) -> subprocess.CompletedProcess:
@@ -54,8 +86,8 @@ def engine_pods(cluster: LocalCluster) -> list[dict]:
             and not p["metadata"].get("deletionTimestamp")]
 
 
-def test_the_download_completes_before_the_engines_start(site):
-    project, cluster = site
+def test_the_download_completes_before_the_engines_start(baseline):
+    project, cluster = baseline
     proc = up(project)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (job,) = jobs(cluster).values()
@@ -67,8 +99,8 @@ def test_the_download_completes_before_the_engines_start(site):
     assert all(p["spec"]["initContainers"][0]["name"] == "wait-for-weights" for p in pods)
 
 
-def test_a_revision_bump_replaces_the_download_then_rolls_the_engines(site):
-    project, cluster = site
+def test_a_revision_bump_replaces_the_download_then_rolls_the_engines(downloaded):
+    project, cluster = downloaded
     before = jobs(cluster)
     config_path = project.root / f"Pulumi.{STACK}.yaml"
     document = yaml.safe_load(config_path.read_text())
