@@ -268,7 +268,7 @@ def test_sigkill_of_the_cli_mid_update(site: Site):
     run = start_rollout(site, "sigkill")
     update = the_update(run)
     os.kill(cli_pid(run), signal.SIGKILL)
-    assert run.wait() != 0
+    assert run.wait() != 0, "scripts/up ended 0 after the signal:\n" + run.output()[-3000:]
     assert still_running(update) == {}, "processes of the killed update still run"
     again = up(site.project)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
@@ -300,7 +300,7 @@ def test_ctrl_c_mid_update(site: Site):
     run = start_rollout(site, "ctrl-c")
     update = the_update(run)
     os.killpg(run.proc.pid, signal.SIGINT)
-    assert run.wait() != 0
+    assert run.wait() != 0, "scripts/up ended 0 after the signal:\n" + run.output()[-3000:]
     lines = [line for line in run.stderr().splitlines() if line.startswith("up: interrupted")]
     assert len(lines) == 1, run.stderr()[-3000:]
     no_traceback(run.output())
@@ -317,7 +317,7 @@ def test_sigint_of_the_cli_mid_update(site: Site):
     run = start_rollout(site, "sigint")
     update = the_update(run)
     os.kill(cli_pid(run), signal.SIGINT)
-    assert run.wait() != 0
+    assert run.wait() != 0, "scripts/up ended 0 after the signal:\n" + run.output()[-3000:]
     no_traceback(run.output())
     assert still_running(update) == {}, "processes of the interrupted update still run"
     again = up(site.project)
@@ -353,7 +353,7 @@ def test_api_server_stopped_mid_update(site: Site):
     finally:
         subprocess.run([str(PROJECT_ROOT / "scripts" / "cluster"), "component", "start", "kube-apiserver",
                         "--dir", str(site.cluster.dir)], check=True, capture_output=True, timeout=120)
-    assert status != 0
+    assert status != 0, "scripts/up ended 0 with the API server stopped:\n" + run.output()[-3000:]
     assert "the cluster is unreachable" in run.stderr(), run.stderr()[-3000:]
     print(f"API server stopped: scripts/up ended after {took:.0f} s")
     assert still_running(update) == {}, "processes of the cancelled update still run"
