@@ -89,12 +89,11 @@ def cmd_preflight(args) -> int:
     change its retained volumes cannot take (core/retained.py)."""
     from core.placement import place
     from core.retained import live_stack_refusals
-    from stacks.site import SiteError, inventory, live_claims, missing_weights_volume, prefetch, preflight_reads
+    from stacks.site import SiteError, inventory, live_claims, missing_weights_volume
     _, name, cfg = load_stack(args)
     if cfg is None:
         return 1
     try:
-        prefetch(args.kubeconfig, *preflight_reads(cfg))
         nodes = inventory(cfg, args.kubeconfig)
         no_weights = missing_weights_volume(cfg, args.kubeconfig)
         claims, expandable = live_claims(cfg, args.kubeconfig)

@@ -25,13 +25,11 @@ class SiteError(RuntimeError):
     """The cluster could not be read."""
 
 
-def _command(kubeconfig: Optional[str], args: tuple[str, ...]) -> list[str]:
+def kubectl(kubeconfig: Optional[str], *args: str) -> Any:
     # A bound on each request: an API server that accepts connections but never answers (stopped, not
     # exited) is an error here, not a hang.
-    return ["kubectl", *(["--kubeconfig", kubeconfig] if kubeconfig else []), "--request-timeout=20s", *args, "-o", "json"]
-
-
-def _read(command: list[str]) -> Any:
+    command = ["kubectl", *(["--kubeconfig", kubeconfig] if kubeconfig else []), "--request-timeout=20s", *args,
+               "-o", "json"]
     try:
         proc = subprocess.run(command, capture_output=True, text=True, timeout=60)
     except FileNotFoundError:
@@ -43,26 +41,13 @@ def _read(command: list[str]) -> Any:
     return json.loads(proc.stdout)
 
 
-# Reads started ahead by `prefetch`, by (kubeconfig, args): each is taken once, by the `kubectl` call that asks for it.
-_PREFETCHED: dict[tuple[Optional[str], tuple[str, ...]], Any] = {}
-
-
-def prefetch(kubeconfig: Optional[str], *reads: tuple[str, ...]) -> None:
-    """Start the given reads at once, each in a kubectl of its own (preflight's seven reads one after the other
-    were seven kubectl starts in a row, 0.2-0.4 s each here); `kubectl` then returns their results, or raises
-    their errors, in the order the code asks for them, as if it had run them itself."""
+def kubectl_all(kubeconfig: Optional[str], *reads: tuple[str, ...]) -> list[Any]:
+    """Several reads at once, each in a kubectl of its own (one after the other they were a kubectl start each,
+    0.2-0.4 s here): their results in the order asked; the first failed read, in that order, raises."""
     from concurrent.futures import ThreadPoolExecutor
-    with ThreadPoolExecutor(max_workers=len(reads) or 1) as pool:
-        futures = {read: pool.submit(_read, _command(kubeconfig, read)) for read in reads}
-    for read, future in futures.items():
-        _PREFETCHED[(kubeconfig, read)] = future
-
-
-def kubectl(kubeconfig: Optional[str], *args: str) -> Any:
-    future = _PREFETCHED.pop((kubeconfig, args), None)
-    if future is not None:
-        return future.result()
-    return _read(_command(kubeconfig, args))
+    with ThreadPoolExecutor(max_workers=len(reads)) as pool:
+        futures = [pool.submit(kubectl, kubeconfig, *read) for read in reads]
+    return [future.result() for future in futures]
 
 
 def _drivers(classes: list[dict], name: str) -> set[str]:
@@ -79,18 +64,10 @@ def _numa(device: dict, attribute: str) -> int:
     return int(value.get("int", 0))
 
 
-def preflight_reads(cfg: StackConfig) -> list[tuple[str, ...]]:
-    """What `inventory`, `missing_weights_volume` and `live_claims` read, for `prefetch`."""
-    return [("get", "nodes"), ("get", "resourceslices"), ("get", "deviceclasses"), ("get", "namespaces"),
-            ("get", "persistentvolumeclaims", "-n", cfg.namespace),
-            ("get", "persistentvolumeclaims", "-A", "-l", f"{PART_OF_LABEL}={cfg.name}"), ("get", "storageclasses")]
-
-
 def inventory(cfg: StackConfig, kubeconfig: Optional[str]) -> list[SiteNode]:
     """Nodes with their labels and, per NUMA node, the NPUs and NICs their ResourceSlices publish."""
-    nodes = kubectl(kubeconfig, "get", "nodes")["items"]
-    slices = kubectl(kubeconfig, "get", "resourceslices")["items"]
-    classes = kubectl(kubeconfig, "get", "deviceclasses")["items"]
+    nodes, slices, classes = (read["items"] for read in kubectl_all(
+        kubeconfig, ("get", "nodes"), ("get", "resourceslices"), ("get", "deviceclasses")))
     npu_drivers = _drivers(classes, cfg.hardware.npu_device_class)
     nic_drivers = _drivers(classes, cfg.hardware.nic_device_class)
     site = {n["metadata"]["name"]: SiteNode(n["metadata"]["name"], n["metadata"].get("labels") or {}, {}) for n in nodes}
@@ -110,8 +87,9 @@ def missing_weights_volume(cfg: StackConfig, kubeconfig: Optional[str]) -> Optio
     """With `weights.source: pvc` the engines mount an existing PVC: say so when the cluster has none."""
     if cfg.weights.source != "pvc":
         return None
-    claims = kubectl(kubeconfig, "get", "persistentvolumeclaims", "-n", cfg.namespace)["items"] \
-        if any(n["metadata"]["name"] == cfg.namespace for n in kubectl(kubeconfig, "get", "namespaces")["items"]) else []
+    namespaces, claims = (read["items"] for read in kubectl_all(
+        kubeconfig, ("get", "namespaces"), ("get", "persistentvolumeclaims", "-n", cfg.namespace)))
+    claims = claims if any(n["metadata"]["name"] == cfg.namespace for n in namespaces) else []
     if any(c["metadata"]["name"] == cfg.weights.pvc for c in claims):
         return None
     return (f"weights.source is pvc but namespace {cfg.namespace} has no PVC {cfg.weights.pvc}: every engine pod "
@@ -122,14 +100,14 @@ def missing_weights_volume(cfg: StackConfig, kubeconfig: Optional[str]) -> Optio
 def live_claims(cfg: StackConfig, kubeconfig: Optional[str]) -> tuple[list[Claim], set[str]]:
     """(the PVCs of the stack's namespace and this stack's PVCs in any namespace, the StorageClasses that
     allow volume expansion): what core.retained checks a change of the retained volumes against."""
+    in_namespace, of_stack, classes = (read["items"] for read in kubectl_all(
+        kubeconfig, ("get", "persistentvolumeclaims", "-n", cfg.namespace),
+        ("get", "persistentvolumeclaims", "-A", "-l", f"{PART_OF_LABEL}={cfg.name}"), ("get", "storageclasses")))
     found = {}
-    for items in (kubectl(kubeconfig, "get", "persistentvolumeclaims", "-n", cfg.namespace)["items"],
-                  kubectl(kubeconfig, "get", "persistentvolumeclaims", "-A", "-l", f"{PART_OF_LABEL}={cfg.name}")["items"]):
-        for item in items:
-            claim = claim_of(item)
-            found[(claim.namespace, claim.name)] = claim
-    expandable = {c["metadata"]["name"] for c in kubectl(kubeconfig, "get", "storageclasses")["items"]
-                  if c.get("allowVolumeExpansion")}
+    for item in in_namespace + of_stack:
+        claim = claim_of(item)
+        found[(claim.namespace, claim.name)] = claim
+    expandable = {c["metadata"]["name"] for c in classes if c.get("allowVolumeExpansion")}
     return list(found.values()), expandable
 
 
@@ -144,12 +122,12 @@ class EnginePlacement:
 
 def placement(cfg: StackConfig, kubeconfig: Optional[str]) -> list[EnginePlacement]:
     """Where the engine pods run and which devices their claims were allocated, read back from the cluster."""
-    prefetch(kubeconfig, ("get", "pods", "-n", cfg.namespace, "-l", f"{PART_OF_LABEL}={cfg.name},{ROLE_LABEL}"),
-             ("get", "resourceclaims", "-n", cfg.namespace), ("get", "resourceslices"))
-    pods = kubectl(kubeconfig, "get", "pods", "-n", cfg.namespace, "-l", f"{PART_OF_LABEL}={cfg.name},{ROLE_LABEL}")["items"]
-    claims = {c["metadata"]["name"]: c for c in kubectl(kubeconfig, "get", "resourceclaims", "-n", cfg.namespace)["items"]}
+    pods, claims, slices = (read["items"] for read in kubectl_all(
+        kubeconfig, ("get", "pods", "-n", cfg.namespace, "-l", f"{PART_OF_LABEL}={cfg.name},{ROLE_LABEL}"),
+        ("get", "resourceclaims", "-n", cfg.namespace), ("get", "resourceslices")))
+    claims = {c["metadata"]["name"]: c for c in claims}
     numa_of: dict[tuple[str, str, str], int] = {}
-    for resource_slice in kubectl(kubeconfig, "get", "resourceslices")["items"]:
+    for resource_slice in slices:
         spec = resource_slice.get("spec") or {}
         for device in spec.get("devices") or []:
             key = (spec.get("driver", ""), (spec.get("pool") or {}).get("name", ""), device.get("name", ""))
