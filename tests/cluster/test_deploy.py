@@ -216,26 +216,31 @@ def test_d_drift_is_reported_and_undone(site, deployed):
     assert len([p for p in engines(cluster) if p["metadata"]["labels"][ROLE] == "decode"]) == 4
 
 
+def up_refused_before_apply(site: Site) -> subprocess.CompletedProcess:
+    """`scripts/up` of the changed stack file, which must be refused before apply: exit 1, the state checkpoint
+    byte for byte and the Deployments as they were. The stack file is put back to the baseline either way."""
+    state_file = next((site.project.root / ".pulumi-state").rglob(f"{STACK}.json"))
+    state = state_file.read_bytes()
+    deployed_before = site.deployed
+    proc = site.up()
+    site.reset_config()
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert state_file.read_bytes() == state
+    assert deployment_replicas(site.cluster) == BASELINE_REPLICAS
+    site.deployed = deployed_before  # refused before apply: what was deployed still is
+    return proc
+
+
 def test_e_a_stack_that_cannot_be_placed_is_refused_before_apply(site, deployed):
     project, cluster = deployed
-    files = [f for f in (project.root / ".pulumi-state").rglob(f"{STACK}.json")]
-    state = files[0].read_bytes()
-    deployed_before = site.deployed
     set_config(project, "rebel100:hardware", None)  # nodes unset: the gate cannot know
     set_config(project, "rebel100:prefill", {"replicas": 5})
     set_config(project, "rebel100:decode", {"replicas": 5})
     started = time.monotonic()
-    proc = site.up()
+    proc = up_refused_before_apply(site)
     took = time.monotonic() - started
-    set_config(project, "rebel100:prefill", {"replicas": 4})
-    set_config(project, "rebel100:decode", {"replicas": 4})
-    set_config(project, "rebel100:hardware", {"nodes": 4})
-    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "minimax-m27-prefill pod 5" in proc.stderr and "already runs a prefill pod" in proc.stderr, proc.stderr
     assert took < 120
-    assert files[0].read_bytes() == state
-    assert deployment_replicas(cluster) == BASELINE_REPLICAS
-    site.deployed = deployed_before  # refused before apply: what was deployed still is
 
 
 def test_e2_a_pod_the_scheduler_refuses_during_up_cancels_it(site, deployed):
@@ -266,24 +271,16 @@ def test_e3_a_change_the_retained_volumes_cannot_take_is_refused_before_apply(si
     changing the StorageClass of the deployed compile caches, pass the config gate; the preflight reads the live
     PVCs and refuses both, naming the object and the field, before Pulumi applies anything."""
     project, cluster = deployed
-    files = [f for f in (project.root / ".pulumi-state").rglob(f"{STACK}.json")]
-    state = files[0].read_bytes()
-    deployed_before = site.deployed
     pvcs_before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in cluster.get("pvc", namespace=NS)}
     commit = "0123456789abcdef0123456789abcdef01234567"
     set_config(project, "rebel100:weights", {"source": "download", "revision": commit, "draftRevision": commit})
     set_config(project, "rebel100:storage", {"storageClass": "fast-nvme"})
-    proc = site.up()
-    site.reset_config()
-    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    proc = up_refused_before_apply(site)
     assert f"PersistentVolumeClaim {NS}/model-weights already exists" in proc.stderr, proc.stderr[-3000:]
     assert "weights.pvc" in proc.stderr and "weights.source: pvc" in proc.stderr, proc.stderr[-3000:]
     assert "spec.storageClassName" in proc.stderr and "storage.storageClass asks for 'fast-nvme'" in proc.stderr, \
         proc.stderr[-3000:]
-    assert files[0].read_bytes() == state
     assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in cluster.get("pvc", namespace=NS)} == pvcs_before
-    assert deployment_replicas(cluster) == BASELINE_REPLICAS
-    site.deployed = deployed_before  # refused before apply: what was deployed still is
 
 
 def test_f_a_slow_engine_is_waited_for(site, deployed):
