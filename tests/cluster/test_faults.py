@@ -28,6 +28,7 @@ import yaml
 from tests.cluster.conftest import PROJECT_ROOT, LocalCluster
 from tests.prerequisites import require
 from tests.pulumi_project import Project, copy_project, toolchain_dir
+from tests.signals import default_sigint
 
 pytestmark = pytest.mark.cluster
 
@@ -95,7 +96,7 @@ def start_up(project: Project, name: str, env: Optional[dict] = None) -> Run:
     out, err = logs / f"{name}.out", logs / f"{name}.err"
     with open(out, "w") as stdout, open(err, "w") as stderr:
         proc = subprocess.Popen(["scripts/up", STACK], cwd=project.root, env=env or project.env, stdout=stdout,
-                                stderr=stderr, start_new_session=True)
+                                stderr=stderr, start_new_session=True, preexec_fn=default_sigint)
     return Run(proc, out, err)
 
 

@@ -9,6 +9,7 @@ from core.config import StackConfig
 from stacks.site import watch
 from tests.cluster.conftest import cluster_bin_dir, free_port_base
 from tests.prerequisites import require
+from tests.signals import default_sigint
 
 
 def test_an_unreachable_api_server_cancels_the_update(tmp_path, monkeypatch, capsys):
@@ -22,7 +23,7 @@ users: [{{name: u, user: {{token: x}}}}]
 contexts: [{{name: c, context: {{cluster: gone, user: u}}}}]
 current-context: c
 """)
-    update = subprocess.Popen(["sleep", "300"])  # stands in for `pulumi up`: SIGINT ends it
+    update = subprocess.Popen(["sleep", "300"], preexec_fn=default_sigint)  # stands in for `pulumi up`: SIGINT ends it
     try:
         status = watch(StackConfig(), str(kubeconfig), pid=update.pid, grace_seconds=600, unreachable_seconds=1,
                        interval=0.2)
