@@ -199,11 +199,11 @@ def cluster_section(repeats: int, bin_dir: str, cluster_bin: str) -> None:
                 "  the program alone (stacks render)": [PYTHON, "-m", "stacks", "render", "prod-4p4d", "--out",
                                                         str(scratch / "render")],
                 "  secrets check (stacks secrets)": [PYTHON, "-m", "stacks", "secrets", "prod-4p4d"],
-                # What the language host runs in the virtualenv: About (pip --version, once per command) and
-                # GetRequiredPackages (pip list, once per pass: twice in an up, preview then update).
-                "  pip --version (language host, About)": [PYTHON, "-m", "pip", "--version"],
-                "  pip list -v (language host, per pass)": [PYTHON, "-m", "pip", "list", "-v", "--format", "json"],
-                "  import pulumi.run.plugin (host, per pack)": [PYTHON, "-c", "import pulumi.run.plugin"],
+                # What the language host runs in the virtualenv (scripts/langhost): About (once per command) and the
+                # installed packages with their plugin files (GetRequiredPackages, once per pass).
+                "  about.py (language host, About)": [PYTHON, "-c", (ROOT / "scripts/langhost/about.py").read_text()],
+                "  packages.py (language host, per pass)": [PYTHON, "-c",
+                                                            (ROOT / "scripts/langhost/packages.py").read_text()],
                 # The pack's imports and policies, without serving (policy/__main__.py serves until the engine
                 # stops it).
                 "  the pack's start (imports, policies)": [PYTHON, "-c", "import pulumi_policy; from policy import "
@@ -211,6 +211,10 @@ def cluster_section(repeats: int, bin_dir: str, cluster_bin: str) -> None:
                 "  preview without the pack": ["bash", "-c", pulumi_env + "pulumi preview -s prod-4p4d --non-interactive"],
                 "  preview --refresh without the pack": ["bash", "-c", pulumi_env +
                                                          "pulumi preview -s prod-4p4d --refresh --non-interactive"],
+                "  preview --refresh with the pack (up's pass)": ["bash", "-c", pulumi_env +
+                                                                  "pulumi preview -s prod-4p4d --refresh --non-interactive "
+                                                                  "--policy-pack policy --policy-pack-config "
+                                                                  "policy/config/prod.json"],
                 "  preflight (stacks preflight)": [PYTHON, "-m", "stacks", "preflight", "prod-4p4d"],
                 "  placement (stacks placement)": [PYTHON, "-m", "stacks", "placement", "prod-4p4d"],
             }

@@ -10,6 +10,8 @@
   watch STACK --pid P [--grace S]   beside `pulumi up`: cancel it when a pod stays unschedulable for S seconds
                                     (or the API server does not answer for --unreachable-grace seconds)
   secrets STACK                     may this stack's secrets be written? (a prod stack: not under the built-in passphrase)
+  changes EVENT_LOG                 does the preview of this `pulumi preview --event-log` propose anything? (exit 0: no;
+                                    scripts/up then skips the update)
 
 STACK names `Pulumi.STACK.yaml` in the project; `--config-file FILE` reads any stack file instead.
 Exit status: 0 fine, 1 invalid configuration, a mandatory policy violation or a pod that fits no node,
@@ -152,6 +154,19 @@ def cmd_secrets(args) -> int:
     return 0
 
 
+def cmd_changes(args) -> int:
+    """0 when the preview whose event log this is proposes nothing to do, 1 when the update must run."""
+    from stacks.events import proposal
+    try:
+        with open(args.event_log, encoding="utf-8", errors="replace") as lines:
+            found = proposal(lines)
+    except OSError as error:
+        print(f"preview: its event log cannot be read ({error}): the update runs", file=sys.stderr)
+        return 1
+    print(f"preview: {found.describe()}", file=sys.stderr)
+    return 0 if found.nothing_to_do else 1
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m stacks", description=__doc__.splitlines()[0])
     sub = top.add_subparsers(dest="command", required=True)
@@ -181,6 +196,8 @@ def parser() -> argparse.ArgumentParser:
             cmd.add_argument("--json", action="store_true", help="machine-readable output")
             cmd.add_argument("--format", choices=["text", "json", "sarif"],
                              help="output format (--json is --format json; sarif: SARIF 2.1.0 for code scanning)")
+    changes = sub.add_parser("changes", help="does a preview's event log propose a change? (exit 0: no)")
+    changes.add_argument("event_log", help="the file of `pulumi preview --event-log FILE`")
     from stacks import validate
     validate.add_arguments(sub.add_parser("validate", help="strictly validate rendered manifests (Kubernetes schemas, crds/)"))
     return top
@@ -195,7 +212,7 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     commands = {"render": cmd_render, "plan": cmd_plan, "check": cmd_check, "validate": cmd_validate,
                 "preflight": cmd_preflight, "placement": cmd_placement, "watch": cmd_watch,
-                "secrets": cmd_secrets}
+                "secrets": cmd_secrets, "changes": cmd_changes}
     return commands[args.command](args)
 
 

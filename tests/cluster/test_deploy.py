@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import subprocess
 import time
+import uuid
 from typing import Optional
 
 import pytest
@@ -182,9 +184,36 @@ def test_a_up_places_every_engine_through_dra(site):
 
 
 def test_b_second_up_changes_nothing(site, deployed):
+    """Nothing to change: Pulumi's own preview agrees, and `scripts/up` stops after its preview (the update pass,
+    which `pulumi up --yes` would run anyway, is skipped): no update in the state, outputs and placement printed."""
     project, _ = deployed
     proc = project.pulumi("preview", "-s", STACK, "--expect-no-changes", "--refresh")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    state_file = next((project.root / ".pulumi-state").rglob(f"{STACK}.json"))
+    state = state_file.read_bytes()
+    again = site.up()
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "preview: nothing to change (38 unchanged)" in again.stderr, again.stderr[-3000:]
+    assert "Previewing update (prod-4p4d)" in again.stdout and "Updating (prod-4p4d)" not in again.stdout
+    assert state_file.read_bytes() == state
+    assert "openaiBaseUrl" in again.stdout and "npu: npu-" in again.stdout  # outputs and placement
+
+
+def test_b2_a_stale_lock_is_cleared_even_with_nothing_to_change(site, deployed):
+    """A lock left by a `pulumi` that died (here: planted, as lock.go writes it, for a pid that is gone): the preview
+    proposes nothing, but the update runs anyway, which clears the lock (scripts/up recover_lock)."""
+    project, _ = deployed
+    locks = project.root / ".pulumi-state" / ".pulumi" / "locks" / "organization" / "rebel100-serving" / STACK
+    locks.mkdir(parents=True, exist_ok=True)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    (locks / f"{uuid.uuid4()}.json").write_text(json.dumps(
+        {"pid": gone.pid, "username": "someone", "hostname": os.uname().nodename, "timestamp": "2026-12-01T00:00:00Z"}))
+    proc = site.up()
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "preview: nothing to change" not in proc.stderr  # the lock alone decides: not even asked
+    assert "was locked by a pulumi that is gone (someone@" in proc.stderr, proc.stderr[-3000:]
+    assert not list(locks.iterdir())
 
 
 def test_c_image_bump_rolls_prefill_then_decode(site, deployed):

@@ -1,0 +1,97 @@
+"""stacks.events: what a preview's event log proposes, and `python -m stacks changes` on it (scripts/up runs the
+update only when the preview proposes something). The lines are engine events as `pulumi preview --event-log`
+writes them (apitype.EngineEvent: one JSON object per line)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from core.stackfile import PROJECT_ROOT
+from stacks.events import proposal
+
+
+def summary(changes: dict, corrupt: bool = False) -> str:
+    return json.dumps({"sequence": 90, "timestamp": 1764556800, "summaryEvent": {
+        "maybeCorrupt": corrupt, "durationSeconds": 3, "resourceChanges": changes,
+        "PolicyPacks": {"rebel100-serving-policies": "v0.1.0"}}})
+
+
+def diagnostic(message: str, severity: str = "warning") -> str:
+    return json.dumps({"sequence": 2, "timestamp": 1764556797, "diagnosticEvent": {
+        "message": message, "color": "never", "severity": severity}})
+
+
+PRELUDE = [json.dumps({"sequence": 0, "timestamp": 1764556797, "preludeEvent": {"config": {}}}),
+           json.dumps({"sequence": 1, "timestamp": 1764556797, "resourcePreEvent": {"metadata": {
+               "op": "same", "urn": "urn:pulumi:prod-4p4d::rebel100-serving::pulumi:pulumi:Stack::x"}}})]
+
+
+def test_a_preview_of_unchanged_resources_proposes_nothing():
+    found = proposal([*PRELUDE, summary({"same": 38})])
+    assert found.nothing_to_do and found.changes == {}
+    assert found.describe() == "nothing to change (38 unchanged)"
+
+
+@pytest.mark.parametrize("kind", ["create", "update", "delete", "replace", "create-replacement", "delete-replaced",
+                                  "import", "discard"])
+def test_every_other_step_is_a_change(kind):
+    found = proposal([*PRELUDE, summary({"same": 37, kind: 1})])
+    assert not found.nothing_to_do and found.changes == {kind: 1}
+    assert found.describe() == f"1 to {kind}"
+
+
+def test_refresh_and_read_steps_change_nothing():
+    assert proposal([summary({"same": 30, "refresh": 8, "read": 1})]).nothing_to_do
+
+
+def test_no_summary_is_not_nothing():
+    """A preview cut short (or a log from something else) wrote no summary: the update runs."""
+    for lines in ([], PRELUDE, ["not json", "[1, 2]", '"text"']):
+        found = proposal(lines)
+        assert not found.summarised and not found.nothing_to_do
+        assert found.describe() == "the preview wrote no summary"
+
+
+def test_pending_operations_of_an_interrupted_update_make_the_update_run():
+    warning = ("Attempting to deploy or update resources with 1 pending operations from previous deployment.\n"
+               "  * urn:pulumi:prod-4p4d::rebel100-serving::kubernetes:apps/v1:Deployment::d, interrupted while "
+               "updating\n")
+    found = proposal([*PRELUDE, diagnostic(warning), summary({"same": 38})])
+    assert found.pending and not found.nothing_to_do
+    assert found.describe() == "the previous update left operations pending"
+
+
+def test_a_possibly_corrupt_state_makes_the_update_run():
+    found = proposal([summary({"same": 38}, corrupt=True)])
+    assert not found.nothing_to_do and "corrupt" in found.describe()
+
+
+def test_malformed_fields_are_read_safely():
+    lines = [json.dumps({"summaryEvent": {"resourceChanges": {"same": "many", "update": None}}}),
+             json.dumps({"summaryEvent": "x"}), json.dumps({"diagnosticEvent": ["x"]}), "{", "null"]
+    found = proposal(lines)
+    assert found.summarised and not found.nothing_to_do  # "update" counted, whatever its count says
+
+
+def run_changes(path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "stacks", "changes", str(path)], cwd=PROJECT_ROOT,
+                          capture_output=True, text=True)
+
+
+def test_the_command_exits_0_only_when_nothing_is_proposed(tmp_path):
+    log = tmp_path / "events.jsonl"
+    log.write_text("\n".join([*PRELUDE, summary({"same": 38})]) + "\n")
+    proc = run_changes(log)
+    assert proc.returncode == 0 and proc.stderr == "preview: nothing to change (38 unchanged)\n", proc.stderr
+    log.write_text("\n".join([*PRELUDE, summary({"same": 36, "update": 2})]) + "\n")
+    proc = run_changes(log)
+    assert proc.returncode == 1 and proc.stderr == "preview: 2 to update\n", proc.stderr
+
+
+def test_the_command_runs_the_update_when_the_log_is_missing(tmp_path):
+    proc = run_changes(tmp_path / "missing.jsonl")
+    assert proc.returncode == 1 and "cannot be read" in proc.stderr and "the update runs" in proc.stderr
+    assert "Traceback" not in proc.stderr
