@@ -312,6 +312,17 @@ def test_e3_a_change_the_retained_volumes_cannot_take_is_refused_before_apply(si
     assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in cluster.get("pvc", namespace=NS)} == pvcs_before
 
 
+def test_e4_a_change_the_pack_refuses_stops_at_the_preview(site, deployed):
+    """What only the pack judges (image hygiene at the prod level): the preview that scripts/up runs first
+    refuses it, and the update never starts."""
+    project, _ = deployed
+    set_config(project, "rebel100:engine", {"image": "rebellions/vllm-rbln:latest"})
+    proc = up_refused_before_apply(site)
+    assert "[mandatory]  image-tag-pinned" in proc.stdout + proc.stderr, proc.stdout[-3000:]
+    assert "up: the preview of stack prod-4p4d failed (exit 1): nothing was changed" in proc.stderr
+    assert "Updating (prod-4p4d)" not in proc.stdout
+
+
 def test_f_a_slow_engine_is_waited_for(site, deployed):
     project, cluster = deployed
     set_config(project, "rebel100:engine", {"podAnnotations": {"rebel100.local/ready-delay": "20s"}})
