@@ -3,10 +3,12 @@ toolchain lookup, the copy with its own backend, PULUMI_HOME and passphrase, and
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import pathlib
 import shutil
 import subprocess
+import uuid
 from typing import Optional
 
 from core.stackfile import PROJECT_ROOT
@@ -20,6 +22,13 @@ def toolchain_dir() -> Optional[str]:
     """The bin folder with pulumi, the Python language host and the Kubernetes provider, as
     `scripts/install-pulumi --check` finds it (on PATH or in its cache; it never builds)."""
     return checked_dir(str(PROJECT_ROOT / "scripts" / "install-pulumi"), "--check")
+
+
+def dead_pid() -> int:
+    """The pid of a process that has ended (no process has it now)."""
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
 
 
 class Project:
@@ -51,6 +60,18 @@ class Project:
 
     def select(self, stack: str) -> None:
         self.pulumi("stack", "select", stack, "--create", check=True)
+
+    def lock_dir(self, stack: str) -> pathlib.Path:
+        """Where the file backend keeps the stack's locks (pulumi's diy lock.go: locks/ORG/PROJECT/STACK)."""
+        return self.root / ".pulumi-state" / ".pulumi" / "locks" / "organization" / "rebel100-serving" / stack
+
+    def plant_lock(self, stack: str, host: str, pid: int) -> pathlib.Path:
+        """A lock file as `pulumi` writes one (lockContent in lock.go), held by `pid` on `host`."""
+        self.lock_dir(stack).mkdir(parents=True, exist_ok=True)
+        path = self.lock_dir(stack) / f"{uuid.uuid4()}.json"
+        path.write_text(json.dumps({"pid": pid, "username": "someone", "hostname": host,
+                                    "timestamp": "2026-11-30T12:00:00Z"}))
+        return path
 
     def checkpoint(self, stack: str) -> Optional[str]:
         """Digest of the stack's state file in the file backend (None when there is none)."""

@@ -15,7 +15,6 @@ import json
 import os
 import subprocess
 import time
-import uuid
 from typing import Optional
 
 import pytest
@@ -23,7 +22,7 @@ import yaml
 
 from tests.cluster.conftest import LocalCluster
 from tests.prerequisites import require
-from tests.pulumi_project import Project, copy_project, toolchain_dir
+from tests.pulumi_project import Project, copy_project, dead_pid, toolchain_dir
 
 pytestmark = pytest.mark.cluster
 
@@ -203,17 +202,12 @@ def test_b2_a_stale_lock_is_cleared_even_with_nothing_to_change(site, deployed):
     """A lock left by a `pulumi` that died (here: planted, as lock.go writes it, for a pid that is gone): the preview
     proposes nothing, but the update runs anyway, which clears the lock (scripts/up recover_lock)."""
     project, _ = deployed
-    locks = project.root / ".pulumi-state" / ".pulumi" / "locks" / "organization" / "rebel100-serving" / STACK
-    locks.mkdir(parents=True, exist_ok=True)
-    gone = subprocess.Popen(["true"])
-    gone.wait()
-    (locks / f"{uuid.uuid4()}.json").write_text(json.dumps(
-        {"pid": gone.pid, "username": "someone", "hostname": os.uname().nodename, "timestamp": "2026-12-01T00:00:00Z"}))
+    project.plant_lock(STACK, os.uname().nodename, dead_pid())
     proc = site.up()
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "preview: nothing to change" not in proc.stderr  # the lock alone decides: not even asked
     assert "was locked by a pulumi that is gone (someone@" in proc.stderr, proc.stderr[-3000:]
-    assert not list(locks.iterdir())
+    assert not list(project.lock_dir(STACK).iterdir())
 
 
 def test_c_image_bump_rolls_prefill_then_decode(site, deployed):

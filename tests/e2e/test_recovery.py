@@ -6,16 +6,13 @@ host, is named and left alone. tests/cluster/test_faults.py makes real dead lock
 """
 from __future__ import annotations
 
-import json
 import os
-import pathlib
 import shutil
 import subprocess
-import uuid
 
 import pytest
 
-from tests.pulumi_project import Project
+from tests.pulumi_project import Project, dead_pid
 
 pytestmark = pytest.mark.e2e
 
@@ -27,45 +24,26 @@ def up(project: Project) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=900)
 
 
-def lock_dir(project: Project) -> pathlib.Path:
-    return project.root / ".pulumi-state" / ".pulumi" / "locks" / "organization" / "rebel100-serving" / STACK
-
-
-def plant_lock(project: Project, host: str, pid: int) -> pathlib.Path:
-    """A lock file as `pulumi` writes one (lockContent in lock.go)."""
-    lock_dir(project).mkdir(parents=True, exist_ok=True)
-    path = lock_dir(project) / f"{uuid.uuid4()}.json"
-    path.write_text(json.dumps({"pid": pid, "username": "someone", "hostname": host,
-                                "timestamp": "2026-11-30T12:00:00Z"}))
-    return path
-
-
-def dead_pid() -> int:
-    proc = subprocess.Popen(["true"])
-    proc.wait()
-    return proc.pid
-
-
 @pytest.fixture(scope="module")
 def deployed(project: Project) -> Project:
     (project.root / f"Pulumi.{STACK}.yaml").write_text(
         (project.root / "Pulumi.dev.yaml").read_text().replace("build/dev", f"build/{STACK}"))
     first = up(project)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    assert lock_dir(project).is_dir() and not list(lock_dir(project).iterdir())  # where Pulumi locks this stack
+    assert project.lock_dir(STACK).is_dir() and not list(project.lock_dir(STACK).iterdir())  # where Pulumi locks this stack
     return project
 
 
 def test_a_lock_of_a_pulumi_gone_from_this_host_is_cleared(deployed: Project):
-    plant_lock(deployed, os.uname().nodename, dead_pid())
+    deployed.plant_lock(STACK, os.uname().nodename, dead_pid())
     proc = up(deployed)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "was locked by a pulumi that is gone (someone@" in proc.stderr and "clearing the lock" in proc.stderr
-    assert not list(lock_dir(deployed).iterdir())
+    assert not list(deployed.lock_dir(STACK).iterdir())
 
 
 def test_a_lock_of_another_host_is_named_and_left_alone(deployed: Project):
-    lock = plant_lock(deployed, "ci-runner-7", dead_pid())
+    lock = deployed.plant_lock(STACK, "ci-runner-7", dead_pid())
     try:
         proc = up(deployed)
         assert proc.returncode != 0
@@ -80,7 +58,7 @@ def test_a_lock_of_a_live_pulumi_is_named_and_left_alone(deployed: Project, tmp_
     holder = tmp_path / "pulumi"  # a process named pulumi that holds no lock of its own: it only waits
     shutil.copy(shutil.which("sleep"), holder)
     live = subprocess.Popen([str(holder), "600"])
-    lock = plant_lock(deployed, os.uname().nodename, live.pid)
+    lock = deployed.plant_lock(STACK, os.uname().nodename, live.pid)
     try:
         proc = up(deployed)
         assert proc.returncode != 0
