@@ -667,7 +667,7 @@ func aboutPip(ctx context.Context, tc toolchain.Toolchain) (toolchain.Info, erro
 	}
 	out, err := cmd.Output()
 	if err != nil {
-		return toolchain.Info{}, fmt.Errorf("failed to get python executable path: %w", err)
+		return toolchain.Info{}, fmt.Errorf("asking the program's Python about itself: %w", err)
 	}
 	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
 	for len(lines) < 3 {
