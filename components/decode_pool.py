@@ -1,49 +1,18 @@
-"""DecodePool: the decode engines (DP4 + expert parallel), fronted by the llm-d routing sidecar.
-
-In P/D the sidecar, a native sidecar, listens on 8000-8003, sends the prompt to the prefill
-instance the router chose, and forwards to the ranks on 8200-8203; the ranks pull KV over NIXL.
-In the AGG recipe the same engines serve whole requests and the pool targets the ranks directly.
-"""
+"""DecodePool: the decode engines (DP4 + expert parallel), fronted by the llm-d routing sidecar in P/D;
+its objects are `objects.decode_pool`'s."""
 from __future__ import annotations
 
 from typing import Optional
 
 import pulumi
 import pulumi_kubernetes as k8s
-from pydantic import Field
 
 from components import pod
-from core.versions import router as router_versions
+from objects.decode_pool import DecodePoolArgs, SidecarSpec, decode_pool, target_ports
+
+__all__ = ["DecodePool", "DecodePoolArgs", "SidecarSpec"]
 
 TYPE = "rebel100:serving:DecodePool"
-
-
-class SidecarSpec(pod.Spec):
-    """The llm-d routing sidecar of each decode pod, its values already worked out (core.serving)."""
-
-    image: str = Field(router_versions.SIDECAR_IMAGE, min_length=1, description="Routing sidecar image.")
-    args: list[str] = Field(["--port", "8000", "--vllm-port", "8200", "--data-parallel-size", "4",
-                             "--kv-connector", "nixlv2", "--secure-proxy=false"],
-                            description="Arguments of the sidecar (core.serving.sidecar_args).")
-    ports: list[int] = Field([8000, 8001, 8002, 8003], min_length=1, description="Ports it listens on, one per DP rank: what the InferencePool targets.")
-
-
-class DecodePoolArgs(pod.EnginePoolArgs):
-    sidecar: Optional[SidecarSpec] = Field(SidecarSpec(), description="The routing sidecar (P/D); None for AGG, where the pool targets the ranks.")
-
-
-def sidecar_container(sidecar: SidecarSpec) -> pod.core.ContainerArgs:
-    """The routing sidecar as a native sidecar (an init container that keeps running)."""
-    return pod.core.ContainerArgs(
-        name="routing-proxy",
-        image=sidecar.image,
-        restart_policy="Always",
-        args=list(sidecar.args),
-        ports=pod.container_ports([(f"proxy-{i}", p) for i, p in enumerate(sidecar.ports)]),
-        resources=pod.core.ResourceRequirementsArgs(requests={"cpu": "1", "memory": "1Gi"}, limits={"cpu": "4", "memory": "4Gi"}),
-        readiness_probe=pod.core.ProbeArgs(tcp_socket=pod.core.TCPSocketActionArgs(port=sidecar.ports[0]), period_seconds=10),
-        security_context=pod.restricted_security_context(),
-    )
 
 
 class DecodePool(pulumi.ComponentResource):
@@ -53,16 +22,13 @@ class DecodePool(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: DecodePoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__(TYPE, name, None, opts)
-        container = pod.engine_container(args.engine, name="vllm", hf_token_secret=args.hf_token_secret)
-        init = [sidecar_container(args.sidecar)] if args.sidecar is not None else None
-        deployments = pod.engine_pool(self, name, role_name="decode", args=args, containers=[container],
-                                      init_containers=init, opts=opts)
-        self.deployments = deployments
+        children = decode_pool(name, args)
+        made = pod.register(self, children, opts)
+        self.deployments = [made[c.resource_name] for c in children if c.kind == "Deployment"]
         self.devices_per_pod = args.claim.npus
-        # What the InferencePool targets: the sidecar in P/D, the ranks themselves in AGG.
-        self.target_ports = list(args.sidecar.ports if args.sidecar is not None else args.engine.rank_ports)
+        self.target_ports = target_ports(args)
         self.register_outputs({
-            "deploymentNames": [d.metadata.name for d in deployments],
+            "deploymentNames": [c.name for c in children if c.kind == "Deployment"],
             "replicas": args.replicas,
             "devicesPerPod": args.claim.npus,
             "targetPorts": self.target_ports,

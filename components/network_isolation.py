@@ -1,91 +1,22 @@
-"""NetworkIsolation: default-deny ingress for the stack's pods, then only the serving paths.
-
-  gateway pods  -> EPP (ext-proc) and the decode sidecars (in AGG: the decode ranks)
-  decode pods   -> prefill engine port and NIXL side channel (decode pulls KV from prefill)
-  prefill pods  -> decode NIXL side channel (the handshake runs both ways)
-  EPP           -> engine ports (it reads each pod's metrics to score it)
-  monitoring ns -> metrics ports
-RDMA traffic itself runs on the dranet NICs, outside the pod network, and is not affected.
-Egress is left open: engines may fetch weights and the draft model.
-"""
+"""NetworkIsolation: default-deny ingress for the stack's pods, then only the serving paths
+(`objects.network_isolation`)."""
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Optional
 
 import pulumi
-import pulumi_kubernetes as k8s
-from pydantic import Field
 
 from components import pod
+from objects.network_isolation import NetworkIsolationArgs, network_isolation
+
+__all__ = ["NetworkIsolation", "NetworkIsolationArgs"]
 
 TYPE = "rebel100:serving:NetworkIsolation"
-net = k8s.networking.v1
-meta = k8s.meta.v1
-
-
-class NetworkIsolationArgs(pod.StackArgs):
-    topology: Literal["pd", "agg"] = Field("pd", description="P/D has prefill pods and decode sidecars; AGG has neither.")
-    gateway_name: str = Field(description="Name of the Gateway; its pods carry it in `gateway_pod_label`.")
-    gateway_pod_label: str = Field("gateway.networking.k8s.io/gateway-name", description="Label of the gateway implementation's pods.")
-    monitoring_namespace: str = Field("monitoring", description="Namespace allowed to scrape metrics ports.")
-    epp_labels: dict[str, str] = Field(description="Labels of the EPP pods.")
-    epp_grpc_port: int = Field(9002, description="EPP ext-proc port.")
-    epp_metrics_port: int = Field(9090, description="EPP metrics port.")
-    entry_ports: list[int] = Field(description="Ports the gateway reaches in decode pods (sidecar in P/D, ranks in AGG).")
-    decode_ports: list[int] = Field(description="Decode rank ports (EPP and Prometheus read metrics there).")
-    decode_nixl_ports: list[int] = Field(description="Decode NIXL side-channel ports.")
-    prefill_port: Optional[int] = Field(None, description="Prefill engine port (P/D).")
-    prefill_nixl_ports: list[int] = Field(default_factory=list, description="Prefill NIXL side-channel ports (P/D).")
-
-
-def _ports(numbers: list[int]) -> list[net.NetworkPolicyPortArgs]:
-    return [net.NetworkPolicyPortArgs(port=p, protocol="TCP") for p in numbers]
-
-
-def _pods(labels: dict[str, str]) -> net.NetworkPolicyPeerArgs:
-    return net.NetworkPolicyPeerArgs(pod_selector=meta.LabelSelectorArgs(match_labels=labels))
 
 
 class NetworkIsolation(pulumi.ComponentResource):
     def __init__(self, name: str, args: NetworkIsolationArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        if args.topology == "pd" and args.prefill_port is None:
-            raise ValueError(f"NetworkIsolation {name}: a P/D stack needs prefill_port to let decode reach prefill.")
-        if not args.entry_ports:
-            raise ValueError(f"NetworkIsolation {name}: entry_ports is empty; the gateway could reach no serving pod.")
+        children = network_isolation(name, args)  # refuses bad args before anything is registered
         super().__init__(TYPE, name, None, opts)
-        child = pod.child_options(self, opts)
-        stack = {pod.PART_OF_LABEL: args.stack_name}
-        labels = {**stack, pod.COMPONENT_LABEL: "network-policy"}
-        gateway = _pods({args.gateway_pod_label: args.gateway_name})
-        monitoring = net.NetworkPolicyPeerArgs(namespace_selector=meta.LabelSelectorArgs(
-            match_labels={"kubernetes.io/metadata.name": args.monitoring_namespace}))
-        epp = _pods(args.epp_labels)
-        decode = _pods({**stack, pod.ROLE_LABEL: "decode"})
-        prefill = _pods({**stack, pod.ROLE_LABEL: "prefill"})
-
-        def policy(suffix: str, selector: dict[str, str], rules: list[net.NetworkPolicyIngressRuleArgs]) -> str:
-            policy_name = f"{args.stack_name}-{suffix}"
-            net.NetworkPolicy(policy_name, metadata=pod.object_meta(policy_name, args.namespace, labels),
-                              spec=net.NetworkPolicySpecArgs(pod_selector=meta.LabelSelectorArgs(match_labels=selector),
-                                                             policy_types=["Ingress"], ingress=rules or None),
-                              opts=child)
-            return policy_name
-
-        names = [policy("default-deny", stack, [])]
-        names.append(policy("epp", args.epp_labels, [
-            net.NetworkPolicyIngressRuleArgs(from_=[gateway], ports=_ports([args.epp_grpc_port])),
-            net.NetworkPolicyIngressRuleArgs(from_=[monitoring], ports=_ports([args.epp_metrics_port])),
-        ]))
-        decode_rules = [
-            net.NetworkPolicyIngressRuleArgs(from_=[gateway], ports=_ports(args.entry_ports)),
-            net.NetworkPolicyIngressRuleArgs(from_=[epp, monitoring], ports=_ports(args.decode_ports)),
-        ]
-        if args.topology == "pd":
-            decode_rules.append(net.NetworkPolicyIngressRuleArgs(from_=[prefill], ports=_ports(args.decode_nixl_ports)))
-        names.append(policy("decode", {**stack, pod.ROLE_LABEL: "decode"}, decode_rules))
-        if args.topology == "pd":
-            names.append(policy("prefill", {**stack, pod.ROLE_LABEL: "prefill"}, [
-                net.NetworkPolicyIngressRuleArgs(from_=[decode], ports=_ports([args.prefill_port, *args.prefill_nixl_ports])),
-                net.NetworkPolicyIngressRuleArgs(from_=[epp, monitoring], ports=_ports([args.prefill_port])),
-            ]))
-        self.register_outputs({"policies": names})
+        pod.register(self, children, opts)
+        self.register_outputs({"policies": [c.name for c in children]})

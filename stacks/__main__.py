@@ -63,6 +63,8 @@ def cmd_render(args) -> int:
     except (ConfigError, stackfile.StackFileError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    for warning in result.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     written = render.write(result.manifests, pathlib.Path(args.out))
     print(f"rendered {len(written)} objects of stack {name!r} to {args.out}")
     for key, value in result.outputs.items():

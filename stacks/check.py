@@ -51,7 +51,10 @@ def _stack_manifests(path: pathlib.Path, name: str, fmt: str) -> tuple[Optional[
         print(f"error: {error}", file=sys.stderr)
         return None, name, "", {}
     print(f"config of stack {name!r}: valid", file=sys.stdout if fmt == "text" else sys.stderr)
-    manifests = render.render_stack_file(path, name).manifests
+    rendered = render.render_stack_file(path, name)
+    for warning in rendered.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    manifests = rendered.manifests
     refused = schema_problems(manifests)
     if refused:
         print(f"error: the render of stack {name!r} fails the strict validator (`python -m stacks validate`: "

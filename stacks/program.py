@@ -16,6 +16,7 @@ from core.config import NAMESPACE
 from core.gate import ConfigError, load_config, warnings_for
 from core.stackfile import program_config
 from core.secrets import refusal_for
+from objects.stack import hf_token_withheld
 
 
 def current_config() -> dict:
@@ -44,12 +45,9 @@ def main() -> None:
     for advice in warnings_for(cfg):
         pulumi.log.warn(str(advice))
     token = pulumi.Config(NAMESPACE).get_secret("hfToken")
-    if token is not None and cfg.render_directory:
-        # The provider writes every object of a render-mode stack, a Secret's data included, to plain files.
-        pulumi.log.warn(f"rebel100:hfToken is set, but stack {pulumi.get_stack()!r} renders to "
-                        f"{cfg.render_directory}, which would hold the token in plain text: the Secret "
-                        f"{cfg.hf_token_secret} is not rendered. Create it where the render is applied: kubectl "
-                        f"create secret generic {cfg.hf_token_secret} --from-literal=token=... -n {cfg.namespace}")
+    withheld = hf_token_withheld(cfg, pulumi.get_stack()) if token is not None else None
+    if withheld:
+        pulumi.log.warn(withheld)
         token = None
     for name, value in compose.build(cfg, hf_token=token).items():
         pulumi.export(name, value)

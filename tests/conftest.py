@@ -18,7 +18,7 @@ from pulumi.runtime.settings import SETTINGS  # noqa: E402
 from pulumi.runtime.stack import run_pulumi_func  # noqa: E402
 from pulumi.runtime.sync_await import _sync_await  # noqa: E402
 
-from stacks.render import _RecordingMocks  # noqa: E402
+from stacks.mocks import _RecordingMocks  # noqa: E402
 from core.stackfile import read_config, stack_file  # noqa: E402
 
 

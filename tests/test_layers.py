@@ -8,10 +8,12 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from core.stackfile import PROJECT_ROOT
 
 LINT = pathlib.Path(sys.executable).parent / "lint-imports"
-PACKAGES = ("core", "components", "policy", "stacks")
+PACKAGES = ("core", "objects", "components", "policy", "stacks")
 
 
 def lint(root: pathlib.Path) -> subprocess.CompletedProcess:
@@ -43,12 +45,22 @@ def test_an_upward_import_breaks_the_layers(tmp_path):
     assert "BROKEN" in proc.stdout and "core.rules -> stacks.plan" in proc.stdout
 
 
-def test_pulumi_in_core_breaks_its_purity(tmp_path):
+@pytest.mark.parametrize("module", ["core/sizing.py", "objects/pod.py"])
+def test_pulumi_in_core_or_objects_breaks_their_purity(tmp_path, module):
     root = copy_project(tmp_path)
-    sizing = root / "core" / "sizing.py"
-    sizing.write_text(sizing.read_text() + "\nimport pulumi  # noqa: E402,F401 - deliberately wrong\n")
+    source = root / module
+    source.write_text(source.read_text() + "\nimport pulumi  # noqa: E402,F401 - deliberately wrong\n")
     proc = lint(root)
-    assert proc.returncode == 1 and "core imports no Pulumi SDK BROKEN" in proc.stdout
+    assert proc.returncode == 1 and "core and objects import no Pulumi SDK BROKEN" in proc.stdout
+
+
+def test_pulumi_under_the_offline_cli_breaks_its_contract(tmp_path):
+    """`check` was 2x its import floor while its render ran under Pulumi's mock runtime (docs/performance.md)."""
+    root = copy_project(tmp_path)
+    render = root / "stacks" / "render.py"
+    render.write_text(render.read_text() + "\nimport pulumi.runtime  # noqa: E402,F401 - deliberately wrong\n")
+    proc = lint(root)
+    assert proc.returncode == 1 and "are pure BROKEN" in proc.stdout, proc.stdout
 
 
 def test_an_import_cycle_between_modules_breaks_the_contract(tmp_path):

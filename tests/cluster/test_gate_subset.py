@@ -26,7 +26,7 @@ from core.gate import ConfigError, load_config
 from core.stackfile import read_config, stack_file
 from policy import catalog, facts
 from stacks.check import schema_problems
-from stacks.render import run_program
+from stacks.render import render_config
 from tests.cluster.dry_run import DryRun
 
 pytestmark = pytest.mark.cluster
@@ -148,7 +148,7 @@ def passes_check(stack: str, config: dict[str, str]) -> list[dict] | None:
         cfg = load_config(config, source="generated")
     except ConfigError:
         return None
-    manifests = run_program(config, [], f"gen-{stack}").manifests
+    manifests = render_config(config, [], f"gen-{stack}").manifests
     pack = catalog.with_facts(catalog.load_config(catalog.environment_config(cfg.environment)),
                               facts.stack_values(cfg))
     if any(v.mandatory for v in catalog.evaluate(manifests, pack)) or schema_problems(manifests):

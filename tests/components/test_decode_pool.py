@@ -2,9 +2,9 @@
 import json
 
 from components.decode_pool import DecodePool
-from components.pod import ClaimSpec, EngineWeights, claim_digest
+from objects.pod import ClaimSpec, EngineWeights, claim_digest
 from core.config import StackConfig
-from stacks.compose import decode_pool_args
+from objects.stack import decode_pool_args
 from tests.conftest import arg_value, container, env_map
 
 

@@ -1,5 +1,5 @@
 """Shared engine pod pieces: security contexts and their exceptions, PDBs, anti-affinity, node groups."""
-from components import pod
+from objects import pod
 from components.prefill_pool import PrefillPool, PrefillPoolArgs
 from tests.conftest import container
 

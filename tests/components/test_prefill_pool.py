@@ -1,10 +1,10 @@
 """PrefillPool alone under the mock runtime."""
 import json
 
-from components.pod import ClaimSpec, EngineSpec, EngineWeights, claim_digest
+from objects.pod import ClaimSpec, EngineSpec, EngineWeights, claim_digest
 from components.prefill_pool import PrefillPool, PrefillPoolArgs
 from core.config import StackConfig
-from stacks.compose import prefill_pool_args
+from objects.stack import prefill_pool_args
 from tests.conftest import arg_value, container, env_map
 
 

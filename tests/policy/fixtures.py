@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Callable, Optional
 
-from components.pod import ClaimSpec, claim_digest
+from objects.pod import ClaimSpec, claim_digest
 from policy import catalog
 
 PREFILL, DECODE = "minimax-m27-prefill", "minimax-m27-decode"

@@ -27,7 +27,7 @@ def test_good_render_passes(renders, stack, policy, config):
 
 
 def test_annotation_key_is_the_programs():
-    from components import pod
+    from objects import pod
     assert security.SECURITY_EXCEPTIONS_ANNOTATION == pod.SECURITY_EXCEPTIONS_ANNOTATION == ANNOTATION
 
 

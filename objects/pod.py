@@ -1,0 +1,422 @@
+"""Pod pieces shared by the engine roles: labels, DRA claim, volumes, probes, affinity, Deployment.
+
+PrefillPool and DecodePool differ only in their containers and a few arguments; everything
+else about an engine pod is built here, once.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Literal, Optional, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from core import serving, sizing
+from core.labels import (NPU_PRESENT_LABEL, NPU_PRODUCT_LABEL, PART_OF_LABEL, RDS_PRESENT_LABEL, ROLE_LABEL,
+                         compile_cache_pvc_name, pool_names)
+from core.versions import engine as engine_versions
+from core import weights as weight_files
+from objects.kube import Child, manifest, object_meta
+
+COMPONENT_LABEL = "app.kubernetes.io/component"
+NAME_LABEL = "app.kubernetes.io/name"
+SERVING_LABEL = "llm-d.ai/inference-serving"
+
+POOL_LABEL = "rebel100.ai/pool"  # one value per Deployment, so that groups of one role stay apart
+SECURITY_EXCEPTIONS_ANNOTATION = "rebel100.ai/security-exceptions"
+MODEL_REVISION_ANNOTATION = weight_files.REVISION_ANNOTATION  # a new revision rolls the engines
+NON_ROOT_UID = 65532
+
+CLAIM_NAME = "npu-rdma"  # the pod's name for its DRA claim
+MODEL_MOUNT = serving.HF_HOME
+COMPILE_CACHE_MOUNT = serving.COMPILE_CACHE_ROOT
+ENGINE_COMMAND = ["vllm", "serve"]
+
+
+class StackArgs(BaseModel):
+    """What every component of the stack is given: its name prefix and its namespace."""
+
+    model_config = ConfigDict(frozen=True)
+
+    stack_name: str = Field(description="Prefix of object names and value of app.kubernetes.io/part-of.")
+    namespace: str = Field(description="Namespace of the component's objects.")
+
+
+def pool_selector(stack_name: str) -> dict[str, str]:
+    """Labels the InferencePool selects: every serving pod of this stack, whatever its role."""
+    return {PART_OF_LABEL: stack_name, SERVING_LABEL: "true"}
+
+
+def pod_labels(stack_name: str, role: str) -> dict[str, str]:
+    """Labels of an engine pod; `llm-d.ai/role` is what the router's filters read."""
+    return {
+        **pool_selector(stack_name),
+        NAME_LABEL: f"{stack_name}-{role}",
+        COMPONENT_LABEL: role,
+        ROLE_LABEL: role,
+    }
+
+
+def match_labels(labels: dict[str, str]) -> dict:
+    return {"matchLabels": labels}
+
+
+def claim_template(*, name: str, namespace: str, labels: dict[str, str], claim: ClaimSpec) -> dict:
+    """DRA ResourceClaimTemplate: all NPUs in one request, the RDMA NICs in another, one NUMA node."""
+    requests = [{"name": "npu", "exactly": {"deviceClassName": claim.npu_device_class,
+                                            "allocationMode": "ExactCount", "count": claim.npus}}]
+    devices: dict = {"requests": requests}
+    if claim.rdma_nics > 0:
+        requests.append({"name": "rdma", "exactly": {"deviceClassName": claim.nic_device_class,
+                                                     "allocationMode": "ExactCount", "count": claim.rdma_nics}})
+        devices["constraints"] = [{"requests": ["npu", "rdma"], "matchAttribute": claim.numa_attribute}]
+    return manifest("resource.k8s.io/v1", "ResourceClaimTemplate", object_meta(name, namespace, labels),
+                    spec={"metadata": {"labels": labels}, "spec": {"devices": devices}})
+
+
+def volume_claim(*, name: str, namespace: str, labels: dict[str, str], size: str, storage_class: Optional[str],
+                 annotations: Optional[dict[str, str]] = None) -> dict:
+    """A ReadWriteMany PersistentVolumeClaim (the compile cache, the downloaded weights)."""
+    return manifest("v1", "PersistentVolumeClaim", object_meta(name, namespace, labels, annotations), spec={
+        "accessModes": ["ReadWriteMany"],
+        "storageClassName": storage_class,
+        "resources": {"requests": {"storage": size}},
+    })
+
+
+class EngineWeights(BaseModel):
+    """What an engine pod needs to know about its weights: the volume, the revisions, what to wait for."""
+
+    model_config = ConfigDict(frozen=True)
+
+    claim_name: str = Field("model-weights", description="PVC holding the Hugging Face cache, mounted read-only as HF_HOME.")
+    revision: str = Field("main", description="`--revision` of the served model (the one on the volume).")
+    draft_revision: str = Field("main", description="Revision of the EAGLE-3 draft in `--speculative-config`.")
+    wait_paths: list[str] = Field(default_factory=list, description="Paths the init container waits for before the engine starts (a download's marker, or the pre-loaded snapshots).")
+    waiter_image: str = Field("python:3.12.11-slim", description="Image of the wait-for-weights init container (needs a POSIX shell).")
+
+
+def wait_for_weights_container(weights: EngineWeights) -> dict:
+    """Init container that holds the engine back until its weights are on the volume: the cluster enforces
+    the order even for a render applied with kubectl, where no Pulumi dependency exists."""
+    return {
+        "name": "wait-for-weights",
+        "image": weights.waiter_image,
+        "command": ["sh", "-c", weight_files.WAIT_SHELL, "wait-for-weights", *weights.wait_paths],
+        "volumeMounts": [{"name": "model", "mountPath": MODEL_MOUNT, "readOnly": True}],
+        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}},
+        "securityContext": restricted_security_context(),
+    }
+
+
+def engine_volumes(*, shm_size: str, model_pvc: str, compile_cache_pvc_name: str) -> list[dict]:
+    return [
+        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_size}},
+        {"name": "model", "persistentVolumeClaim": {"claimName": model_pvc, "readOnly": True}},
+        {"name": "compile-cache", "persistentVolumeClaim": {"claimName": compile_cache_pvc_name}},
+    ]
+
+
+ENGINE_VOLUME_MOUNTS = (
+    {"name": "shm", "mountPath": "/dev/shm"},
+    {"name": "model", "mountPath": MODEL_MOUNT, "readOnly": True},
+    {"name": "compile-cache", "mountPath": COMPILE_CACHE_MOUNT},
+)
+
+
+def startup_probe(port: int, failure_threshold: int) -> dict:
+    """Compilation on first start takes long: 15 s + 30 s x failure_threshold (the llm-d overlay's 240)."""
+    return {"httpGet": {"path": "/health", "port": port},
+            "initialDelaySeconds": sizing.STARTUP_INITIAL_DELAY_S, "periodSeconds": sizing.STARTUP_PERIOD_S,
+            "timeoutSeconds": 5, "failureThreshold": failure_threshold}
+
+
+# How `up` knows an engine rollout is over. The provider's own Deployment check can read the status the
+# controller wrote for the previous revision and return at once (seen on the local cluster, provider
+# 4.25.0); these conditions wait for the controller to observe the new generation first.
+WAIT_FOR_ANNOTATION = "pulumi.com/waitFor"
+
+
+def rollout_complete(replicas: int) -> str:
+    """Every pod is of the new template, and all of them are available (no old pod left)."""
+    return json.dumps([f"jsonpath={{.status.{field}}}={replicas}"
+                       for field in ("updatedReplicas", "availableReplicas", "replicas")])
+
+
+def rollout_timeout(failure_threshold: int) -> str:
+    """How long `up` waits for an engine rollout: as long as the engines may compile."""
+    return f"{sizing.rollout_timeout_seconds(failure_threshold)}s"
+
+
+def liveness_probe(port: int) -> dict:
+    return {"httpGet": {"path": "/health", "port": port}, "periodSeconds": 30, "timeoutSeconds": 5, "failureThreshold": 3}
+
+
+def readiness_probe(ports: Sequence[int]) -> dict:
+    """Ready when every DP rank answers /v1/models (one rank: a plain HTTP check)."""
+    if len(ports) == 1:
+        return {"httpGet": {"path": "/v1/models", "port": ports[0]}, "periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 3}
+    check = (
+        "import sys, urllib.request\n"
+        "for port in sys.argv[1:]:\n"
+        "    urllib.request.urlopen(f'http://127.0.0.1:{port}/v1/models', timeout=4)\n"
+    )
+    return {"exec": {"command": ["python3", "-c", check, *[str(p) for p in ports]]},
+            "periodSeconds": 10, "timeoutSeconds": 10, "failureThreshold": 3}
+
+
+def restricted_security_context() -> dict:
+    """Containers that need nothing special (EPP, routing sidecar): the `restricted` profile."""
+    return {"runAsNonRoot": True, "runAsUser": NON_ROOT_UID, "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
+
+
+def engine_security_context(engine: EngineSpec) -> dict:
+    """Engines: no escalation, ALL dropped; root and the added capabilities are the NPU runtime's exceptions."""
+    return {
+        "runAsNonRoot": not engine.run_as_root,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": False,
+        "capabilities": {"drop": ["ALL"], "add": list(engine.capabilities) or None},
+    }
+
+
+def engine_security_exceptions(engine: EngineSpec) -> str:
+    """The annotation that records, on the pod, why an engine is not fully restricted."""
+    reasons = ["readOnlyRootFilesystem=false: vLLM and the RBLN compiler write caches and temp files outside the mounted volumes"]
+    if engine.run_as_root:
+        reasons.insert(0, "runAsRoot: the RBLN runtime opens the NPU device nodes and NIXL registers RDMA memory as root")
+    if engine.capabilities:
+        reasons.append(f"capabilities {','.join(engine.capabilities)}: pin RDMA buffers for NIXL")
+    return "; ".join(reasons)
+
+
+def pod_security_context() -> dict:
+    return {"seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def container_ports(named: Sequence[tuple[str, int]]) -> list[dict]:
+    return [{"name": name, "containerPort": port, "protocol": "TCP"} for name, port in named]
+
+
+def engine_env(literal: dict[str, str], *, hf_token_secret: str) -> list[dict]:
+    """Literal values, then the pod IP and the token by reference: one entry per name, by construction
+    (the API server refuses a container with two entries of one name)."""
+    env = [{"name": key, "value": value} for key, value in literal.items() if key not in serving.REFERENCE_ENV]
+    env.append({"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
+    env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": hf_token_secret, "key": "token"}}})
+    return env
+
+
+def engine_container(engine: EngineSpec, *, name: str, hf_token_secret: str,
+                     env_from_config_map: Optional[str] = None) -> dict:
+    """The `vllm serve` container; it consumes the pod's DRA claim."""
+    amounts = {"cpu": engine.cpu, "memory": engine.memory}
+    return {
+        "name": name,
+        "image": engine.image,
+        "command": ENGINE_COMMAND,
+        "args": list(engine.args),
+        "env": engine_env(engine.env, hf_token_secret=hf_token_secret),
+        "envFrom": [{"configMapRef": {"name": env_from_config_map}}] if env_from_config_map else None,
+        "ports": container_ports(engine.ports),
+        "resources": {"requests": amounts, "limits": amounts, "claims": [{"name": CLAIM_NAME}]},
+        "volumeMounts": list(ENGINE_VOLUME_MOUNTS),
+        "startupProbe": startup_probe(engine.rank_ports[0], engine.startup_failure_threshold),
+        "readinessProbe": readiness_probe(engine.rank_ports),
+        "livenessProbe": liveness_probe(engine.rank_ports[0]),
+        "securityContext": engine_security_context(engine),
+    }
+
+
+def affinity(placement: PlacementSpec, *, group: Optional[str], role_selector: dict[str, str]) -> dict:
+    """Engines only on nodes with the NPU product (and RDS, and their group); one pod of a role per node."""
+    expressions = [
+        {"key": NPU_PRESENT_LABEL, "operator": "In", "values": ["true"]},
+        {"key": NPU_PRODUCT_LABEL, "operator": "In", "values": [placement.npu_product]},
+    ]
+    if placement.rds_nodes:
+        expressions.append({"key": RDS_PRESENT_LABEL, "operator": "In", "values": ["true"]})
+    if group is not None:
+        expressions.append({"key": placement.group_label, "operator": "In", "values": [group]})
+    anti = None
+    if placement.spread:
+        anti = {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": match_labels(role_selector), "topologyKey": "kubernetes.io/hostname"}]}
+    return {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": expressions}]}},
+        "podAntiAffinity": anti,
+    }
+
+
+def deployment_strategy(rollout: RolloutSpec) -> dict:
+    """Recreate (the reference), or one pod at a time without surge: a new pod needs the NPUs the old one holds."""
+    if rollout.strategy == "RollingUpdate":
+        return {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
+    return {"type": "Recreate"}
+
+
+def disruption_budget(*, name: str, namespace: str, labels: dict[str, str], selector: dict[str, str],
+                      max_unavailable: int) -> dict:
+    """Voluntary evictions (drains, upgrades) take at most max_unavailable pods of a pool at a time."""
+    return manifest("policy/v1", "PodDisruptionBudget", object_meta(name, namespace, labels),
+                    spec={"maxUnavailable": max_unavailable, "selector": match_labels(selector)})
+
+
+def engine_deployment(
+    *,
+    name: str,
+    namespace: str,
+    labels: dict[str, str],
+    replicas: int,
+    containers: list[dict],
+    init_containers: Optional[list[dict]],
+    claim_template_name: str,
+    volumes: list[dict],
+    affinity: dict,
+    strategy: dict,
+    annotations: dict[str, str],
+) -> dict:
+    """An engine Deployment: the DRA claim, seccomp RuntimeDefault, no API token."""
+    selector = {k: labels[k] for k in (PART_OF_LABEL, ROLE_LABEL, POOL_LABEL)}
+    return manifest("apps/v1", "Deployment",
+                    object_meta(name, namespace, labels, {WAIT_FOR_ANNOTATION: rollout_complete(replicas)}),
+                    spec={
+                        "replicas": replicas,
+                        "strategy": strategy,
+                        "selector": match_labels(selector),
+                        "template": {
+                            "metadata": {"labels": labels, "annotations": annotations},
+                            "spec": {
+                                "automountServiceAccountToken": False,
+                                "terminationGracePeriodSeconds": 120,
+                                "securityContext": pod_security_context(),
+                                "affinity": affinity,
+                                "resourceClaims": [{"name": CLAIM_NAME, "resourceClaimTemplateName": claim_template_name}],
+                                "initContainers": init_containers,
+                                "containers": containers,
+                                "volumes": volumes,
+                            },
+                        },
+                    })
+
+
+class Spec(BaseModel):
+    """Base of the engine pools' args: immutable, unknown fields refused (a misspelt field is not silently a default)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# The defaults below are the Target Configuration's (tests/stacks/test_compose.py checks that
+# `objects.stack` fills them so from the default StackConfig): a pool built with no args is the reference one.
+class EngineSpec(Spec):
+    """The `vllm serve` container of a role's pods, its values already worked out (core.serving)."""
+
+    image: str = Field(engine_versions.DEFAULT_IMAGE, min_length=1, description="RBLN vLLM image of the engine.")
+    args: list[str] = Field(default_factory=list, description="Arguments of `vllm serve` (core.serving.prefill_command / decode_command).")
+    env: dict[str, str] = Field(default_factory=dict, description="Literal environment; the pod IP and HF_TOKEN are added by reference.")
+    ports: list[tuple[str, int]] = Field([("http", 8000)], min_length=1, description="Named container ports (HTTP ranks, DP RPC, NIXL side channels).")
+    rank_ports: list[int] = Field([8000], min_length=1, description="HTTP port of each DP rank: probed for startup, readiness and liveness.")
+    cpu: str = Field("32", description="CPU request and limit of the engine container.")
+    memory: str = Field("256Gi", description="Memory request and limit of the engine container.")
+    startup_failure_threshold: int = Field(240, ge=1, description="Startup probe periods allowed for compilation; also bounds how long `up` waits.")
+    shm_size: str = Field("32Gi", description="Size of the /dev/shm memory volume.")
+    run_as_root: bool = Field(True, description="Exception: the engine runs as root (recorded in the security-exceptions annotation).")
+    capabilities: list[str] = Field(["IPC_LOCK"], description="Exception: capabilities added after dropping ALL (recorded in the annotation).")
+    annotations: dict[str, str] = Field(default_factory=dict, description="More annotations on the pod template (pod annotations, the lmcache-rbln version).")
+
+
+class ClaimSpec(Spec):
+    """The DRA claim of one pod: all its NPUs in one request, its RDMA NICs in another, one NUMA node."""
+
+    npus: int = Field(4, ge=1, description="NPUs each pod claims (its devices per pod).")
+    npu_device_class: str = Field("npu.rebellions.ai", min_length=1, description="DRA DeviceClass of the NPUs.")
+    rdma_nics: int = Field(2, ge=0, description="RDMA NICs each pod claims; 0: no NIC request and no NUMA constraint.")
+    nic_device_class: str = Field("dranet", min_length=1, description="DRA DeviceClass of the RDMA NICs.")
+    numa_attribute: str = Field("resource.kubernetes.io/numaNode", min_length=1, description="Device attribute NPUs and NICs must share.")
+
+
+class PlacementSpec(Spec):
+    """Which nodes a role's pods may land on, and how they spread."""
+
+    npu_product: str = Field("RBLN-CR13", min_length=1, description="Required value of the node label rebellions.ai/npu.product.")
+    rds_nodes: bool = Field(False, description="Also require rebellions.ai/rds.present=true (a prefill with the RDS tier).")
+    groups: int = Field(1, ge=1, description="Node groups: one Deployment per group, the replicas split evenly.")
+    group_label: str = Field("rebel100.ai/pool-group", min_length=1, description="Node label naming a node's group (g0, g1, ...) when groups > 1.")
+    spread: bool = Field(True, description="At most one pod of the role per node (required pod anti-affinity).")
+
+
+class RolloutSpec(Spec):
+    """How a role's Deployments change and how many pods a voluntary eviction may take."""
+
+    strategy: Literal["Recreate", "RollingUpdate"] = Field("Recreate", description="Deployment strategy; RollingUpdate is one pod at a time, no surge.")
+    max_unavailable: int = Field(1, ge=1, description="PodDisruptionBudget maxUnavailable of each pool.")
+
+
+class CompileCacheSpec(Spec):
+    """The role's compile-cache volume (VLLM_CACHE_ROOT), shared by its replicas."""
+
+    size: str = Field("200Gi", description="Requested size of the PVC.")
+    storage_class: Optional[str] = Field(None, description="StorageClass (ReadWriteMany); None: the cluster default.")
+    retain_on_delete: bool = Field(True, description="Keep the PVC in the cluster when the stack deletes it.")
+
+
+class EnginePoolArgs(StackArgs):
+    """What every engine pool needs besides its role's own args."""
+
+    replicas: int = Field(4, ge=0, description="Pods of the role, split evenly over the node groups.")
+    engine: EngineSpec = Field(EngineSpec(), description="The `vllm serve` container.")
+    claim: ClaimSpec = Field(ClaimSpec(), description="The DRA claim of each pod.")
+    placement: PlacementSpec = Field(PlacementSpec(), description="Node labels required, node groups and spread.")
+    rollout: RolloutSpec = Field(RolloutSpec(), description="Deployment strategy and disruption budget.")
+    compile_cache: CompileCacheSpec = Field(CompileCacheSpec(), description="The compile-cache volume.")
+    weights: EngineWeights = Field(EngineWeights(), description="The weights volume, revisions and the wait before the engine starts.")
+    hf_token_secret: str = Field("hf-token", description="Secret with the Hugging Face token under key `token`.")
+
+
+def claim_digest(claim: ClaimSpec) -> str:
+    """A short digest of what the claim template asks for: part of its name."""
+    wanted = [claim.npus, claim.npu_device_class, claim.rdma_nics, claim.nic_device_class, claim.numa_attribute]
+    return hashlib.sha256(json.dumps(wanted).encode()).hexdigest()[:8]
+
+
+def engine_pool(name: str, *, role_name: str, args: EnginePoolArgs, containers: list[dict],
+                init_containers: Optional[list[dict]] = None) -> list[Child]:
+    """The objects of one engine role: DRA claim template, compile-cache PVC, then per node group a
+    Deployment and its PodDisruptionBudget (one group: one Deployment named after the role)."""
+    base = f"{args.stack_name}-{role_name}"
+    role_labels = pod_labels(args.stack_name, role_name)
+    # A claim template's spec is immutable. Its name carries a digest of what it asks for, so a change is
+    # a new template (created, the pods rolled onto it, then the old one deleted), never a refused patch.
+    claim_template_name = f"{base}-{CLAIM_NAME}-{claim_digest(args.claim)}"
+    cache = args.compile_cache
+    children = [
+        Child(f"{name}-claim", claim_template(name=claim_template_name, namespace=args.namespace, labels=role_labels,
+                                              claim=args.claim)),
+        Child(f"{name}-compile-cache", volume_claim(
+            name=compile_cache_pvc_name(args.stack_name, role_name), namespace=args.namespace, labels=role_labels,
+            size=cache.size, storage_class=cache.storage_class), retain_on_delete=cache.retain_on_delete),
+    ]
+    pools = pool_names(args.stack_name, role_name, args.placement.groups)
+    annotations = {**args.engine.annotations,
+                   SECURITY_EXCEPTIONS_ANNOTATION: engine_security_exceptions(args.engine),
+                   MODEL_REVISION_ANNOTATION: args.weights.revision}
+    for group, pool in pools:
+        resource = name if group is None else f"{name}-{group}"
+        labels = {**role_labels, POOL_LABEL: pool}
+        children.append(Child(resource, engine_deployment(
+            name=pool, namespace=args.namespace, labels=labels, replicas=args.replicas // len(pools),
+            containers=containers, init_containers=[wait_for_weights_container(args.weights), *(init_containers or [])],
+            claim_template_name=claim_template_name,
+            volumes=engine_volumes(shm_size=args.engine.shm_size, model_pvc=args.weights.claim_name,
+                                   compile_cache_pvc_name=f"{base}-compile-cache"),
+            affinity=affinity(args.placement, group=group,
+                              role_selector={PART_OF_LABEL: args.stack_name, ROLE_LABEL: role_name}),
+            strategy=deployment_strategy(args.rollout), annotations=annotations),
+            timeout=rollout_timeout(args.engine.startup_failure_threshold)))
+        children.append(Child(f"{resource}-pdb", disruption_budget(
+            name=pool, namespace=args.namespace, labels=labels,
+            selector={k: labels[k] for k in (PART_OF_LABEL, ROLE_LABEL, POOL_LABEL)},
+            max_unavailable=args.rollout.max_unavailable)))
+    return children

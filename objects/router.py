@@ -1,0 +1,125 @@
+"""Router's objects: the llm-d Endpoint Picker (EPP) and the InferencePool it serves.
+
+Objects: ServiceAccount, a namespace-scoped Role (read pods and pools, nothing else) and its
+RoleBinding, the EndpointPickerConfig ConfigMap, the EPP Deployment and Service, the InferencePool.
+The plugin set, the P/D one or the AGG one, is worked out in core.routing.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field
+
+from core import routing, sizing
+from core.versions import router as router_versions
+from objects import pod
+from objects.kube import Child, manifest, object_meta
+
+POOL_GROUP = "inference.networking.k8s.io"
+POOL_API_VERSION = f"{POOL_GROUP}/v1"
+CONFIG_FILE = "epp-config.yaml"
+CONFIG_MOUNT = "/etc/epp"
+
+
+class RouterArgs(pod.StackArgs):
+    target_ports: list[int] = Field(description="Ports of the serving pods the pool targets (the decode sidecar in P/D).")
+    image: str = Field(router_versions.EPP_IMAGE, min_length=1, description="EPP image.")
+    replicas: int = Field(1, ge=1, description="EPP replicas.")
+    epp_config: dict[str, Any] = Field(default_factory=lambda: routing.endpoint_picker_config(),
+                                       description="The EndpointPickerConfig document (core.routing.endpoint_picker_config); default: the P/D one.")
+    grpc_port: int = Field(9002, description="EPP ext-proc port (the pool's endpointPickerRef).")
+    health_port: int = Field(9003, description="EPP gRPC health port (the probes').")
+    metrics_port: int = Field(9090, description="EPP metrics port.")
+    failure_mode: Literal["FailClose", "FailOpen"] = Field("FailClose", description="What the gateway does when the EPP is unreachable.")
+    max_unavailable: int = Field(1, ge=1, description="PodDisruptionBudget maxUnavailable of the EPP.")
+
+
+def pool_name(stack_name: str) -> str:
+    return f"{stack_name}-pool"
+
+
+def epp_name(stack_name: str) -> str:
+    """The EPP's ServiceAccount, Role, Deployment and Service."""
+    return f"{stack_name}-epp"
+
+
+def epp_labels(stack_name: str) -> dict[str, str]:
+    return {pod.PART_OF_LABEL: stack_name, pod.NAME_LABEL: epp_name(stack_name), pod.COMPONENT_LABEL: "router"}
+
+
+def router(name: str, args: RouterArgs) -> list[Child]:
+    if not args.target_ports:
+        raise ValueError(f"Router {name}: the pool needs at least one target port.")
+    if len(args.target_ports) > sizing.MAX_POOL_TARGET_PORTS:
+        raise ValueError(f"Router {name}: {len(args.target_ports)} target ports; an InferencePool allows at most {sizing.MAX_POOL_TARGET_PORTS}.")
+    base = epp_name(args.stack_name)
+    ns = args.namespace
+    labels = epp_labels(args.stack_name)
+    meta = object_meta(base, ns, labels)
+    read = ["get", "list", "watch"]
+    grpc_health = {"port": args.health_port, "service": "inference-extension"}
+    deployment = manifest("apps/v1", "Deployment", meta, spec={
+        "replicas": args.replicas,
+        "selector": pod.match_labels(labels),
+        "template": {
+            "metadata": {"labels": labels},
+            "spec": {
+                "serviceAccountName": base,
+                "securityContext": pod.pod_security_context(),
+                "containers": [{
+                    "name": "epp",
+                    "image": args.image,
+                    "args": [
+                        "--pool-name", pool_name(args.stack_name),
+                        "--pool-namespace", ns,
+                        "--pool-group", POOL_GROUP,
+                        "--config-file", f"{CONFIG_MOUNT}/{CONFIG_FILE}",
+                        "--grpc-port", str(args.grpc_port),
+                        "--grpc-health-port", str(args.health_port),
+                        "--metrics-port", str(args.metrics_port),
+                        "--zap-encoder", "json",
+                    ],
+                    "ports": pod.container_ports([("grpc", args.grpc_port), ("grpc-health", args.health_port),
+                                                  ("metrics", args.metrics_port)]),
+                    "readinessProbe": {"grpc": grpc_health, "periodSeconds": 5},
+                    "livenessProbe": {"grpc": grpc_health, "periodSeconds": 10},
+                    "resources": {"requests": {"cpu": "2", "memory": "2Gi"}, "limits": {"cpu": "4", "memory": "4Gi"}},
+                    "volumeMounts": [{"name": "config", "mountPath": CONFIG_MOUNT, "readOnly": True}],
+                    "securityContext": pod.restricted_security_context(),
+                }],
+                "volumes": [{"name": "config", "configMap": {"name": f"{base}-config"}}],
+            },
+        },
+    })
+    return [
+        Child(f"{base}-sa", manifest("v1", "ServiceAccount", meta)),
+        Child(f"{base}-role", manifest("rbac.authorization.k8s.io/v1", "Role", meta, rules=[
+            {"apiGroups": [""], "resources": ["pods"], "verbs": read},
+            {"apiGroups": [POOL_GROUP], "resources": ["inferencepools"], "verbs": read},
+            {"apiGroups": ["inference.networking.x-k8s.io"], "resources": ["inferenceobjectives"], "verbs": read},
+        ])),
+        Child(f"{base}-rolebinding", manifest(
+            "rbac.authorization.k8s.io/v1", "RoleBinding", meta,
+            roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": base},
+            subjects=[{"kind": "ServiceAccount", "name": base, "namespace": ns}]),
+            after=(f"{base}-sa", f"{base}-role")),
+        Child(f"{base}-config", manifest("v1", "ConfigMap", object_meta(f"{base}-config", ns, labels),
+                                         data={CONFIG_FILE: yaml.safe_dump(args.epp_config, sort_keys=False)})),
+        Child(base, deployment, after=(f"{base}-config",)),
+        Child(f"{base}-pdb", pod.disruption_budget(name=base, namespace=ns, labels=labels, selector=labels,
+                                                   max_unavailable=args.max_unavailable)),
+        Child(f"{base}-svc", manifest("v1", "Service", meta, spec={"type": "ClusterIP", "selector": labels, "ports": [
+            {"name": "grpc-ext-proc", "port": args.grpc_port, "targetPort": args.grpc_port, "protocol": "TCP", "appProtocol": "http2"},
+            {"name": "grpc-health", "port": args.health_port, "targetPort": args.health_port, "protocol": "TCP"},
+            {"name": "metrics", "port": args.metrics_port, "targetPort": args.metrics_port, "protocol": "TCP"},
+        ]})),
+        Child(f"{args.stack_name}-pool", manifest(
+            POOL_API_VERSION, "InferencePool",
+            object_meta(pool_name(args.stack_name), ns, {pod.PART_OF_LABEL: args.stack_name}),
+            spec={
+                "selector": pod.match_labels(pod.pool_selector(args.stack_name)),
+                "targetPorts": [{"number": port} for port in args.target_ports],
+                "endpointPickerRef": {"name": base, "port": {"number": args.grpc_port}, "failureMode": args.failure_mode},
+            }), after=(f"{base}-svc",)),
+    ]
