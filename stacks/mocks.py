@@ -27,10 +27,12 @@ class _RecordingMocks(pulumi.runtime.Mocks):
 
     def __init__(self) -> None:
         self.manifests: list[dict] = []
+        self.types: list[str] = []  # the type token of each manifest, in the same order
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         if args.custom and args.typ.startswith(KUBERNETES_PREFIX):
             self.manifests.append(_manifest(args.inputs))
+            self.types.append(args.typ)
         return f"{args.name}-id", dict(args.inputs)
 
     def call(self, args: pulumi.runtime.MockCallArgs):

@@ -32,6 +32,11 @@ class Cluster:
     def manifests(self) -> list[dict]:
         return self._recorder.manifests
 
+    @property
+    def types(self) -> list[str]:
+        """The type token each manifest was registered with, in the same order."""
+        return self._recorder.types
+
     def of_kind(self, kind: str) -> list[dict]:
         return [m for m in self.manifests if m["kind"] == kind]
 

@@ -1,5 +1,9 @@
-"""Shared engine pod pieces: security contexts and their exceptions, PDBs, anti-affinity, node groups."""
+"""Shared engine pod pieces: security contexts and their exceptions, PDBs, anti-affinity, node groups; and how
+a component registers its objects (components/pod.py)."""
+from components.pod import TYPED
+from core.config import StackConfig
 from objects import pod
+from stacks import compose
 from components.prefill_pool import PrefillPool, PrefillPoolArgs
 from tests.conftest import container
 
@@ -52,3 +56,14 @@ def test_node_groups_split_the_role(run_under_mocks):
 def test_rolling_update_without_surge(run_under_mocks):
     deployment = build(run_under_mocks, rollout=pod.RolloutSpec(strategy="RollingUpdate")).get("Deployment", "t-prefill")
     assert deployment["spec"]["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
+
+
+def test_each_object_is_registered_as_the_providers_type_of_its_kind(run_under_mocks):
+    """The provider chooses its await logic (a Deployment's rollout, a Job's completion) by the type token."""
+    cfg = StackConfig(name="t", namespace="ns", weights={"source": "download"})
+    cluster = run_under_mocks(lambda: compose.build(cfg))
+    registered = {(m["apiVersion"], m["kind"]): typ for m, typ in zip(cluster.manifests, cluster.types)}
+    for (api_version, kind), typ in registered.items():
+        group_version = api_version if "/" in api_version else f"core/{api_version}"
+        assert typ == f"kubernetes:{group_version}:{kind}", (api_version, kind, typ)
+    assert set(TYPED) <= set(registered) | {("v1", "Secret")}, "a typed kind the stack never writes"
