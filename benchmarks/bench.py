@@ -204,7 +204,7 @@ def cluster_section(repeats: int, bin_dir: str, cluster_bin: str) -> None:
                 "no-op up: scripts/up prod-4p4d": ["scripts/up", "prod-4p4d"],
                 "  . scripts/pulumi-env (toolchain, backend)": ["bash", "-c", pulumi_env + "true"],
                 "  pulumi CLI start (pulumi stack ls)": ["bash", "-c", pulumi_env + "pulumi stack ls >/dev/null"],
-                "  the program alone (stacks render)": [PYTHON, "-m", "stacks", "render", "prod-4p4d", "--out",
+                "  the objects alone (stacks render, no Pulumi)": [PYTHON, "-m", "stacks", "render", "prod-4p4d", "--out",
                                                         str(scratch / "render")],
                 "  secrets check (stacks secrets)": [PYTHON, "-m", "stacks", "secrets", "prod-4p4d"],
                 # What the language host runs in the virtualenv (scripts/langhost): About (once per command) and the
