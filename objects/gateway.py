@@ -48,7 +48,7 @@ def gateway(name: str, args: GatewayArgs) -> list[Child]:
                 "hostname": args.hostname or None}
     return [
         Child(entry_name, manifest(GATEWAY_API_VERSION, "Gateway", object_meta(entry_name, args.namespace, labels),
-                                      spec={"gatewayClassName": args.class_name, "listeners": [listener]})),
+                                   spec={"gatewayClassName": args.class_name, "listeners": [listener]})),
         Child(route, manifest(GATEWAY_API_VERSION, "HTTPRoute", object_meta(route, args.namespace, labels), spec={
             "parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": entry_name}],
             "rules": [{

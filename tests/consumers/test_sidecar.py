@@ -3,10 +3,13 @@ flags: it listens on every port the render gives it, then exits cleanly on SIGTE
 namespace (tests/consumers/sandbox.py), so the rendered ports are free and nothing leaves loopback."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from core.versions import Version, epp_schema
 from core.versions import router as router_versions
+from policy.manifests import SIDECAR_DEFAULTS
 from tests.consumers.programs import programs_dir, rendered, rendered_sidecar_args, sandboxed
 
 pytestmark = pytest.mark.consumers
@@ -37,3 +40,16 @@ def test_unknown_sidecar_flag_is_refused_by_the_data_and_the_program():
     outcome = sandboxed({"argv": [str(programs / "pd-sidecar"), *args], "timeout": 20})
     assert outcome["outcome"] == "exited" and outcome["returncode"] != 0, outcome
     assert any("unknown flag: --no-such-flag" in line for line in outcome["log"]), outcome["log"]
+
+
+def test_the_packs_sidecar_defaults_are_the_programs():
+    """policy.manifests reads an omitted sidecar flag as the program's default: started with none of them, v0.7.1
+    logs the configuration it took (port, connector, DP size, and the vLLM port in its decoder URL)."""
+    outcome = sandboxed({"argv": [str(programs_dir() / "pd-sidecar"), "--secure-proxy=false"], "listen": [8000],
+                         "timeout": 20})
+    assert outcome["outcome"] == "passed", outcome["log"][-20:]
+    logged = [json.loads(line) for line in outcome["log"] if '"Proxy configuration"' in line]
+    assert logged, outcome["log"][-20:]
+    config = json.loads(logged[0]["config"])
+    assert {"--port": int(config["Port"]), "--vllm-port": int(config["DecoderURL"].rsplit(":", 1)[1]),
+            "--data-parallel-size": config["DataParallelSize"], "--kv-connector": config["KVConnector"]} == SIDECAR_DEFAULTS
