@@ -181,6 +181,12 @@ def load_config(path: Optional[pathlib.Path]) -> dict[str, Any]:
         raise PackConfigError(f"cannot read policy config {path}: {error}") from None
 
 
+def enforcement_environment(environment: str) -> str:
+    """The level a stack's `rebel100:environment` gets: dev's only for `dev`; prod's for anything else (a typo the
+    config gate refuses later is not judged at the lower level meanwhile)."""
+    return "dev" if environment == "dev" else "prod"
+
+
 def environment_config(environment: str) -> pathlib.Path:
     """`policy/config/dev.json` or `prod.json`, the files CI passes to `--policy-pack-config`."""
     return CONFIG_DIR / f"{environment}.json"

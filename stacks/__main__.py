@@ -10,6 +10,7 @@
   watch STACK --pid P [--grace S]   beside `pulumi up`: cancel it when a pod stays unschedulable for S seconds
                                     (or the API server does not answer for --unreachable-grace seconds)
   secrets STACK                     may this stack's secrets be written? (a prod stack: not under the built-in passphrase)
+  policy-config STACK               the pack's enforcement file for the stack's environment (prod when unset)
   changes EVENT_LOG                 does the preview of this `pulumi preview --event-log` propose anything? (exit 0: no;
                                     scripts/up then skips the update)
 
@@ -156,6 +157,22 @@ def cmd_secrets(args) -> int:
     return 0
 
 
+def cmd_policy_config(args) -> int:
+    """The pack's enforcement file for the stack's `rebel100:environment` (prod when unset, as the schema says):
+    what scripts/up and scripts/preview pass to `--policy-pack-config`, and `check` applies."""
+    from core.stackfile import PROJECT_ROOT
+    from policy import catalog
+    path, name = _stack_path(args)
+    try:
+        config, _ = stackfile.read_config(path)
+    except stackfile.StackFileError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(catalog.environment_config(catalog.enforcement_environment(stackfile.environment(config)))
+          .relative_to(PROJECT_ROOT).as_posix())
+    return 0
+
+
 def cmd_changes(args) -> int:
     """0 when the preview whose event log this is proposes nothing to do, 1 when the update must run."""
     from stacks.events import proposal
@@ -177,7 +194,8 @@ def parser() -> argparse.ArgumentParser:
                            ("preflight", "check, against a cluster, that every engine pod can be placed"),
                            ("placement", "print where the engine pods run and their devices"),
                            ("watch", "beside `pulumi up`: cancel it when a pod of the stack stays unschedulable"),
-                           ("secrets", "refuse a prod stack whose secrets would use the built-in passphrase")):
+                           ("secrets", "refuse a prod stack whose secrets would use the built-in passphrase"),
+                           ("policy-config", "print the policy pack's enforcement file for the stack's environment")):
         cmd = sub.add_parser(name, help=helptext)
         cmd.add_argument("stack", nargs="?", help="stack name (Pulumi.STACK.yaml)")
         cmd.add_argument("--config-file", help="read this stack file instead of Pulumi.STACK.yaml")
@@ -214,7 +232,7 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     commands = {"render": cmd_render, "plan": cmd_plan, "check": cmd_check, "validate": cmd_validate,
                 "preflight": cmd_preflight, "placement": cmd_placement, "watch": cmd_watch,
-                "secrets": cmd_secrets, "changes": cmd_changes}
+                "secrets": cmd_secrets, "policy-config": cmd_policy_config, "changes": cmd_changes}
     return commands[args.command](args)
 
 

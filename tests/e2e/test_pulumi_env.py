@@ -53,3 +53,13 @@ def test_a_stack_is_created_once_then_found_without_the_cli(project, tmp_path):
     assert list(state.glob(".pulumi/stacks/*/bench-once.json"))
     # Found again without the CLI: with `pulumi` unusable the function still succeeds.
     sourced(project, tmp_path / "home", "pulumi() { return 1; } && rebel100_stack bench-once", **backend)
+
+
+@pytest.mark.parametrize("environment, level", [(None, "prod"), ("dev", "dev"), ("prod", "prod"), ('"dev"', "dev")])
+def test_the_pack_level_of_a_stack_is_its_environments_prod_when_unset(project, tmp_path, environment, level):
+    """What scripts/up and scripts/preview pass to --policy-pack-config: an unset environment is prod (the
+    schema's default, what `check` applies), not the lower dev level."""
+    lines = ["config:", "  rebel100:topology: pd"] + ([f"  rebel100:environment: {environment}"] if environment else [])
+    (project.root / "Pulumi.fresh.yaml").write_text("\n".join(lines) + "\n")
+    env = sourced(project, tmp_path / "home", "export LEVEL=\"$(rebel100_policy_config fresh)\"")
+    assert env["LEVEL"] == f"policy/config/{level}.json"

@@ -7,7 +7,9 @@ import sys
 import pytest
 import yaml
 
+from core import stackfile
 from core.stackfile import PROJECT_ROOT
+from policy import catalog
 
 
 def run(*args, cwd=PROJECT_ROOT):
@@ -117,3 +119,27 @@ def test_failing_check_prints_no_traceback_at_exit(tmp_path):
         proc = run("check", "--config-file", str(path))
         assert proc.returncode == 1 and "[mandatory] engine-network-policy" in proc.stdout
         assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod-4p4d", "agg"])
+def test_policy_config_is_the_level_check_applies(stack):
+    proc = run("policy-config", stack)
+    assert proc.returncode == 0, proc.stderr
+    environment = stackfile.load_stack(stackfile.stack_file(stack), stack).environment
+    assert proc.stdout.strip() == catalog.environment_config(environment).relative_to(PROJECT_ROOT).as_posix()
+
+
+@pytest.mark.parametrize("line, level", [("", "prod"), ("  rebel100:environment: dev\n", "dev"),
+                                         ("  rebel100:environment: staging\n", "prod")])
+def test_policy_config_of_an_unset_or_unknown_environment_is_prod(tmp_path, line, level):
+    path = tmp_path / "Pulumi.fresh.yaml"
+    path.write_text("config:\n  rebel100:topology: pd\n" + line)
+    proc = run("policy-config", "--config-file", str(path))
+    assert proc.returncode == 0 and proc.stdout.strip() == f"policy/config/{level}.json", proc.stdout + proc.stderr
+
+
+def test_policy_config_of_a_malformed_stack_file_is_one_error(tmp_path):
+    path = tmp_path / "Pulumi.bad.yaml"
+    path.write_text("config: [\n")
+    proc = run("policy-config", "--config-file", str(path))
+    assert proc.returncode == 1 and proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr, proc.stderr
