@@ -198,7 +198,7 @@ def cluster_section(repeats: int, bin_dir: str, cluster_bin: str) -> None:
             first = subprocess.run(["scripts/up", "prod-4p4d"], cwd=project, env=env, capture_output=True, text=True)
             if first.returncode != 0:
                 raise SystemExit(f"scripts/up prod-4p4d failed:\n{first.stdout}\n{first.stderr}")
-            pulumi_env = f". scripts/pulumi-env && "
+            pulumi_env = ". scripts/pulumi-env && "
             parts = {
                 "PR check: scripts/preview prod-4p4d": ["scripts/preview", "prod-4p4d"],
                 "no-op up: scripts/up prod-4p4d": ["scripts/up", "prod-4p4d"],

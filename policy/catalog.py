@@ -3,7 +3,7 @@
 One list serves both runners: `policy/pack.py` turns it into Pulumi policies for
 `pulumi preview --policy-pack policy`, and `python -m stacks check` calls `evaluate()` directly on
 YAML; the same rule functions and the same config file decide both, so they cannot disagree.
-Nothing here imports Pulumi.
+Nothing here imports Pulumi. Which enforcement file a stack gets is `policy.levels`'s.
 
 Scope: `resource` rules read one object at a time (they become ResourceValidationPolicies and run on
 each resource's inputs); `stack` rules relate several objects (StackValidationPolicies).
@@ -22,7 +22,6 @@ from policy.manifests import Finding
 PACK_NAME = "rebel100-serving"
 MANDATORY, ADVISORY, DISABLED = "mandatory", "advisory", "disabled"
 LEVELS = (MANDATORY, ADVISORY, "remediate", DISABLED)
-CONFIG_DIR = pathlib.Path(__file__).resolve().parent / "config"
 
 Rule = Callable[[list, Facts], list]
 
@@ -179,17 +178,6 @@ def load_config(path: Optional[pathlib.Path]) -> dict[str, Any]:
         return json.loads(pathlib.Path(path).read_text())
     except (OSError, json.JSONDecodeError) as error:
         raise PackConfigError(f"cannot read policy config {path}: {error}") from None
-
-
-def enforcement_environment(environment: str) -> str:
-    """The level a stack's `rebel100:environment` gets: dev's only for `dev`; prod's for anything else (a typo the
-    config gate refuses later is not judged at the lower level meanwhile)."""
-    return "dev" if environment == "dev" else "prod"
-
-
-def environment_config(environment: str) -> pathlib.Path:
-    """`policy/config/dev.json` or `prod.json`, the files CI passes to `--policy-pack-config`."""
-    return CONFIG_DIR / f"{environment}.json"
 
 
 # --- evaluation ----------------------------------------------------------------------------

@@ -161,14 +161,14 @@ def cmd_policy_config(args) -> int:
     """The pack's enforcement file for the stack's `rebel100:environment` (prod when unset, as the schema says):
     what scripts/up and scripts/preview pass to `--policy-pack-config`, and `check` applies."""
     from core.stackfile import PROJECT_ROOT
-    from policy import catalog
+    from policy import levels
     path, name = _stack_path(args)
     try:
         config, _ = stackfile.read_config(path)
     except stackfile.StackFileError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    print(catalog.environment_config(catalog.enforcement_environment(stackfile.environment(config)))
+    print(levels.environment_config(levels.enforcement_environment(stackfile.environment(config)))
           .relative_to(PROJECT_ROOT).as_posix())
     return 0
 

@@ -23,7 +23,7 @@ import yaml
 
 from core import stackfile
 from core.stackfile import PROJECT_ROOT
-from policy import catalog, facts, parallelism
+from policy import catalog, facts, levels, parallelism
 
 
 def load_manifests(folder: pathlib.Path) -> list[dict]:
@@ -97,7 +97,7 @@ def run_check(args, stack: Optional[tuple[pathlib.Path, str]] = None) -> int:
         if manifests is None:
             return 1
     environment = args.environment or environment
-    config_path = catalog.environment_config(environment)
+    config_path = levels.environment_config(environment)
     try:
         config = catalog.with_facts(catalog.load_config(config_path), stack_facts)
         started = time.perf_counter()

@@ -21,12 +21,12 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=200)
     args = parser.parse_args(argv)
 
-    from policy import catalog
+    from policy import catalog, levels
     from stacks.render import render_stack_file
     from core.stackfile import stack_file
 
     manifests = render_stack_file(stack_file(args.stack), args.stack).manifests
-    config = catalog.load_config(catalog.environment_config("prod"))
+    config = catalog.load_config(levels.environment_config("prod"))
     times = []
     for _ in range(args.repeats):
         started = time.perf_counter()

@@ -2,7 +2,7 @@
 stack at the stack's policy level, SARIF uploaded; kept in step with the stack files."""
 import yaml
 
-from policy import catalog
+from policy import levels
 from core import stackfile
 from core.stackfile import PROJECT_ROOT
 from core.gate import load_config
@@ -37,7 +37,7 @@ def test_preview_uses_the_official_action_at_each_stacks_level():
     for entry in include:
         values, _ = stackfile.read_config(stackfile.stack_file(entry["stack"]))
         environment = load_config(values, source=entry["stack"]).environment
-        expected = catalog.environment_config(environment).relative_to(PROJECT_ROOT).as_posix()
+        expected = levels.environment_config(environment).relative_to(PROJECT_ROOT).as_posix()
         assert entry["policy"] == expected, entry
     action = next(step for step in steps("preview") if str(step.get("uses", "")).startswith("pulumi/actions@"))
     assert action["uses"] == "pulumi/actions@v6"

@@ -24,7 +24,7 @@ from core import formats
 from core.config import StackConfig, unwrap_optional
 from core.gate import ConfigError, load_config
 from core.stackfile import read_config, stack_file
-from policy import catalog, facts
+from policy import catalog, facts, levels
 from stacks.check import schema_problems
 from stacks.render import render_config
 from tests.cluster.dry_run import DryRun
@@ -149,7 +149,7 @@ def passes_check(stack: str, config: dict[str, str]) -> list[dict] | None:
     except ConfigError:
         return None
     manifests = render_config(config, [], f"gen-{stack}").manifests
-    pack = catalog.with_facts(catalog.load_config(catalog.environment_config(cfg.environment)),
+    pack = catalog.with_facts(catalog.load_config(levels.environment_config(cfg.environment)),
                               facts.stack_values(cfg))
     if any(v.mandatory for v in catalog.evaluate(manifests, pack)) or schema_problems(manifests):
         return None

@@ -15,7 +15,7 @@ import sys
 import pytest
 import yaml
 
-from policy import catalog, parallelism
+from policy import catalog, levels, parallelism
 from core.stackfile import PROJECT_ROOT
 from tests.policy.fixtures import assert_verdict, run_policy, set_arg
 
@@ -34,7 +34,7 @@ def load(name: str) -> list[dict]:
 
 
 def prod_config() -> dict:
-    return catalog.load_config(catalog.environment_config("prod"))
+    return catalog.load_config(levels.environment_config("prod"))
 
 
 def deployment(manifests: list[dict], suffix: str) -> dict:

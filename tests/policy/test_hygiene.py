@@ -1,15 +1,15 @@
 """Rule 7 (policy/hygiene.py): token from a Secret, pinned images, engine requests; dev relaxes some to advice."""
 import pytest
 
-from policy import catalog
+from policy import catalog, levels
 from tests.policy.conftest import STACKS
 from tests.policy.fixtures import (DECODE, EPP, PREFILL, assert_verdict, engine, get, mutate, pod_spec, run_policy,
                                    set_env, sidecar)
 
 POLICIES = ("hf-token-secret-ref", "image-tag-pinned", "engine-resource-requests")
 DECODE_ID, PREFILL_ID, EPP_ID = (f"Deployment/rebel100/{name}" for name in (DECODE, PREFILL, EPP))
-DEV = catalog.load_config(catalog.environment_config("dev"))
-PROD = catalog.load_config(catalog.environment_config("prod"))
+DEV = catalog.load_config(levels.environment_config("dev"))
+PROD = catalog.load_config(levels.environment_config("prod"))
 
 
 @pytest.mark.parametrize("stack", STACKS)

@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 import yaml
 
-from policy import catalog
+from policy import catalog, levels
 from core.stackfile import PROJECT_ROOT
 from tests.policy.test_check import DECODE_FILE, GOLDEN, copy_of_golden, decode_claim_8
 
@@ -49,11 +49,11 @@ def test_one_rule_per_policy_with_description_and_level(tmp_path):
     _, log = sarif("--manifests", str(copy_of_golden(tmp_path).parent), "--environment", "dev")
     rules = log["runs"][0]["tool"]["driver"]["rules"]
     assert [r["id"] for r in rules] == [spec.name for spec in catalog.POLICIES]
-    levels = catalog.resolve(catalog.load_config(catalog.environment_config("dev")))
+    settings = catalog.resolve(catalog.load_config(levels.environment_config("dev")))
     for rule, spec in zip(rules, catalog.POLICIES):
         assert rule["shortDescription"]["text"] == spec.description
-        assert rule["properties"]["enforcementLevel"] == levels[spec.name].level
-        assert rule["defaultConfiguration"]["level"] == {"mandatory": "error", "advisory": "warning"}[levels[spec.name].level]
+        assert rule["properties"]["enforcementLevel"] == settings[spec.name].level
+        assert rule["defaultConfiguration"]["level"] == {"mandatory": "error", "advisory": "warning"}[settings[spec.name].level]
 
 
 def test_bad_render_is_valid_sarif_with_the_finding_at_its_file_and_line(tmp_path):

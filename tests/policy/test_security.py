@@ -6,7 +6,7 @@ mandatory in prod.json; a literal secret is mandatory everywhere.
 """
 import pytest
 
-from policy import catalog, security
+from policy import catalog, levels, security
 from tests.policy.conftest import STACKS
 from tests.policy.fixtures import (DECODE, EPP, PREFILL, assert_verdict, engine, get, mutate, pod_spec, run_policy,
                                    set_env, sidecar)
@@ -14,8 +14,8 @@ from tests.policy.fixtures import (DECODE, EPP, PREFILL, assert_verdict, engine,
 POLICIES = ("no-literal-secrets", "rbac-least-privilege", "pod-security-context", "disruption-budget", "engine-spread")
 DECODE_ID, PREFILL_ID, EPP_ID = (f"Deployment/rebel100/{name}" for name in (DECODE, PREFILL, EPP))
 ROLE_ID = f"Role/rebel100/{EPP}"
-DEV = catalog.load_config(catalog.environment_config("dev"))
-PROD = catalog.load_config(catalog.environment_config("prod"))
+DEV = catalog.load_config(levels.environment_config("dev"))
+PROD = catalog.load_config(levels.environment_config("prod"))
 ANNOTATION = "rebel100.ai/security-exceptions"
 
 

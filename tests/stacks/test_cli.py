@@ -9,7 +9,7 @@ import yaml
 
 from core import stackfile
 from core.stackfile import PROJECT_ROOT
-from policy import catalog
+from policy import levels
 
 
 def run(*args, cwd=PROJECT_ROOT):
@@ -126,7 +126,7 @@ def test_policy_config_is_the_level_check_applies(stack):
     proc = run("policy-config", stack)
     assert proc.returncode == 0, proc.stderr
     environment = stackfile.load_stack(stackfile.stack_file(stack), stack).environment
-    assert proc.stdout.strip() == catalog.environment_config(environment).relative_to(PROJECT_ROOT).as_posix()
+    assert proc.stdout.strip() == levels.environment_config(environment).relative_to(PROJECT_ROOT).as_posix()
 
 
 @pytest.mark.parametrize("line, level", [("", "prod"), ("  rebel100:environment: dev\n", "dev"),

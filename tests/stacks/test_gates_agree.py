@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from core import gate, stackfile
 from core.config import StackConfig
-from policy import catalog, facts
+from policy import catalog, facts, levels
 from stacks.render import render_unchecked
 
 # The rules the gate and the pack both apply (the gate tags its issues with the policy's name).
@@ -30,7 +30,7 @@ SECRET_ENV = ("OPENAI_API_KEY", "REDIS_PASSWORD")
 NOT_SECRET_ENV = ("OPENAI_API_KEY_FILE", "TOKENIZERS_PARALLELISM")
 # Extra args vLLM 0.30.0's `vllm serve` does not know, by hand (it reads `--foo_bar` as `--foo-bar`).
 UNKNOWN_TO_VLLM = ("--foo", "--foo_bar")
-PROD = catalog.load_config(catalog.environment_config("prod"))
+PROD = catalog.load_config(levels.environment_config("prod"))
 
 role = st.fixed_dictionaries({}, optional={
     "replicas": st.integers(1, 4),
