@@ -112,9 +112,3 @@ def run_program(config: dict[str, str], secret_keys: list[str], stack: str) -> R
     load_config(program_config(config), source=f"stack {stack!r}")  # ConfigError before the mock runtime starts
     return run_under_mocks(program.main, config, secret_keys, stack)
 
-
-def run_unchecked(cfg, stack: str = "unchecked") -> list[dict]:
-    """What the components register for a parsed config that skipped the gate's cross-field rules."""
-    from stacks import compose
-
-    return run_under_mocks(lambda: compose.build(cfg), {}, [], stack).manifests
