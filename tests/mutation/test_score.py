@@ -156,3 +156,19 @@ def test_every_equivalent_has_a_reason_and_the_scopes_have_floors():
         floors = score.read_floors(score.HERE / f"{scope}.cfg")
         assert floors["core/rules.py"] >= 95 and floors["core/sizing.py"] >= 95 and floors["total"] >= 85
     assert score.read_floors(score.HERE / "policy.cfg")["total"] >= 85
+
+
+@pytest.mark.parametrize("scope", ["ci", "core", "policy"])
+def test_every_package_of_the_project_is_in_the_mutation_workspace(scope):
+    """mutmut runs the tests in a copy of the project made of `source_paths` and `also_copy`: a package missing
+    there fails the run at its first import (objects/ was, once)."""
+    import configparser
+    import pathlib
+
+    from tests.test_layers import PACKAGES
+
+    parser = configparser.ConfigParser()
+    parser.read(pathlib.Path(score.__file__).with_name(f"{scope}.cfg"))
+    copied = {line.strip().rstrip("/") for key in ("source_paths", "also_copy")
+              for line in parser["mutmut"][key].splitlines() if line.strip()}
+    assert set(PACKAGES) <= copied, sorted(set(PACKAGES) - copied)
