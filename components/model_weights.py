@@ -9,7 +9,7 @@ import pulumi_kubernetes as k8s
 
 from components import pod
 from objects.pod import EngineWeights
-from objects.model_weights import ModelWeightsArgs, engine_weights, job_resource_name, model_weights, plan
+from objects.model_weights import ModelWeightsArgs, engine_weights, job_resource_name, model_weights
 
 __all__ = ["ModelWeights", "ModelWeightsArgs"]
 
@@ -33,5 +33,5 @@ class ModelWeights(pulumi.ComponentResource):
             "claimName": self.claim_name,
             "source": args.settings.source,
             "jobName": job_names[0] if job_names else None,
-            "waitPaths": list(plan(args).wait_paths),
+            "waitPaths": list(self.engine_weights.wait_paths),
         })

@@ -7,7 +7,7 @@ from typing import Optional
 import pulumi
 
 from components import pod
-from objects.rds_tier import RdsTierArgs, config_map_name, rds_tier
+from objects.rds_tier import RdsTierArgs, config_map_name, needs_rds_nodes, rds_tier
 
 __all__ = ["RdsTier", "RdsTierArgs"]
 
@@ -22,7 +22,7 @@ class RdsTier(pulumi.ComponentResource):
         super().__init__(TYPE, name, None, opts)
         pod.register(self, rds_tier(name, args), opts)
         self.config_map_name = config_map_name(args)
-        self.needs_rds_nodes = args.mode == "rds"
+        self.needs_rds_nodes = needs_rds_nodes(args)
         self.register_outputs({
             "mode": args.mode,
             "configMap": self.config_map_name,

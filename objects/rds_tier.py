@@ -30,6 +30,11 @@ def config_map_name(args: RdsTierArgs) -> str:
     return f"{args.stack_name}-lmcache"
 
 
+def needs_rds_nodes(args: RdsTierArgs) -> bool:
+    """The RDS tier stores KV on the node's NVMe drives: its prefill pods need nodes with RDS."""
+    return args.mode == "rds"
+
+
 def rds_tier(name: str, args: RdsTierArgs) -> list[Child]:
     annotations = {RDS_BUDGET_ANNOTATION: rds_budget_annotation(args.budget, args.hbm_per_chiplet_gib)} if args.budget else None
     return [Child(f"{name}-lmcache", manifest(

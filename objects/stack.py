@@ -25,7 +25,7 @@ from objects.model_weights import ModelWeightsArgs, engine_weights, model_weight
 from objects.monitoring import MonitoredRole, MonitoringArgs, monitoring
 from objects.network_isolation import NetworkIsolationArgs, network_isolation
 from objects.prefill_pool import PrefillPoolArgs, prefill_pool
-from objects.rds_tier import RdsTierArgs, config_map_name, rds_tier
+from objects.rds_tier import RdsTierArgs, config_map_name, needs_rds_nodes, rds_tier
 from objects.router import RouterArgs, epp_labels, pool_name, router
 
 
@@ -150,7 +150,7 @@ def stack_objects(cfg: StackConfig, *, hf_token: Any = None) -> StackObjects:
                 hbm_per_chiplet_gib=cfg.hardware.hbm_per_chiplet_gib, tokens_per_rank=facts.rds_tokens_per_rank), rds_tier)
         prefill = _part(f"{cfg.name}-prefill", prefill_pool_args(
             cfg, on_volume, kv_tier_config_map=config_map_name(kv_tier.args) if kv_tier else None,
-            rds_nodes=kv_tier is not None and kv_tier.args.mode == "rds"), prefill_pool)
+            rds_nodes=kv_tier is not None and needs_rds_nodes(kv_tier.args)), prefill_pool)
     decode = _part(f"{cfg.name}-decode", decode_pool_args(cfg, on_volume), decode_pool)
     epp = cfg.router
     entry_ports = target_ports(decode.args)
