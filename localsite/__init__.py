@@ -1,0 +1,3 @@
+"""The local site's serving: each pod of a deployed stack runs what its containers would (the real router programs,
+simulated engines) in a network namespace of its own, behind a stand-in for the Gateway (docs/serving-locally.md).
+Standard library, pyyaml and the project's core facts (image names); no Pulumi."""

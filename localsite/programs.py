@@ -1,0 +1,206 @@
+"""What the local site runs for each container of a pod: the image mapped to a local program, the pod's rendered
+arguments given to it (translated where the program is a simulator). Pure: a pod object in, a plan out.
+
+| image (any registry, any tag)                               | program                                          |
+|-------------------------------------------------------------|--------------------------------------------------|
+| `vllm-rbln` (the engines)                                   | llm-d-inference-sim, the `vllm serve` args translated (SIM_FLAGS) |
+| `llm-d-router-disagg-sidecar`, `llm-d-routing-sidecar`      | the real P/D sidecar, the rendered args as they are |
+| `llm-d-router-endpoint-picker`, `llm-d-inference-scheduler` | the real EPP, the rendered args; mounted ConfigMap paths point at a copy of the ConfigMap |
+| anything else                                               | none: the pod is not served (like an image that cannot be pulled) |
+
+Init containers that are not native sidecars are not run: the site's kwok has already reported them completed
+(the weights check reads a volume the site does not have). NetworkPolicies are not enforced (no CNI).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from core.versions import engine, router
+
+# `vllm serve` flags and what the simulator makes of them. A value: the simulator's flag of the same meaning.
+SIM_FLAGS = {
+    "--served-model-name": "--served-model-name",
+    "--port": "--port",
+    "--max-num-seqs": "--max-num-seqs",
+    "--max-model-len": "--max-model-len",
+    "--data-parallel-size": "--data-parallel-size",  # one process serving rank r on port + r, as external-LB DP does
+}
+# `vllm serve` flags with no meaning for a simulator, and why. A flag in neither table leaves the pod not served,
+# so a new serving flag is a decision here, not a silent drop.
+NOT_SIMULATED = {
+    "--revision": "weights are not loaded",
+    "--block-size": "the simulator's block size is SIM_BLOCK_SIZE (it takes 8-128; the engines use 4096)",
+    "--max-num-batched-tokens": "no scheduler budget is simulated",
+    "--kv-cache-dtype": "no KV cache memory is simulated",
+    "--gpu-memory-utilization": "no device memory is simulated",
+    "--pipeline-parallel-size": "one process stands for the pipeline's 4 NPUs",
+    "--tensor-parallel-size": "one process stands for the tensor-parallel group",
+    "--enable-expert-parallel": "no experts",
+    "--data-parallel-size-local": "all ranks are local (one simulator process)",
+    "--data-parallel-multi-port-external-lb": "the simulator serves each rank on its own port already",
+    "--data-parallel-rpc-port": "no DP coordination between ranks",
+    "--data-parallel-address": "no DP coordination between ranks",
+    "--enable-prefix-caching": "the router's prefix index is what is tested; the simulator caches nothing",
+    "--enable-chunked-prefill": "no scheduler is simulated",
+    "--enable-auto-tool-choice": "echo mode: no tool calls",
+    "--tool-call-parser": "echo mode: no tool calls",
+    "--reasoning-parser": "echo mode: no reasoning",
+    "--speculative-config": "no speculative decoding",
+    "--kv-transfer-config": "the simulator speaks the nixlv2 P/D protocol (kv_transfer_params) itself",
+    "--compilation-config": "nothing is compiled",
+    "--trust-remote-code": "no model code is loaded",
+    "--dtype": "no weights",
+    "--quantization": "no weights",
+}
+# Flags that take no value (the rest take one).
+BOOLEAN_FLAGS = frozenset({"--enable-expert-parallel", "--data-parallel-multi-port-external-lb",
+                           "--enable-prefix-caching", "--enable-chunked-prefill", "--enable-auto-tool-choice",
+                           "--trust-remote-code"})
+SIM_BLOCK_SIZE = 64  # tokens; the simulator takes 8-128
+# Always: answer with the prompt (tests compare it), no tokenizer download (a model hub is never contacted).
+SIM_FIXED = ("--mode", "echo", "--force-dummy-tokenizer", "--block-size", str(SIM_BLOCK_SIZE))
+
+
+class Unsupported(ValueError):
+    """The site cannot run this container; the message says why (shown like an image-pull failure)."""
+
+
+@dataclass(frozen=True)
+class Binaries:
+    """The local programs the images map to."""
+
+    sim: str
+    epp: str
+    sidecar: str
+
+
+@dataclass
+class Program:
+    """One process of a pod: what to run and what it needs written first."""
+
+    container: str
+    argv: list[str]
+    env: dict[str, str]
+    files: dict[str, str] = field(default_factory=dict)   # relative path under the pod's folder -> content
+    service_account: Optional[str] = None                  # EPP: runs with this ServiceAccount's token
+    ports: tuple[int, ...] = ()                            # where it serves (readiness of the site, logs)
+
+
+def image_name(image: str) -> str:
+    """The repository's last path component: `ghcr.io/llm-d/llm-d-routing-sidecar:v0.7.1` -> llm-d-routing-sidecar."""
+    return image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
+
+
+def split_flags(args: list[str]) -> tuple[list[str], list[tuple[str, Optional[str]]]]:
+    """Positional args and (flag, value) pairs of a vLLM command line (`--a=b`, `--a b`, boolean `--a`)."""
+    positional: list[str] = []
+    flags: list[tuple[str, Optional[str]]] = []
+    i = 0
+    while i < len(args):
+        token = args[i]
+        if token.startswith("--"):
+            name, eq, value = token.partition("=")
+            if eq:
+                flags.append((name, value))
+            elif name in BOOLEAN_FLAGS or i + 1 == len(args) or args[i + 1].startswith("--"):
+                flags.append((name, None))
+            else:
+                flags.append((name, args[i + 1]))
+                i += 1
+        else:
+            positional.append(token)
+        i += 1
+    return positional, flags
+
+
+def sim_args(command: list[str], args: list[str]) -> list[str]:
+    """The simulator's flags for a rendered `vllm serve` command line (SIM_FLAGS, NOT_SIMULATED, SIM_FIXED)."""
+    argv = [*command, *args]
+    if argv[:2] != ["vllm", "serve"]:
+        raise Unsupported(f"the engine container runs {' '.join(argv[:2]) or '(nothing)'!r}, not 'vllm serve'")
+    positional, flags = split_flags(argv[2:])
+    if len(positional) != 1:
+        raise Unsupported(f"'vllm serve' takes one model, the container gives {positional}")
+    out = ["--model", positional[0]]
+    for name, value in flags:
+        if name in SIM_FLAGS:
+            out += [SIM_FLAGS[name], value or ""]
+        elif name not in NOT_SIMULATED:
+            raise Unsupported(f"the vllm flag {name} has no meaning the site knows (localsite/programs.py SIM_FLAGS "
+                              "or NOT_SIMULATED must say what the simulator makes of it)")
+    return [*out, *SIM_FIXED]
+
+
+def literal_env(container: dict, pod: dict) -> dict[str, str]:
+    """The container's env with plain values and the downward API fields a pod's programs read."""
+    fields = {"metadata.name": pod["metadata"]["name"], "metadata.namespace": pod["metadata"]["namespace"],
+              "status.podIP": pod["status"].get("podIP", ""), "spec.nodeName": pod["spec"].get("nodeName", "")}
+    env = {}
+    for item in container.get("env") or []:
+        if "value" in item:
+            env[item["name"]] = item["value"]
+        elif (ref := (item.get("valueFrom") or {}).get("fieldRef")) and ref.get("fieldPath") in fields:
+            env[item["name"]] = fields[ref["fieldPath"]]
+    return env
+
+
+def served_containers(pod: dict) -> list[dict]:
+    """Native sidecars (init containers that keep running) then the main containers: what runs while Ready."""
+    spec = pod["spec"]
+    sidecars = [c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
+    return [*sidecars, *spec.get("containers", [])]
+
+
+def _mounted_config(pod: dict, container: dict, config_maps: dict[str, dict]) -> tuple[dict[str, str], dict[str, str]]:
+    """ConfigMap volumes of a container: files to write (relative path -> content) and mount path -> folder."""
+    volumes = {v["name"]: v for v in pod["spec"].get("volumes") or []}
+    files, mounts = {}, {}
+    for mount in container.get("volumeMounts") or []:
+        source = (volumes.get(mount["name"]) or {}).get("configMap")
+        if not source:
+            continue
+        data = (config_maps.get(source["name"]) or {}).get("data")
+        if data is None:
+            raise Unsupported(f"the ConfigMap {source['name']} that {container['name']} mounts does not exist")
+        folder = f"volumes/{mount['name']}"
+        for key, content in data.items():
+            files[f"{folder}/{key}"] = content
+        mounts[mount["mountPath"].rstrip("/")] = folder
+    return files, mounts
+
+
+def plan(pod: dict, binaries: Binaries, config_maps: dict[str, dict]) -> list[Program]:
+    """The programs of a Running pod, in start order; Unsupported when one of its containers has none."""
+    meta = pod["metadata"]
+    base_env = {"POD_NAME": meta["name"], "POD_NAMESPACE": meta["namespace"], "POD_IP": pod["status"]["podIP"]}
+    programs = []
+    for container in served_containers(pod):
+        name, image = container["name"], container.get("image", "")
+        repository = image_name(image)
+        env = {**base_env, **literal_env(container, pod)}
+        ports = tuple(p["containerPort"] for p in container.get("ports") or [])
+        if engine.is_engine_image(image):
+            argv = [binaries.sim, *sim_args(container.get("command") or [], container.get("args") or [])]
+            programs.append(Program(name, argv, env, ports=ports))
+        elif repository in router.SIDECAR_IMAGE_NAMES:
+            programs.append(Program(name, [binaries.sidecar, *(container.get("args") or [])], env, ports=ports))
+        elif repository in router.EPP_IMAGE_NAMES:
+            files, mounts = _mounted_config(pod, container, config_maps)
+            args = [_local_path(arg, mounts) for arg in container.get("args") or []]
+            programs.append(Program(name, [binaries.epp, *args], env, files, pod["spec"].get("serviceAccountName")
+                                    or "default", ports))
+        else:
+            raise Unsupported(f"container {name}: the site has no program for image {image!r} "
+                              "(localsite/programs.py maps vllm-rbln, the llm-d EPP and the P/D sidecar)")
+    return programs
+
+
+def _local_path(arg: str, mounts: dict[str, str]) -> str:
+    """An argument naming a file under a mounted ConfigMap (`PATH` or `--flag=PATH`), pointed at the site's copy
+    (`{pod}` is the pod's folder, filled in by the agent)."""
+    flag, eq, value = arg.partition("=") if arg.startswith("-") else ("", "", arg)
+    for mount_path, folder in mounts.items():
+        if value.startswith(mount_path + "/"):
+            return flag + eq + "{pod}/" + folder + value[len(mount_path):]
+    return arg

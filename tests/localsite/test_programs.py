@@ -1,0 +1,97 @@
+"""What the local site runs for a pod: the image mapping and the `vllm serve` -> simulator translation, against
+command lines written out by hand (the prod-4p4d render's, as tests/golden has them)."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from localsite import programs
+
+BIN = programs.Binaries(sim="/b/sim", epp="/b/epp", sidecar="/b/sidecar")
+
+DECODE_ARGS = [
+    "MiniMaxAI/MiniMax-M2.7", "--revision", "main", "--served-model-name", "MiniMaxAI/MiniMax-M2.7", "--port", "8200",
+    "--block-size", "4096", "--max-model-len", "204800", "--max-num-batched-tokens", "512", "--max-num-seqs", "1",
+    "--kv-cache-dtype", "fp8", "--data-parallel-size", "4", "--data-parallel-size-local", "4",
+    "--data-parallel-multi-port-external-lb", "--data-parallel-rpc-port", "5555", "--enable-expert-parallel",
+    "--enable-prefix-caching", "--enable-chunked-prefill", "--enable-auto-tool-choice", "--tool-call-parser",
+    "minimax_m2", "--reasoning-parser", "minimax_m2", "--speculative-config", '{"method":"eagle3"}',
+    "--kv-transfer-config", '{"kv_connector":"RblnNixlConnector"}']
+
+
+def pod(containers: list[dict], init: list[dict] = (), volumes: list[dict] = ()) -> dict:
+    return {"metadata": {"name": "p-1", "namespace": "rebel100", "uid": "u"},
+            "spec": {"containers": containers, "initContainers": list(init), "volumes": list(volumes),
+                     "nodeName": "rebel100-node-0", "serviceAccountName": "minimax-m27-epp"},
+            "status": {"podIP": "127.1.0.7", "phase": "Running"}}
+
+
+ENGINE = {"name": "vllm", "image": "rebellions/vllm-rbln:0.12.0", "command": ["vllm", "serve"], "args": DECODE_ARGS,
+          "env": [{"name": "A", "value": "1"}, {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                  {"name": "S", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}]}
+SIDECAR = {"name": "routing-proxy", "image": "ghcr.io/llm-d/llm-d-routing-sidecar:v0.7.1", "restartPolicy": "Always",
+           "args": ["--port", "8000", "--vllm-port", "8200", "--data-parallel-size", "4"]}
+WAIT = {"name": "wait-for-weights", "image": "python:3.12.11-slim", "command": ["sh", "-c", "true"]}
+
+
+def test_the_decode_engine_becomes_a_simulator_with_its_serving_shape():
+    [program] = programs.plan(pod([ENGINE]), BIN, {})
+    assert program.argv == ["/b/sim", "--model", "MiniMaxAI/MiniMax-M2.7",
+                            "--served-model-name", "MiniMaxAI/MiniMax-M2.7", "--port", "8200",
+                            "--max-model-len", "204800", "--max-num-seqs", "1", "--data-parallel-size", "4",
+                            "--mode", "echo", "--force-dummy-tokenizer", "--block-size", "64"]
+    assert program.env == {"POD_NAME": "p-1", "POD_NAMESPACE": "rebel100", "POD_IP": "127.1.0.7", "A": "1",
+                           "IP": "127.1.0.7"}  # a secret is not handed to a simulator
+
+
+def test_the_native_sidecar_runs_first_and_the_plain_init_container_not_at_all():
+    plan = programs.plan(pod([ENGINE], init=[WAIT, SIDECAR]), BIN, {})
+    assert [p.container for p in plan] == ["routing-proxy", "vllm"]
+    assert plan[0].argv == ["/b/sidecar", "--port", "8000", "--vllm-port", "8200", "--data-parallel-size", "4"]
+
+
+def test_the_epp_reads_a_copy_of_its_mounted_config_map_and_runs_as_its_service_account():
+    epp = {"name": "epp", "image": "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0",
+           "args": ["--pool-name", "pool", "--config-file", "/etc/epp/epp-config.yaml", "--other=/etc/epp/x"],
+           "volumeMounts": [{"name": "config", "mountPath": "/etc/epp"}]}
+    volumes = [{"name": "config", "configMap": {"name": "minimax-m27-epp-config"}}]
+    [program] = programs.plan(pod([epp], volumes=volumes), BIN,
+                              {"minimax-m27-epp-config": {"data": {"epp-config.yaml": "kind: X\n"}}})
+    assert program.argv == ["/b/epp", "--pool-name", "pool", "--config-file", "{pod}/volumes/config/epp-config.yaml",
+                            "--other={pod}/volumes/config/x"]
+    assert program.files == {"volumes/config/epp-config.yaml": "kind: X\n"}
+    assert program.service_account == "minimax-m27-epp"
+
+
+def test_a_missing_config_map_is_said():
+    epp = {"name": "epp", "image": "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1", "args": [],
+           "volumeMounts": [{"name": "config", "mountPath": "/etc/epp"}]}
+    with pytest.raises(programs.Unsupported, match="ConfigMap cfg that epp mounts does not exist"):
+        programs.plan(pod([epp], volumes=[{"name": "config", "configMap": {"name": "cfg"}}]), BIN, {})
+
+
+def test_an_image_without_a_program_leaves_the_pod_unserved_with_the_reason():
+    other = {"name": "proxy", "image": "docker.io/envoyproxy/envoy:v1.37.0"}
+    with pytest.raises(programs.Unsupported, match="no program for image 'docker.io/envoyproxy/envoy:v1.37.0'"):
+        programs.plan(pod([ENGINE, other]), BIN, {})
+
+
+def test_a_serving_flag_the_site_has_not_decided_on_is_refused_by_name():
+    engine = copy.deepcopy(ENGINE)
+    engine["args"] = [*DECODE_ARGS, "--new-flag", "3"]
+    with pytest.raises(programs.Unsupported, match="--new-flag has no meaning"):
+        programs.plan(pod([engine]), BIN, {})
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["m", "--port=9"], ["--model", "m", "--port", "9"]),
+    (["--port", "9", "m", "--enable-prefix-caching"], ["--model", "m", "--port", "9"]),
+])
+def test_flags_with_equals_or_space_and_the_model_anywhere(args, expected):
+    assert programs.sim_args(["vllm", "serve"], args) == [*expected, *programs.SIM_FIXED]
+
+
+def test_something_else_than_vllm_serve_is_refused():
+    with pytest.raises(programs.Unsupported, match="not 'vllm serve'"):
+        programs.sim_args(["python", "-m", "x"], [])
