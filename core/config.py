@@ -174,17 +174,17 @@ class KvTier(Section):
 class Router(Section):
     """The llm-d router (Endpoint Picker) and its InferencePool (reference design section 6)."""
 
-    image: Image = Field(router_versions.EPP_IMAGE, min_length=1, description="EPP image; its tag must be at least the first version of every plugin type and the apiVersion the render uses (core/versions/router.py).")
+    image: Image = Field(router_versions.EPP_IMAGE, min_length=1, description="EPP image; its tag chooses the generation the EndpointPickerConfig is written for and must be at least the first version of every plugin type and the apiVersion the render uses (core/versions/router.py).")
     replicas: int = Field(1, ge=1, le=1, description="EPP replicas; 1 because in-flight accounting is per process.")
-    config_api_version: Literal["llm-d.ai/v1alpha1", "inference.networking.x-k8s.io/v1alpha1"] = Field("llm-d.ai/v1alpha1", description="apiVersion of the EndpointPickerConfig.")
+    config_api_version: Optional[Literal["llm-d.ai/v1alpha1", "inference.networking.x-k8s.io/v1alpha1"]] = Field(None, description="apiVersion of the EndpointPickerConfig; null: the one the pinned EPP's generation reads (core/versions/router.py GENERATIONS).")
     decider: Literal["prefix-based", "always-disagg"] = Field("prefix-based", description="P/D decider: prefill only when enough tokens are not cached, or always (benchmarks).")
     non_cached_tokens: int = Field(16, ge=0, description="prefix-based decider: prefill remotely when more tokens than this are not cached (0 disables P/D).")
-    block_size_tokens: int = Field(512, ge=1, description="approx-prefix-cache-producer `blockSizeTokens` (used as is when `autoTune` is false).")
-    lru_capacity_per_server: int = Field(1024, ge=1, description="approx-prefix-cache-producer `lruCapacityPerServer`.")
+    block_size_tokens: int = Field(512, ge=1, description="`blockSizeTokens` of the plugin that keeps the prefix index (the pinned EPP's generation names it: core/versions/router.py), used as is when `autoTune` is false.")
+    lru_capacity_per_server: int = Field(1024, ge=1, description="`lruCapacityPerServer` of the plugin that keeps the prefix index.")
     auto_tune: bool = Field(True, description="Let the router read block size and count from each pod's `vllm:cache_config_info` (hashes 4096-token units).")
     prefix_scorer_weight: int = Field(2, ge=0, description="Weight of prefix-cache-scorer.")
     queue_scorer_weight: int = Field(1, ge=0, description="Weight of queue-scorer.")
-    peak_prefill_throughput: int = Field(2256, ge=1, description="AGG: prefix-cache-affinity-filter `peakPrefillThroughput`, tokens/s measured for this model.")
+    peak_prefill_throughput: int = Field(2256, ge=1, description="AGG: prefix-cache-affinity-filter `peakPrefillThroughput`, tokens/s measured for this model (unused by a generation without that filter).")
     grpc_port: int = Field(9002, ge=1024, le=65000, description="EPP ext-proc port (the pool's endpointPickerRef).")
     health_port: int = Field(9003, ge=1024, le=65000, description="EPP gRPC health port.")
     metrics_port: int = Field(9090, ge=1024, le=65000, description="EPP metrics port.")

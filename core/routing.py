@@ -1,71 +1,78 @@
 """The llm-d router's EndpointPickerConfig: the P/D plugin set (prefill and decode profiles, a decider)
-or the AGG one, from the router section. Plain values only (no Pulumi): the Router component renders it.
+or the AGG one, from the router section, in the shape the pinned EPP's generation reads (core/versions/router.py
+GENERATIONS). Plain values only (no Pulumi): the Router component renders it.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from core.config import Router
-
-# Parameters the render generates, and the router field each comes from (so that a problem with one is reported
-# at that field, and `router.pluginParameters` cannot redefine it behind the gates' back).
-PARAMETER_FIELDS: dict[tuple[str, str], str] = {
-    ("approx-prefix-cache-producer", "blockSizeTokens"): "router.blockSizeTokens",
-    ("approx-prefix-cache-producer", "lruCapacityPerServer"): "router.lruCapacityPerServer",
-    ("approx-prefix-cache-producer", "autoTune"): "router.autoTune",
-    ("prefix-cache-affinity-filter", "peakPrefillThroughput"): "router.peakPrefillThroughput",
-    ("prefix-based-pd-decider", "nonCachedTokens"): "router.nonCachedTokens",
-    ("disagg-profile-handler", "deciders"): "router.decider",
-}
+from core.versions import image_version
+from core.versions import router as router_versions
 
 
-def _prefix_producer(settings: Router) -> dict:
-    return {"type": "approx-prefix-cache-producer", "parameters": {
-        "blockSizeTokens": settings.block_size_tokens,
-        "lruCapacityPerServer": settings.lru_capacity_per_server,
-        "autoTune": settings.auto_tune,
-    }}
+def generation_of(settings: Router) -> router_versions.Generation:
+    """The router generation the render is written for: the pinned EPP image's (by its tag)."""
+    return router_versions.generation_for_pin(image_version(settings.image))
+
+
+def _generated(settings: Router) -> dict[str, dict[str, tuple[str, Any]]]:
+    """Parameters the render generates, per plugin type: name -> (the router field it comes from, its value). The
+    field is where a problem with it is reported, and `router.pluginParameters` may not redefine it."""
+    return {
+        generation_of(settings).prefix_index: {
+            "blockSizeTokens": ("router.blockSizeTokens", settings.block_size_tokens),
+            "lruCapacityPerServer": ("router.lruCapacityPerServer", settings.lru_capacity_per_server),
+            "autoTune": ("router.autoTune", settings.auto_tune),
+        },
+        "prefix-cache-affinity-filter": {
+            "peakPrefillThroughput": ("router.peakPrefillThroughput", settings.peak_prefill_throughput)},
+        "prefix-based-pd-decider": {"nonCachedTokens": ("router.nonCachedTokens", settings.non_cached_tokens)},
+        "disagg-profile-handler": {"deciders": ("router.decider", {"prefill": _decider(settings)})},
+    }
+
+
+def parameter_fields(settings: Router) -> dict[tuple[str, str], str]:
+    """(plugin type, parameter) -> the router field it is generated from, for the generation `settings` pins."""
+    return {(plugin_type, name): field for plugin_type, params in _generated(settings).items()
+            for name, (field, _value) in params.items()}
+
+
+def _decider(settings: Router) -> str:
+    return f"{settings.decider}-pd-decider"
+
+
+def _plugin(plugin_type: str, generated: dict[str, dict[str, tuple[str, Any]]]) -> dict:
+    params = generated.get(plugin_type)
+    if not params:
+        return {"type": plugin_type}
+    return {"type": plugin_type, "parameters": {name: value for name, (_field, value) in params.items()}}
+
+
+def _profile_entry(plugin_type: str, settings: Router) -> dict:
+    # Scorers carry a weight; filters and pickers do not. token-load-scorer is the AGG profile's only scorer.
+    weights = {"prefix-cache-scorer": settings.prefix_scorer_weight, "queue-scorer": settings.queue_scorer_weight,
+               "token-load-scorer": 1}
+    return {"pluginRef": plugin_type, **({"weight": weights[plugin_type]} if plugin_type in weights else {})}
 
 
 def endpoint_picker_config(settings: Router = Router(), topology: str = "pd") -> dict:
-    """The EndpointPickerConfig document: upstream pd-epp-config weights for P/D, the AGG recipe otherwise."""
+    """The EndpointPickerConfig document: upstream pd-epp-config weights for P/D, the AGG recipe otherwise, with
+    the plugins and apiVersion of the pinned EPP's generation."""
+    gen = generation_of(settings)
+    generated = _generated(settings)
     if topology == "agg":
-        plugins = [
-            _prefix_producer(settings),
-            {"type": "inflight-load-producer"},
-            {"type": "prefix-cache-affinity-filter", "parameters": {"peakPrefillThroughput": settings.peak_prefill_throughput}},
-            {"type": "token-load-scorer"},
-            {"type": "max-score-picker"},
-        ]
-        profiles = [{"name": "default", "plugins": [
-            {"pluginRef": "prefix-cache-affinity-filter"},
-            {"pluginRef": "token-load-scorer", "weight": 1},
-            {"pluginRef": "max-score-picker"},
-        ]}]
+        types = list(gen.agg_plugins)
+        profiles = [{"name": "default", "plugins": [_profile_entry(t, settings) for t in gen.agg_profile]}]
     else:
-        decider = f"{settings.decider}-pd-decider"
-        decider_plugin = {"type": decider}
-        if settings.decider == "prefix-based":
-            decider_plugin["parameters"] = {"nonCachedTokens": settings.non_cached_tokens}
-        plugins = [
-            _prefix_producer(settings),
-            {"type": "prefix-cache-scorer"},
-            {"type": "queue-scorer"},
-            {"type": "prefill-filter"},
-            {"type": "decode-filter"},
-            {"type": "max-score-picker"},
-            decider_plugin,
-            {"type": "disagg-profile-handler", "parameters": {"deciders": {"prefill": decider}}},
-        ]
-
-        def profile(name: str) -> dict:
-            return {"name": name, "plugins": [
-                {"pluginRef": f"{name}-filter"},
-                {"pluginRef": "max-score-picker"},
-                {"pluginRef": "prefix-cache-scorer", "weight": settings.prefix_scorer_weight},
-                {"pluginRef": "queue-scorer", "weight": settings.queue_scorer_weight},
-            ]}
-        profiles = [profile("prefill"), profile("decode")]
-    return {"apiVersion": settings.config_api_version, "kind": "EndpointPickerConfig",
-            "plugins": [_with_extra_parameters(p, settings) for p in plugins], "schedulingProfiles": profiles}
+        types = [_decider(settings) if t == router_versions.DECIDER else t for t in gen.pd_plugins]
+        # Both generations: each role's filter, the picker, then the two scorers.
+        profiles = [{"name": name, "plugins": [_profile_entry(t, settings) for t in (
+            f"{name}-filter", "max-score-picker", "prefix-cache-scorer", "queue-scorer")]}
+            for name in ("prefill", "decode")]
+    plugins = [_with_extra_parameters(_plugin(t, generated), settings) for t in types]
+    return {"apiVersion": settings.config_api_version or gen.api_version, "kind": "EndpointPickerConfig",
+            "plugins": plugins, "schedulingProfiles": profiles}
 
 
 def _with_extra_parameters(plugin: dict, settings: Router) -> dict:

@@ -12,6 +12,8 @@ from typing import Optional
 
 from core import sizing
 from core.config import Decode, Engine, KvTier, ModelSpec, Prefill, Role, Speculative
+from core.versions import image_version
+from core.versions import router as router_versions
 
 # vllm-rbln's NIXL connector class (the plain `NixlConnector` is the GPU one).
 NIXL_CONNECTOR = {
@@ -293,10 +295,12 @@ def decode_command(model: ModelSpec, engine: Engine, role: Decode, *, nixl: bool
 
 
 def sidecar_args(role: Decode) -> list[str]:
-    """Arguments of the routing sidecar: its first port, rank 0's port, one proxy port per DP rank of the pod."""
+    """Arguments of the routing sidecar: its first port, rank 0's port, one proxy port per DP rank of the pod; the
+    engine-port flag is the one the pinned sidecar's generation reads (core/versions/router.py GENERATIONS)."""
+    generation = router_versions.generation_for_pin(image_version(role.sidecar.image))
     return [
         "--port", str(role.sidecar.port),
-        "--vllm-port", str(role.port),
+        generation.engine_port_flag, str(role.port),
         "--data-parallel-size", str(len(sidecar_ports(role))),
         "--kv-connector", role.sidecar.kv_connector,
         "--secure-proxy=false",

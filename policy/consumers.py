@@ -5,29 +5,12 @@ apiVersion of the EndpointPickerConfig it mounts, the routing sidecar image know
 """
 from __future__ import annotations
 
-from typing import Iterator
-
 from core import rules
 from core.versions import epp_schema, image_version, missing_features
 from core.versions import router as router_versions
 from policy.facts import Facts
-from policy.manifests import (Finding, PodTemplate, command_line, namespace_of, pod_templates, resource_id,
-                              routing_sidecars)
-from policy.wiring import epp_configs
-
-
-def epp_containers(manifests: list[dict], config_map: dict) -> Iterator[tuple[PodTemplate, dict]]:
-    """The containers that mount this ConfigMap: the EPPs that read the EndpointPickerConfig it holds."""
-    name = (config_map.get("metadata") or {}).get("name")
-    namespace = namespace_of(config_map)
-    for template in pod_templates(manifests):
-        if template.namespace != namespace:
-            continue
-        volumes = {v.get("name") for v in template.spec.get("volumes") or []
-                   if (v.get("configMap") or {}).get("name") == name}
-        for container in template.containers():
-            if volumes & {m.get("name") for m in container.get("volumeMounts") or []}:
-                yield template, container
+from policy.manifests import Finding, command_line, pod_templates, resource_id, routing_sidecars
+from policy.wiring import epp_configs, epp_containers
 
 
 def router_images_have_features(manifests: list[dict], facts: Facts) -> list[Finding]:

@@ -10,9 +10,11 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import defaultdict
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from core import sizing
+from core.versions import image_version
+from core.versions import router as router_versions
 from policy.facts import Facts
 from policy.manifests import (Engine, Finding, PodTemplate, Sidecar, api_group, command_line, engines, env_flag_on, find,
                               kv_connectors, namespace_of, of_kind, parse_flags, parse_structured, pod_templates,
@@ -348,6 +350,20 @@ def epp_configs(manifests: list[dict]) -> list[tuple[dict, str, dict]]:
     return found
 
 
+def epp_containers(manifests: list[dict], config_map: dict) -> Iterator[tuple[PodTemplate, dict]]:
+    """The containers that mount this ConfigMap: the EPPs that read the EndpointPickerConfig it holds."""
+    name = (config_map.get("metadata") or {}).get("name")
+    namespace = namespace_of(config_map)
+    for template in pod_templates(manifests):
+        if template.namespace != namespace:
+            continue
+        volumes = {v.get("name") for v in template.spec.get("volumes") or []
+                   if (v.get("configMap") or {}).get("name") == name}
+        for container in template.containers():
+            if volumes & {m.get("name") for m in container.get("volumeMounts") or []}:
+                yield template, container
+
+
 def _plugins(config: dict) -> dict[str, dict]:
     """Plugins by name (the name defaults to the type)."""
     return {str(p.get("name") or p.get("type")): p for p in config.get("plugins") or [] if isinstance(p, dict)}
@@ -415,7 +431,6 @@ def _decider(here: str, where: str, handler: dict, plugins: dict[str, dict]) -> 
     return []
 
 
-PREFIX_PRODUCER = "approx-prefix-cache-producer"
 
 
 def _reuse_units(manifests: list[dict], namespace: str) -> dict[tuple[int, int, bool], list[Engine]]:
@@ -431,9 +446,13 @@ def _reuse_units(manifests: list[dict], namespace: str) -> dict[tuple[int, int, 
 
 
 def _producers(manifests: list[dict]):
+    """The plugins that keep the prefix index, of the type the generation of the EPP that mounts the config reads
+    (core/versions/router.py GENERATIONS; a config no container mounts: the newest generation's)."""
     for config_map, key, config in epp_configs(manifests):
+        images = [str(c.get("image", "")) for _t, c in epp_containers(manifests, config_map)] or [""]
+        index_types = {router_versions.generation_for_pin(image_version(image)).prefix_index for image in images}
         for name, plugin in _plugins(config).items():
-            if plugin.get("type") == PREFIX_PRODUCER:
+            if plugin.get("type") in index_types:
                 yield config_map, f"data[{key}] plugin {name}", _params(plugin)
 
 

@@ -13,7 +13,8 @@ links in, is the oldest release the stack ever pinned (v0.3.2, whose go.mod requ
 """
 from __future__ import annotations
 
-from typing import Iterable
+import dataclasses
+from typing import Iterable, Optional
 
 from core.versions import Feature, Version
 
@@ -111,3 +112,113 @@ def sidecar_features_used(args: Iterable[str]) -> list[Feature]:
         if feature and feature not in used:
             used.append(feature)
     return used
+
+
+# --- Router generations ----------------------------------------------------------------------------------------
+# A generation is a line of releases whose EPP reads one shape of EndpointPickerConfig; the render follows the
+# generation of the pinned EPP (core.routing) and the sidecar's flags that of the pinned sidecar (core.serving).
+# A pin in no generation (older than the oldest, 0.8.x, or a tag that is no version) gets the newest generation's
+# render, so the features above judge it as before: too old is refused naming what it lacks.
+
+DECIDER = "<decider>"  # in a plugin list: the configured P/D decider (`<router.decider>-pd-decider`)
+GIE_1_4_0 = "sigs.k8s.io/gateway-api-inference-extension@v1.4.0"
+GIE_1_5_0 = "sigs.k8s.io/gateway-api-inference-extension@v1.5.0"
+_V0_7_1 = f"{SCHEDULER_MODULE}@v0.7.1"
+_V0_10_0 = f"{ROUTER_MODULE}@v0.10.0"
+
+
+@dataclasses.dataclass(frozen=True)
+class Generation:
+    """What the render must be for one line of router releases, and where each part was read."""
+
+    name: str
+    first: Version                  # its oldest release
+    until: Optional[Version]        # the first release no longer in it (None: no newer line is known)
+    bounds: str                     # why the line starts and ends there
+    api_version: str                # apiVersion of the EndpointPickerConfig
+    prefix_index: str               # the plugin type that keeps the prefix index and takes blockSizeTokens,
+    prefix_index_source: str        # lruCapacityPerServer and autoTune
+    pd_plugins: tuple[str, ...]     # plugin types of the P/D config, in order (DECIDER: the configured decider)
+    agg_plugins: tuple[str, ...]    # plugin types of the AGG config, in order
+    agg_profile: tuple[str, ...]    # pluginRefs of the AGG config's one profile, in order
+    plugins_source: str
+    engine_port_flag: str           # the sidecar flag naming rank 0's port of the engine
+    engine_port_flag_source: str
+    active_ports: tuple[str, ...]   # pod annotation keys the EPP reads for a pod's active target ports, in the
+    active_ports_source: str        # order it reads them
+
+    def covers(self, version: Version) -> bool:
+        return self.first <= version and (self.until is None or version < self.until)
+
+
+GENERATIONS: tuple[Generation, ...] = (
+    Generation(
+        name="v0.7",
+        first=PLUGIN_TYPES["disagg-profile-handler"].since, until=Version(0, 8, 0),
+        bounds=(f"starts with the disagg-profile-handler of the P/D render "
+                f"({PLUGIN_TYPES['disagg-profile-handler'].source}); v0.7.0 and v0.7.1 differ only in go.mod "
+                f"(llm-d-kv-cache); ends where {SCHEDULER_MODULE}@v0.8.0 go.mod requires {GIE_1_5_0}, whose "
+                f"prefix-cache-scorer keeps no index (its factory ignores its parameters; pkg/epp/framework/plugins/"
+                f"scheduling/scorer/prefix/plugin.go) while that EPP still reads only the GIE apiVersion: 0.8.x is "
+                f"a third shape no stack renders"),
+        api_version="inference.networking.x-k8s.io/v1alpha1",
+        prefix_index="prefix-cache-scorer",
+        prefix_index_source=f"{GIE_1_4_0} pkg/epp/framework/plugins/scheduling/scorer/prefix/plugin.go (Config: "
+                            f"autoTune, blockSizeTokens, lruCapacityPerServer; required by {_V0_7_1} go.mod)",
+        pd_plugins=("prefix-cache-scorer", "queue-scorer", "prefill-filter", "decode-filter", "max-score-picker",
+                    DECIDER, "disagg-profile-handler"),
+        agg_plugins=("prefix-cache-scorer", "queue-scorer", "max-score-picker"),
+        agg_profile=("prefix-cache-scorer", "queue-scorer", "max-score-picker"),
+        plugins_source=(f"{_V0_7_1} pkg/plugins/register.go and {GIE_1_4_0} cmd/epp/runner/runner.go "
+                        f"(registerInTreePlugins: no producers, no token-load-scorer, no "
+                        f"prefix-cache-affinity-filter); both shapes loaded by the real v0.7.1 EPP (tests/consumers)"),
+        engine_port_flag="--vllm-port",
+        engine_port_flag_source=f"{_V0_7_1} pkg/sidecar/proxy/options.go",
+        active_ports=("inference.networking.k8s.io/active-ports",),
+        active_ports_source=(f"{GIE_1_4_0} pkg/epp/datastore/datastore.go (activePortsAnnotation; the EPP of "
+                             f"{_V0_7_1} cmd/epp/main.go is that module's runner)"),
+    ),
+    Generation(
+        name="v0.10",
+        first=API_VERSIONS["llm-d.ai/v1alpha1"].since, until=None,
+        bounds=(f"starts with the apiVersion llm-d.ai/v1alpha1 ({API_VERSIONS['llm-d.ai/v1alpha1'].source}) "
+                f"and the module's rename; v0.10.0 is the release the stack targets"),
+        api_version="llm-d.ai/v1alpha1",
+        prefix_index="approx-prefix-cache-producer",
+        prefix_index_source=(f"{_V0_10_0} pkg/epp/framework/plugins/requestcontrol/dataproducer/approximateprefix/"
+                             f"types.go"),
+        pd_plugins=("approx-prefix-cache-producer", "prefix-cache-scorer", "queue-scorer", "prefill-filter",
+                    "decode-filter", "max-score-picker", DECIDER, "disagg-profile-handler"),
+        agg_plugins=("approx-prefix-cache-producer", "inflight-load-producer", "prefix-cache-affinity-filter",
+                     "token-load-scorer", "max-score-picker"),
+        agg_profile=("prefix-cache-affinity-filter", "token-load-scorer", "max-score-picker"),
+        plugins_source=(f"the reference design's P/D and AGG recipes; every type registered by {_V0_10_0} "
+                        f"cmd/epp/runner/runner.go (core/versions/data/epp-v0.10.0.json)"),
+        # v0.10.0 calls it a deprecated alias of --model-server-port; kept: every sidecar from v0.4.0 reads it.
+        engine_port_flag="--vllm-port",
+        engine_port_flag_source=f"{_V0_10_0} pkg/sidecar/proxy/options.go",
+        active_ports=("llm-d.ai/active-ports", "inference.networking.k8s.io/active-ports"),
+        active_ports_source=(f"{_V0_10_0} pkg/epp/datastore/datastore.go (activePortsAnnotation, then "
+                             f"legacyGAIEActivePortsAnnotation; the same at {ROUTER_MODULE}@v0.9.0)"),
+    ),
+)
+
+
+def generation(version: Optional[Version]) -> Optional[Generation]:
+    """The generation a release belongs to; None for a version in none of them, or no version."""
+    return next((g for g in GENERATIONS if version is not None and g.covers(version)), None)
+
+
+def generation_for_pin(version: Optional[Version]) -> Generation:
+    """The generation whose render a pin gets: its own, else the newest (the features then judge the pin)."""
+    return generation(version) or GENERATIONS[-1]
+
+
+def active_ports_annotations(version: Optional[Version]) -> tuple[str, ...]:
+    """The pod annotation keys through which the EPP at `version` reads a pod's active target ports."""
+    return generation_for_pin(version).active_ports
+
+
+def every_active_ports_annotation() -> tuple[str, ...]:
+    """Every key some supported EPP reads, newest first: a pod carrying them all is read by any of them."""
+    return tuple(dict.fromkeys(key for g in reversed(GENERATIONS) for key in g.active_ports))

@@ -13,8 +13,7 @@ import yaml
 
 from core.stackfile import PROJECT_ROOT, stack_file
 from policy.manifests import command_line, pod_templates, routing_sidecars
-from policy.wiring import epp_configs
-from policy.consumers import epp_containers
+from policy.wiring import epp_configs, epp_containers
 from stacks import render
 from tests.prerequisites import checked_dir, require
 

@@ -641,17 +641,16 @@ def test_engine_image_issue_carries_the_policy_of_the_pack():
 
 OLD_EPP_MESSAGE = (
     "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1 (router.image) is 0.7.1, older than features the render uses: "
-    "plugin type approx-prefix-cache-producer needs llm-d EPP 0.9.0 or later (github.com/llm-d/llm-d-router@v0.9.0 "
-    "pkg/epp/framework/plugins/requestcontrol/dataproducer/approximateprefix/constants/constants.go); apiVersion "
-    "llm-d.ai/v1alpha1 needs llm-d EPP 0.9.0 or later (github.com/llm-d/llm-d-router@v0.9.0 "
+    "apiVersion llm-d.ai/v1alpha1 needs llm-d EPP 0.9.0 or later (github.com/llm-d/llm-d-router@v0.9.0 "
     "apix/config/v1alpha1/zz_generated.register.go). The program would refuse its configuration and the pod would "
     "crash-loop. Pin 0.9.0 or later.")
 
 
 def test_epp_pin_older_than_a_feature_is_reported_once_though_its_line_has_schema_data():
-    """v0.7.1 has schema data (core/versions/data/epp-v0.7.1.json), which would refuse the v0.9 plugins again in its
-    own words; the feature rule names what is missing, and the schema is not asked."""
-    assert issues(router={"image": "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1"}) == {
+    """v0.7.1 has schema data (core/versions/data/epp-v0.7.1.json), which would refuse the v0.9 apiVersion set by
+    hand again in its own words; the feature rule names what is missing, and the schema is not asked."""
+    assert issues(router={"image": "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1",
+                          "configApiVersion": "llm-d.ai/v1alpha1"}) == {
         ("rebel100:router.image", OLD_EPP_MESSAGE, "router-images-have-features")}
 
 
@@ -821,8 +820,8 @@ def test_rule_weights_assumes_no_token_secret_unless_told():
 
 def test_epp_pin_of_agg_is_judged_by_the_agg_render():
     """agg declares plugins pd does not (inflight-load-producer, prefix-cache-affinity-filter, token-load-scorer):
-    the features come from the stack's own topology."""
-    [(path, message, policy)] = issues("agg", router={"image": "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1"})
+    the features come from the stack's own topology (0.8.0 is in no generation: it gets the newest render)."""
+    [(path, message, policy)] = issues("agg", router={"image": "ghcr.io/llm-d/llm-d-inference-scheduler:v0.8.0"})
     assert (path, policy) == ("rebel100:router.image", "router-images-have-features")
     for feature in ("plugin type inflight-load-producer needs llm-d EPP 0.9.0", "plugin type prefix-cache-affinity-filter "
                     "needs llm-d EPP 0.9.0", "plugin type token-load-scorer needs llm-d EPP 0.9.0"):

@@ -1,0 +1,195 @@
+"""core.versions.router GENERATIONS: which releases each router generation covers, what the render is for each, and
+the gate judging a v0.7.x pin with the v0.7.1 data. The expected values are written out by hand from the sources
+(docs/consumers-router.md), not computed by the code under test."""
+from __future__ import annotations
+
+import pytest
+
+from core import routing, serving
+from core.config import Decode, Router, Sidecar
+from core.gate import ConfigError, load_config
+from core.versions import Version, epp_schema
+from core.versions import router as router_versions
+from tests.conftest import stack_config
+
+EPP_071 = "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1"
+SIDECAR_071 = "ghcr.io/llm-d/llm-d-routing-sidecar:v0.7.1"
+GIE_API = "inference.networking.x-k8s.io/v1alpha1"
+LEGACY_PORTS = "inference.networking.k8s.io/active-ports"
+PORTS = "llm-d.ai/active-ports"
+
+
+def pinned_07(**router) -> dict:
+    """prod-4p4d with the EPP and sidecar of v0.7.1 (as Pulumi.pd-router07.yaml pins them) and more router keys."""
+    return {"router": {"image": EPP_071, **router}, "decode": {"sidecar": {"image": SIDECAR_071}}}
+
+
+def issues(stack: str = "prod-4p4d", **overrides) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        load_config(stack_config(stack, **overrides))
+    return [str(issue) for issue in info.value.issues]
+
+
+@pytest.mark.parametrize("version, name", [
+    (None, None), (Version(0, 3, 2), None), (Version(0, 6, 9), None),
+    (Version(0, 7, 0), "v0.7"), (Version(0, 7, 1), "v0.7"), (Version(0, 7, 9), "v0.7"),
+    (Version(0, 8, 0), None), (Version(0, 8, 9), None),
+    (Version(0, 9, 0), "v0.10"), (Version(0, 10, 0), "v0.10"), (Version(0, 10, 3), "v0.10"),
+    (Version(1, 0, 0), "v0.10"),
+])
+def test_each_release_belongs_to_the_generation_its_sources_say(version, name):
+    found = router_versions.generation(version)
+    assert (found.name if found else None) == name
+
+
+@pytest.mark.parametrize("version", [None, Version(0, 3, 2), Version(0, 8, 0)])
+def test_a_pin_in_no_generation_gets_the_newest_render(version):
+    assert router_versions.generation_for_pin(version).name == "v0.10"
+
+
+def test_bounds_of_each_generation():
+    v07, v010 = router_versions.GENERATIONS
+    assert (v07.first, v07.until) == (Version(0, 7, 0), Version(0, 8, 0))
+    assert (v010.first, v010.until) == (Version(0, 9, 0), None)
+
+
+@pytest.mark.parametrize("version, keys", [
+    (Version(0, 7, 1), (LEGACY_PORTS,)),
+    (Version(0, 10, 0), (PORTS, LEGACY_PORTS)),
+    (Version(0, 9, 0), (PORTS, LEGACY_PORTS)),
+    (None, (PORTS, LEGACY_PORTS)),
+])
+def test_active_ports_annotation_keys_each_epp_reads(version, keys):
+    assert router_versions.active_ports_annotations(version) == keys
+
+
+def test_every_active_ports_key_of_the_supported_epps():
+    assert router_versions.every_active_ports_annotation() == (PORTS, LEGACY_PORTS)
+
+
+def test_every_fact_of_the_table_says_where_it_was_read():
+    for generation in router_versions.GENERATIONS:
+        for source in (generation.bounds, generation.prefix_index_source, generation.plugins_source,
+                       generation.engine_port_flag_source, generation.active_ports_source):
+            assert "@v" in source, (generation.name, source)
+    v07, v010 = router_versions.GENERATIONS
+    gie = "sigs.k8s.io/gateway-api-inference-extension@v1.4.0"
+    assert f"{gie} pkg/epp/datastore/datastore.go" in v07.active_ports_source
+    assert "github.com/llm-d/llm-d-router@v0.10.0 pkg/epp/datastore/datastore.go" in v010.active_ports_source
+
+
+def test_v0_7_pd_render():
+    assert routing.endpoint_picker_config(Router(image=EPP_071), "pd") == {
+        "apiVersion": GIE_API, "kind": "EndpointPickerConfig",
+        "plugins": [
+            {"type": "prefix-cache-scorer", "parameters": {"blockSizeTokens": 512, "lruCapacityPerServer": 1024,
+                                                           "autoTune": True}},
+            {"type": "queue-scorer"},
+            {"type": "prefill-filter"},
+            {"type": "decode-filter"},
+            {"type": "max-score-picker"},
+            {"type": "prefix-based-pd-decider", "parameters": {"nonCachedTokens": 16}},
+            {"type": "disagg-profile-handler", "parameters": {"deciders": {"prefill": "prefix-based-pd-decider"}}},
+        ],
+        "schedulingProfiles": [
+            {"name": name, "plugins": [{"pluginRef": f"{name}-filter"}, {"pluginRef": "max-score-picker"},
+                                       {"pluginRef": "prefix-cache-scorer", "weight": 2},
+                                       {"pluginRef": "queue-scorer", "weight": 1}]}
+            for name in ("prefill", "decode")],
+    }
+
+
+def test_v0_7_agg_render():
+    settings = Router(image=EPP_071, auto_tune=False, block_size_tokens=64, prefix_scorer_weight=3)
+    assert routing.endpoint_picker_config(settings, "agg") == {
+        "apiVersion": GIE_API, "kind": "EndpointPickerConfig",
+        "plugins": [
+            {"type": "prefix-cache-scorer", "parameters": {"blockSizeTokens": 64, "lruCapacityPerServer": 1024,
+                                                           "autoTune": False}},
+            {"type": "queue-scorer"},
+            {"type": "max-score-picker"},
+        ],
+        "schedulingProfiles": [{"name": "default", "plugins": [
+            {"pluginRef": "prefix-cache-scorer", "weight": 3}, {"pluginRef": "queue-scorer", "weight": 1},
+            {"pluginRef": "max-score-picker"}]}],
+    }
+
+
+def test_v0_10_pd_render_keeps_the_producer_and_its_api_version():
+    config = routing.endpoint_picker_config(Router(), "pd")
+    assert config["apiVersion"] == "llm-d.ai/v1alpha1"
+    assert config["plugins"][:2] == [
+        {"type": "approx-prefix-cache-producer", "parameters": {"blockSizeTokens": 512, "lruCapacityPerServer": 1024,
+                                                                "autoTune": True}},
+        {"type": "prefix-cache-scorer"}]
+
+
+def test_api_version_set_by_hand_wins():
+    assert routing.endpoint_picker_config(Router(config_api_version=GIE_API), "pd")["apiVersion"] == GIE_API
+
+
+def test_renders_are_read_by_the_data_of_their_generation():
+    v071, v0100 = epp_schema.load("epp", Version(0, 7, 1)), epp_schema.load("epp", Version(0, 10, 0))
+    for topology in ("pd", "agg"):
+        assert epp_schema.check_epp_config(routing.endpoint_picker_config(Router(image=EPP_071), topology), v071) == []
+        assert epp_schema.check_epp_config(routing.endpoint_picker_config(Router(), topology), v0100) == []
+
+
+def test_generated_parameters_follow_the_generation():
+    assert routing.parameter_fields(Router(image=EPP_071))[("prefix-cache-scorer", "blockSizeTokens")] == \
+        "router.blockSizeTokens"
+    fields = routing.parameter_fields(Router())
+    assert ("prefix-cache-scorer", "blockSizeTokens") not in fields
+    assert fields[("approx-prefix-cache-producer", "autoTune")] == "router.autoTune"
+
+
+def test_sidecar_flags_of_each_generation():
+    for image in (SIDECAR_071, router_versions.SIDECAR_IMAGE):
+        assert serving.sidecar_args(Decode(sidecar=Sidecar(image=image), data_parallel_size=4, port=8200)) == [
+            "--port", "8000", "--vllm-port", "8200", "--data-parallel-size", "4", "--kv-connector", "nixlv2",
+            "--secure-proxy=false"]
+
+
+def test_a_v0_7_pin_of_pd_passes_the_gate():
+    cfg = load_config(stack_config("prod-4p4d", **pinned_07()))
+    assert routing.endpoint_picker_config(cfg.router, cfg.topology)["apiVersion"] == GIE_API
+
+
+def test_a_v0_7_pin_of_agg_passes_the_gate():
+    load_config(stack_config("agg", router={"image": EPP_071}))
+
+
+def test_a_v0_7_pin_is_judged_by_the_v0_7_1_data():
+    found = issues(**pinned_07(pluginParameters={"prefix-cache-scorer": {"maxPrefixBlocksToMatch": "all"}}))
+    assert found == [
+        "rebel100:router.pluginParameters.prefix-cache-scorer.maxPrefixBlocksToMatch: the EPP 0.7.1 " + EPP_071
+        + " would refuse plugins[0].parameters.maxPrefixBlocksToMatch of the rendered EndpointPickerConfig: json: "
+        "cannot unmarshal string into Go struct field maxPrefixBlocksToMatch of type int (its own rule, from "
+        "core/versions/data/epp-v0.7.1.json). The pod would crash-loop. Remove or correct the parameter, or pin an "
+        "EPP that has it."]
+
+
+def test_an_unknown_parameter_passes_at_v0_7_as_the_program_ignores_it_and_is_refused_at_v0_10():
+    load_config(stack_config("prod-4p4d", **pinned_07(pluginParameters={"prefix-cache-scorer": {"hashSeed": 7}})))
+    found = issues("prod-4p4d", router={"pluginParameters": {"prefix-cache-scorer": {"hashSeed": 7}}})
+    assert len(found) == 1 and 'json: unknown field "hashSeed"' in found[0], found
+
+
+def test_the_prefix_index_parameters_are_generated_at_v0_7():
+    assert issues(**pinned_07(pluginParameters={"prefix-cache-scorer": {"blockSizeTokens": 64}})) == [
+        "rebel100:router.pluginParameters.prefix-cache-scorer.blockSizeTokens: blockSizeTokens of prefix-cache-scorer "
+        "is generated by the program from router.blockSizeTokens, where the gates check it. Set "
+        "router.blockSizeTokens instead."]
+
+
+def test_the_v0_10_apiversion_on_a_v0_7_pin_is_refused():
+    found = issues(**pinned_07(configApiVersion="llm-d.ai/v1alpha1"))
+    assert len(found) == 1 and found[0].startswith("rebel100:router.image: " + EPP_071 + " (router.image) is 0.7.1")
+    assert "apiVersion llm-d.ai/v1alpha1 needs llm-d EPP 0.9.0 or later" in found[0]
+
+
+def test_a_pin_between_generations_keeps_the_refusal_by_features():
+    found = issues(**pinned_07(image="ghcr.io/llm-d/llm-d-inference-scheduler:v0.8.0"))
+    assert len(found) == 1 and "plugin type approx-prefix-cache-producer needs llm-d EPP 0.9.0" in found[0]
+    found = issues(**pinned_07(image="ghcr.io/llm-d/llm-d-inference-scheduler:v0.6.0"))
+    assert len(found) == 1 and "Pin 0.9.0 or later." in found[0]
