@@ -2,8 +2,8 @@
 strict validator) is never refused by the API server.
 
 Configs are generated across the whole schema (core/config.py walked field by field, string fields
-included, the format-typed ones from core/formats.py): a base stack (dev, prod-4p4d or agg) with up to four
-leaves changed. Each config that `check` passes is rendered and every object is sent to the local cluster
+included, the format-typed ones from core/formats.py): a base stack (dev, prod-4p4d, agg or pd-router07) with up
+to four leaves changed. Each config that `check` passes is rendered and every object is sent to the local cluster
 with server-side apply and dryRun=All (its namespace created for real first). `make test` runs
 PROPERTY_EXAMPLES configs (REBEL100_PROPERTY_EXAMPLES overrides it; `make test-property-long` runs 200).
 """
@@ -32,7 +32,7 @@ from tests.cluster.dry_run import DryRun
 pytestmark = pytest.mark.cluster
 
 PROPERTY_EXAMPLES = int(os.environ.get("REBEL100_PROPERTY_EXAMPLES", "12"))
-STACKS = ("dev", "prod-4p4d", "agg")
+STACKS = ("dev", "prod-4p4d", "agg", "pd-router07")
 GATE_NAMESPACE = "rebel100-gate-subset"
 _LABEL = r"[a-z0-9]([-a-z0-9]{0,14}[a-z0-9])?"
 _QUANTITY = r"[1-9][0-9]{0,3}(\.[0-9]{1,2})?(Ki|Mi|Gi|Ti|k|M|G|T|m)?"

@@ -36,7 +36,7 @@ def test_every_field_has_a_description():
 
 
 def test_stack_files_load():
-    for stack in ("dev", "prod-4p4d", "agg"):
+    for stack in ("dev", "prod-4p4d", "agg", "pd-router07"):
         load_config(stack_config(stack))
 
 

@@ -47,7 +47,7 @@ def test_facts_name_the_module_of_their_version():
 
 
 def test_defaults_have_every_feature_of_every_stack():
-    for stack in ("dev", "prod-4p4d", "agg"):
+    for stack in ("dev", "prod-4p4d", "agg", "pd-router07"):
         load_config(stack_config(stack))  # raises on a refusal
 
 

@@ -14,12 +14,12 @@ import pytest
 import yaml
 
 from stacks import render
-from core.stackfile import stack_file
+from core.stackfile import load_stack, stack_file
 from tests.prerequisites import importable, require
 from tests.pulumi_project import Project, tree_digest
 
 pytestmark = pytest.mark.e2e
-STACKS = ["dev", "prod-4p4d", "agg"]
+STACKS = ["dev", "prod-4p4d", "agg", "pd-router07"]
 
 
 def policy_config(stack: str) -> list[str]:
@@ -35,7 +35,7 @@ def test_pr_check_preview_passes(project: Project, stack: str):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "[mandatory]" not in proc.stdout
     assert "to create" in proc.stdout
-    level = "prod" if stack == "prod-4p4d" else "dev"
+    level = "prod" if load_stack(stack_file(stack), stack).environment == "prod" else "dev"
     assert f"policy pack level: policy/config/{level}.json" in proc.stderr
     # The SDK is the provider's version, and the provider comes from the plugin cache, not PATH
     # (scripts/pulumi-env): neither warning a user cannot act on is printed.

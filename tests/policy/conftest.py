@@ -6,7 +6,7 @@ import pytest
 from stacks.render import render_stack_file
 from core.stackfile import stack_file
 
-STACKS = ("dev", "prod-4p4d", "agg")
+STACKS = ("dev", "prod-4p4d", "agg", "pd-router07")
 
 
 @pytest.fixture(scope="session")

@@ -24,7 +24,7 @@ def check(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "stacks", "check", *args], cwd=PROJECT_ROOT, capture_output=True, text=True)
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod-4p4d", "agg"])
+@pytest.mark.parametrize("stack", ["dev", "prod-4p4d", "agg", "pd-router07"])
 def test_every_stack_passes(stack):
     proc = check(stack)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -108,7 +108,7 @@ def test_kind_list_items_are_located_at_their_item(tmp_path):
     assert (tmp_path / "list.yaml").read_text().splitlines()[line - 1].lstrip("- ").startswith("apiVersion: apps/v1")
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod-4p4d"])
+@pytest.mark.parametrize("stack", ["dev", "prod-4p4d", "pd-router07"])
 def test_stack_findings_are_located_at_the_stack_file(stack):
     code, log = sarif(stack)
     assert code == 0

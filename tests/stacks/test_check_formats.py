@@ -66,7 +66,7 @@ def test_refusal_names_the_value_and_the_source(tmp_path):
     assert "pkg/api/validation/objectmeta.go" in proc.stderr
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod-4p4d", "agg"])
+@pytest.mark.parametrize("stack", ["dev", "prod-4p4d", "agg", "pd-router07"])
 def test_the_stacks_stay_accepted(stack):
     proc = check(stack)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -55,7 +55,7 @@ def test_rds_over_budget_refused(tmp_path):
 
 def test_unknown_stack_is_a_usage_error():
     proc = run("plan", "nope")
-    assert proc.returncode == 2 and "stacks: agg, dev, prod-4p4d" in proc.stderr
+    assert proc.returncode == 2 and "stacks: agg, dev, pd-router07, prod-4p4d" in proc.stderr
 
 
 def test_plan_prints_the_budget():
@@ -121,7 +121,7 @@ def test_failing_check_prints_no_traceback_at_exit(tmp_path):
         assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod-4p4d", "agg"])
+@pytest.mark.parametrize("stack", ["dev", "prod-4p4d", "agg", "pd-router07"])
 def test_policy_config_is_the_level_check_applies(stack):
     proc = run("policy-config", stack)
     assert proc.returncode == 0, proc.stderr
