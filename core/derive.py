@@ -61,6 +61,28 @@ class StackFacts:
         }
 
 
+@dataclasses.dataclass(frozen=True)
+class PoolPorts:
+    """The InferencePool's targetPorts (the decode sidecar's in P/D, the decode ranks in AGG) and, for each engine
+    role of the topology, the ports its pods serve requests on."""
+
+    target: list[int]
+    serving: dict[str, list[int]]
+
+    def active(self, role: str) -> list[int]:
+        """What a pod of the role declares as its active ports: the target ports it serves on."""
+        return [port for port in self.target if port in self.serving[role]]
+
+
+def pool_ports(cfg: StackConfig) -> PoolPorts:
+    if cfg.topology != "pd":
+        ranks = serving.role_serving(cfg.engine, cfg.decode).rank_ports
+        return PoolPorts(target=ranks, serving={"decode": ranks})
+    sidecar = serving.sidecar_ports(cfg.decode)
+    return PoolPorts(target=sidecar, serving={"prefill": serving.role_serving(cfg.engine, cfg.prefill).rank_ports,
+                                              "decode": sidecar})
+
+
 def rds_drives(cfg: StackConfig) -> int:
     """NVMe drives bound to RDS: `kvTier.rdsDrives`, else the hardware profile's drives per node."""
     return cfg.kv_tier.rds_drives or cfg.hardware.nvme_drives_per_node

@@ -15,9 +15,9 @@ from typing import Any, Iterable, Optional
 import pydantic
 from pydantic import BaseModel
 
-from core import routing, rules, serving, sizing, weights
+from core import labels, routing, rules, serving, sizing, weights
 from core.config import MOVED_KEYS, MOVED_KEYS_DOCS, NAMESPACE, SECRET_KEYS, Router, StackConfig, unwrap_optional
-from core.derive import derive, engine_commands
+from core.derive import derive, engine_commands, pool_ports
 from core.versions import engine as engine_versions
 from core.versions import lmcache as lmcache_facts
 from core.versions import vllm_args
@@ -304,6 +304,24 @@ def rule_pd_wiring(cfg: StackConfig) -> Iterable[Issue]:
                         f"units but the engine reuses prefixes in {unit}-token units: set it to {unit}.")
 
 
+def rule_pool_endpoints(cfg: StackConfig) -> Iterable[Issue]:
+    """Every endpoint the EPP makes of an engine pod leads to a port it serves on, and each pod has one: the render
+    declares the target ports each pod serves on as its active ports (core.labels), so what is left to refuse is a
+    role serving on none of the pool's targetPorts."""
+    ports = pool_ports(cfg)
+    sidecar = cfg.topology == "pd"
+    for name, _ in cfg.engine_roles():
+        field = "decode.sidecar.port" if sidecar and name == "decode" else f"{name}.port"
+        targets_are = ("the decode sidecar's: decode.sidecar.port and up" if sidecar
+                       else "the decode ranks: decode.port and up")
+        problem = rules.pool_endpoints_serve(
+            "the stack's InferencePool", f"every {name} pod", ports.target, ports.serving[name], ports.active(name),
+            serving_name=f"{field} and its DP ranks", active_name="active-ports annotations",
+            fix=f"Set {field} to one of the target ports {ports.target} ({targets_are}).")
+        if problem:
+            yield Issue(key(field), problem, "pool-endpoints-serve")
+
+
 def rule_router_images(cfg: StackConfig) -> Iterable[Issue]:
     """The EPP and sidecar pins know every feature their render uses (the facts: core/versions/router.py); the
     features are read from the render itself, so a plugin or flag added to the render is judged too."""
@@ -426,6 +444,12 @@ def rule_overrides(cfg: StackConfig) -> Iterable[Issue]:
             problem = rules.literal_secret(env_name, str(value))
             if problem:
                 yield Issue(key(f"{name}.extraEnv.{env_name}"), problem, "no-literal-secrets")
+    for annotation in cfg.engine.pod_annotations:
+        if annotation in labels.ACTIVE_PORTS_ANNOTATIONS:
+            yield Issue(key("engine.podAnnotations"),
+                        f"{annotation!r} is written by the program: the target ports of the InferencePool each engine "
+                        f"pod serves on (from prefill.port, decode.sidecar.port and the DP ranks), which the EPP makes "
+                        f"its endpoints of; the value here would be replaced. Remove it.")
     for extra_key in cfg.kv_tier.extra_config:
         if extra_key in serving.EXTRA_CONFIG_FIELDS:
             field = serving.EXTRA_CONFIG_FIELDS[extra_key]
@@ -508,7 +532,7 @@ def rule_weights(cfg: StackConfig, *, hf_token_set: bool = False) -> Iterable[Is
 
 RULES = (rule_overrides, rule_engine_image, rule_vllm_args, rule_lmcache_names, rule_groups, rule_pp_with_dp,
          rule_devices_fit_node, rule_pipeline_and_experts, rule_block_and_memory, rule_kv_tier, rule_roles_agree,
-         rule_pd_wiring, rule_router_images, rule_router_plugin_parameters, rule_router_schema)
+         rule_pd_wiring, rule_pool_endpoints, rule_router_images, rule_router_plugin_parameters, rule_router_schema)
 
 
 def warnings_for(cfg: StackConfig) -> list[Issue]:

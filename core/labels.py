@@ -4,7 +4,8 @@ that a writer and its readers cannot drift apart."""
 from __future__ import annotations
 
 import json
-from typing import Optional
+import re
+from typing import Iterable, Mapping, Optional
 
 from core import sizing
 
@@ -21,6 +22,38 @@ LMCACHE_VERSION_ANNOTATION = "rebel100.ai/lmcache-rbln-version"
 # ... and, on RdsTier's LMCache ConfigMap, the budget inputs that are not in the LMCache environment.
 RDS_BUDGET_ANNOTATION = "rebel100.ai/rds-budget"
 RDS_BUDGET_KEYS = ("nvmeDrives", "chunkOverheadMib", "stagingBufferMib", "hbmPerChipletGib")
+
+
+# The ports of an engine pod the router's EPP makes endpoints of, when the pod does not serve on every InferencePool
+# targetPort (a prefill pod serves on one port, the pool targets the decode sidecar's four): comma-separated port
+# numbers. Without it the EPP makes one endpoint per targetPort, and those where the pod serves nothing fail.
+# Read in pkg/epp/datastore/datastore.go (extractActivePorts) of llm-d-router v0.9.0 and v0.10.0 (this key, else the
+# legacy one) and of gateway-api-inference-extension v1.4.0, the EPP of llm-d-inference-scheduler v0.7.1 (legacy only).
+ACTIVE_PORTS_ANNOTATION = "llm-d.ai/active-ports"
+LEGACY_ACTIVE_PORTS_ANNOTATION = "inference.networking.k8s.io/active-ports"
+# The keys the engine pods carry: every key some EPP reads, whatever the pin (which generation reads which, and in
+# what order: core/versions/router.py GENERATIONS active_ports; a test holds the two equal).
+ACTIVE_PORTS_ANNOTATIONS = (ACTIVE_PORTS_ANNOTATION, LEGACY_ACTIVE_PORTS_ANNOTATION)
+_LEADING_INTEGER = re.compile(r"[+-]?[0-9]+")  # what Go's fmt.Sscanf("%d") takes from the start of a word
+
+
+def active_ports_annotation(ports: Iterable[int]) -> str:
+    return ",".join(str(port) for port in ports)
+
+
+def read_active_ports(annotations: Mapping[str, str], keys: Iterable[str]) -> tuple[Optional[str], Optional[list[int]]]:
+    """(key, ports) as an EPP that looks up `keys` in this order reads a pod's annotations (the first present wins);
+    (None, None) when it carries none of them: every targetPort is then active. Words that are no positive number
+    are dropped, as the EPP drops them."""
+    for key in keys:
+        if key in annotations:
+            ports = []
+            for word in str(annotations[key]).split(","):
+                number = _LEADING_INTEGER.match(word.strip())
+                if number and int(number.group()) > 0 and int(number.group()) not in ports:
+                    ports.append(int(number.group()))
+            return key, ports
+    return None, None
 
 
 def rds_budget_annotation(budget: sizing.RdsBudget, hbm_per_chiplet_gib: float) -> str:

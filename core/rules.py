@@ -9,7 +9,7 @@ sentence reads right in both places.
 from __future__ import annotations
 
 import re
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Sequence
 
 from core import sizing
 from core.versions import Feature, Version, missing_features
@@ -107,6 +107,34 @@ def lmcache_reads_rds_max_chunks(version: Optional[str], rds_max_chunks: int) ->
     return (f"rds_max_chunks {rds_max_chunks} is ignored by lmcache-rbln {version}: only {minimum} and later read it, "
             f"so the RDS index is not bounded by the budget it was checked against. Use an image with lmcache-rbln "
             f"{minimum} or later.")
+
+
+def pool_endpoints_serve(pool: str, pod: str, target_ports: Sequence[int], serving_ports: Sequence[int],
+                         active_ports: Optional[Sequence[int]], *, serving_name: str, active_name: str,
+                         fix: str) -> Optional[str]:
+    """The EPP makes one endpoint per pod the pool selects and per target port, or, when the pod lists its active
+    ports (core.labels), per target port it lists: each must lead to a port the pod serves on, and a pod needs one.
+    `active_ports` None: the pod lists none."""
+    targets, serving = sorted(set(target_ports)), sorted(set(serving_ports))
+    if active_ports is None:
+        endpoints, made = targets, f"one endpoint per target port (it declares no {active_name})"
+    else:
+        endpoints = [port for port in targets if port in active_ports]
+        made = f"one endpoint per target port listed in its {active_name} {list(active_ports)}"
+    dead = [port for port in endpoints if port not in serving]
+    dropped = [port for port in active_ports or () if port not in targets]
+    clauses = []
+    if dead:
+        clauses.append(f"so the endpoints on {dead} lead nowhere and a request the router sends there fails (a P/D "
+                       f"prefill pick: 502 from the decode sidecar)")
+    if not endpoints:
+        clauses.append("so the pod gets no endpoint: the router never sends it a request")
+    if dropped:
+        clauses.append(f"and {dropped} are no target ports of the pool: the EPP drops them")
+    if not clauses:
+        return None
+    return (f"{pool} targets ports {targets} and selects {pod}, which serves on {serving} ({serving_name}): the EPP "
+            f"makes {made}, {'; '.join(clauses)}. {fix}")
 
 
 # A name segment, not a substring: MAX_NUM_BATCHED_TOKENS and TOKENIZERS_PARALLELISM are not secrets.

@@ -27,6 +27,8 @@ class SidecarSpec(pod.Spec):
 
 class DecodePoolArgs(pod.EnginePoolArgs):
     sidecar: Optional[SidecarSpec] = Field(SidecarSpec(), description="The routing sidecar (P/D); None for AGG, where the pool targets the ranks.")
+    active_ports: list[int] = Field([8000, 8001, 8002, 8003], description="The InferencePool's target ports the pods "
+                                    "serve on (the sidecar's in P/D), declared in the active-ports annotations.")
 
 
 def sidecar_container(sidecar: SidecarSpec) -> dict:

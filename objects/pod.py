@@ -12,8 +12,8 @@ from typing import Literal, Optional, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from core import serving, sizing
-from core.labels import (NPU_PRESENT_LABEL, NPU_PRODUCT_LABEL, PART_OF_LABEL, RDS_PRESENT_LABEL, ROLE_LABEL,
-                         compile_cache_pvc_name, pool_names)
+from core.labels import (ACTIVE_PORTS_ANNOTATIONS, NPU_PRESENT_LABEL, NPU_PRODUCT_LABEL, PART_OF_LABEL,
+                         RDS_PRESENT_LABEL, ROLE_LABEL, active_ports_annotation, compile_cache_pvc_name, pool_names)
 from core.versions import engine as engine_versions
 from core import weights as weight_files
 from objects.kube import Child, manifest, object_meta
@@ -373,6 +373,8 @@ class EnginePoolArgs(StackArgs):
     compile_cache: CompileCacheSpec = Field(CompileCacheSpec(), description="The compile-cache volume.")
     weights: EngineWeights = Field(EngineWeights(), description="The weights volume, revisions and the wait before the engine starts.")
     hf_token_secret: str = Field("hf-token", description="Secret with the Hugging Face token under key `token`.")
+    active_ports: list[int] = Field([8000], description="The InferencePool's target ports the pods serve on, "
+                                    "declared in the active-ports annotations: the EPP makes endpoints of these only.")
 
 
 def claim_digest(claim: ClaimSpec) -> str:
@@ -401,7 +403,8 @@ def engine_pool(name: str, *, role_name: str, args: EnginePoolArgs, containers: 
     pools = pool_names(args.stack_name, role_name, args.placement.groups)
     annotations = {**args.engine.annotations,
                    SECURITY_EXCEPTIONS_ANNOTATION: engine_security_exceptions(args.engine),
-                   MODEL_REVISION_ANNOTATION: args.weights.revision}
+                   MODEL_REVISION_ANNOTATION: args.weights.revision,
+                   **{key: active_ports_annotation(args.active_ports) for key in ACTIVE_PORTS_ANNOTATIONS}}
     for group, pool in pools:
         resource = name if group is None else f"{name}-{group}"
         labels = {**role_labels, POOL_LABEL: pool}

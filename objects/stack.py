@@ -15,7 +15,7 @@ from core import routing
 from core import serving as engine_serving
 from core import weights as weight_files
 from core.config import Role, StackConfig
-from core.derive import derive
+from core.derive import derive, pool_ports
 from core.labels import PART_OF_LABEL, ROLE_LABEL
 from objects import pod
 from objects.decode_pool import DecodePoolArgs, SidecarSpec, decode_pool, target_ports
@@ -93,7 +93,7 @@ def prefill_pool_args(cfg: StackConfig, weights: pod.EngineWeights, *, kv_tier_c
     command = engine_serving.prefill_command(cfg.model, cfg.engine, cfg.prefill, lmcache=kv_tier_config_map is not None,
                                              revision=weights.revision, draft_revision=weights.draft_revision)
     return PrefillPoolArgs(**engine_pool_args(cfg, cfg.prefill, command, weights, rds_nodes=rds_nodes),
-                           kv_tier_config_map=kv_tier_config_map)
+                           active_ports=pool_ports(cfg).active("prefill"), kv_tier_config_map=kv_tier_config_map)
 
 
 def decode_pool_args(cfg: StackConfig, weights: pod.EngineWeights) -> DecodePoolArgs:
@@ -104,7 +104,8 @@ def decode_pool_args(cfg: StackConfig, weights: pod.EngineWeights) -> DecodePool
                                             revision=weights.revision, draft_revision=weights.draft_revision)
     sidecar = SidecarSpec(image=role.sidecar.image, args=engine_serving.sidecar_args(role),
                           ports=engine_serving.sidecar_ports(role)) if pd else None
-    return DecodePoolArgs(**engine_pool_args(cfg, role, command, weights), sidecar=sidecar)
+    return DecodePoolArgs(**engine_pool_args(cfg, role, command, weights),
+                          active_ports=pool_ports(cfg).active("decode"), sidecar=sidecar)
 
 
 def hf_token_withheld(cfg: StackConfig, stack: str) -> Optional[str]:

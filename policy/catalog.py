@@ -69,6 +69,11 @@ POLICIES: tuple[PolicySpec, ...] = (
                wiring.sidecar_matches_decode, "stack"),
     PolicySpec("inference-pool-wiring", "The InferencePool selects both roles' pods, targets the ports they serve on, and names the EPP Service and port.",
                wiring.inference_pool_wiring, "stack"),
+    PolicySpec("pool-endpoints-serve", "Every endpoint the EPP makes of a pod the InferencePool selects (one per "
+               "targetPort, or per target port the pod lists in its llm-d.ai/active-ports or "
+               "inference.networking.k8s.io/active-ports annotation) leads to a port the pod serves on, and the pod "
+               "has one.",
+               wiring.pool_endpoints_serve, "stack"),
     PolicySpec("httproute-backend-exists", "An HTTPRoute's InferencePool backendRef names a pool that exists.",
                wiring.httproute_backend_exists, "stack"),
     PolicySpec("router-pd-profiles", "A P/D router config has a profile handler, a decider that can fire and both prefill and decode profiles.",

@@ -12,7 +12,7 @@ import json
 from collections import defaultdict
 from typing import Any, Iterator, Optional
 
-from core import sizing
+from core import labels, rules, sizing
 from core.versions import image_version
 from core.versions import router as router_versions
 from policy.facts import Facts
@@ -262,6 +262,70 @@ def _target_ports(view: PoolView, here: str, selected: list[PodTemplate]) -> lis
         for resource, (ports, sidecar) in sorted(serves.items()))
     found.append(Finding(here, f"{view.ports_field} {sorted(actual)} {' and '.join(problems)} (the selected pods serve: "
                                f"{listening}). Set {view.ports_field} to {expected}."))
+    return found
+
+
+def pool_endpoints_serve(manifests: list[dict], facts: Facts) -> list[Finding]:
+    """Every endpoint the EPP makes of a pod the pool selects (one per target port, or per target port the pod lists
+    in its active-ports annotation) leads to a port the pod serves on: the rule is `core.rules.pool_endpoints_serve`,
+    the config gate's too."""
+    found = []
+    templates = [t for t in pod_templates(manifests) if template_engines(t)]
+    for pool in of_kind(manifests, "InferencePool"):
+        view, namespace = pool_view(pool), namespace_of(pool)
+        name = f"InferencePool {namespace}/{(pool.get('metadata') or {}).get('name')}"
+        readers = _pool_readers(view, namespace, manifests)
+        for template in templates:
+            if template.namespace == namespace and selects(view.selector, template.labels):
+                found += _endpoints_of(view, name, template, readers)
+    return found
+
+
+def _pool_readers(view: PoolView, namespace: str, manifests: list[dict]) -> list[router_versions.Generation]:
+    """The router generations of the EPPs behind the pool (the pods of its endpointPickerRef Service, by their
+    image's tag); every generation when the EPP is not among the manifests."""
+    service = find(manifests, "Service", namespace, view.epp_name) if view.epp_name else None
+    selector = ((service or {}).get("spec") or {}).get("selector") or {}
+    images = [str(container.get("image") or "") for template in pod_templates(manifests)
+              if service and template.namespace == namespace and selects(selector, template.labels)
+              for container in template.containers()
+              if "--pool-name" in parse_flags(command_line(container), go_style=True).values]
+    pinned = {g.name: g for g in (router_versions.generation_for_pin(image_version(i)) for i in images)}
+    return list(pinned.values()) or list(router_versions.GENERATIONS)
+
+
+def _endpoints_of(view: PoolView, pool: str, template: PodTemplate,
+                  readers: list[router_versions.Generation]) -> list[Finding]:
+    """One finding per distinct reading of the pod's annotations by the EPP generations behind the pool, so a pod
+    they read alike is reported once, and one only an older EPP misreads names that EPP."""
+    serving = front_ports(template)
+    how = "routing sidecar --port and --data-parallel-size" if routing_sidecars(template) else "engine --port and ranks"
+    served = [port for port in sorted(set(view.target_ports)) if port in serving]
+    fix = (f"Annotate its pod template with {' and '.join(labels.ACTIVE_PORTS_ANNOTATIONS)}: "
+           f"\"{labels.active_ports_annotation(served)}\" (the target ports it serves on)." if served else
+           f"Serve it on one of the target ports {sorted(set(view.target_ports))}, or select it with a pool of its "
+           f"own.")
+    readings: dict[Optional[tuple[int, ...]], tuple[list[str], list[router_versions.Generation]]] = {}
+    for generation in readers:
+        keys = generation.active_ports
+        key, ports = labels.read_active_ports(template.annotations, keys)
+        read_keys, alike = readings.setdefault(None if ports is None else tuple(ports), ([], []))
+        read_keys += [k for k in ([key] if key else keys) if k not in read_keys]
+        alike.append(generation)
+    found = []
+    for ports, (read_keys, alike) in readings.items():
+        active_name = (" or ".join(read_keys) if ports is None else
+                       f"annotation{'s' if len(read_keys) > 1 else ''} {' and '.join(read_keys)}")
+        problem = rules.pool_endpoints_serve(pool, template.resource, view.target_ports, serving,
+                                             None if ports is None else list(ports), serving_name=how,
+                                             active_name=active_name, fix=fix)
+        if problem and len(readings) > 1:
+            problem = "For " + " and ".join(
+                f"the {g.name} EPP, which reads " + (f"only {g.active_ports[0]}" if len(g.active_ports) == 1
+                                                     else " then ".join(g.active_ports))
+                for g in alike) + f": {problem}"
+        if problem:
+            found.append(Finding(template.resource, problem))
     return found
 
 

@@ -418,7 +418,14 @@ PORTS_FIX = "choose ranges that do not overlap (sidecar 8000-8003, ranks 8200-82
                                               f"decode.dataParallelRpcPort in the decode pod: {PORTS_FIX}", "")}
      | {("rebel100:engine.nixlSideChannelPort", f"port {port} is used by both decode.sidecar.port and "
                                                 f"engine.nixlSideChannelPort in the decode pod: {PORTS_FIX}", "")
-        for port in (5555, 5556, 5557, 5558)}),
+        for port in (5555, 5556, 5557, 5558)}
+     # The pool follows the sidecar to 5555-5558, where prefill (8000) does not serve.
+     | {("rebel100:prefill.port", "the stack's InferencePool targets ports [5555, 5556, 5557, 5558] and selects every "
+                                  "prefill pod, which serves on [8000] (prefill.port and its DP ranks): the EPP makes "
+                                  "one endpoint per target port listed in its active-ports annotations [], so the pod "
+                                  "gets no endpoint: the router never sends it a request. Set prefill.port to one of "
+                                  "the target ports [5555, 5556, 5557, 5558] (the decode sidecar's: "
+                                  "decode.sidecar.port and up).", "pool-endpoints-serve")}),
     ("prod-4p4d", {"router": {"nonCachedTokens": 0}},
      {("rebel100:router.nonCachedTokens", "nonCachedTokens 0 disables the prefix-based decider: no request would ever "
                                           "be prefilled remotely and P/D silently becomes decode-only. Use a positive "
@@ -826,3 +833,34 @@ def test_epp_pin_of_agg_is_judged_by_the_agg_render():
     for feature in ("plugin type inflight-load-producer needs llm-d EPP 0.9.0", "plugin type prefix-cache-affinity-filter "
                     "needs llm-d EPP 0.9.0", "plugin type token-load-scorer needs llm-d EPP 0.9.0"):
         assert feature in message
+
+
+# --- the pool's endpoints (issue 23) --------------------------------------------------------------------------
+
+
+def test_prefill_serving_on_no_target_port_is_refused_as_the_pack_refuses_it():
+    """The pool targets the decode sidecar's ports; a prefill pod serving on none of them gets no endpoint (the render
+    declares the empty set of active ports), so the router never finds a prefill endpoint."""
+    assert issues(prefill={"port": 8100}) == {(
+        "rebel100:prefill.port",
+        "the stack's InferencePool targets ports [8000, 8001, 8002, 8003] and selects every prefill pod, which serves "
+        "on [8100] (prefill.port and its DP ranks): the EPP makes one endpoint per target port listed in its "
+        "active-ports annotations [], so the pod gets no endpoint: the router never sends it a request. Set "
+        "prefill.port to one of the target ports [8000, 8001, 8002, 8003] (the decode sidecar's: "
+        "decode.sidecar.port and up).",
+        "pool-endpoints-serve")}
+
+
+@pytest.mark.parametrize("overrides", [{"prefill": {"port": 8003}},
+                                       {"prefill": {"port": 7999, "dataParallelSize": 2, "pipelineParallelSize": 1}}])
+def test_prefill_serving_on_a_target_port_passes(overrides):
+    load_config(stack_config("prod-4p4d", **overrides))
+
+
+def test_pod_annotations_may_not_redefine_the_active_ports():
+    found = issues(engine={"podAnnotations": {"llm-d.ai/active-ports": "8001", "example.com/team": "a"}})
+    assert found == {(
+        "rebel100:engine.podAnnotations",
+        "'llm-d.ai/active-ports' is written by the program: the target ports of the InferencePool each engine pod "
+        "serves on (from prefill.port, decode.sidecar.port and the DP ranks), which the EPP makes its endpoints of; "
+        "the value here would be replaced. Remove it.", "")}

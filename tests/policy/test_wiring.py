@@ -5,9 +5,9 @@ from tests.policy.conftest import STACKS
 from tests.policy.fixtures import (DECODE, EPP, POOL, PREFILL, ROUTE, assert_verdict, engine, epp_config, get, mutate,
                                    plugin, run_policy, set_arg, set_epp_config, sidecar)
 
-POLICIES = ("pd-roles-agree", "sidecar-matches-decode", "inference-pool-wiring", "httproute-backend-exists",
-            "router-pd-profiles", "router-block-size")
-DECODE_ID = f"Deployment/rebel100/{DECODE}"
+POLICIES = ("pd-roles-agree", "sidecar-matches-decode", "inference-pool-wiring", "pool-endpoints-serve",
+            "httproute-backend-exists", "router-pd-profiles", "router-block-size")
+DECODE_ID, PREFILL_ID = f"Deployment/rebel100/{DECODE}", f"Deployment/rebel100/{PREFILL}"
 POOL_ID, ROUTE_ID = f"InferencePool/rebel100/{POOL}", f"HTTPRoute/rebel100/{ROUTE}"
 EPP_CONFIG_ID = "ConfigMap/rebel100/minimax-m27-epp-config"
 EAGLE = '{"method":"eagle3","model":"asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k","num_speculative_tokens":3}'
@@ -21,6 +21,27 @@ def test_good_render_passes(renders, stack, policy):
 
 def pool_spec(m):
     return get(m, "InferencePool", POOL)["spec"]
+
+
+ACTIVE, LEGACY = "llm-d.ai/active-ports", "inference.networking.k8s.io/active-ports"
+
+
+def annotate(deployment, **values):
+    """Set (or with None remove) the pod template's active-ports annotations: `active` and `legacy` keys."""
+    def edit(m):
+        annotations = get(m, "Deployment", deployment)["spec"]["template"]["metadata"]["annotations"]
+        for name, value in values.items():
+            key = {"active": ACTIVE, "legacy": LEGACY}[name]
+            if value is None:
+                annotations.pop(key, None)
+            else:
+                annotations[key] = value
+    return edit
+
+
+def epp_image(m, image):
+    next(c for c in get(m, "Deployment", EPP)["spec"]["template"]["spec"]["containers"] if c["name"] == "epp")[
+        "image"] = image
 
 
 def edit_router(change):
@@ -103,6 +124,35 @@ BAD = {
     "pool-epp-port-is-the-health-port": (
         lambda m: pool_spec(m)["endpointPickerRef"].update(port={"number": 9003}),
         "inference-pool-wiring", POOL_ID, ("port.number 9003 reaches targetPort 9003", "--grpc-port 9002")),
+    # the endpoints the EPP makes of each selected pod (one per target port, unless the pod lists its active ports)
+    "prefill-without-active-ports": (
+        annotate(PREFILL, active=None, legacy=None),
+        "pool-endpoints-serve", PREFILL_ID,
+        ("InferencePool rebel100/minimax-m27-pool targets ports [8000, 8001, 8002, 8003]",
+         f"{PREFILL_ID}, which serves on [8000]", f"it declares no {ACTIVE} or {LEGACY}",
+         "the endpoints on [8001, 8002, 8003] lead nowhere", "502 from the decode sidecar",
+         f'Annotate its pod template with {ACTIVE} and {LEGACY}: "8000" (the target ports it serves on)')),
+    "prefill-active-ports-v0.10-only-behind-a-v0.7-epp": (
+        lambda m: (annotate(PREFILL, legacy=None)(m), epp_image(m, "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1")),
+        "pool-endpoints-serve", PREFILL_ID,
+        (f"InferencePool rebel100/minimax-m27-pool targets", f"it declares no {LEGACY}",
+         "the endpoints on [8001, 8002, 8003] lead nowhere")),
+    "prefill-declares-a-port-it-does-not-serve": (
+        annotate(PREFILL, active="8000,8001", legacy="8000,8001"),
+        "pool-endpoints-serve", PREFILL_ID,
+        (f"one endpoint per target port listed in its annotation {ACTIVE} [8000, 8001]",
+         "the endpoints on [8001] lead nowhere",
+         '"8000" (the target ports it serves on)')),
+    "prefill-declares-no-port": (
+        annotate(PREFILL, active="", legacy=""),
+        "pool-endpoints-serve", PREFILL_ID,
+        (f"listed in its annotation {ACTIVE} [], so the pod gets no endpoint: the router never sends it a "
+         f"request",)),
+    "decode-declares-a-port-the-pool-does-not-target": (
+        annotate(DECODE, active="8000,8001,8002,8003,8004", legacy="8000,8001,8002,8003,8004"),
+        "pool-endpoints-serve", DECODE_ID,
+        ("[8000, 8001, 8002, 8003, 8004], and [8004] are no target ports of the pool: the EPP drops them",
+         '"8000,8001,8002,8003" (the target ports it serves on)')),
     # HTTPRoute
     "route-to-missing-pool": (
         lambda m: get(m, "HTTPRoute", ROUTE)["spec"]["rules"][0]["backendRefs"][0].update(name="minimax-pool"),
@@ -195,3 +245,39 @@ def test_older_pool_api_is_read(prod):
     assert any("spec.extensionRef.portNumber 9003 reaches targetPort 9003" in m for m in found), found
     assert_verdict(run_policy("httproute-backend-exists", bad), resource=ROUTE_ID, level="mandatory",
                    contains=("is inference.networking.x-k8s.io/v1alpha2", "Set group inference.networking.x-k8s.io"))
+
+
+def test_pool_endpoint_messages_name_the_pool_the_pod_the_ports_and_the_fix(prod):
+    """One finding per pod template and reading: both EPP generations read a pod without either key alike."""
+    finding, = run_policy("pool-endpoints-serve", mutate(prod, annotate(PREFILL, active=None, legacy=None)))
+    assert finding.message == (
+        f"InferencePool rebel100/minimax-m27-pool targets ports [8000, 8001, 8002, 8003] and selects {PREFILL_ID}, "
+        f"which serves on [8000] (engine --port and ranks): the EPP makes one endpoint per target port (it declares "
+        f"no {ACTIVE} or {LEGACY}), so the endpoints on [8001, 8002, 8003] lead nowhere and a request the router "
+        f"sends there fails (a P/D prefill pick: 502 from the decode sidecar). Annotate its pod template with "
+        f'{ACTIVE} and {LEGACY}: "8000" (the target ports it serves on).')
+
+
+def test_a_pod_serving_on_every_target_port_needs_no_annotation(prod, agg):
+    assert run_policy("pool-endpoints-serve", mutate(prod, annotate(DECODE, active=None, legacy=None))) == []
+    assert run_policy("pool-endpoints-serve", mutate(agg, annotate(DECODE, active=None, legacy=None))) == []
+
+
+def test_the_epp_reads_active_ports_as_its_source_does(prod):
+    """Spaces around the numbers are trimmed; words and ports that are no target port are dropped (datastore.go)."""
+    assert run_policy("pool-endpoints-serve", mutate(prod, annotate(PREFILL, active=" 8000 ", legacy="8000,"))) == []
+    finding, = run_policy("pool-endpoints-serve", mutate(prod, annotate(PREFILL, active="eight", legacy="eight")))
+    assert "the pod gets no endpoint" in finding.message
+
+
+def test_active_ports_are_read_as_the_epp_behind_the_pool_reads_them(prod):
+    """The v0.10 EPP (the default pin) reads the legacy key when the new one is absent, and the other way round only
+    the new key: a pod with the legacy key alone is fine behind it, one with the new key alone behind v0.7.1 is not.
+    With no EPP among the manifests every generation reads the pod, and only the one that misreads it is named."""
+    assert run_policy("pool-endpoints-serve", mutate(prod, annotate(PREFILL, active=None))) == []
+    assert run_policy("pool-endpoints-serve", mutate(prod, annotate(PREFILL, legacy=None))) == []
+    without_epp = mutate(prod, annotate(PREFILL, legacy=None),
+                         lambda m: m.remove(get(m, "Deployment", EPP)))
+    finding, = run_policy("pool-endpoints-serve", without_epp)
+    assert finding.message.startswith(f"For the v0.7 EPP, which reads only {LEGACY}: InferencePool rebel100/"), \
+        finding.message

@@ -24,7 +24,7 @@ from stacks.render import render_unchecked
 # The rules the gate and the pack both apply (the gate tags its issues with the policy's name).
 SHARED = ("pp-with-dp", "npu-devices-fit-node", "parallelism-fits-model", "engine-args-in-range", "rds-memory-budget",
           "lmcache-reads-rds-max-chunks", "no-literal-secrets", "engine-image-has-features",
-          "vllm-args-known")
+          "vllm-args-known", "pool-endpoints-serve")
 # Extra env names and what they are, by hand: a literal under a secret name is refused, a pointer is not.
 SECRET_ENV = ("OPENAI_API_KEY", "REDIS_PASSWORD")
 NOT_SECRET_ENV = ("OPENAI_API_KEY_FILE", "TOKENIZERS_PARALLELISM")
@@ -32,7 +32,7 @@ NOT_SECRET_ENV = ("OPENAI_API_KEY_FILE", "TOKENIZERS_PARALLELISM")
 UNKNOWN_TO_VLLM = ("--foo", "--foo_bar")
 PROD = catalog.load_config(levels.environment_config("prod"))
 
-role = st.fixed_dictionaries({}, optional={
+ROLE = {
     "replicas": st.integers(1, 4),
     "tensorParallelSize": st.sampled_from([1, 2, 4]),
     "pipelineParallelSize": st.sampled_from([1, 2, 4, 8, 64]),
@@ -42,7 +42,10 @@ role = st.fixed_dictionaries({}, optional={
     "extraArgs": st.sampled_from([[], ["--enforce-eager"], ["--foo"], ["--max-logprobs", "5", "--foo_bar=1"]]),
     "extraEnv": st.dictionaries(st.sampled_from(SECRET_ENV + NOT_SECRET_ENV), st.sampled_from(["", "x", "sk-123"]),
                                 max_size=2),
-})
+}
+role = st.fixed_dictionaries({}, optional=ROLE)
+# The prefill port against the pool's targetPorts, the decode sidecar's 8000 + DP-local ranks.
+prefill_role = st.fixed_dictionaries({}, optional={**ROLE, "port": st.sampled_from([8000, 8003, 8100])})
 stack_config = st.fixed_dictionaries({}, optional={
     "hardware": st.fixed_dictionaries({}, optional={
         "npusPerNode": st.sampled_from([4, 8, 16]),
@@ -61,7 +64,7 @@ stack_config = st.fixed_dictionaries({}, optional={
         # The lmcache-rbln version is the image's; 0.10.x also lacks features the render uses.
         "image": st.sampled_from([f"rebellions/vllm-rbln:{tag}" for tag in ("0.10.2", "0.10.4", "0.11.2", "0.12.0", "v0.13")]),
     }),
-    "prefill": role,
+    "prefill": prefill_role,
     "decode": role,
     "kvTier": st.fixed_dictionaries({}, optional={
         "mode": st.sampled_from(["rds", "cpu", "off"]),
@@ -95,8 +98,9 @@ def reference_verdict(cfg: StackConfig) -> set[str]:
     stages <= layers; expert parallel needs experts that divide over DP x TP devices (and some experts);
     no PP on decode; gpu-memory-utilization in (0, 1]; a block holds whole sub-blocks; max-model-len <= context;
     RDS chunks x 2 MiB x drives + staging <= chiplet-0 HBM x (1 - utilization), utilization 0.9 when unset;
-    lmcache-rbln reads rds_max_chunks from 0.12.0; no literal under a secret name. The strategy keeps topology
-    pd with prefill pods, so both roles run."""
+    lmcache-rbln reads rds_max_chunks from 0.12.0; no literal under a secret name; the router's EPP makes an
+    endpoint of every target port a pod lists as active, and a prefill pod listing none gets no endpoint. The
+    strategy keeps topology pd with prefill pods, so both roles run."""
     found: set[str] = set()
     engine, model, hardware, tier = cfg.engine, cfg.model, cfg.hardware, cfg.kv_tier
     for role in (cfg.prefill, cfg.decode):
@@ -121,6 +125,14 @@ def reference_verdict(cfg: StackConfig) -> set[str]:
             found.add("vllm-args-known")
     if cfg.decode.pipeline_parallel_size > 1:
         found.add("parallelism-fits-model")
+    # The pool targets the sidecar's port of each decode rank; prefill serves on its port and, with DP, one per rank.
+    decode_ranks = cfg.decode.data_parallel_size_local or cfg.decode.data_parallel_size
+    targets = set(range(cfg.decode.sidecar.port, cfg.decode.sidecar.port + decode_ranks))
+    prefill = cfg.prefill
+    prefill_ranks = prefill.data_parallel_size_local or prefill.data_parallel_size
+    prefill_ports = set(range(prefill.port, prefill.port + prefill_ranks))
+    if not prefill_ports & targets:
+        found.add("pool-endpoints-serve")
     if engine.max_model_len > model.max_context:
         found.add("engine-args-in-range")
     if tier.mode == "rds":
@@ -150,6 +162,10 @@ def reference_verdict(cfg: StackConfig) -> set[str]:
 @example({"model": {"experts": 8}, "decode": {"tensorParallelSize": 2, "dataParallelSize": 2}})
 @example({"model": {"experts": 0}})
 @example({"decode": {"extraEnv": {"OPENAI_API_KEY": "sk-123"}}})
+# The prefill port: on the last sidecar port, past it, and past it with the decode ranks that would reach it.
+@example({"prefill": {"port": 8003}})
+@example({"prefill": {"port": 8003}, "decode": {"dataParallelSize": 2}})
+@example({"prefill": {"port": 8100}})
 def test_gate_and_pack_agree_with_the_reference(values):
     cfg = StackConfig.model_validate(values)
     expected = reference_verdict(cfg)
@@ -162,6 +178,7 @@ def test_the_oracle_on_the_target_configuration():
     assert reference_verdict(StackConfig.model_validate({})) == set()
     assert reference_verdict(StackConfig.model_validate({"kvTier": {"rdsMaxChunks": 4000}})) == {"rds-memory-budget"}
     assert reference_verdict(StackConfig.model_validate({"decode": {"dataParallelSize": 3}})) == {"parallelism-fits-model"}
+    assert reference_verdict(StackConfig.model_validate({"prefill": {"port": 8004}})) == {"pool-endpoints-serve"}
 
 
 def test_drives_reach_the_pack():
