@@ -135,7 +135,7 @@ BAD = {
     "prefill-active-ports-v0.10-only-behind-a-v0.7-epp": (
         lambda m: (annotate(PREFILL, legacy=None)(m), epp_image(m, "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1")),
         "pool-endpoints-serve", PREFILL_ID,
-        (f"InferencePool rebel100/minimax-m27-pool targets", f"it declares no {LEGACY}",
+        ("InferencePool rebel100/minimax-m27-pool targets", f"it declares no {LEGACY}",
          "the endpoints on [8001, 8002, 8003] lead nowhere")),
     "prefill-declares-a-port-it-does-not-serve": (
         annotate(PREFILL, active="8000,8001", legacy="8000,8001"),
