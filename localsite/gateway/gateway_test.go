@@ -22,6 +22,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -134,8 +135,10 @@ func (f *fakeEPP) answer(headers map[string]string, body []byte) []*extprocv3.Pr
 	if body != nil {
 		set = append(set, setHeader("Content-Length", fmt.Sprint(len(body))))
 	}
-	for k, v := range headers { // the EPP echoes the request's headers (pseudo-headers included)
-		set = append(set, setHeader(k, v))
+	for k, v := range headers { // the EPP echoes the request's headers (pseudo-headers included), not content-length
+		if k != "content-length" {
+			set = append(set, setHeader(k, v))
+		}
 	}
 	for k, v := range d.set {
 		set = append(set, setHeader(k, v))
@@ -474,7 +477,12 @@ func TestListenFD(t *testing.T) {
 		t.Fatal(err)
 	}
 	ln.Close()
-	c := config{listenFD: int(f.Fd()), epp: startEPP(t, epp, false), eppPlaintext: true}
+	fd, err := syscall.Dup(int(f.Fd())) // the gateway owns (and closes) its descriptor, as one it inherited
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	c := config{listenFD: fd, epp: startEPP(t, epp, false), eppPlaintext: true}
 	inherited, err := listener(c)
 	if err != nil {
 		t.Fatal(err)
@@ -500,8 +508,14 @@ func TestGracefulStop(t *testing.T) {
 	go func() { stopped <- run(ctx, config{epp: startEPP(t, epp, false), eppPlaintext: true, statusOnError: 500}, ln) }()
 	answered := make(chan string, 1)
 	go func() {
-		resp, body := post(t, "http://"+ln.Addr().String()+"/v1/completions", `{}`, nil)
-		answered <- fmt.Sprint(resp.StatusCode, " ", body)
+		resp, err := http.Post("http://"+ln.Addr().String()+"/v1/completions", "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			answered <- err.Error()
+			return
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		answered <- fmt.Sprint(resp.StatusCode, " ", string(body))
 	}()
 	time.Sleep(200 * time.Millisecond) // the request is in flight
 	cancel()                           // SIGTERM
