@@ -19,7 +19,7 @@ from tests.prerequisites import checked_dir, require
 
 SANDBOX = pathlib.Path(__file__).with_name("sandbox.py")
 VERSION = "0.7.1"  # what scripts/consumers builds
-STACKS = ("dev", "prod-4p4d", "agg")
+STACKS = ("dev", "prod-4p4d", "agg", "pd-router07")
 # The EPP's own log lines: it read its configuration, or it refused it (each refusal is logged under this).
 EPP_LOADED = "loaded configuration from file/text successfully"
 EPP_REFUSED = ("Failed to parse configuration",)
@@ -68,9 +68,22 @@ def rendered_epp(manifests: list[dict]) -> tuple[dict, list[str]]:
     return config, command_line(container)
 
 
-def rendered_sidecar_args(manifests: list[dict]) -> list[str]:
+def rendered_epp_image(manifests: list[dict]) -> str:
+    """The image of the EPP container that mounts the render's EndpointPickerConfig."""
+    (config_map, _key, _config), = epp_configs(manifests)
+    (_template, container), = epp_containers(manifests, config_map)
+    return str(container["image"])
+
+
+def rendered_sidecar(manifests: list[dict]) -> Optional[dict]:
+    """The first routing sidecar container of a render (None for AGG)."""
     sidecars = [s for t in pod_templates(manifests) for s in routing_sidecars(t)]
-    return command_line(sidecars[0].container) if sidecars else []
+    return sidecars[0].container if sidecars else None
+
+
+def rendered_sidecar_args(manifests: list[dict]) -> list[str]:
+    sidecar = rendered_sidecar(manifests)
+    return command_line(sidecar) if sidecar else []
 
 
 def verdict(outcome: dict) -> str:

@@ -1,21 +1,22 @@
 """The real llm-d P/D sidecar v0.7.1 (built by scripts/consumers) started with the decode sidecar's rendered
-flags: it listens on every port the render gives it, then exits cleanly on SIGTERM. In its own network
-namespace (tests/consumers/sandbox.py), so the rendered ports are free and nothing leaves loopback."""
+flags of each P/D stack (pd-router07 pins this very version): it listens on every port the render gives it, then
+exits cleanly on SIGTERM. In its own network namespace (tests/consumers/sandbox.py), so the rendered ports are
+free and nothing leaves loopback."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from core.versions import Version, epp_schema
+from core.versions import Version, epp_schema, image_version
 from core.versions import router as router_versions
 from policy.manifests import SIDECAR_DEFAULTS
-from tests.consumers.programs import programs_dir, rendered, rendered_sidecar_args, sandboxed
+from tests.consumers.programs import programs_dir, rendered, rendered_sidecar, rendered_sidecar_args, sandboxed
 
 pytestmark = pytest.mark.consumers
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod-4p4d"])
+@pytest.mark.parametrize("stack", ["dev", "prod-4p4d", "pd-router07"])
 def test_sidecar_starts_with_the_rendered_flags_and_stops_cleanly(stack):
     programs = programs_dir()
     args = rendered_sidecar_args(rendered(stack))
@@ -31,6 +32,13 @@ def test_sidecar_starts_with_the_rendered_flags_and_stops_cleanly(stack):
 def test_rendered_flags_are_known_to_the_sidecar_data(version):
     args = rendered_sidecar_args(rendered("prod-4p4d"))
     assert epp_schema.check_sidecar_args(args, epp_schema.load("sidecar", Version.parse(version))) == []
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod-4p4d", "pd-router07"])
+def test_rendered_flags_are_known_to_the_data_of_the_pinned_sidecar(stack):
+    manifests = rendered(stack)
+    data = epp_schema.data_for("sidecar", image_version(rendered_sidecar(manifests)["image"]))
+    assert data is not None and epp_schema.check_sidecar_args(rendered_sidecar_args(manifests), data) == []
 
 
 def test_unknown_sidecar_flag_is_refused_by_the_data_and_the_program():
