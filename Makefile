@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STACKS := dev prod-4p4d agg pd-router07
 
-.PHONY: venv toolchain consumers up up-render test unit e2e golden render plan validate clean docs bench cluster down test-property-long mutate consumer-facts consumers-vllm
+.PHONY: venv toolchain consumers up up-render serve test unit e2e golden render plan validate clean docs bench cluster down test-property-long mutate consumer-facts consumers-vllm
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -28,12 +28,19 @@ cluster:
 	scripts/cluster start
 
 down:
+	$(PYTHON) -m localsite stop --dir .cluster/serve/site
+	REBEL100_CLUSTER_DIR=.cluster/serve/cluster scripts/cluster stop
 	scripts/cluster stop
 
 # The main job: `pulumi up` of prod-4p4d with the policy pack on the local cluster (started if it is
 # not running), then the stack outputs and where each engine pod and its devices landed.
 up: venv toolchain
 	scripts/up prod-4p4d --local-cluster
+
+# Serve a stack's OpenAI API on 127.0.0.1 through the real router programs and simulated engines, on a local site
+# of its own (docs/serving-locally.md): prints the base URL, runs until Ctrl-C. STACK= picks another stack.
+serve: venv toolchain consumers
+	scripts/serve $(STACK)
 
 # Without a cluster: the dev stack rendered to build/dev by the Kubernetes provider.
 up-render: venv toolchain

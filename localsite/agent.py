@@ -84,6 +84,11 @@ def _pipe(source: socket.socket, sink: socket.socket) -> None:
                 pass
 
 
+def _selects(labels: dict[str, str], pod: dict) -> bool:
+    own = pod["metadata"].get("labels") or {}
+    return all(own.get(k) == v for k, v in labels.items())
+
+
 class Agent:
     def __init__(self, folder: pathlib.Path, kubeconfig: str, namespace: str, binaries: programs.Binaries,
                  gateway: str, listener: socket.socket, sim_extra: tuple[str, ...] = ()):
@@ -215,8 +220,11 @@ class Agent:
         target = self.epp_target(pods)
         if target is None:
             return
-        address, failure_mode = target
-        args = [self.gateway_binary, "--listen-fd", "3", "--epp", address, "--failure-mode", failure_mode]
+        address, failure_mode, fallbacks = target
+        args = [self.gateway_binary, "--listen-fd", str(self.listener.fileno()), "--epp", address, "--failure-mode",
+                failure_mode]
+        if failure_mode == "FailOpen":  # Envoy then routes to the pool's endpoints without the EPP
+            args += ["--fallback-endpoints", ",".join(fallbacks)]
         if self.gateway_process and self.gateway_process.alive() and args == self.gateway_args:
             return
         if self.gateway_process:
@@ -225,8 +233,9 @@ class Agent:
         self.gateway_process = self.registry.start("gateway", self.site.ns.command(args), pass_fds=(self.listener.fileno(),))
         log.info("gateway: EPP %s (%s)", address, failure_mode)
 
-    def epp_target(self, pods: list[dict]) -> Optional[tuple[str, str]]:
-        """The EPP's pod address and the pool's failure mode, from HTTPRoute -> InferencePool -> Service -> pod."""
+    def epp_target(self, pods: list[dict]) -> Optional[tuple[str, str, list[str]]]:
+        """The EPP's pod address, the pool's failure mode and its endpoints, from HTTPRoute -> InferencePool ->
+        Service -> pod."""
         base = f"/apis/gateway.networking.k8s.io/v1/namespaces/{self.namespace}/httproutes"
         pools = [ref["name"] for route in self.client.items(base) for rule in route["spec"].get("rules") or []
                  for ref in rule.get("backendRefs") or [] if ref.get("kind") == "InferencePool"]
@@ -239,14 +248,17 @@ class Agent:
         port = next(p for p in service["spec"]["ports"] if p["port"] == picker["port"]["number"])
         selector = service["spec"].get("selector") or {}
         failure_mode = picker.get("failureMode", "FailClose")
+        pool_labels = pool["spec"]["selector"].get("matchLabels") or {}
+        fallbacks = sorted(f"{run.ip}:{p['number']}" for pod in pods if _selects(pool_labels, pod)
+                           and (run := self.pods.get(pod["metadata"]["name"])) and run.ns
+                           for p in pool["spec"]["targetPorts"][:1])
         for pod in pods:
-            labels = pod["metadata"].get("labels") or {}
             run = self.pods.get(pod["metadata"]["name"])
-            if all(labels.get(k) == v for k, v in selector.items()) and run and run.ns and run.ip:
-                return f"{run.ip}:{port.get('targetPort', port['port'])}", failure_mode
+            if _selects(selector, pod) and run and run.ns and run.ip:
+                return f"{run.ip}:{port.get('targetPort', port['port'])}", failure_mode, fallbacks
         # No EPP pod: a Service without endpoints refuses connections (kube-proxy's reject rule); the site's own
         # address, where nothing listens on that port, does the same.
-        return f"{netns.SITE_ADDRESS}:{port['port']}", failure_mode
+        return f"{netns.SITE_ADDRESS}:{port['port']}", failure_mode, fallbacks
 
     # --- status --------------------------------------------------------------------------------------------------
     def write_status(self) -> None:

@@ -12,7 +12,9 @@ from localsite.programs import Binaries
 
 PROJECT = pathlib.Path(__file__).resolve().parent.parent
 CONSUMERS = PROJECT / "scripts" / "consumers"
-OVERRIDES = {"epp": "REBEL100_EPP_BINARY", "pd-sidecar": "REBEL100_SIDECAR_BINARY"}
+# Builds other than scripts/consumers' (the last two for working on the site itself).
+OVERRIDES = {"epp": "REBEL100_EPP_BINARY", "pd-sidecar": "REBEL100_SIDECAR_BINARY",
+             "llm-d-inference-sim": "REBEL100_SIM_BINARY", "gateway": "REBEL100_GATEWAY_BINARY"}
 
 
 class Missing(RuntimeError):

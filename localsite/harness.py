@@ -1,0 +1,240 @@
+"""A stack served on a local site of its own, for the request tests (tests/localsite) and `make bench`: a control
+plane (scripts/cluster, in a folder of its own, pod IPs on loopback), the stack's offline render applied with
+kubectl (deploying it is what tests/cluster proves; here the requests are judged), and `python -m localsite run`.
+Everything is stopped by pid on exit; `leftovers()` names anything recorded that still runs."""
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import pathlib
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import yaml
+
+from localsite import netns, procs
+
+PROJECT = pathlib.Path(__file__).resolve().parent.parent
+CLUSTER = PROJECT / "scripts" / "cluster"
+READY_TIMEOUT = 180.0
+
+
+@dataclass
+class Answer:
+    """An HTTP answer through the gateway, with the headers the tests read."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+    @property
+    def destination(self) -> str:
+        """The endpoint the gateway forwarded to (the EPP's pick), as the gateway role reports it."""
+        return self.headers.get("x-gateway-destination-endpoint", "")
+
+    @property
+    def prefiller(self) -> str:
+        """The prefill endpoint the EPP chose (empty: decode-only), as the gateway role reports it."""
+        return self.headers.get("x-gateway-prefiller-host-port", "")
+
+    @property
+    def pod(self) -> str:
+        """The pod whose engine answered (the simulator's own header)."""
+        return self.headers.get("x-inference-pod", "")
+
+
+def free_port_base(span: int = 6) -> int:
+    """A base port whose `span` ports are free on 127.0.0.1, below the ephemeral range."""
+    low = int(pathlib.Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for _ in range(200):
+        base = random.randrange(20000, max(low, 21000) - span)
+        try:
+            for port in range(base, base + span):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return base
+    raise RuntimeError("no free block of ports on 127.0.0.1")
+
+
+class ServedSite:
+    """Start with `with ServedSite(folder, stack, namespace, sim_args) as site:`."""
+
+    def __init__(self, folder: pathlib.Path, stack: str, namespace: str = "rebel100",
+                 sim_args: tuple[str, ...] = (), render: Optional[pathlib.Path] = None):
+        self.folder = folder
+        self.stack = stack
+        self.namespace = namespace
+        self.sim_args = sim_args
+        self.render = render
+        self.cluster_dir = folder / "cluster"
+        self.site_dir = folder / "site"
+        self.kubeconfig: Optional[pathlib.Path] = None
+        self.kubectl_path: Optional[str] = None
+        self.process: Optional[subprocess.Popen] = None
+        self.base_url = ""
+
+    # --- lifecycle ---------------------------------------------------------------------------------------------
+    def __enter__(self) -> "ServedSite":
+        try:
+            self._start()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def _start(self) -> None:
+        proc = subprocess.run([str(CLUSTER), "start", "--dir", str(self.cluster_dir), "--port", str(free_port_base())],
+                              capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0:
+            raise RuntimeError(f"scripts/cluster start failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+        self.kubeconfig = pathlib.Path(proc.stdout.strip().splitlines()[-1])
+        self.kubectl_path = str(pathlib.Path(json.loads((self.cluster_dir / "instance.json").read_text())["bin_dir"])
+                                / "kubectl")
+        self.deploy()
+        self.wait_for("every engine pod Running with an IP", self.engines_running)
+        self.site_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.site_dir / "site.log", "wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "localsite", "run", "--kubeconfig", str(self.kubeconfig), "--namespace",
+                 self.namespace, "--dir", str(self.site_dir), *[f"--sim-arg={a}" for a in self.sim_args]],
+                cwd=PROJECT, stdout=subprocess.PIPE, stderr=log, start_new_session=True, text=True)
+        self.base_url = self.process.stdout.readline().strip()
+        if not self.base_url.startswith("http://127."):
+            raise RuntimeError(f"the site did not start: {self.base_url!r}\n{self.log()}")
+        self.wait_for("a first answer through the gateway", self._answers)
+
+    def __exit__(self, *exc) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        procs.stop_recorded(self.site_dir)
+        subprocess.run([str(CLUSTER), "stop", "--dir", str(self.cluster_dir)], capture_output=True, timeout=120)
+
+    def leftovers(self) -> list[str]:
+        """Processes of the site or its cluster still running (after exit: none expected)."""
+        found = procs.recorded(self.site_dir) + procs.recorded(self.cluster_dir)
+        return [f"{p.name} (pid {p.pid})" for p in found]
+
+    # --- the cluster -------------------------------------------------------------------------------------------
+    def kubectl(self, *args: str, input: Optional[str] = None, check: bool = True) -> subprocess.CompletedProcess:
+        proc = subprocess.run([self.kubectl_path, f"--kubeconfig={self.kubeconfig}", *args], input=input,
+                              capture_output=True, text=True, timeout=120)
+        if check and proc.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
+        return proc
+
+    def get(self, *args: str) -> Any:
+        found = json.loads(self.kubectl("get", *args, f"--namespace={self.namespace}", "-o", "json").stdout)
+        return found["items"] if found.get("kind", "").endswith("List") else found
+
+    def deploy(self) -> None:
+        """The stack's offline render applied: the namespace first, then the rest."""
+        out = self.render or self.folder / "render"
+        proc = subprocess.run([sys.executable, "-m", "stacks", "render", self.stack, "--out", str(out)], cwd=PROJECT,
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"python -m stacks render {self.stack} failed:\n{proc.stdout}{proc.stderr}")
+        files = sorted(out.rglob("*.yaml"))
+        namespaces = [f for f in files if (yaml.safe_load(f.read_text()) or {}).get("kind") == "Namespace"]
+        self.kubectl("apply", "--server-side", *[f"--filename={f}" for f in namespaces])
+        self.kubectl("apply", "--server-side", *[f"--filename={f}" for f in files if f not in namespaces])
+
+    def pods(self, role: Optional[str] = None) -> list[dict]:
+        return [p for p in self.get("pods")
+                if role is None or (p["metadata"].get("labels") or {}).get("llm-d.ai/role") == role]
+
+    def ips(self, role: str) -> dict[str, str]:
+        """Pod IP -> name of the role's Running pods."""
+        return {p["status"]["podIP"]: p["metadata"]["name"] for p in self.pods(role)
+                if p["status"].get("phase") == "Running" and p["status"].get("podIP")}
+
+    def engines_running(self) -> bool:
+        engines = self.pods("prefill") + self.pods("decode")
+        return bool(engines) and all(p["status"].get("phase") == "Running" and p["status"].get("podIP")
+                                     for p in engines)
+
+    # --- the site ----------------------------------------------------------------------------------------------
+    def status(self) -> dict:
+        return json.loads((self.site_dir / "status.json").read_text())
+
+    def served(self) -> dict[str, dict]:
+        """The pods the site runs programs for, with their programs' pids."""
+        return self.status()["pods"]
+
+    def site_ns(self) -> netns.Namespace:
+        pid = self.status()["site_netns_pid"]
+        return netns.Namespace(procs.Recorded("site-netns", pid, procs.start_time(pid)))
+
+    def post(self, path: str, body: dict, timeout: float = 30, conn: Optional[http.client.HTTPConnection] = None
+             ) -> Answer:
+        url = urllib.parse.urlsplit(self.base_url)
+        own = conn is None
+        conn = conn or http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
+        try:
+            conn.request("POST", url.path + path, json.dumps(body), {"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            return Answer(resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read())
+        finally:
+            if own:
+                conn.close()
+
+    def connection_in_site(self, ip: str, port: int, timeout: float = 10) -> http.client.HTTPConnection:
+        """An HTTP connection made from inside the site's network (to a pod IP), as an in-cluster client's."""
+        conn = http.client.HTTPConnection(ip, port, timeout=timeout)
+        conn.sock = netns.connect_in(self.site_ns(), ip, port, timeout)
+        return conn
+
+    def get_in_site(self, ip: str, port: int, path: str, headers: Optional[dict] = None) -> tuple[int, str]:
+        conn = self.connection_in_site(ip, port)
+        try:
+            conn.request("GET", path, headers=headers or {})
+            resp = conn.getresponse()
+            return resp.status, resp.read().decode(errors="replace")
+        finally:
+            conn.close()
+
+    def wait_for(self, what: str, check: Callable[[], Any], timeout: float = READY_TIMEOUT) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            result = check()
+            if result:
+                return result
+            if self.process is not None and self.process.poll() is not None:
+                raise AssertionError(f"the site exited ({self.process.returncode}) waiting for {what}:\n{self.log()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}\n{self.log()}")
+            time.sleep(0.5)
+
+    def log(self, name: str = "", lines: int = 40) -> str:
+        path = self.site_dir / "logs" / f"{name}.log" if name else self.site_dir / "site.log"
+        try:
+            return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return f"(no {path})"
+
+    def _answers(self) -> bool:
+        try:
+            return self.post("/completions", completion("hello"), timeout=5).status == 200
+        except OSError:
+            return False
+
+
+def completion(prompt: str, **extra) -> dict:
+    return {"model": "MiniMaxAI/MiniMax-M2.7", "prompt": prompt, "max_tokens": 16, **extra}
