@@ -293,9 +293,8 @@ func (g *gateway) responsePhase(w http.ResponseWriter, r *http.Request, rec *rec
 				err = fmt.Errorf("the upstream's body failed: %w", uerr)
 			default:
 			}
-			if !streaming && !g.failOpen {
-				w.Header().Del(destinationHeader)
-				w.Header().Del(usedPrefillHeader)
+			if !streaming && !g.failOpen { // nothing written yet: the upstream's headers give way to the error
+				clear(w.Header())
 				fail(w, rec, g.statusOnError, "the EPP failed in the response phase: %v", streamError(err))
 				return
 			}

@@ -505,7 +505,8 @@ func TestGracefulStop(t *testing.T) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan error, 1)
-	go func() { stopped <- run(ctx, config{epp: startEPP(t, epp, false), eppPlaintext: true, statusOnError: 500}, ln) }()
+	c := config{epp: startEPP(t, epp, false), eppPlaintext: true, statusOnError: 500}
+	go func() { stopped <- run(ctx, c, ln) }()
 	answered := make(chan string, 1)
 	go func() {
 		resp, err := http.Post("http://"+ln.Addr().String()+"/v1/completions", "application/json", strings.NewReader(`{}`))
