@@ -48,7 +48,8 @@ type decision struct {
 
 type fakeEPP struct {
 	extprocv3.UnimplementedExternalProcessorServer
-	decide func(headers map[string]string, body []byte) decision
+	decide        func(headers map[string]string, body []byte) decision
+	breakResponse bool // break the stream at the response headers
 
 	mu      sync.Mutex
 	headers []map[string]string // the request headers of each stream
@@ -86,6 +87,9 @@ func (f *fakeEPP) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 				}
 			}
 		case *extprocv3.ProcessingRequest_ResponseHeaders:
+			if f.breakResponse {
+				return status.Error(codes.Internal, "fake EPP: broken on purpose")
+			}
 			lb := req.GetMetadataContext().GetFilterMetadata()["envoy.lb"]
 			f.mu.Lock()
 			f.served = append(f.served, lb.GetFields()[servedKey].GetStringValue())
@@ -450,6 +454,22 @@ func TestEPPFailure(t *testing.T) {
 				t.Errorf("body %q does not say the EPP failed", body)
 			}
 		})
+	}
+}
+
+func TestEPPFailureInTheResponsePhase(t *testing.T) {
+	a, _ := startUpstream(t, "a")
+	epp := &fakeEPP{breakResponse: true, decide: func(map[string]string, []byte) decision { return decision{destination: a} }}
+	addr := startEPP(t, epp, false)
+	closeGW := startGateway(t, config{epp: addr, eppPlaintext: true})
+	if resp, body := post(t, closeGW+"/v1/completions", `{}`, nil); resp.StatusCode != 500 ||
+		!strings.Contains(body, "the EPP failed in the response phase") || resp.Header.Get("x-inference-pod") != "" {
+		t.Errorf("FailClose: got %d %v %q", resp.StatusCode, resp.Header, body)
+	}
+	openGW := startGateway(t, config{epp: addr, eppPlaintext: true, failOpen: true, fallbacks: []string{a}})
+	if resp, body := post(t, openGW+"/v1/completions", `{}`, nil); resp.StatusCode != 200 ||
+		resp.Header.Get("x-inference-pod") != "a" || resp.Header.Get("x-went-into-resp-headers") != "" {
+		t.Errorf("FailOpen: the upstream's response should pass unprocessed, got %d %v %q", resp.StatusCode, resp.Header, body)
 	}
 }
 
