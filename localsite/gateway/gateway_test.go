@@ -473,6 +473,45 @@ func TestEPPFailureInTheResponsePhase(t *testing.T) {
 	}
 }
 
+func TestServingResumesWhenTheEPPIsBack(t *testing.T) {
+	a, _ := startUpstream(t, "a")
+	epp := &fakeEPP{decide: func(map[string]string, []byte) decision { return decision{destination: a} }}
+	serve := func(addr string) *grpc.Server {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := grpc.NewServer()
+		extprocv3.RegisterExternalProcessorServer(srv, epp)
+		go func() { _ = srv.Serve(ln) }()
+		return srv
+	}
+	addr := closedPort(t)
+	first := serve(addr)
+	gw := startGateway(t, config{epp: addr, eppPlaintext: true})
+	if resp, _ := post(t, gw+"/v1/completions", `{}`, nil); resp.StatusCode != 200 {
+		t.Fatalf("before the stop: %d", resp.StatusCode)
+	}
+	first.Stop()
+	if resp, _ := post(t, gw+"/v1/completions", `{}`, nil); resp.StatusCode != 500 {
+		t.Fatalf("EPP stopped: %d, want 500", resp.StatusCode)
+	}
+	time.Sleep(time.Second) // a while down: the connection is in backoff when the EPP comes back
+	back := serve(addr)
+	defer back.Stop()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		resp, body := post(t, gw+"/v1/completions", `{}`, nil)
+		if resp.StatusCode == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the EPP is back but the gateway still answers %d %s", resp.StatusCode, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func TestNoDestinationAndUpstreamDown(t *testing.T) {
 	down := closedPort(t)
 	for dest, want := range map[string]string{"": "set no x-gateway-destination-endpoint", down: "upstream connect error"} {
