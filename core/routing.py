@@ -71,7 +71,8 @@ def endpoint_picker_config(settings: Router = Router(), topology: str = "pd") ->
             f"{name}-filter", "max-score-picker", "prefix-cache-scorer", "queue-scorer")]}
             for name in ("prefill", "decode")]
     plugins = [_with_extra_parameters(_plugin(t, generated), settings) for t in types]
-    return {"apiVersion": settings.config_api_version or gen.api_version, "kind": "EndpointPickerConfig",
+    gates = {"featureGates": list(gen.feature_gates)} if gen.feature_gates and topology != "agg" else {}
+    return {"apiVersion": settings.config_api_version or gen.api_version, "kind": "EndpointPickerConfig", **gates,
             "plugins": plugins, "schedulingProfiles": profiles}
 
 

@@ -146,6 +146,8 @@ class Generation:
     engine_port_flag_source: str
     active_ports: tuple[str, ...]   # pod annotation keys the EPP reads for a pod's active target ports, in the
     active_ports_source: str        # order it reads them
+    feature_gates: tuple[str, ...] = ()  # EndpointPickerConfig featureGates the P/D render needs
+    feature_gates_source: str = ""
 
     def covers(self, version: Version) -> bool:
         return self.first <= version and (self.until is None or version < self.until)
@@ -165,8 +167,11 @@ GENERATIONS: tuple[Generation, ...] = (
         prefix_index="prefix-cache-scorer",
         prefix_index_source=f"{GIE_1_4_0} pkg/epp/framework/plugins/scheduling/scorer/prefix/plugin.go (Config: "
                             f"autoTune, blockSizeTokens, lruCapacityPerServer; required by {_V0_7_1} go.mod)",
-        pd_plugins=("prefix-cache-scorer", "queue-scorer", "prefill-filter", "decode-filter", "max-score-picker",
-                    DECIDER, "disagg-profile-handler"),
+        # disagg-headers-handler: at v0.7.x the pre-request plugin that puts the prefill pick into the
+        # x-prefiller-host-port header the sidecar reads (pkg/plugins/pre-request/disagg_headers_handler.go); the
+        # disagg-profile-handler only picks. Without it every P/D decision is served decode-only (tests/localsite).
+        pd_plugins=("disagg-headers-handler", "prefix-cache-scorer", "queue-scorer", "prefill-filter", "decode-filter",
+                    "max-score-picker", DECIDER, "disagg-profile-handler"),
         agg_plugins=("prefix-cache-scorer", "queue-scorer", "max-score-picker"),
         agg_profile=("prefix-cache-scorer", "queue-scorer", "max-score-picker"),
         plugins_source=(f"{_V0_7_1} pkg/plugins/register.go and {GIE_1_4_0} cmd/epp/runner/runner.go "
@@ -177,6 +182,13 @@ GENERATIONS: tuple[Generation, ...] = (
         active_ports=("inference.networking.k8s.io/active-ports",),
         active_ports_source=(f"{GIE_1_4_0} pkg/epp/datastore/datastore.go (activePortsAnnotation; the EPP of "
                              f"{_V0_7_1} cmd/epp/main.go is that module's runner)"),
+        # Without the gate the prefix-cache-scorer's PrepareRequestData never runs, the prefix-based decider finds
+        # no match info on the decode endpoint ("unable to read prefix cache state") and answers decode-only for
+        # every request (tests/localsite); upstream's deploy/config/pd-epp-config.yaml sets it.
+        feature_gates=("prepareDataPlugins",),
+        feature_gates_source=(f"{GIE_1_4_0} pkg/epp/datalayer/factory.go (PrepareDataPluginsFeatureGate) and "
+                              f"cmd/epp/runner/runner.go (prepare-data plugins only with the gate); {_V0_7_1} "
+                              f"pkg/plugins/profile/prefix_based_pd_decider.go reads PrefixCacheMatchInfoKey"),
     ),
     Generation(
         name="v0.10",

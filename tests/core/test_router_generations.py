@@ -70,7 +70,8 @@ def test_every_active_ports_key_of_the_supported_epps():
 def test_every_fact_of_the_table_says_where_it_was_read():
     for generation in router_versions.GENERATIONS:
         for source in (generation.bounds, generation.prefix_index_source, generation.plugins_source,
-                       generation.engine_port_flag_source, generation.active_ports_source):
+                       generation.engine_port_flag_source, generation.active_ports_source,
+                       *([generation.feature_gates_source] if generation.feature_gates else [])):
             assert "@v" in source, (generation.name, source)
     v07, v010 = router_versions.GENERATIONS
     gie = "sigs.k8s.io/gateway-api-inference-extension@v1.4.0"
@@ -79,9 +80,14 @@ def test_every_fact_of_the_table_says_where_it_was_read():
 
 
 def test_v0_7_pd_render():
+    """As upstream's deploy/config/pd-epp-config.yaml at v0.7.1: the prepareDataPlugins gate (without it the decider
+    reads no prefix match and every request is decode-only) and the disagg-headers-handler (without it the prefill
+    pick never reaches the sidecar); both found by tests/localsite's first P/D request."""
     assert routing.endpoint_picker_config(Router(image=EPP_071), "pd") == {
         "apiVersion": GIE_API, "kind": "EndpointPickerConfig",
+        "featureGates": ["prepareDataPlugins"],
         "plugins": [
+            {"type": "disagg-headers-handler"},
             {"type": "prefix-cache-scorer", "parameters": {"blockSizeTokens": 512, "lruCapacityPerServer": 1024,
                                                            "autoTune": True}},
             {"type": "queue-scorer"},
@@ -163,7 +169,7 @@ def test_a_v0_7_pin_is_judged_by_the_v0_7_1_data():
     found = issues(**pinned_07(pluginParameters={"prefix-cache-scorer": {"maxPrefixBlocksToMatch": "all"}}))
     assert found == [
         "rebel100:router.pluginParameters.prefix-cache-scorer.maxPrefixBlocksToMatch: the EPP 0.7.1 " + EPP_071
-        + " would refuse plugins[0].parameters.maxPrefixBlocksToMatch of the rendered EndpointPickerConfig: json: "
+        + " would refuse plugins[1].parameters.maxPrefixBlocksToMatch of the rendered EndpointPickerConfig: json: "
         "cannot unmarshal string into Go struct field maxPrefixBlocksToMatch of type int (its own rule, from "
         "core/versions/data/epp-v0.7.1.json). The pod would crash-loop. Remove or correct the parameter, or pin an "
         "EPP that has it."]

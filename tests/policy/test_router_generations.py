@@ -31,7 +31,8 @@ def epp_image(image: str):
 def test_the_v0_7_render_is_what_v0_7_reads(v07):
     config = epp_config(v07)
     assert config["apiVersion"] == GIE_API
-    assert [p["type"] for p in config["plugins"]][:2] == ["prefix-cache-scorer", "queue-scorer"]
+    assert config["featureGates"] == ["prepareDataPlugins"]
+    assert [p["type"] for p in config["plugins"]][:3] == ["disagg-headers-handler", "prefix-cache-scorer", "queue-scorer"]
     for policy in ("router-images-have-features", "router-config-schema", "router-block-size"):
         assert run_policy(policy, v07) == [], policy
 
