@@ -47,6 +47,7 @@ class PodRun:
     ns: Optional[netns.Namespace] = None
     programs: list[Running] = field(default_factory=list)
     problem: Optional[str] = None
+    listening: bool = False  # every program took connections once since it (re)started
 
 
 def relay(listener: socket.socket, target: tuple[str, int], stop: threading.Event) -> None:
@@ -163,7 +164,12 @@ class Agent:
             log.warning("pod %s not served: %s", run.name, err)
             self.client.event(pod, "NoLocalProgram", f"the local site cannot run this pod: {err}")
             return
-        run.ns = self.site.attach(f"pod-{run.name}", run.ip)
+        try:
+            run.ns = self.site.attach(f"pod-{run.name}", run.ip)
+        except netns.NetnsError as err:  # tried again at the next reconcile
+            log.warning("pod %s: its network could not be made: %s", run.name, err)
+            del self.pods[run.name]
+            return
         folder = self.dir / "pods" / run.name
         for program in plan:
             if program.argv[0] == self.binaries.sim:
@@ -200,6 +206,7 @@ class Agent:
                 item.process = None
             if now < item.not_before:
                 continue
+            run.listening = False
             env = {"PATH": "/usr/bin:/bin", **item.program.env}
             item.process = self.registry.start(f"pod-{run.name}-{item.program.container}",
                                                run.ns.command(item.program.argv), env=env)
@@ -261,9 +268,25 @@ class Agent:
         return f"{netns.SITE_ADDRESS}:{port['port']}", failure_mode, fallbacks
 
     # --- status --------------------------------------------------------------------------------------------------
+    def listening(self, run: PodRun) -> bool:
+        """Every program of the pod accepts connections on its ports (the site's readiness; kwok's Ready condition
+        does not wait for it, so the EPP may pick a pod whose programs are still starting)."""
+        if run.ns is None or not run.programs:
+            return False
+        if run.listening:
+            return True
+        for item in run.programs:
+            for port in item.program.ports:
+                try:
+                    netns.connect_in(self.site.ns, run.ip, port, timeout=0.2).close()
+                except OSError:
+                    return False
+        run.listening = True
+        return True
+
     def write_status(self) -> None:
         status = {"pods": {name: {
-            "ip": run.ip, "problem": run.problem,
+            "ip": run.ip, "problem": run.problem, "listening": self.listening(run),
             "programs": {r.program.container: {"pid": r.process.pid if r.process and r.process.alive() else None,
                                                 "restarts": r.restarts} for r in run.programs}}
             for name, run in self.pods.items()},

@@ -110,9 +110,13 @@ class Site:
         address = ipaddress.ip_address(ip)
         if address not in POD_CIDR or address == SITE_ADDRESS:
             raise NetnsError(f"pod IP {ip} is outside the site's pod range {POD_CIDR} (scripts/cluster --pod-cidr)")
+        veth = veth_name(address)
+        # A pod IP is recycled when its pod goes (kwok); the kernel removes the old pod's veth asynchronously
+        # after its anchor stopped, so a leftover of that name is the old pod's: delete it (both ends go).
+        with contextlib.suppress(NetnsError):
+            self.ns.run("ip", "link", "del", veth)
         pod = new_namespace(self.registry, name)
         try:
-            veth = veth_name(address)
             self.ns.run("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns",
                         str(pod.anchor.pid))
             self.ns.run("ip", "link", "set", veth, "master", "br0", "up")

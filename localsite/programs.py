@@ -84,12 +84,24 @@ class Program:
     env: dict[str, str]
     files: dict[str, str] = field(default_factory=dict)   # relative path under the pod's folder -> content
     service_account: Optional[str] = None                  # EPP: runs with this ServiceAccount's token
-    ports: tuple[int, ...] = ()                            # where it serves (readiness of the site, logs)
+    ports: tuple[int, ...] = ()                            # where it serves once up (the site's readiness)
 
 
 def image_name(image: str) -> str:
     """The repository's last path component: `ghcr.io/llm-d/llm-d-routing-sidecar:v0.7.1` -> llm-d-routing-sidecar."""
     return image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
+
+
+def flag_value(args: list[str], name: str) -> Optional[str]:
+    """The value of `name` in a command line (`--a b` or `--a=b`), the last one given, else None."""
+    return next((v for n, v in reversed(split_flags(args)[1]) if n == name), None)
+
+
+def rank_ports(args: list[str], port_flag: str, default: int) -> tuple[int, ...]:
+    """The ports a program serves on once up: its port and one more per data-parallel rank (the simulator and the
+    sidecar both serve rank r on port + r)."""
+    first = int(flag_value(args, port_flag) or default)
+    return tuple(range(first, first + int(flag_value(args, "--data-parallel-size") or 1)))
 
 
 def split_flags(args: list[str]) -> tuple[list[str], list[tuple[str, Optional[str]]]]:
@@ -179,17 +191,17 @@ def plan(pod: dict, binaries: Binaries, config_maps: dict[str, dict]) -> list[Pr
         name, image = container["name"], container.get("image", "")
         repository = image_name(image)
         env = {**base_env, **literal_env(container, pod)}
-        ports = tuple(p["containerPort"] for p in container.get("ports") or [])
         if engine.is_engine_image(image):
             argv = [binaries.sim, *sim_args(container.get("command") or [], container.get("args") or [])]
-            programs.append(Program(name, argv, env, ports=ports))
+            programs.append(Program(name, argv, env, ports=rank_ports(argv[1:], "--port", 8000)))
         elif repository in router.SIDECAR_IMAGE_NAMES:
-            programs.append(Program(name, [binaries.sidecar, *(container.get("args") or [])], env, ports=ports))
+            args = container.get("args") or []
+            programs.append(Program(name, [binaries.sidecar, *args], env, ports=rank_ports(args, "--port", 8000)))
         elif repository in router.EPP_IMAGE_NAMES:
             files, mounts = _mounted_config(pod, container, config_maps)
             args = [_local_path(arg, mounts) for arg in container.get("args") or []]
             programs.append(Program(name, [binaries.epp, *args], env, files, pod["spec"].get("serviceAccountName")
-                                    or "default", ports))
+                                    or "default", (int(flag_value(args, "--grpc-port") or 9002),)))
         else:
             raise Unsupported(f"container {name}: the site has no program for image {image!r} "
                               "(localsite/programs.py maps vllm-rbln, the llm-d EPP and the P/D sidecar)")

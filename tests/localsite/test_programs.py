@@ -41,6 +41,7 @@ def test_the_decode_engine_becomes_a_simulator_with_its_serving_shape():
                             "--served-model-name", "MiniMaxAI/MiniMax-M2.7", "--port", "8200",
                             "--max-model-len", "204800", "--max-num-seqs", "1", "--data-parallel-size", "4",
                             "--mode", "echo", "--force-dummy-tokenizer", "--block-size", "64"]
+    assert program.ports == (8200, 8201, 8202, 8203)  # what the site waits for before calling the pod up
     assert program.env == {"POD_NAME": "p-1", "POD_NAMESPACE": "rebel100", "POD_IP": "127.1.0.7", "A": "1",
                            "IP": "127.1.0.7"}  # a secret is not handed to a simulator
 
@@ -49,6 +50,7 @@ def test_the_native_sidecar_runs_first_and_the_plain_init_container_not_at_all()
     plan = programs.plan(pod([ENGINE], init=[WAIT, SIDECAR]), BIN, {})
     assert [p.container for p in plan] == ["routing-proxy", "vllm"]
     assert plan[0].argv == ["/b/sidecar", "--port", "8000", "--vllm-port", "8200", "--data-parallel-size", "4"]
+    assert plan[0].ports == (8000, 8001, 8002, 8003)
 
 
 def test_the_epp_reads_a_copy_of_its_mounted_config_map_and_runs_as_its_service_account():
@@ -62,6 +64,7 @@ def test_the_epp_reads_a_copy_of_its_mounted_config_map_and_runs_as_its_service_
                             "--other={pod}/volumes/config/x"]
     assert program.files == {"volumes/config/epp-config.yaml": "kind: X\n"}
     assert program.service_account == "minimax-m27-epp"
+    assert program.ports == (9002,)  # --grpc-port's default
 
 
 def test_a_missing_config_map_is_said():

@@ -1,0 +1,220 @@
+"""Requests through the stack on the local site: gateway role -> the real EPP -> the real P/D sidecar -> simulated
+engines, asserting what the router decided, the way llm-d's own end-to-end tests do (llm-d-router test/e2e:
+e2e_test.go, disruption_test.go): a new prompt goes prefill then decode, a repeat stays on its decode pod, no
+decode pod is a 503, the EPP gone is the pool's failure mode.
+
+The engines are simulators in echo mode: the answer is the prompt, and each carries the pod that served it
+(`x-inference-pod`). The gateway role adds the endpoint it forwarded to and the prefill endpoint the EPP chose
+(`x-gateway-destination-endpoint`, `x-gateway-prefiller-host-port`).
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import re
+import uuid
+
+import pytest
+
+from localsite.harness import Answer, ServedSite, completion
+from tests.localsite.conftest import NAMESPACE
+
+pytestmark = pytest.mark.cluster
+MODEL = "MiniMaxAI/MiniMax-M2.7"
+
+
+def long_prompt(words: int = 400) -> str:
+    """A prompt no engine has seen (a fresh id leads, so no prefix is shared with any earlier prompt)."""
+    return f"{uuid.uuid4().hex} " + " ".join(f"word{i}" for i in range(words))
+
+
+def ips(serving: ServedSite, role: str) -> dict[str, str]:
+    return serving.ips(role)
+
+
+def host(endpoint: str) -> str:
+    return endpoint.rsplit(":", 1)[0]
+
+
+def prefill_remote_decodes(serving: ServedSite) -> int:
+    """Prefill legs the prefill engines answered (`finish_reason="remote_decode"`), summed over the pods."""
+    total = 0
+    for ip in ips(serving, "prefill"):
+        status, text = serving.get_in_site(ip, 8000, "/metrics")
+        assert status == 200, text[:500]
+        for m in re.finditer(r'^vllm:request_success_total\{[^}]*finish_reason="remote_decode"[^}]*\} (\S+)$', text, re.M):
+            total += int(float(m.group(1)))
+    return total
+
+
+def echoed(answer: Answer) -> str:
+    body = answer.json()
+    choice = body["choices"][0]
+    return choice.get("text") if "text" in choice else choice["message"]["content"]
+
+
+def test_a_new_long_prompt_takes_the_prefill_decode_path(serving):
+    before = prefill_remote_decodes(serving)
+    prompt = long_prompt()
+    answer = serving.post("/completions", completion(prompt))
+    assert answer.status == 200, answer.body[:500]
+    assert host(answer.prefiller) in ips(serving, "prefill"), (answer.prefiller, answer.headers)
+    assert answer.prefiller.endswith(":8000"), answer.prefiller  # the prefill engine's one port, never a dead one
+    assert host(answer.destination) in ips(serving, "decode"), answer.destination
+    assert answer.pod == ips(serving, "decode")[host(answer.destination)]
+    assert prompt.startswith(echoed(answer)[:20])
+    assert prefill_remote_decodes(serving) == before + 1
+
+
+def test_an_exact_repeat_is_decode_only_on_the_same_decode_endpoint(serving):
+    prompt = long_prompt()
+    first = serving.post("/completions", completion(prompt))
+    again = serving.post("/completions", completion(prompt))
+    assert first.status == again.status == 200
+    assert first.prefiller
+    assert not again.prefiller, again.headers
+    assert again.destination == first.destination
+
+
+def test_a_short_prompt_is_decode_only(serving):
+    answer = serving.post("/completions", completion(f"hi {uuid.uuid4().hex[:6]}"))
+    assert answer.status == 200
+    assert not answer.prefiller
+    assert host(answer.destination) in ips(serving, "decode")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_chat_completions_streamed_and_not(serving, stream):
+    prompt = long_prompt(100)
+    answer = serving.post("/chat/completions", {"model": MODEL, "stream": stream, "max_tokens": 8,
+                                                "messages": [{"role": "user", "content": prompt}]})
+    assert answer.status == 200, answer.body[:500]
+    assert host(answer.destination) in ips(serving, "decode")
+    if stream:
+        events = [line[len("data: "):] for line in answer.body.decode().splitlines() if line.startswith("data: ")]
+        assert events[-1] == "[DONE]"
+        text = "".join(json.loads(e)["choices"][0]["delta"].get("content") or "" for e in events[:-1]
+                       if json.loads(e)["choices"])
+        assert text and prompt.startswith(text[:20])
+    else:
+        assert prompt.startswith(echoed(answer)[:20])
+
+
+def test_streamed_completions(serving):
+    answer = serving.post("/completions", completion(long_prompt(100), stream=True))
+    assert answer.status == 200
+    assert answer.headers.get("content-type", "").startswith("text/event-stream")
+    assert answer.body.decode().rstrip().endswith("data: [DONE]")
+
+
+def test_concurrent_distinct_prompts_spread_over_the_decode_endpoints(serving):
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(lambda _: serving.post("/completions", completion(long_prompt(50))), range(48)))
+    assert all(a.status == 200 for a in answers), [a.status for a in answers]
+    used = {a.destination for a in answers}
+    assert len({host(d) for d in used}) >= 2, used
+
+
+def test_the_epp_counts_its_decisions_where_the_pod_monitor_scrapes(serving):
+    """The P/D decision counter, read as Prometheus would with the rendered PodMonitor: its port and path on the EPP
+    pod's IP, with the credentials it names."""
+    monitor = next(m for m in serving.get("podmonitors")
+                   if "epp" in m["metadata"]["name"])
+    endpoint = monitor["spec"]["podMetricsEndpoints"][0]
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    [epp] = [p for p in serving.pods() if all((p["metadata"].get("labels") or {}).get(k) == v
+                                              for k, v in selector.items())]
+    port = next(p["containerPort"] for c in epp["spec"]["containers"] for p in c.get("ports") or []
+                if p.get("name") == endpoint["port"])
+    headers = {}
+    credentials = (endpoint.get("authorization") or {}).get("credentials")
+    if credentials:
+        secret = serving.get("secret", credentials["name"])
+        import base64
+        headers["Authorization"] = "Bearer " + base64.b64decode(secret["data"][credentials["key"]]).decode()
+    serving.post("/completions", completion(long_prompt()))
+    status, text = serving.get_in_site(epp["status"]["podIP"], port, endpoint.get("path", "/metrics"), headers)
+    assert status == 200, f"the EPP answered {status} to the PodMonitor's scrape: {text[:300]}"
+    decisions = re.findall(r'^\S*pd_decision_total\{[^}]*decision_type="([^"]+)"[^}]*\} (\S+)$', text, re.M)
+    assert dict(decisions).get("prefill-decode"), decisions
+
+
+# --- disruption (each test leaves the stack as it found it) -------------------------------------------------------
+
+def scale(serving: ServedSite, deployment: str, replicas: int) -> None:
+    serving.kubectl("scale", f"deployment/{deployment}", f"--replicas={replicas}", f"--namespace={NAMESPACE}")
+
+
+def deployment_of(serving: ServedSite, role: str) -> str:
+    [pod] = serving.pods(role)[:1]
+    return pod["metadata"]["name"].rsplit("-", 2)[0]
+
+
+def serving_all(serving: ServedSite, role: str, count: int) -> bool:
+    """`count` Running pods of the role, each with every program of it listening on the site."""
+    running = ips(serving, role)
+    served = serving.served()
+    return len(running) == count and all(name in served and served[name]["listening"] for name in running.values())
+
+
+def test_a_deleted_decode_pod_stops_getting_traffic_and_its_replacement_serves(serving):
+    decode = ips(serving, "decode")
+    prompt = long_prompt()
+    first = serving.post("/completions", completion(prompt))
+    victim = decode[host(first.destination)]
+    serving.kubectl("delete", "pod", victim, f"--namespace={NAMESPACE}", "--wait=false")
+    serving.wait_for("the victim gone and its replacement served", lambda: victim not in ips(serving, "decode").values()
+                     and serving_all(serving, "decode", len(decode)))
+    answers = [serving.post("/completions", completion(long_prompt(50))) for _ in range(24)]
+    assert all(a.status == 200 for a in answers)
+    assert victim not in {a.pod for a in answers}
+    replacement = set(ips(serving, "decode").values()) - set(decode.values())
+    assert replacement, "no replacement pod"
+    serving.wait_for("the replacement answering", lambda: any(
+        serving.post("/completions", completion(long_prompt(50))).pod in replacement for _ in range(8)), timeout=60)
+
+
+def test_no_ready_decode_pod_is_refused_no_pod_at_all_is_a_503_and_serving_resumes(serving):
+    """With the prefill pods still there the decode profile finds nothing: the v0.7.1 EPP answers 429
+    (InferencePoolResourceExhausted, "failed to find available decode workers"); with no pod at all it answers 503,
+    as upstream's e2e expects. Either way nothing is forwarded."""
+    decode, prefill = deployment_of(serving, "decode"), deployment_of(serving, "prefill")
+    counts = {decode: len(ips(serving, "decode")), prefill: len(ips(serving, "prefill"))}
+    try:
+        scale(serving, decode, 0)
+        serving.wait_for("no decode pod served", lambda: not ips(serving, "decode") and not any(
+            n.startswith(decode) for n in serving.served()))
+        answer = serving.wait_for("the EPP to see no decode pod", lambda: (a := serving.post(
+            "/completions", completion(long_prompt(20)))).status != 200 and a, timeout=30)
+        assert answer.status in (429, 503) and b"decode" in answer.body, (answer.status, answer.body[:300])
+        assert not answer.destination
+        scale(serving, prefill, 0)
+        serving.wait_for("no engine pod served", lambda: not ips(serving, "prefill") and not any(
+            n.startswith(prefill) for n in serving.served()))
+        answer = serving.wait_for("the EPP to see no pod", lambda: (a := serving.post(
+            "/completions", completion(long_prompt(20)))).status == 503 and a, timeout=30)
+        assert not answer.destination
+    finally:
+        for deployment, count in counts.items():
+            scale(serving, deployment, count)
+    serving.wait_for("decode pods served again", lambda: serving_all(serving, "decode", counts[decode]))
+    serving.wait_for("an answer again", lambda: serving.post("/completions", completion("back?")).status == 200,
+                     timeout=60)
+
+
+def test_the_epp_gone_gives_the_pools_failure_mode_and_serving_resumes(serving):
+    """FailClose (the render's): the gateway answers with an error instead of routing around the EPP."""
+    pool = serving.get("inferencepools")[0]
+    assert pool["spec"]["endpointPickerRef"]["failureMode"] == "FailClose"
+    deployment = next(p["metadata"]["name"].rsplit("-", 2)[0] for p in serving.pods()
+                      if (p["metadata"].get("labels") or {}).get("app.kubernetes.io/component") == "router")
+    scale(serving, deployment, 0)
+    try:
+        serving.wait_for("the EPP's pod gone from the site", lambda: not any(
+            n.startswith(deployment) for n in serving.served()))
+        answer = serving.post("/completions", completion("anyone?"))
+        assert answer.status >= 500 and answer.status != 503, (answer.status, answer.body[:300])
+    finally:
+        scale(serving, deployment, 1)
+    serving.wait_for("an answer again", lambda: serving.post("/completions", completion("back?")).status == 200,
+                     timeout=120)
