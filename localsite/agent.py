@@ -201,8 +201,10 @@ class Agent:
                 code = item.process.exit_code()
                 item.restarts += 1
                 item.not_before = now + min(BACKOFF_MAX, 0.5 * 2 ** min(item.restarts, 5))
-                log.warning("pod %s: %s exited (%s), restart %d in %.1fs", run.name, item.program.container, code,
-                            item.restarts, item.not_before - now)
+                # The simulator exits 0 on a configuration it refuses: its last line says why, not its code.
+                log.warning("pod %s: %s exited (%s), restart %d in %.1fs; its last line: %s", run.name,
+                            item.program.container, code, item.restarts, item.not_before - now,
+                            self.last_line(f"pod-{run.name}-{item.program.container}"))
                 item.process = None
             if now < item.not_before:
                 continue
@@ -210,6 +212,13 @@ class Agent:
             env = {"PATH": "/usr/bin:/bin", **item.program.env}
             item.process = self.registry.start(f"pod-{run.name}-{item.program.container}",
                                                run.ns.command(item.program.argv), env=env)
+
+    def last_line(self, name: str) -> str:
+        try:
+            lines = (self.registry.logs / f"{name}.log").read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return "(no log)"
+        return lines[-1][:300] if lines else "(empty log)"
 
     def stop_pod(self, name: str) -> None:
         run = self.pods.pop(name)

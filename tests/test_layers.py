@@ -13,7 +13,7 @@ import pytest
 from core.stackfile import PROJECT_ROOT
 
 LINT = pathlib.Path(sys.executable).parent / "lint-imports"
-PACKAGES = ("core", "objects", "components", "policy", "stacks")
+PACKAGES = ("core", "objects", "components", "policy", "stacks", "localsite")
 
 
 def lint(root: pathlib.Path) -> subprocess.CompletedProcess:

@@ -27,7 +27,7 @@ TIMEOUT = 20.0
 
 
 def programs_dir() -> pathlib.Path:
-    found = checked_dir(str(PROJECT_ROOT / "scripts" / "consumers"), "build", "--check")
+    found = checked_dir(str(PROJECT_ROOT / "scripts" / "consumers"), "build", "--check", "router")
     return pathlib.Path(require(found, "the router's programs are not built: run scripts/consumers build"))
 
 
