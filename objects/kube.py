@@ -36,6 +36,12 @@ def object_meta(name: str, namespace: Optional[str], labels: dict[str, str],
             "annotations": {PATCH_FORCE_ANNOTATION: "true", **(annotations or {})}}
 
 
+def cluster_scoped_name(namespace: str, stack_name: str, suffix: str) -> str:
+    """The name of a stack's cluster-scoped object (a ClusterRole, a ClusterRoleBinding): the namespace in it too,
+    since two stacks of one name in two namespaces share the cluster's names."""
+    return f"{namespace}-{stack_name}-{suffix}"
+
+
 def manifest(api_version: str, kind: str, metadata: dict, **fields: Any) -> dict:
     """An object in its plain form (see `plain`)."""
     return plain({"apiVersion": api_version, "kind": kind, "metadata": metadata, **fields})

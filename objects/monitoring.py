@@ -3,6 +3,10 @@
 Engines expose vLLM metrics on their serving port(s) at /metrics (every DP rank on its own port);
 the EPP on its metrics port. The dashboard JSON lives in observability/ and ships as a ConfigMap
 labelled for Grafana's dashboard sidecar.
+
+The EPP answers /metrics only to a bearer token whose account may `get` the non-resource URL /metrics: its
+PodMonitor sends the token of a metrics-reader ServiceAccount (a service-account-token Secret the token controller
+fills), bound to a ClusterRole that allows that and nothing else (non-resource URLs are cluster-wide RBAC only).
 """
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ import pathlib
 from pydantic import BaseModel, ConfigDict, Field
 
 from objects import pod
-from objects.kube import Child, manifest, object_meta
+from objects.kube import Child, cluster_scoped_name, manifest, object_meta
 
 DASHBOARD_FILE = pathlib.Path(__file__).resolve().parent.parent / "observability" / "grafana-dashboard.json"
 
@@ -22,6 +26,8 @@ class MonitoredRole(BaseModel):
     role: str = Field(description="Value of llm-d.ai/role, or `router` for the EPP.")
     selector: dict[str, str] = Field(description="Labels of the pods to scrape.")
     port_names: list[str] = Field(description="Container port names that serve /metrics.")
+    token: bool = Field(False, description="The target checks a bearer token on /metrics (the EPP's "
+                                           "--metrics-endpoint-auth): the PodMonitor sends the metrics reader's.")
 
 
 class MonitoringArgs(pod.StackArgs):
@@ -31,20 +37,53 @@ class MonitoringArgs(pod.StackArgs):
     scrape_interval: str = Field("30s", description="Scrape interval.")
 
 
+def metrics_reader_name(stack_name: str) -> str:
+    """The ServiceAccount whose token Prometheus sends to targets that check one."""
+    return f"{stack_name}-metrics-reader"
+
+
+def metrics_reader_token(stack_name: str) -> str:
+    return f"{metrics_reader_name(stack_name)}-token"
+
+
+def metrics_reader(args: MonitoringArgs, labels: dict[str, str]) -> list[Child]:
+    """The reader's ServiceAccount (no pod runs as it), its token Secret, and its right to `get /metrics`."""
+    reader, ns = metrics_reader_name(args.stack_name), args.namespace
+    cluster_name = cluster_scoped_name(ns, args.stack_name, "metrics-reader")
+    rbac = "rbac.authorization.k8s.io/v1"
+    return [
+        Child(f"{reader}-sa", manifest("v1", "ServiceAccount", object_meta(reader, ns, labels),
+                                       automountServiceAccountToken=False)),
+        # The token controller fills it, and deletes a token whose account does not exist: created after it.
+        Child(f"{reader}-token", manifest("v1", "Secret", object_meta(
+            metrics_reader_token(args.stack_name), ns, labels, {"kubernetes.io/service-account.name": reader}),
+            type="kubernetes.io/service-account-token"), after=(f"{reader}-sa",)),
+        Child(reader, manifest(rbac, "ClusterRole", object_meta(cluster_name, None, labels),
+                               rules=[{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}])),
+        Child(f"{reader}-binding", manifest(
+            rbac, "ClusterRoleBinding", object_meta(cluster_name, None, labels),
+            roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_name},
+            subjects=[{"kind": "ServiceAccount", "name": reader, "namespace": ns}]), after=(f"{reader}-sa", reader)),
+    ]
+
+
 def monitoring(name: str, args: MonitoringArgs) -> list[Child]:
     if args.pod_monitors and not args.targets:
         raise ValueError(f"Monitoring {name}: PodMonitors are on but there is nothing to scrape.")
     labels = {pod.PART_OF_LABEL: args.stack_name, pod.COMPONENT_LABEL: "monitoring"}
     children = []
     if args.pod_monitors:
+        if any(target.token for target in args.targets):
+            children += metrics_reader(args, labels)
+        token = {"authorization": {"credentials": {"name": metrics_reader_token(args.stack_name), "key": "token"}}}
         for target in args.targets:
             monitor_name = f"{args.stack_name}-{target.role}"
             children.append(Child(f"{monitor_name}-podmonitor", manifest(
                 "monitoring.coreos.com/v1", "PodMonitor", object_meta(monitor_name, args.namespace, labels), spec={
                     "selector": pod.match_labels(target.selector),
-                    "podMetricsEndpoints": [{"port": port, "path": "/metrics", "interval": args.scrape_interval}
-                                            for port in target.port_names],
-                })))
+                    "podMetricsEndpoints": [{"port": port, "path": "/metrics", "interval": args.scrape_interval,
+                                             **(token if target.token else {})} for port in target.port_names],
+                }), after=(f"{metrics_reader_name(args.stack_name)}-token",) if target.token else ()))
     if args.dashboard:
         children.append(Child(f"{args.stack_name}-dashboard", manifest("v1", "ConfigMap", object_meta(
             f"{args.stack_name}-grafana-dashboard", args.namespace, {**labels, "grafana_dashboard": "1"}),

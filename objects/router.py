@@ -3,6 +3,11 @@
 Objects: ServiceAccount, a namespace-scoped Role (read pods and pools, nothing else) and its
 RoleBinding, the EndpointPickerConfig ConfigMap, the EPP Deployment and Service, the InferencePool.
 The plugin set, the P/D one or the AGG one, is worked out in core.routing.
+
+The EPP checks a bearer token on /metrics (`--metrics-endpoint-auth`, on by default: a TokenReview of the token and
+a SubjectAccessReview of `get /metrics` for its user), so its ServiceAccount may also create those two reviews,
+cluster-wide as they are (a ClusterRole named after the namespace and the stack). Who may read the metrics is the
+monitoring's (objects/monitoring.py).
 """
 from __future__ import annotations
 
@@ -14,12 +19,16 @@ from pydantic import Field
 from core import routing, sizing
 from core.versions import router as router_versions
 from objects import pod
-from objects.kube import Child, manifest, object_meta
+from objects.kube import Child, cluster_scoped_name, manifest, object_meta
 
 POOL_GROUP = "inference.networking.k8s.io"
 POOL_API_VERSION = f"{POOL_GROUP}/v1"
 CONFIG_FILE = "epp-config.yaml"
 CONFIG_MOUNT = "/etc/epp"
+RBAC_API_VERSION = "rbac.authorization.k8s.io/v1"
+# What controller-runtime's metrics filter creates to check a scrape's token: it asks, the API server stores nothing.
+REVIEW_RULES = [{"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+                {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]}]
 
 
 class RouterArgs(pod.StackArgs):
@@ -48,6 +57,11 @@ def epp_labels(stack_name: str) -> dict[str, str]:
     return {pod.PART_OF_LABEL: stack_name, pod.NAME_LABEL: epp_name(stack_name), pod.COMPONENT_LABEL: "router"}
 
 
+def metrics_auth_name(namespace: str, stack_name: str) -> str:
+    """The ClusterRole and ClusterRoleBinding that let the EPP check the tokens of metrics scrapes."""
+    return cluster_scoped_name(namespace, stack_name, "epp-metrics-auth")
+
+
 def router(name: str, args: RouterArgs) -> list[Child]:
     if not args.target_ports:
         raise ValueError(f"Router {name}: the pool needs at least one target port.")
@@ -58,6 +72,7 @@ def router(name: str, args: RouterArgs) -> list[Child]:
     labels = epp_labels(args.stack_name)
     meta = object_meta(base, ns, labels)
     read = ["get", "list", "watch"]
+    auth = metrics_auth_name(ns, args.stack_name)
     grpc_health = {"port": args.health_port, "service": "inference-extension"}
     deployment = manifest("apps/v1", "Deployment", meta, spec={
         "replicas": args.replicas,
@@ -104,6 +119,13 @@ def router(name: str, args: RouterArgs) -> list[Child]:
             roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": base},
             subjects=[{"kind": "ServiceAccount", "name": base, "namespace": ns}]),
             after=(f"{base}-sa", f"{base}-role")),
+        Child(f"{base}-metrics-auth", manifest(RBAC_API_VERSION, "ClusterRole", object_meta(auth, None, labels),
+                                               rules=REVIEW_RULES)),
+        Child(f"{base}-metrics-auth-binding", manifest(
+            RBAC_API_VERSION, "ClusterRoleBinding", object_meta(auth, None, labels),
+            roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": auth},
+            subjects=[{"kind": "ServiceAccount", "name": base, "namespace": ns}]),
+            after=(f"{base}-sa", f"{base}-metrics-auth")),
         Child(f"{base}-config", manifest("v1", "ConfigMap", object_meta(f"{base}-config", ns, labels),
                                          data={CONFIG_FILE: yaml.safe_dump(args.epp_config, sort_keys=False)})),
         Child(base, deployment, after=(f"{base}-config",)),

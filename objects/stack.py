@@ -179,7 +179,7 @@ def stack_objects(cfg: StackConfig, *, hf_token: Any = None) -> StackObjects:
     if observability.pod_monitors or observability.grafana_dashboard:
         targets = [MonitoredRole(role="decode", selector={PART_OF_LABEL: cfg.name, ROLE_LABEL: "decode"},
                                  port_names=[f"http-{i}" for i in range(len(serving.rank_ports))]),
-                   MonitoredRole(role="epp", selector=epp_labels(cfg.name), port_names=["metrics"])]
+                   MonitoredRole(role="epp", selector=epp_labels(cfg.name), port_names=["metrics"], token=True)]
         if pd:
             targets.insert(0, MonitoredRole(role="prefill", selector={PART_OF_LABEL: cfg.name, ROLE_LABEL: "prefill"},
                                             port_names=["http"]))

@@ -15,7 +15,7 @@ import json
 import pathlib
 from typing import Any, Callable, Mapping, Optional
 
-from policy import consumers, engine_consumers, hygiene, memory, parallelism, security, weights, wiring
+from policy import consumers, engine_consumers, hygiene, memory, observability, parallelism, security, weights, wiring
 from policy.facts import Facts, facts_from
 from policy.manifests import Finding
 
@@ -103,11 +103,18 @@ POLICIES: tuple[PolicySpec, ...] = (
                hygiene.engine_network_policy, "stack", enforcement=ADVISORY),
     PolicySpec("engine-metrics-scraped", "Engine pods are selected by a PodMonitor.",
                hygiene.engine_metrics_scraped, "stack", enforcement=ADVISORY),
+    # A monitor that is there but gets 401 is a mistake in any environment: mandatory, as the wiring rules.
+    PolicySpec("epp-metrics-scrapeable", "A PodMonitor or ServiceMonitor that scrapes the EPP's metrics port sends a "
+               "bearer token when the EPP checks one (--metrics-endpoint-auth, on by default), the EPP may create the "
+               "TokenReview and SubjectAccessReview that check it, and the token's account may get /metrics.",
+               observability.epp_metrics_scrapeable, "stack"),
     # 8: security. A secret literal is never right: mandatory everywhere, as hf-token-secret-ref. The rest is
     # what a single-node dev cluster may do without: advice by default and in dev.json, mandatory in prod.json.
     PolicySpec("no-literal-secrets", "No env var named like a token, secret, password or API key holds a literal value.",
                security.no_literal_secrets, "resource"),
-    PolicySpec("rbac-least-privilege", "Roles bound to a ServiceAccount that runs a pod grant no '*' and no write verbs; the EPP's Role is namespace-scoped.",
+    PolicySpec("rbac-least-privilege", "Roles bound to a ServiceAccount that runs a pod grant no '*' and no write "
+               "verbs; the EPP's Role is namespace-scoped (cluster-wide it may only create the token and subject "
+               "access reviews that check a metrics scrape).",
                security.rbac_least_privilege, "stack", enforcement=ADVISORY),
     PolicySpec("pod-security-context", "Seccomp confined, no host namespaces or privileged; containers restricted, engine deviations recorded in rebel100.ai/security-exceptions.",
                security.pod_security_context, "resource", enforcement=ADVISORY),

@@ -50,6 +50,12 @@ def is_epp(template: PodTemplate, manifests: list[dict]) -> bool:
 
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection", "escalate", "bind", "impersonate")
 READ_VERBS = ("get", "list", "watch")
+# Reviews ask the API server a question and store nothing: create on them alone is no write. The EPP creates both to
+# check the bearer token of a metrics scrape (controller-runtime's metrics filter); they are cluster-scoped, so only a
+# ClusterRole grants them, as the built-in system:auth-delegator does.
+REVIEW_GROUPS = ("authentication.k8s.io", "authorization.k8s.io")
+REVIEW_RESOURCES = ("tokenreviews", "subjectaccessreviews")
+AUTH_DELEGATOR = "system:auth-delegator"
 # Built-in ClusterRoles whose rules are not among the resources but are known to write.
 BUILTIN_WRITERS = {"cluster-admin": "every verb on every resource of the cluster",
                    "admin": "create, update, patch and delete on most namespaced resources, RBAC included",
@@ -101,19 +107,47 @@ def _show_account(account: Account) -> str:
     return f"ServiceAccount {account[0]}/{account[1]}"
 
 
+def reviews_only(rule: dict) -> bool:
+    """A rule that lets its holder create token and subject access reviews, and nothing else."""
+    return (bool(rule.get("resources")) and not rule.get("nonResourceURLs")
+            and {str(v).lower() for v in rule.get("verbs") or []} == {"create"}
+            and set(map(str, rule.get("apiGroups") or [])) <= set(REVIEW_GROUPS)
+            and set(map(str, rule.get("resources") or [])) <= set(REVIEW_RESOURCES))
+
+
+def _delegates_auth_only(role: Optional[dict], role_id: str) -> bool:
+    """A ClusterRole that only lets its holder check tokens: reviews only, or the built-in system:auth-delegator."""
+    if role is None:
+        return role_id == f"ClusterRole/{AUTH_DELEGATOR}"
+    return bool(role.get("rules")) and all(reviews_only(rule) for rule in role.get("rules") or [])
+
+
+def cluster_grants(manifests: list[dict], account: Account) -> list[tuple[dict, Optional[dict], str]]:
+    """(ClusterRoleBinding, its ClusterRole or None when not among the manifests, role id) of every
+    ClusterRoleBinding that grants to the ServiceAccount `account`: what it may do cluster-wide, non-resource URLs
+    and cluster-scoped resources included (a RoleBinding grants neither)."""
+    found = []
+    for binding in of_kind(manifests, "ClusterRoleBinding"):
+        if _granted(binding, {account: []}):
+            role, role_id = _role(manifests, binding)
+            found.append((binding, role, role_id))
+    return found
+
+
 def _rule_problems(rule: dict) -> list[str]:
     problems = []
     for field in ("verbs", "resources", "apiGroups", "nonResourceURLs"):
         if "*" in [str(v) for v in rule.get(field) or []]:
             problems.append(f"{field} '*'")
-    writes = [v for v in rule.get("verbs") or [] if str(v).lower() in WRITE_VERBS]
+    writes = [v for v in rule.get("verbs") or [] if str(v).lower() in WRITE_VERBS and not reviews_only(rule)]
     if writes:
         problems.append(f"write verbs {', '.join(writes)}")
     return problems
 
 
 def rbac_least_privilege(manifests: list[dict], facts: Facts) -> list[Finding]:
-    """Roles bound to a ServiceAccount that runs a pod: no `*`, no write verbs; the EPP's only namespaced."""
+    """Roles bound to a ServiceAccount that runs a pod: no `*`, no write verbs (creating reviews is none); the EPP's
+    only namespaced, but for a ClusterRole that lets it check tokens (create token and subject access reviews)."""
     accounts = _accounts_running_pods(manifests)
     epp_accounts = {(t.namespace, service_account(t)) for t in pod_templates(manifests) if is_epp(t, manifests)}
     grants: dict[str, list[tuple[dict, str, Account]]] = {}  # role id -> (binding, role id, account)
@@ -128,14 +162,16 @@ def rbac_least_privilege(manifests: list[dict], facts: Facts) -> list[Finding]:
         for account in granted:
             grants.setdefault(role_id, []).append((binding, role_id, account))
         cluster_wide = binding.get("kind") == "ClusterRoleBinding" or (binding.get("roleRef") or {}).get("kind") == "ClusterRole"
-        for account in [a for a in granted if a in epp_accounts and cluster_wide]:
+        checks_tokens = binding.get("kind") == "ClusterRoleBinding" and _delegates_auth_only(role, role_id)
+        for account in [a for a in granted if a in epp_accounts and cluster_wide and not checks_tokens]:
             how = ("grants it across the whole cluster" if binding.get("kind") == "ClusterRoleBinding"
                    else "grants a ClusterRole (a cluster-wide definition others may widen) in its namespace")
             found.append(Finding(resource_id(binding),
                 f"{binding.get('kind')} {_qualified_name(binding)} binds {role_id.replace('/', ' ', 1)} to "
                 f"{_show_account(account)}, the EPP's ({name_list(accounts[account])}): it {how}, while the EPP only "
-                f"needs get/list/watch on pods and InferencePools of its own namespace. Bind a namespace-scoped Role "
-                f"in namespace {account[0]} with a RoleBinding instead."))
+                f"needs get/list/watch on pods and InferencePools of its own namespace (and, cluster-wide, create on "
+                f"tokenreviews and subjectaccessreviews, which check a metrics scrape's token). Bind a "
+                f"namespace-scoped Role in namespace {account[0]} with a RoleBinding instead."))
     for role_id, role_grants in grants.items():
         role = roles[role_id]
         bound = "; ".join(sorted({f"bound by {b.get('kind')} {_qualified_name(b)} to {_show_account(a)}, which runs "

@@ -10,6 +10,7 @@ order, and a failure names its own cause instead of cascading into the tests aft
 """
 from __future__ import annotations
 
+import base64
 import datetime
 import json
 import os
@@ -182,6 +183,36 @@ def test_a_up_places_every_engine_through_dra(site):
     assert "npu: npu-" in proc.stdout and "(NUMA " in proc.stdout  # the placement read back, printed
 
 
+def test_a2_the_epps_metrics_token_passes_the_checks_the_epp_makes(site, deployed):
+    """The EPP's metrics filter (controller-runtime pkg/metrics/filters) checks a scrape's bearer token with a
+    TokenReview, then a SubjectAccessReview of `get /metrics` for its user, both created as the EPP's ServiceAccount.
+    The same two requests, made here as that account with the token the token controller wrote into the rendered
+    Secret (the one the EPP's PodMonitor sends): the API server's RBAC on the rendered roles answers them."""
+    _, cluster = deployed
+    epp = f"system:serviceaccount:{NS}:minimax-m27-epp"
+    reader = f"system:serviceaccount:{NS}:minimax-m27-metrics-reader"
+    deadline = time.monotonic() + 60
+    while not (secret := cluster.get("secret", "minimax-m27-metrics-reader-token", namespace=NS)).get("data", {}) \
+            .get("token"):
+        assert time.monotonic() < deadline, f"the token controller wrote no token: {secret}"
+        time.sleep(1)
+
+    def create_as_epp(document: dict) -> dict:
+        return json.loads(cluster.kubectl("create", f"--as={epp}", "--validate=false", "-o", "json", "-f", "-",
+                                          input=json.dumps(document)).stdout)["status"]
+
+    review = create_as_epp({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                            "spec": {"token": base64.b64decode(secret["data"]["token"]).decode()}})
+    assert review["authenticated"] and review["user"]["username"] == reader, review
+    access = create_as_epp({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {
+        "user": reader, "groups": review["user"]["groups"], "uid": review["user"]["uid"],
+        "nonResourceAttributes": {"path": "/metrics", "verb": "get"}}})
+    assert access["allowed"], access
+    # The reader reads metrics and nothing else.
+    for what in (["get", "pods", f"--namespace={NS}"], ["get", "secrets", f"--namespace={NS}"]):
+        assert cluster.kubectl("auth", "can-i", *what, f"--as={reader}", check=False).stdout.strip() == "no", what
+
+
 def test_b_second_up_changes_nothing(site, deployed):
     """Nothing to change: Pulumi's own preview agrees, and `scripts/up` stops after its preview (the update pass,
     which `pulumi up --yes` would run anyway, is skipped): no update in the state, outputs and placement printed."""
@@ -192,7 +223,7 @@ def test_b_second_up_changes_nothing(site, deployed):
     state = state_file.read_bytes()
     again = site.up()
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    assert "preview: nothing to change (38 unchanged)" in again.stderr, again.stderr[-3000:]
+    assert "preview: nothing to change (44 unchanged)" in again.stderr, again.stderr[-3000:]
     assert "Previewing update (prod-4p4d)" in again.stdout and "Updating (prod-4p4d)" not in again.stdout
     assert state_file.read_bytes() == state
     assert "openaiBaseUrl" in again.stdout and "npu: npu-" in again.stdout  # outputs and placement
@@ -360,3 +391,5 @@ def test_h_destroy_keeps_only_the_data_volumes(site, deployed):
     assert kinds == [("PersistentVolumeClaim", "minimax-m27-decode-compile-cache"),
                      ("PersistentVolumeClaim", "minimax-m27-prefill-compile-cache"),
                      ("PersistentVolumeClaim", "model-weights")], kinds
+    cluster_wide = json.loads(cluster.kubectl("get", "clusterroles,clusterrolebindings", "-o", "json").stdout)["items"]
+    assert not [o["metadata"]["name"] for o in cluster_wide if o["metadata"]["name"].startswith(f"{NS}-minimax-m27-")]

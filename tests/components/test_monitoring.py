@@ -22,3 +22,25 @@ def test_pod_monitors_and_dashboard(run_under_mocks):
 def test_off(run_under_mocks):
     cluster = run_under_mocks(lambda: Monitoring("m", MonitoringArgs(stack_name="t", namespace="ns", targets=[], pod_monitors=False, dashboard=False)))
     assert cluster.manifests == []
+
+
+def test_a_target_that_checks_tokens_is_sent_the_metrics_readers(run_under_mocks):
+    targets = [MonitoredRole(role="decode", selector={"llm-d.ai/role": "decode"}, port_names=["http-0"]),
+               MonitoredRole(role="epp", selector={"app": "epp"}, port_names=["metrics"], token=True)]
+    cluster = run_under_mocks(lambda: Monitoring("m", MonitoringArgs(stack_name="t", namespace="ns", targets=targets)))
+    assert cluster.get("PodMonitor", "t-epp")["spec"]["podMetricsEndpoints"][0]["authorization"] == {
+        "credentials": {"name": "t-metrics-reader-token", "key": "token"}}
+    assert "authorization" not in cluster.get("PodMonitor", "t-decode")["spec"]["podMetricsEndpoints"][0]
+    secret = cluster.get("Secret", "t-metrics-reader-token")
+    assert secret["type"] == "kubernetes.io/service-account-token"
+    assert secret["metadata"]["annotations"]["kubernetes.io/service-account.name"] == "t-metrics-reader"
+    assert cluster.get("ClusterRole", "ns-t-metrics-reader")["rules"] == [
+        {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    assert cluster.get("ClusterRoleBinding", "ns-t-metrics-reader")["subjects"] == [
+        {"kind": "ServiceAccount", "name": "t-metrics-reader", "namespace": "ns"}]
+
+
+def test_no_reader_when_no_target_checks_tokens(run_under_mocks):
+    targets = [MonitoredRole(role="decode", selector={"llm-d.ai/role": "decode"}, port_names=["http-0"])]
+    cluster = run_under_mocks(lambda: Monitoring("m", MonitoringArgs(stack_name="t", namespace="ns", targets=targets)))
+    assert {m["kind"] for m in cluster.manifests} == {"PodMonitor", "ConfigMap"}

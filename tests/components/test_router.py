@@ -57,8 +57,16 @@ def test_pool_points_at_epp_service(run_under_mocks):
 
 
 def test_rbac_is_namespaced_read_only(run_under_mocks):
+    """Reads in its namespace; cluster-wide only the two reviews that check a metrics scrape's token."""
     cluster = build(run_under_mocks)
-    assert not cluster.of_kind("ClusterRole") and not cluster.of_kind("ClusterRoleBinding")
+    cluster_role, = cluster.of_kind("ClusterRole")
+    assert cluster_role["metadata"]["name"] == "ns-t-epp-metrics-auth"
+    assert [(r["apiGroups"], r["resources"], r["verbs"]) for r in cluster_role["rules"]] == [
+        (["authentication.k8s.io"], ["tokenreviews"], ["create"]),
+        (["authorization.k8s.io"], ["subjectaccessreviews"], ["create"])]
+    cluster_binding, = cluster.of_kind("ClusterRoleBinding")
+    assert cluster_binding["subjects"] == [{"kind": "ServiceAccount", "name": "t-epp", "namespace": "ns"}]
+    assert cluster_binding["roleRef"]["name"] == "ns-t-epp-metrics-auth"
     role = cluster.get("Role", "t-epp")
     for rule in role["rules"]:
         assert set(rule["verbs"]) == {"get", "list", "watch"}

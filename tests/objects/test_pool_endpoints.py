@@ -75,4 +75,5 @@ def test_the_pods_carry_every_key_some_router_generation_reads():
     from core import labels
     from core.versions import router
     assert labels.ACTIVE_PORTS_ANNOTATIONS == router.every_active_ports_annotation()
-    assert {key for g in router.GENERATIONS for key in g.active_ports} == {k for keys in EPP_LOOKUPS.values() for k in keys}
+    assert {key for g in router.GENERATIONS for key in g.active_ports} == \
+        {key for keys in EPP_LOOKUPS.values() for key in keys}

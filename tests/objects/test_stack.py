@@ -40,6 +40,10 @@ def test_siblings_wait_for_what_they_refer_to():
     assert after == {
         "t-weights-download": ("t-weights-pvc",),
         "t-epp-rolebinding": ("t-epp-sa", "t-epp-role"),
+        "t-epp-metrics-auth-binding": ("t-epp-sa", "t-epp-metrics-auth"),
+        "t-metrics-reader-token": ("t-metrics-reader-sa",),
+        "t-metrics-reader-binding": ("t-metrics-reader-sa", "t-metrics-reader"),
+        "t-epp-podmonitor": ("t-metrics-reader-token",),
         "t-epp": ("t-epp-config",),
         "t-pool": ("t-epp-svc",),
         "t-route": ("t-gateway",),

@@ -17,6 +17,7 @@ ROLE_ID = f"Role/rebel100/{EPP}"
 DEV = catalog.load_config(levels.environment_config("dev"))
 PROD = catalog.load_config(levels.environment_config("prod"))
 ANNOTATION = "rebel100.ai/security-exceptions"
+EPP_AUTH = "rebel100-minimax-m27-epp-metrics-auth"  # the EPP's ClusterRole and binding: it checks metrics tokens
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -150,6 +151,13 @@ BAD = {
         "rbac-least-privilege", f"ClusterRoleBinding/{EPP}",
         (f"ClusterRoleBinding {EPP} binds ClusterRole {EPP} to ServiceAccount rebel100/{EPP}, the EPP's",
          "across the whole cluster", "Bind a namespace-scoped Role in namespace rebel100 with a RoleBinding")),
+    "epp-metrics-auth-role-reads-secrets": (
+        lambda m: get(m, "ClusterRole", EPP_AUTH)["rules"].append(
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}),
+        "rbac-least-privilege", f"ClusterRoleBinding/{EPP_AUTH}",
+        (f"ClusterRoleBinding {EPP_AUTH} binds ClusterRole {EPP_AUTH} to ServiceAccount rebel100/{EPP}, the EPP's",
+         "across the whole cluster", "create on tokenreviews and subjectaccessreviews, which check a metrics scrape",
+         "Bind a namespace-scoped Role")),
     "engine-default-account-bound-to-edit": (
         default_account_bound_to_edit,
         "rbac-least-privilege", "RoleBinding/rebel100/engines-edit",
@@ -400,3 +408,22 @@ def test_check_command_applies_the_environment(tmp_path):
     assert prod.returncode == 1 and f"[mandatory] {line}" in prod.stdout, prod.stdout
     dev = check("--manifests", str(folder), "--environment", "dev")
     assert dev.returncode == 0 and f"[advisory] {line}" in dev.stdout, dev.stdout
+
+
+def test_creating_reviews_is_no_write_but_other_creates_in_the_same_role_are(prod):
+    """A TokenReview or SubjectAccessReview asks the API server a question and stores nothing (the built-in
+    system:auth-delegator grants the same): create on them alone is the EPP's exception, nothing more."""
+    assert run_policy("rbac-least-privilege", prod, PROD) == []
+    widened = mutate(prod, lambda m: get(m, "ClusterRole", EPP_AUTH)["rules"][0].update(
+        apiGroups=["authentication.k8s.io", ""], resources=["tokenreviews", "pods"]))
+    role, binding = sorted((v.resource, v.message) for v in run_policy("rbac-least-privilege", widened, PROD))
+    assert role[0] == f"ClusterRole/{EPP_AUTH}" and "grants write verbs create (verbs create on resources " \
+        "tokenreviews, pods" in role[1]
+    assert binding[0] == f"ClusterRoleBinding/{EPP_AUTH}" and "across the whole cluster" in binding[1]
+
+
+def test_binding_the_built_in_auth_delegator_is_the_same_exception(prod):
+    def built_in(m):
+        m.remove(get(m, "ClusterRole", EPP_AUTH))
+        get(m, "ClusterRoleBinding", EPP_AUTH)["roleRef"]["name"] = "system:auth-delegator"
+    assert run_policy("rbac-least-privilege", mutate(prod, built_in), PROD) == []

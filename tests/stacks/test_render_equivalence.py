@@ -35,7 +35,10 @@ def test_every_stack_renders_what_the_program_registers(stack):
 def test_a_set_token_is_the_same_secret():
     config = {**stack_config("prod-4p4d"), "rebel100:hfToken": "[secret]"}
     offline = assert_same(config, ["rebel100:hfToken"], "prod-4p4d")
-    assert [m["metadata"]["name"] for m in offline.manifests if m["kind"] == "Secret"] == ["hf-token"]
+    secrets = {m["metadata"]["name"]: m for m in offline.manifests if m["kind"] == "Secret"}
+    assert sorted(secrets) == ["hf-token", "minimax-m27-metrics-reader-token"]
+    # The metrics reader's token is the token controller's to write: the render holds no value of it.
+    assert not {"data", "stringData"} & set(secrets["minimax-m27-metrics-reader-token"])
 
 
 def test_a_render_mode_stack_withholds_the_token_in_both():

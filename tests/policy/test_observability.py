@@ -1,0 +1,102 @@
+"""policy/observability.py: the EPP's /metrics can be scraped the way the render's monitors scrape it.
+
+Good fixtures: the real renders (prod-4p4d and the other P/D stacks scrape the EPP with a metrics reader's token;
+dev renders no PodMonitor). Bad fixtures: named hand edits of a deep copy of prod-4p4d.
+"""
+import pytest
+
+from tests.policy.conftest import STACKS
+from tests.policy.fixtures import EPP, assert_verdict, get, mutate, pod_spec, run_policy
+
+POLICY = "epp-metrics-scrapeable"
+MONITOR_ID = f"PodMonitor/rebel100/{EPP}"
+READER, TOKEN = "minimax-m27-metrics-reader", "minimax-m27-metrics-reader-token"
+READER_ROLE, EPP_AUTH = "rebel100-minimax-m27-metrics-reader", "rebel100-minimax-m27-epp-metrics-auth"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_good_render_passes(renders, stack):
+    assert run_policy(POLICY, renders[stack]) == []
+
+
+def endpoint(m):
+    return get(m, "PodMonitor", EPP)["spec"]["podMetricsEndpoints"][0]
+
+
+def epp_args(m):
+    return pod_spec(m, EPP)["containers"][0]["args"]
+
+
+def drop(kind, name):
+    return lambda m: m.remove(get(m, kind, name))
+
+
+BAD = {
+    "monitor-sends-no-token": (
+        lambda m: endpoint(m).pop("authorization"),
+        ("podMetricsEndpoints[0] (port metrics) of PodMonitor rebel100/minimax-m27-epp sends no bearer token",
+         f"Deployment/rebel100/{EPP} checks one on /metrics (--metrics-endpoint-auth, on by default)",
+         "Prometheus gets 401", "authorization.credentials",
+         "or turn the check off with --metrics-endpoint-auth=false")),
+    "epp-may-not-review-tokens": (
+        drop("ClusterRoleBinding", EPP_AUTH),
+        (f"ServiceAccount rebel100/{EPP}, which runs Deployment/rebel100/{EPP}, may not create tokenreviews "
+         f"(authentication.k8s.io) and subjectaccessreviews (authorization.k8s.io)",
+         "every scrape is answered 500", "Bind a ClusterRole granting create on both to it with a ClusterRoleBinding")),
+    "reader-may-not-get-metrics": (
+        lambda m: get(m, "ClusterRole", READER_ROLE)["rules"][0].update(nonResourceURLs=["/healthz"]),
+        (f"the token of Secret rebel100/{TOKEN} is ServiceAccount rebel100/{READER}'s",
+         "no ClusterRoleBinding of the manifests grants it get on the non-resource URL /metrics",
+         "the EPP answers 403", "nonResourceURLs [/metrics], verbs [get]")),
+    "token-of-an-account-not-rendered": (
+        lambda m: get(m, "Secret", TOKEN)["metadata"]["annotations"].update(
+            {"kubernetes.io/service-account.name": "prometheus"}),
+        ("ServiceAccount rebel100/prometheus's", "get on the non-resource URL /metrics", "403")),
+    "token-secret-without-a-token": (
+        lambda m: get(m, "Secret", TOKEN).update(type="Opaque"),
+        (f"Secret rebel100/{TOKEN} is neither a kubernetes.io/service-account-token nor holds key token",
+         "Prometheus has no token to send and gets 401")),
+}
+
+
+@pytest.mark.parametrize("case", BAD, ids=list(BAD))
+def test_bad_fixture_is_rejected(prod, case):
+    edit, contains = BAD[case]
+    assert_verdict(run_policy(POLICY, mutate(prod, edit)), resource=MONITOR_ID, level="mandatory", contains=contains)
+
+
+def test_epp_without_metrics_auth_needs_no_token(prod):
+    no_auth = mutate(prod, lambda m: epp_args(m).append("--metrics-endpoint-auth=false"),
+                     lambda m: endpoint(m).pop("authorization"), drop("ClusterRoleBinding", EPP_AUTH))
+    assert run_policy(POLICY, no_auth) == []
+    # Go's flag package reads a bare `false` after a boolean flag as a positional argument: the check stays on.
+    spaced = mutate(prod, lambda m: epp_args(m).extend(["--metrics-endpoint-auth", "false"]),
+                    lambda m: endpoint(m).pop("authorization"))
+    assert len(run_policy(POLICY, spaced)) == 1
+
+
+def test_a_token_secret_made_elsewhere_is_not_judged(prod):
+    """A Secret that is not among the manifests (made by hand or by another tool) cannot be read here."""
+    elsewhere = mutate(prod, lambda m: endpoint(m)["authorization"]["credentials"].update(name="made-by-hand"))
+    assert run_policy(POLICY, elsewhere) == []
+
+
+def test_deprecated_bearer_token_secret_is_read_too(prod):
+    older = mutate(prod, lambda m: endpoint(m).update(
+        bearerTokenSecret=endpoint(m).pop("authorization")["credentials"]))
+    assert run_policy(POLICY, older) == []
+    bad = mutate(older, drop("ClusterRoleBinding", READER_ROLE))
+    assert "403" in run_policy(POLICY, bad)[0].message
+
+
+def test_a_service_monitor_of_the_epp_service_is_judged_like_a_pod_monitor(prod):
+    def to_service_monitor(m):
+        monitor = get(m, "PodMonitor", EPP)
+        monitor["kind"] = "ServiceMonitor"
+        monitor["spec"]["selector"] = {"matchLabels": get(m, "Service", EPP)["metadata"]["labels"]}
+        monitor["spec"]["endpoints"] = monitor["spec"].pop("podMetricsEndpoints")
+    as_service = mutate(prod, to_service_monitor)
+    assert run_policy(POLICY, as_service) == []
+    finding, = run_policy(POLICY, mutate(as_service, lambda m: get(m, "ServiceMonitor", EPP)["spec"]["endpoints"][0]
+                                         .pop("authorization")))
+    assert finding.resource == f"ServiceMonitor/rebel100/{EPP}" and "endpoints[0] (port metrics)" in finding.message
