@@ -13,6 +13,11 @@ Sections (each command a fresh process, as a user runs it; median of REPEATS run
             requests the apiserver served during each (its `apiserver_request_total` counter).
   scale     (`--scale`) render and check of prod-4p4d and of generated stacks of 16, 64 and 256 pools,
             and with the toolchain `pulumi preview` of the same stacks (no pack, no cluster).
+  requests  with the router programs, the simulator, the gateway role and the control plane built: requests/s and
+            p50/p99 latency of decode-only completions through gateway role -> EPP -> P/D sidecar -> simulator, and of
+            the same requests sent to a decode simulator directly (from inside the site's network), at 1 and 16
+            concurrent clients, on a local site of its own; the difference is the routing overhead. Then P/D
+            requests (new long prompts: a prefill leg and a decode leg) through the gateway.
 Timings on a shared machine are noisy: the figures print the machine and its load (`uptime`).
 """
 from __future__ import annotations
@@ -305,10 +310,102 @@ def scale_section(repeats: int, sizes: list[int], bin_dir: Optional[str]) -> Non
               f"check {1000 * (c1 - c0) / (p1 - p0):.1f}, preview {1000 * (v1 - v0) / (p1 - p0):.1f}")
 
 
+# --- the request path ---------------------------------------------------------------------------
+
+REQUESTS_PER_CLIENT = 50
+
+
+def drive(send, clients: int, per_client: int) -> tuple[float, float, float, int]:
+    """(requests/s, p50 ms, p99 ms, failures) of `clients` threads, each sending `per_client` requests in turn on a
+    connection of its own (send(conn_slot, i) -> status)."""
+    import concurrent.futures
+
+    latencies: list[float] = []
+    failures = 0
+
+    def client(slot: int) -> tuple[list[float], int]:
+        own, bad = [], 0
+        for i in range(per_client):
+            t0 = time.perf_counter()
+            status = send(slot, i)
+            own.append(time.perf_counter() - t0)
+            bad += status != 200
+        return own, bad
+
+    start = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+        for own, bad in pool.map(client, range(clients)):
+            latencies += own
+            failures += bad
+    wall = time.perf_counter() - start
+    latencies.sort()
+    pct = lambda q: 1000 * latencies[min(len(latencies) - 1, int(q * len(latencies)))]
+    return len(latencies) / wall, pct(0.50), pct(0.99), failures
+
+
+def requests_section() -> None:
+    import http.client
+    import itertools
+    import json as json_
+    import uuid
+
+    sys.path.insert(0, str(ROOT))  # the project's localsite package (this file runs as a script)
+    from localsite import binaries
+    from localsite.harness import ServedSite, completion
+
+    try:
+        found = binaries.find()
+    except binaries.Missing as err:
+        print(f"\n== requests: skipped ({err})")
+        return
+    stack = binaries.stack_for(found.programs.epp)
+    header(f"requests: stack {stack}, gateway role -> EPP -> P/D sidecar -> simulator vs the simulator directly")
+    with tempfile.TemporaryDirectory(prefix="bench-requests.") as tmp, ServedSite(pathlib.Path(tmp), stack) as site:
+        decode = sorted(site.ips("decode"))
+        counter = itertools.count()
+        print(f"{'path':<34} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'failed':>6}")
+        rows = {}
+        for clients in (1, 16):
+            gateway = [None] * clients
+            direct = [site.connection_in_site(decode[i % len(decode)], 8200 + (i // len(decode)) % 4)
+                      for i in range(clients)]
+
+            def routed(slot: int, i: int) -> int:
+                # Short and new: decode-only (below the decider's threshold), nothing cached to favour a pod.
+                return site.post("/completions", completion(f"q{next(counter)}"), conn=gateway[slot]).status
+
+            def simulator(slot: int, i: int) -> int:
+                conn = direct[slot]
+                conn.request("POST", "/v1/completions", json_.dumps(completion(f"q{next(counter)}")),
+                             {"Content-Type": "application/json"})
+                resp = conn.getresponse()
+                resp.read()
+                return resp.status
+
+            url = site.base_url.split("//", 1)[1].split("/", 1)[0].split(":")
+            gateway[:] = [http.client.HTTPConnection(url[0], int(url[1]), timeout=30) for _ in range(clients)]
+            for name, send in (("simulator directly", simulator), ("gateway -> EPP -> sidecar -> sim", routed)):
+                drive(send, clients, 5)  # warm connections and caches
+                rows[name, clients] = drive(send, clients, REQUESTS_PER_CLIENT)
+                rps, p50, p99, bad = rows[name, clients]
+                print(f"{name:<34} {clients:>7} {rps:>8.1f} {p50:>8.2f} {p99:>8.2f} {bad:>6}")
+            for conn in gateway + direct:
+                conn.close()
+        for clients in (1, 16):
+            (_, d50, d99, _), (_, g50, g99, _) = rows["simulator directly", clients], rows[
+                "gateway -> EPP -> sidecar -> sim", clients]
+            print(f"routing overhead at {clients:>2} clients: p50 {g50 - d50:.2f} ms, p99 {g99 - d99:.2f} ms")
+        pd = drive(lambda slot, i: site.post("/completions", completion(
+            uuid.uuid4().hex + " " + "word " * 400)).status, 1, REQUESTS_PER_CLIENT)
+        print(f"P/D (new 2 KB prompts), 1 client: {pd[0]:.1f} req/s, p50 {pd[1]:.2f} ms, p99 {pd[2]:.2f} ms, "
+              f"{pd[3]} failed")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--sections", nargs="*", default=["floor", "cluster"], choices=["floor", "cluster", "scale"])
+    parser.add_argument("--sections", nargs="*", default=["floor", "cluster", "requests"],
+                        choices=["floor", "cluster", "scale", "requests"])
     parser.add_argument("--scale", action="store_true", help="also the scale section (several minutes)")
     parser.add_argument("--sizes", type=int, nargs="*", default=list(SIZES))
     args = parser.parse_args()
@@ -327,6 +424,11 @@ def main() -> int:
                   "(`scripts/cluster build`)")
     if "scale" in sections:
         scale_section(args.repeats, args.sizes, bin_dir)
+    if "requests" in sections:
+        if cluster_bin:
+            requests_section()
+        else:
+            print("\n== requests: skipped, needs the local control plane (`scripts/cluster build`)")
     return 0
 
 
