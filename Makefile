@@ -16,8 +16,8 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 toolchain:
 	scripts/install-pulumi >/dev/null
 
-# The router's real programs (llm-d EPP and P/D sidecar v0.7.1, from the Go module proxy) that tests/consumers runs
-# (cached outside the project; see docs/consumers-router.md).
+# The router's real programs (llm-d EPP and P/D sidecar v0.7.1, from the Go module proxy) that tests/consumers and the
+# local site run, the engine simulator and the site's gateway role (cached outside the project; docs/consumers-router.md).
 consumers:
 	scripts/consumers build >/dev/null
 
