@@ -145,16 +145,20 @@ class ServedSite:
         return found["items"] if found.get("kind", "").endswith("List") else found
 
     def deploy(self) -> None:
-        """The stack's offline render applied: the namespace first, then the rest."""
+        """The stack's offline render applied in the order Pulumi creates it where it matters: the namespace, then
+        ServiceAccounts (the token controller deletes a token Secret whose account does not exist yet), then the
+        rest."""
         out = self.render or self.folder / "render"
         proc = subprocess.run([sys.executable, "-m", "stacks", "render", self.stack, "--out", str(out)], cwd=PROJECT,
                               capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"python -m stacks render {self.stack} failed:\n{proc.stdout}{proc.stderr}")
-        files = sorted(out.rglob("*.yaml"))
-        namespaces = [f for f in files if (yaml.safe_load(f.read_text()) or {}).get("kind") == "Namespace"]
-        self.kubectl("apply", "--server-side", *[f"--filename={f}" for f in namespaces])
-        self.kubectl("apply", "--server-side", *[f"--filename={f}" for f in files if f not in namespaces])
+        files = {f: (yaml.safe_load(f.read_text()) or {}).get("kind") for f in sorted(out.rglob("*.yaml"))}
+        for wave in ({"Namespace"}, {"ServiceAccount"}, None):
+            batch = [f for f, kind in files.items() if (kind in wave if wave else kind not in ("Namespace",
+                                                                                                "ServiceAccount"))]
+            if batch:
+                self.kubectl("apply", "--server-side", *[f"--filename={f}" for f in batch])
 
     def pods(self, role: Optional[str] = None) -> list[dict]:
         return [p for p in self.get("pods")
@@ -182,13 +186,14 @@ class ServedSite:
         pid = self.status()["site_netns_pid"]
         return netns.Namespace(procs.Recorded("site-netns", pid, procs.start_time(pid)))
 
-    def post(self, path: str, body: dict, timeout: float = 30, conn: Optional[http.client.HTTPConnection] = None
-             ) -> Answer:
+    def post(self, path: str, body: dict, timeout: float = 30, conn: Optional[http.client.HTTPConnection] = None,
+             headers: Optional[dict[str, str]] = None) -> Answer:
+        """POST `body` as JSON through the gateway, with the client's own `headers` besides."""
         url = urllib.parse.urlsplit(self.base_url)
         own = conn is None
         conn = conn or http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
         try:
-            conn.request("POST", url.path + path, json.dumps(body), {"Content-Type": "application/json"})
+            conn.request("POST", url.path + path, json.dumps(body), {"Content-Type": "application/json", **(headers or {})})
             resp = conn.getresponse()
             return Answer(resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read())
         finally:

@@ -18,6 +18,8 @@ from objects import pod
 from objects.kube import Child, cluster_scoped_name, manifest, object_meta
 
 DASHBOARD_FILE = pathlib.Path(__file__).resolve().parent.parent / "observability" / "grafana-dashboard.json"
+# In the dashboard file, the P/D decision counter's name, which differs between router generations.
+DECISION_METRIC_PLACEHOLDER = "${pd_decision_metric}"
 
 
 class MonitoredRole(BaseModel):
@@ -35,6 +37,8 @@ class MonitoringArgs(pod.StackArgs):
     pod_monitors: bool = Field(True, description="Render the PodMonitors.")
     dashboard: bool = Field(True, description="Render the dashboard ConfigMap.")
     scrape_interval: str = Field("30s", description="Scrape interval.")
+    decision_metric: str = Field(description="The EPP's P/D decision counter (core/versions/router.py, per "
+                                             "generation), which the dashboard's P/D panel queries.")
 
 
 def metrics_reader_name(stack_name: str) -> str:
@@ -87,5 +91,6 @@ def monitoring(name: str, args: MonitoringArgs) -> list[Child]:
     if args.dashboard:
         children.append(Child(f"{args.stack_name}-dashboard", manifest("v1", "ConfigMap", object_meta(
             f"{args.stack_name}-grafana-dashboard", args.namespace, {**labels, "grafana_dashboard": "1"}),
-            data={"rebel100-pd.json": DASHBOARD_FILE.read_text()})))
+            data={"rebel100-pd.json": DASHBOARD_FILE.read_text().replace(
+                DECISION_METRIC_PLACEHOLDER, args.decision_metric)})))
     return children

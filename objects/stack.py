@@ -185,7 +185,8 @@ def stack_objects(cfg: StackConfig, *, hf_token: Any = None) -> StackObjects:
                                             port_names=["http"]))
         watched = _part(f"{cfg.name}-monitoring", MonitoringArgs(
             stack_name=cfg.name, namespace=ns, targets=targets, pod_monitors=observability.pod_monitors,
-            dashboard=observability.grafana_dashboard, scrape_interval=observability.scrape_interval), monitoring)
+            dashboard=observability.grafana_dashboard, scrape_interval=observability.scrape_interval,
+            decision_metric=routing.generation_of(cfg.router).decision_metric), monitoring)
     outputs = {**facts.outputs(), "openaiBaseUrl": base_url(entry.args),
                "servedModelName": cfg.model.served_name or cfg.model.name}
     return StackObjects(namespace=namespace, hf_token=secret, weights=weights, kv_tier=kv_tier, prefill=prefill,

@@ -146,6 +146,8 @@ class Generation:
     engine_port_flag_source: str
     active_ports: tuple[str, ...]   # pod annotation keys the EPP reads for a pod's active target ports, in the
     active_ports_source: str        # order it reads them
+    decision_metric: str = ""       # the counter the disagg-profile-handler increments per P/D decision
+    decision_metric_source: str = ""  # (label decision_type: prefill-decode, decode-only, ...): the dashboard's
     feature_gates: tuple[str, ...] = ()  # EndpointPickerConfig featureGates the P/D render needs
     feature_gates_source: str = ""
 
@@ -185,6 +187,11 @@ GENERATIONS: tuple[Generation, ...] = (
         # Without the gate the prefix-cache-scorer's PrepareRequestData never runs, the prefix-based decider finds
         # no match info on the decode endpoint ("unable to read prefix cache state") and answers decode-only for
         # every request (tests/localsite); upstream's deploy/config/pd-epp-config.yaml sets it.
+        # Not pd_decision_total: only the deprecated pd-profile-handler increments that one (tests/localsite found
+        # the dashboard's panel empty).
+        decision_metric="llm_d_inference_scheduler_disagg_decision_total",
+        decision_metric_source=(f"{_V0_7_1} pkg/plugins/profile/disagg_profile_handler.go (RecordDisaggDecision) and "
+                                f"pkg/metrics/metrics.go (SchedulerSubsystem llm_d_inference_scheduler)"),
         feature_gates=("prepareDataPlugins",),
         feature_gates_source=(f"{GIE_1_4_0} pkg/epp/datalayer/factory.go (PrepareDataPluginsFeatureGate) and "
                               f"cmd/epp/runner/runner.go (prepare-data plugins only with the gate); {_V0_7_1} "
@@ -209,6 +216,11 @@ GENERATIONS: tuple[Generation, ...] = (
         # v0.10.0 calls it a deprecated alias of --model-server-port; kept: every sidecar from v0.4.0 reads it.
         engine_port_flag="--vllm-port",
         engine_port_flag_source=f"{_V0_10_0} pkg/sidecar/proxy/options.go",
+        # The llm_d_epp_ name; the llm_d_inference_scheduler_ one is kept deprecated beside it.
+        decision_metric="llm_d_epp_disagg_decision_total",
+        decision_metric_source=(f"{_V0_10_0} pkg/epp/framework/plugins/scheduling/profilehandler/disagg/"
+                                f"disagg_profile_handler.go (RecordDisaggDecision) and metrics.go (LlmdDisaggDecisionCount"
+                                f"; pkg/epp/metrics/llm_d_router_metrics.go: subsystem llm_d_epp)"),
         active_ports=("llm-d.ai/active-ports", "inference.networking.k8s.io/active-ports"),
         active_ports_source=(f"{_V0_10_0} pkg/epp/datastore/datastore.go (activePortsAnnotation, then "
                              f"legacyGAIEActivePortsAnnotation; the same at {ROUTER_MODULE}@v0.9.0)"),

@@ -199,3 +199,13 @@ def test_a_pin_between_generations_keeps_the_refusal_by_features():
     assert len(found) == 1 and "plugin type approx-prefix-cache-producer needs llm-d EPP 0.9.0" in found[0]
     found = issues(**pinned_07(image="ghcr.io/llm-d/llm-d-inference-scheduler:v0.6.0"))
     assert len(found) == 1 and "Pin 0.9.0 or later." in found[0]
+
+
+@pytest.mark.parametrize("version, metric", [
+    (Version(0, 7, 1), "llm_d_inference_scheduler_disagg_decision_total"),
+    (Version(0, 10, 0), "llm_d_epp_disagg_decision_total"),
+])
+def test_the_pd_decision_counter_each_disagg_profile_handler_increments(version, metric):
+    """Not `..._pd_decision_total`: only the deprecated pd-profile-handler counts there (the dashboard's P/D panel
+    stayed empty on the local site until it queried these)."""
+    assert router_versions.generation_for_pin(version).decision_metric == metric

@@ -9,6 +9,7 @@ The engines are simulators in echo mode: the answer is the prompt, and each carr
 """
 from __future__ import annotations
 
+import base64
 import concurrent.futures
 import json
 import re
@@ -16,6 +17,7 @@ import uuid
 
 import pytest
 
+from localsite import netns
 from localsite.harness import Answer, ServedSite, completion
 from tests.localsite.conftest import NAMESPACE
 
@@ -83,6 +85,30 @@ def test_a_short_prompt_is_decode_only(serving):
     assert host(answer.destination) in ips(serving, "decode")
 
 
+def test_a_prefiller_named_by_the_client_is_not_called(serving):
+    """The EPP only sets x-prefiller-host-port, on a P/D decision: on a decode-only one the client's own header reaches
+    the decode pod's sidecar as it was sent. The sidecar must not POST the prompt there (a request forgery from inside
+    the cluster): with --enable-ssrf-protection it checks the host against the InferencePool's pods and refuses
+    (403) without contacting it. The address is the site's own, where nothing listens on port 9 (without the
+    protection the v0.7.1 sidecar dials it, gets a 502 from its proxy and falls back to decoding: a 200)."""
+    foreign = f"{netns.SITE_ADDRESS}:9"
+    answer = serving.post("/completions", completion(f"hi {uuid.uuid4().hex[:6]}"),
+                          headers={"x-prefiller-host-port": foreign})
+    assert answer.prefiller == foreign, answer.headers  # decode-only: the EPP left the client's header as it was
+    assert host(answer.destination) in ips(serving, "decode"), answer.destination
+    sidecar = serving.log(f"pod-{ips(serving, 'decode')[host(answer.destination)]}-routing-proxy", lines=400)
+    about = [line for line in sidecar.splitlines() if foreign in line]
+    called = [line for line in about if "not in allowlist" not in line]
+    assert not called, f"the sidecar called the client's prefiller (answer {answer.status}):\n" + "\n".join(called)
+    assert (answer.status, answer.body.strip()) == (403, b"Forbidden: prefill target not allowed by SSRF protection"), (
+        answer.status, answer.body[:500])
+    assert any("SSRF protection: prefill target not in allowlist" in line for line in about), sidecar[-2000:]
+    # The EPP's own picks are on the allowlist: P/D still works through the same sidecars.
+    legit = serving.post("/completions", completion(long_prompt()))
+    assert legit.status == 200, legit.body[:500]
+    assert host(legit.prefiller) in ips(serving, "prefill"), legit.headers
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_chat_completions_streamed_and_not(serving, stream):
     prompt = long_prompt(100)
@@ -115,11 +141,15 @@ def test_concurrent_distinct_prompts_spread_over_the_decode_endpoints(serving):
     assert len({host(d) for d in used}) >= 2, used
 
 
-def test_the_epp_counts_its_decisions_where_the_pod_monitor_scrapes(serving):
-    """The P/D decision counter, read as Prometheus would with the rendered PodMonitor: its port and path on the EPP
-    pod's IP, with the credentials it names."""
-    monitor = next(m for m in serving.get("podmonitors")
-                   if "epp" in m["metadata"]["name"])
+def test_the_dashboards_pd_decision_counter_counts_where_the_pod_monitor_scrapes(serving):
+    """The P/D panel's counter, read as Prometheus would with the rendered PodMonitor (its port and path on the EPP
+    pod's IP, with the credentials it names), counts the P/D request just sent. Found empty twice before: the EPP's
+    /metrics refused the PodMonitor's scrape (401) and the panel queried a counter the disagg-profile-handler never
+    increments."""
+    dashboard = next(c for c in serving.get("configmaps") if c["metadata"]["name"].endswith("grafana-dashboard"))
+    panel_exprs = re.findall(r'rate\((\w+)\{', "".join(dashboard["data"].values()))
+    [metric] = {m for m in panel_exprs if "decision" in m}
+    monitor = next(m for m in serving.get("podmonitors") if "epp" in m["metadata"]["name"])
     endpoint = monitor["spec"]["podMetricsEndpoints"][0]
     selector = monitor["spec"]["selector"]["matchLabels"]
     [epp] = [p for p in serving.pods() if all((p["metadata"].get("labels") or {}).get(k) == v
@@ -128,15 +158,21 @@ def test_the_epp_counts_its_decisions_where_the_pod_monitor_scrapes(serving):
                 if p.get("name") == endpoint["port"])
     headers = {}
     credentials = (endpoint.get("authorization") or {}).get("credentials")
-    if credentials:
-        secret = serving.get("secret", credentials["name"])
-        import base64
+    if credentials:  # the token controller fills the Secret once its ServiceAccount exists
+        secret = serving.wait_for("the scrape token", lambda: (s := serving.get("secret", credentials["name"])).get(
+            "data", {}).get(credentials["key"]) and s, timeout=60)
         headers["Authorization"] = "Bearer " + base64.b64decode(secret["data"][credentials["key"]]).decode()
-    serving.post("/completions", completion(long_prompt()))
-    status, text = serving.get_in_site(epp["status"]["podIP"], port, endpoint.get("path", "/metrics"), headers)
-    assert status == 200, f"the EPP answered {status} to the PodMonitor's scrape: {text[:300]}"
-    decisions = re.findall(r'^\S*pd_decision_total\{[^}]*decision_type="([^"]+)"[^}]*\} (\S+)$', text, re.M)
-    assert dict(decisions).get("prefill-decode"), decisions
+
+    def prefill_decode() -> float:
+        status, text = serving.get_in_site(epp["status"]["podIP"], port, endpoint.get("path", "/metrics"), headers)
+        assert status == 200, f"the EPP answered {status} to the PodMonitor's scrape: {text[:300]}"
+        return sum(float(v) for v in re.findall(
+            rf'^{metric}\{{[^}}]*decision_type="prefill-decode"[^}}]*\}} (\S+)$', text, re.M))
+
+    before = prefill_decode()
+    answer = serving.post("/completions", completion(long_prompt()))
+    assert answer.prefiller
+    assert prefill_decode() == before + 1, f"{metric} did not count the P/D request"
 
 
 # --- disruption (each test leaves the stack as it found it) -------------------------------------------------------
