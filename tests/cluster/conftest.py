@@ -20,14 +20,13 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import random
-import socket
 import subprocess
 from dataclasses import dataclass
 from typing import Any, Optional
 
 import pytest
 
+from localsite.harness import free_port_base
 from tests.prerequisites import checked_dir, require
 
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -38,22 +37,6 @@ START_TIMEOUT = 180  # seconds; a start takes ~10 s here once built
 def cluster_bin_dir() -> Optional[str]:
     """The bin folder of the built control plane, as `scripts/cluster build --check` finds it (never builds)."""
     return checked_dir(str(SCRIPT), "build", "--check")
-
-
-def free_port_base(span: int = 6) -> int:
-    """A base port whose `span` consecutive ports are free on 127.0.0.1 (an instance uses BASE..BASE+5), below the
-    kernel's ephemeral range, so that no client connection takes one of them between this check and the start."""
-    ephemeral_low = int(pathlib.Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    for _ in range(200):
-        base = random.randrange(20000, max(ephemeral_low, 20000 + 1000) - span)
-        try:
-            for port in range(base, base + span):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return base
-    raise RuntimeError("no free block of ports on 127.0.0.1")
 
 
 def process_alive(pid: int) -> bool:
