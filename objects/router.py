@@ -94,6 +94,14 @@ def router(name: str, args: RouterArgs) -> list[Child]:
                         "--grpc-health-port", str(args.health_port),
                         "--metrics-port", str(args.metrics_port),
                         "--zap-encoder", "json",
+                        # Tracing off, as upstream's chart renders it unless tracing is configured: on by default
+                        # (--tracing, a bool: one token), the EPP exports spans with the `console` exporter unless
+                        # OTEL_TRACES_EXPORTER says otherwise, pretty-printed into the JSON log above, for every
+                        # request a tracing gateway samples (parent-based sampler) and 1 in 10 of the others: about
+                        # 1,500 lines a sampled request at v0.10.0 (tests/localsite). GIE v1.4.0 (the runner of
+                        # llm-d-inference-scheduler v0.7.1) and llm-d-router v0.10.0 pkg/epp/server/options.go,
+                        # pkg/common/observability/tracing/telemetry.go; v0.10.0 config/charts/routerlib.
+                        "--tracing=false",
                     ],
                     "ports": pod.container_ports([("grpc", args.grpc_port), ("grpc-health", args.health_port),
                                                   ("metrics", args.metrics_port)]),

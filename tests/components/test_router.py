@@ -78,6 +78,18 @@ def test_rbac_is_namespaced_read_only(run_under_mocks):
     assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == "t-epp"
 
 
+def test_epp_args_log_json_and_turn_tracing_off(run_under_mocks):
+    """Written out by hand. `--tracing=false` in one token (a bool flag; `--tracing false` would leave it on and pass
+    `false` as an argument): the EPP traces by default and, with no OTEL_TRACES_EXPORTER, prints each sampled
+    request's spans pretty-printed into its JSON log (tests/localsite, the v0.10.0 EPP)."""
+    [epp] = build(run_under_mocks).get("Deployment", "t-epp")["spec"]["template"]["spec"]["containers"]
+    assert epp["args"] == [
+        "--pool-name", "t-pool", "--pool-namespace", "ns", "--pool-group", "inference.networking.k8s.io",
+        "--config-file", "/etc/epp/epp-config.yaml", "--grpc-port", "9002", "--grpc-health-port", "9003",
+        "--metrics-port", "9090", "--zap-encoder", "json", "--tracing=false"]
+    assert "env" not in epp  # no OTEL_* variables: nothing to export to
+
+
 def test_refuses_too_many_target_ports():
     with pytest.raises(ValueError, match="at most 8"):
         Router("bad", RouterArgs(stack_name="t", namespace="ns", target_ports=list(range(8000, 8009))))

@@ -13,6 +13,7 @@ import base64
 import concurrent.futures
 import json
 import re
+import time
 import uuid
 
 import pytest
@@ -173,6 +174,32 @@ def test_the_dashboards_pd_decision_counter_counts_where_the_pod_monitor_scrapes
     answer = serving.post("/completions", completion(long_prompt()))
     assert answer.prefiller
     assert prefill_decode() == before + 1, f"{metric} did not count the P/D request"
+
+
+def test_a_traced_request_leaves_the_epps_log_one_json_object_a_line(serving):
+    """The EPP logs JSON (`--zap-encoder json`), one object a line, as a log pipeline reads it. A request whose caller
+    samples it (a W3C `traceparent` with the sampled flag, as a tracing gateway sends) is traced by the EPP's parent-
+    based sampler; with tracing on (the EPP's default) and no OTEL_TRACES_EXPORTER, its spans went to the same
+    output, pretty-printed (the `console` exporter): the v0.10.0 EPP wrote 11 and 18 spans, about 1,500 lines, for
+    one request each (the v0.7.1 EPP none). The spans are exported in batches (every 5 s), so the log is read after
+    that."""
+    [epp] = [p["metadata"]["name"] for p in serving.pods() if "epp" in p["metadata"]["name"]]
+    trace_id = uuid.uuid4().hex
+    answer = serving.post("/completions", completion(long_prompt()),
+                          headers={"traceparent": f"00-{trace_id}-{uuid.uuid4().hex[:16]}-01"})
+    assert answer.status == 200, answer.body[:500]
+    time.sleep(6)
+    log = serving.log(f"pod-{epp}-epp", lines=1_000_000)
+    not_json = [line for line in log.splitlines() if line.strip() and not is_json_object(line)]
+    assert not not_json, f"{len(not_json)} lines of the EPP's log are not JSON objects, e.g.:\n" + "\n".join(
+        not_json[:20])
+
+
+def is_json_object(line: str) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
 
 
 # --- disruption (each test leaves the stack as it found it) -------------------------------------------------------
