@@ -238,9 +238,12 @@ def test_a_deleted_decode_pod_stops_getting_traffic_and_its_replacement_serves(s
 
 
 def test_no_ready_decode_pod_is_refused_no_pod_at_all_is_a_503_and_serving_resumes(serving):
-    """With the prefill pods still there the decode profile finds nothing: the v0.7.1 EPP answers 429
-    (InferencePoolResourceExhausted, "failed to find available decode workers"); with no pod at all it answers 503,
-    as upstream's e2e expects. Either way nothing is forwarded."""
+    """With the prefill pods still there the decode profile finds nothing: the disagg-profile-handler fails with
+    "failed to find available decode workers" and the director answers 429 (ResourceExhausted), in both generations
+    (v0.7.1: pkg/plugins/profile/disagg_profile_handler.go:328 and GIE v1.4.0 pkg/epp/requestcontrol/director.go:178;
+    v0.10.0: profilehandler/disagg/disagg_profile_handler.go:501 and pkg/epp/requestcontrol/director.go:344, measured
+    with both); with no pod at all there is no candidate and the answer is 503 (v0.10.0 director.go:308), as upstream's
+    e2e expects. Either way nothing is forwarded."""
     decode, prefill = deployment_of(serving, "decode"), deployment_of(serving, "prefill")
     counts = {decode: len(ips(serving, "decode")), prefill: len(ips(serving, "prefill"))}
     try:
@@ -249,7 +252,8 @@ def test_no_ready_decode_pod_is_refused_no_pod_at_all_is_a_503_and_serving_resum
             n.startswith(decode) for n in serving.served()))
         answer = serving.wait_for("the EPP to see no decode pod", lambda: (a := serving.post(
             "/completions", completion(long_prompt(20)))).status != 200 and a, timeout=30)
-        assert answer.status in (429, 503) and b"decode" in answer.body, (answer.status, answer.body[:300])
+        assert answer.status == 429 and b"failed to find available decode workers" in answer.body, (
+            answer.status, answer.body[:300])
         assert not answer.destination
         scale(serving, prefill, 0)
         serving.wait_for("no engine pod served", lambda: not ips(serving, "prefill") and not any(
