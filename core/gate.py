@@ -322,6 +322,11 @@ def rule_pool_endpoints(cfg: StackConfig) -> Iterable[Issue]:
             yield Issue(key(field), problem, "pool-endpoints-serve")
 
 
+def rendered_sidecar_args(cfg: StackConfig) -> list[str]:
+    """The decode sidecar's flags as objects.stack renders them (the pool it allowlists is the stack's own)."""
+    return serving.sidecar_args(cfg.decode, pool_namespace=cfg.namespace, pool_name=labels.inference_pool_name(cfg.name))
+
+
 def rule_router_images(cfg: StackConfig) -> Iterable[Issue]:
     """The EPP and sidecar pins know every feature their render uses (the facts: core/versions/router.py); the
     features are read from the render itself, so a plugin or flag added to the render is judged too."""
@@ -335,10 +340,31 @@ def rule_router_images(cfg: StackConfig) -> Iterable[Issue]:
         return
     sidecar = cfg.decode.sidecar.image
     problem = rules.image_has_features(sidecar, image_version(sidecar),
-                                       router_versions.sidecar_features_used(serving.sidecar_args(cfg.decode)),
+                                       router_versions.sidecar_features_used(rendered_sidecar_args(cfg)),
                                        image_name="decode.sidecar.image")
     if problem:
         yield Issue(key("decode.sidecar.image"), problem, "router-images-have-features")
+
+
+def _sidecar_ssrf(cfg: StackConfig) -> tuple[dict, Optional[str]]:
+    """What the SSRF rules judge of the rendered sidecar: its image and version, whether the protection is on and
+    which pool it allowlists, the pool that fronts it, whether the pin can protect."""
+    image = cfg.decode.sidecar.image
+    flags = router_versions.sidecar_flags(rendered_sidecar_args(cfg))
+    return dict(image=image, pinned=image_version(image), protected=router_versions.ssrf_protection_on(flags),
+                can_protect=router_versions.sidecar_can_protect(image_version(image)),
+                since=router_versions.SSRF_ALLOWLIST.since), router_versions.ssrf_pool(flags)
+
+
+def rule_sidecar_ssrf(cfg: StackConfig) -> Iterable[Issue]:
+    """The P/D sidecar runs with SSRF protection from the stack's own InferencePool wherever its pin can."""
+    if cfg.topology != "pd":
+        return
+    judged, pool = _sidecar_ssrf(cfg)
+    own = f"{cfg.namespace}/{labels.inference_pool_name(cfg.name)}"
+    problem = rules.sidecar_ssrf_protection(**judged, pool=pool, fronting=[own], fix_pool=own)
+    if problem:
+        yield Issue(key("decode.sidecar.image"), problem, "sidecar-ssrf-protection")
 
 
 def _router_field(settings: Router, problem: epp_schema.Problem) -> str:
@@ -397,7 +423,7 @@ def rule_router_schema(cfg: StackConfig) -> Iterable[Issue]:
     if cfg.topology != "pd":
         return
     sidecar = cfg.decode.sidecar.image
-    args = serving.sidecar_args(cfg.decode)
+    args = rendered_sidecar_args(cfg)
     too_old = missing_features_of(sidecar, router_versions.sidecar_features_used(args))
     data = None if too_old else epp_schema.data_for("sidecar", image_version(sidecar))
     for problem in epp_schema.check_sidecar_args(args, data) if data else []:
@@ -532,7 +558,8 @@ def rule_weights(cfg: StackConfig, *, hf_token_set: bool = False) -> Iterable[Is
 
 RULES = (rule_overrides, rule_engine_image, rule_vllm_args, rule_lmcache_names, rule_groups, rule_pp_with_dp,
          rule_devices_fit_node, rule_pipeline_and_experts, rule_block_and_memory, rule_kv_tier, rule_roles_agree,
-         rule_pd_wiring, rule_pool_endpoints, rule_router_images, rule_router_plugin_parameters, rule_router_schema)
+         rule_pd_wiring, rule_pool_endpoints, rule_router_images, rule_router_plugin_parameters, rule_router_schema,
+         rule_sidecar_ssrf)
 
 
 def warnings_for(cfg: StackConfig) -> list[Issue]:
@@ -543,6 +570,11 @@ def warnings_for(cfg: StackConfig) -> list[Issue]:
                             f"autoTune reads vllm:cache_config_info, where vllm-rbln reports --block-size "
                             f"{cfg.engine.block_size}: the router tracks prefixes in {cfg.engine.block_size}-token units "
                             f"while the engine reuses {cfg.engine.max_num_batched_tokens}-token sub-blocks."))
+    if cfg.topology == "pd":
+        judged, _pool = _sidecar_ssrf(cfg)
+        problem = rules.sidecar_ssrf_capable(**judged, image_name="decode.sidecar.image")
+        if problem:
+            advice.append(Issue(key("decode.sidecar.image"), problem, "sidecar-ssrf-capable"))
     settings = cfg.weights
     if settings.source == "download" and weights.needed_bytes(cfg.model.name, weights.draft_model(cfg)) is None:
         advice.append(Issue(key("weights.size"),

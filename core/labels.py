@@ -61,6 +61,12 @@ def rds_budget_annotation(budget: sizing.RdsBudget, hbm_per_chiplet_gib: float) 
     return json.dumps(dict(zip(RDS_BUDGET_KEYS, values)), separators=(",", ":"))
 
 
+def inference_pool_name(stack_name: str) -> str:
+    """The stack's one InferencePool: what the EPP serves (`--pool-name`), the HTTPRoute routes to and the decode
+    sidecar allowlists prefill hosts from (`--inference-pool`)."""
+    return f"{stack_name}-pool"
+
+
 def pool_names(stack_name: str, role: str, groups: int) -> list[tuple[Optional[str], str]]:
     """(node group, Deployment name) of each pool of a role: one pool named after the role, or one per
     node group g0..gN-1 (`placement.groups`)."""

@@ -221,3 +221,44 @@ def program_refuses(program: str, image: str, what: str, problem: str, *, data_s
     checked against the real v0.7.1 programs by tests/consumers)."""
     return (f"{program} {image} would refuse {what}: {problem} (its own rule, from {data_source}). The pod would "
             f"crash-loop. {fix}")
+
+
+def sidecar_ssrf_protection(image: str, pinned: Optional[Version], *, protected: bool, pool: Optional[str],
+                            fronting: Sequence[str], can_protect: bool, since: Version, fix_pool: str) -> Optional[str]:
+    """A P/D routing sidecar that can protect itself against a prefiller named by the client runs with SSRF
+    protection on, allowlisting the pods of the InferencePool that fronts it (`fronting`: namespace/name of each pool
+    that selects its pod; empty: unknown). The EPP only sets x-prefiller-host-port on a P/D decision, so on a
+    decode-only one the client's own header reaches the sidecar unchanged. A sidecar that cannot read the GA pool's
+    selector (`can_protect` False: older than `since`) refuses every prefill with the protection on; without it, it is
+    advice (`sidecar_ssrf_capable`). `fix_pool` is how the caller names the pool to set."""
+    version = f"{image} is {pinned}" if pinned else image
+    if not can_protect:
+        if not protected:
+            return None
+        return (f"SSRF protection is on but {version}, whose allowlist reads an InferencePool's spec.selector as a "
+                f"flat map: from the GA pool (spec.selector.matchLabels) it builds a selector the API server refuses, "
+                f"lists no pod and refuses every prefill, the EPP's own picks included (403). Pin {since} or later.")
+    if not protected:
+        return (f"the sidecar runs without SSRF protection: on a decode-only request it POSTs the prompt to whatever "
+                f"host:port a client sends in x-prefiller-host-port (the EPP sets that header only when it picks a "
+                f"prefill pod), a request forged from inside the cluster. Set --enable-ssrf-protection=true and "
+                f"--inference-pool {fix_pool}: it then calls only pods of that pool and answers 403 to anything else.")
+    if pool is None:
+        return (f"SSRF protection is on but no InferencePool is named: the sidecar refuses to start. Set "
+                f"--inference-pool {fix_pool}.")
+    if fronting and pool not in fronting:
+        return (f"SSRF protection allowlists the pods of InferencePool {pool}, which does not select this pod; the "
+                f"pool that does is {' or '.join(fronting)}: the prefill pods its EPP picks are refused (403) unless "
+                f"{pool} happens to select them too. Set --inference-pool {fix_pool}.")
+    return None
+
+
+def sidecar_ssrf_capable(image: str, pinned: Optional[Version], *, protected: bool, can_protect: bool,
+                         since: Version, image_name: str) -> Optional[str]:
+    """Advice: a P/D sidecar pinned before it could protect itself runs without SSRF protection."""
+    if can_protect or protected:
+        return None
+    return (f"{image} ({image_name}) is {pinned}: its SSRF allowlist cannot read the GA InferencePool's "
+            f"spec.selector.matchLabels (it would refuse every prefill), so it runs without the protection and, on a "
+            f"decode-only request, POSTs the prompt to any host:port a client sends in x-prefiller-host-port. Pin "
+            f"{since} or later: the render then turns --enable-ssrf-protection on.")

@@ -294,14 +294,25 @@ def decode_command(model: ModelSpec, engine: Engine, role: Decode, *, nixl: bool
     return EngineCommand(args=args, env={**engine_env(engine), **role.extra_env}, ports=ports)
 
 
-def sidecar_args(role: Decode) -> list[str]:
+def sidecar_args(role: Decode, *, pool_namespace: str, pool_name: str) -> list[str]:
     """Arguments of the routing sidecar: its first port, rank 0's port, one proxy port per DP rank of the pod; the
-    engine-port flag is the one the pinned sidecar's generation reads (core/versions/router.py GENERATIONS)."""
-    generation = router_versions.generation_for_pin(image_version(role.sidecar.image))
-    return [
+    engine-port flag is the one the pinned sidecar's generation reads (core/versions/router.py GENERATIONS).
+
+    SSRF protection, wherever the pinned sidecar can run it (router_versions.sidecar_can_protect): the EPP only ever
+    sets x-prefiller-host-port, so on a decode-only decision a client's own header reaches the sidecar unchanged, and
+    an unprotected sidecar POSTs the prompt to whatever host:port it names. A protected one calls only hosts of the
+    pods of the InferencePool `pool_namespace/pool_name` (it lists and watches them through the API:
+    objects.decode_pool gives it a ServiceAccount) and refuses others (403)."""
+    version = image_version(role.sidecar.image)
+    generation = router_versions.generation_for_pin(version)
+    args = [
         "--port", str(role.sidecar.port),
         generation.engine_port_flag, str(role.port),
         "--data-parallel-size", str(len(sidecar_ports(role))),
         "--kv-connector", role.sidecar.kv_connector,
         "--secure-proxy=false",
     ]
+    if router_versions.sidecar_can_protect(version):
+        args += [f"{router_versions.SSRF_PROTECTION_FLAG}=true", router_versions.SSRF_POOL_FLAG,
+                 f"{pool_namespace}/{pool_name}"]
+    return args

@@ -10,6 +10,11 @@ arguments given to it (translated where the program is a simulator). Pure: a pod
 
 Init containers that are not native sidecars are not run: the site's kwok has already reported them completed
 (the weights check reads a volume the site does not have). NetworkPolicies are not enforced (no CNI).
+
+A container the kubelet would give an API token (`api_account`: the pod's automounted one, or a projected
+serviceAccountToken volume it mounts) runs with `KUBECONFIG` holding a token of the pod's ServiceAccount (the agent
+asks the API for one), so the rendered Role is what it gets: the EPP, and the P/D sidecar, whose SSRF protection
+lists the InferencePool's pods. Client-go reads `KUBECONFIG` before the in-cluster files the site cannot mount.
 """
 from __future__ import annotations
 
@@ -83,7 +88,7 @@ class Program:
     argv: list[str]
     env: dict[str, str]
     files: dict[str, str] = field(default_factory=dict)   # relative path under the pod's folder -> content
-    service_account: Optional[str] = None                  # EPP: runs with this ServiceAccount's token
+    service_account: Optional[str] = None                  # runs with this ServiceAccount's token (api_account)
     ports: tuple[int, ...] = ()                            # where it serves once up (the site's readiness)
 
 
@@ -157,6 +162,23 @@ def literal_env(container: dict, pod: dict) -> dict[str, str]:
     return env
 
 
+def _mounts_token(volume: dict) -> bool:
+    return any("serviceAccountToken" in source for source in (volume.get("projected") or {}).get("sources") or [])
+
+
+def api_account(pod: dict, container: dict) -> Optional[str]:
+    """The ServiceAccount whose token the kubelet would give this container, or None: every container gets the
+    automounted one unless the pod (or, where the pod says nothing, its ServiceAccount, taken as the default: yes)
+    turns it off; a container that mounts a projected serviceAccountToken volume gets it either way."""
+    spec = pod["spec"]
+    account = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
+    if spec.get("automountServiceAccountToken", True) is not False:
+        return account
+    token_volumes = {v["name"] for v in spec.get("volumes") or [] if _mounts_token(v)}
+    mounted = any(m.get("name") in token_volumes for m in container.get("volumeMounts") or [])
+    return account if mounted else None
+
+
 def served_containers(pod: dict) -> list[dict]:
     """Native sidecars (init containers that keep running) then the main containers: what runs while Ready."""
     spec = pod["spec"]
@@ -193,15 +215,17 @@ def plan(pod: dict, binaries: Binaries, config_maps: dict[str, dict]) -> list[Pr
         env = {**base_env, **literal_env(container, pod)}
         if engine.is_engine_image(image):
             argv = [binaries.sim, *sim_args(container.get("command") or [], container.get("args") or [])]
-            programs.append(Program(name, argv, env, ports=rank_ports(argv[1:], "--port", 8000)))
+            programs.append(Program(name, argv, env, service_account=api_account(pod, container),
+                                    ports=rank_ports(argv[1:], "--port", 8000)))
         elif repository in router.SIDECAR_IMAGE_NAMES:
             args = container.get("args") or []
-            programs.append(Program(name, [binaries.sidecar, *args], env, ports=rank_ports(args, "--port", 8000)))
+            programs.append(Program(name, [binaries.sidecar, *args], env, service_account=api_account(pod, container),
+                                    ports=rank_ports(args, "--port", 8000)))
         elif repository in router.EPP_IMAGE_NAMES:
             files, mounts = _mounted_config(pod, container, config_maps)
             args = [_local_path(arg, mounts) for arg in container.get("args") or []]
-            programs.append(Program(name, [binaries.epp, *args], env, files, pod["spec"].get("serviceAccountName")
-                                    or "default", (int(flag_value(args, "--grpc-port") or 9002),)))
+            programs.append(Program(name, [binaries.epp, *args], env, files, api_account(pod, container),
+                                    (int(flag_value(args, "--grpc-port") or 9002),)))
         else:
             raise Unsupported(f"container {name}: the site has no program for image {image!r} "
                               "(localsite/programs.py maps vllm-rbln, the llm-d EPP and the P/D sidecar)")

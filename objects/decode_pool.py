@@ -3,6 +3,12 @@
 In P/D the sidecar, a native sidecar, listens on 8000-8003, sends the prompt to the prefill
 instance the router chose, and forwards to the ranks on 8200-8203; the ranks pull KV over NIXL.
 In the AGG recipe the same engines serve whole requests and the pool targets the ranks directly.
+
+A sidecar with SSRF protection (core.serving.sidecar_args: every pin that can run it) calls only prefill hosts that
+are pods of the InferencePool, which it lists and watches through the API: the pool then also has a ServiceAccount for
+the decode pods, a Role that may list and watch pods and InferencePools of the namespace (nothing else), and its
+RoleBinding. Only the sidecar mounts the account's token (a projected volume); the pod mounts none, so the engine
+container has no API credential.
 """
 from __future__ import annotations
 
@@ -12,7 +18,14 @@ from pydantic import Field
 
 from core.versions import router as router_versions
 from objects import pod
-from objects.kube import Child
+from objects.kube import Child, manifest, object_meta
+from objects.router import POOL_GROUP, RBAC_API_VERSION
+
+API_TOKEN_VOLUME = "api-token"  # the sidecar's projected ServiceAccount token
+# What the sidecar's allowlist does through the API (pkg/sidecar/proxy/allowlist.go of v0.7.1 and v0.10.0): list and
+# watch the one InferencePool (a field selector on its name) and the pods its selector matches, in the pool's namespace.
+ALLOWLIST_RULES = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
+                   {"apiGroups": [POOL_GROUP], "resources": ["inferencepools"], "verbs": ["list", "watch"]}]
 
 
 class SidecarSpec(pod.Spec):
@@ -20,7 +33,8 @@ class SidecarSpec(pod.Spec):
 
     image: str = Field(router_versions.SIDECAR_IMAGE, min_length=1, description="Routing sidecar image.")
     args: list[str] = Field(["--port", "8000", "--vllm-port", "8200", "--data-parallel-size", "4",
-                             "--kv-connector", "nixlv2", "--secure-proxy=false"],
+                             "--kv-connector", "nixlv2", "--secure-proxy=false", "--enable-ssrf-protection=true",
+                             "--inference-pool", "rebel100/minimax-m27-pool"],
                             description="Arguments of the sidecar (core.serving.sidecar_args).")
     ports: list[int] = Field([8000, 8001, 8002, 8003], min_length=1, description="Ports it listens on, one per DP rank: what the InferencePool targets.")
 
@@ -31,8 +45,14 @@ class DecodePoolArgs(pod.EnginePoolArgs):
                                     "serve on (the sidecar's in P/D), declared in the active-ports annotations.")
 
 
+def reads_api(sidecar: SidecarSpec) -> bool:
+    """The sidecar lists pods and the InferencePool through the API: its SSRF protection is on."""
+    return router_versions.ssrf_protection_on(router_versions.sidecar_flags(sidecar.args))
+
+
 def sidecar_container(sidecar: SidecarSpec) -> dict:
-    """The routing sidecar as a native sidecar (an init container that keeps running)."""
+    """The routing sidecar as a native sidecar (an init container that keeps running), with the API token when it
+    reads the API."""
     return {
         "name": "routing-proxy",
         "image": sidecar.image,
@@ -42,7 +62,30 @@ def sidecar_container(sidecar: SidecarSpec) -> dict:
         "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "4", "memory": "4Gi"}},
         "readinessProbe": {"tcpSocket": {"port": sidecar.ports[0]}, "periodSeconds": 10},
         "securityContext": pod.restricted_security_context(),
+        "volumeMounts": [{"name": API_TOKEN_VOLUME, "mountPath": pod.API_TOKEN_MOUNT, "readOnly": True}]
+                        if reads_api(sidecar) else None,
     }
+
+
+def sidecar_account(stack_name: str) -> str:
+    """The decode pods' ServiceAccount, its Role and RoleBinding (P/D)."""
+    return f"{stack_name}-decode"
+
+
+def sidecar_access(name: str, args: DecodePoolArgs) -> list[Child]:
+    """The ServiceAccount the sidecar's allowlist reads the API as, its Role and RoleBinding."""
+    account = sidecar_account(args.stack_name)
+    labels = {pod.PART_OF_LABEL: args.stack_name, pod.NAME_LABEL: account, pod.COMPONENT_LABEL: "decode"}
+    meta = object_meta(account, args.namespace, labels)
+    return [
+        Child(f"{name}-sa", manifest("v1", "ServiceAccount", meta, automountServiceAccountToken=False)),
+        Child(f"{name}-role", manifest(RBAC_API_VERSION, "Role", meta, rules=ALLOWLIST_RULES)),
+        Child(f"{name}-rolebinding", manifest(
+            RBAC_API_VERSION, "RoleBinding", meta,
+            roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
+            subjects=[{"kind": "ServiceAccount", "name": account, "namespace": args.namespace}]),
+            after=(f"{name}-sa", f"{name}-role")),
+    ]
 
 
 def target_ports(args: DecodePoolArgs) -> list[int]:
@@ -52,5 +95,11 @@ def target_ports(args: DecodePoolArgs) -> list[int]:
 
 def decode_pool(name: str, args: DecodePoolArgs) -> list[Child]:
     container = pod.engine_container(args.engine, name="vllm", hf_token_secret=args.hf_token_secret)
-    init = [sidecar_container(args.sidecar)] if args.sidecar is not None else None
-    return pod.engine_pool(name, role_name="decode", args=args, containers=[container], init_containers=init)
+    if args.sidecar is None or not reads_api(args.sidecar):
+        init = [sidecar_container(args.sidecar)] if args.sidecar is not None else None
+        return pod.engine_pool(name, role_name="decode", args=args, containers=[container], init_containers=init)
+    access = sidecar_access(name, args)
+    return access + pod.engine_pool(
+        name, role_name="decode", args=args, containers=[container], init_containers=[sidecar_container(args.sidecar)],
+        service_account=sidecar_account(args.stack_name), volumes=[pod.api_token_volume(API_TOKEN_VOLUME)],
+        after=tuple(child.resource_name for child in access))

@@ -117,6 +117,21 @@ def engine_volumes(*, shm_size: str, model_pvc: str, compile_cache_pvc_name: str
     ]
 
 
+# Where a container finds the API's credentials (client-go's in-cluster config reads the token and ca.crt here).
+API_TOKEN_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+API_TOKEN_SECONDS = 3600  # the kubelet renews a projected token at 80% of its life; client-go re-reads the file
+
+
+def api_token_volume(name: str) -> dict:
+    """What the kubelet mounts for an automounted token, as a volume one container can mount alone: the pod's
+    ServiceAccount token, the cluster's CA and the namespace."""
+    return {"name": name, "projected": {"sources": [
+        {"serviceAccountToken": {"path": "token", "expirationSeconds": API_TOKEN_SECONDS}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}},
+    ]}}
+
+
 ENGINE_VOLUME_MOUNTS = (
     {"name": "shm", "mountPath": "/dev/shm"},
     {"name": "model", "mountPath": MODEL_MOUNT, "readOnly": True},
@@ -277,8 +292,10 @@ def engine_deployment(
     affinity: dict,
     strategy: dict,
     annotations: dict[str, str],
+    service_account: Optional[str] = None,
 ) -> dict:
-    """An engine Deployment: the DRA claim, seccomp RuntimeDefault, no API token."""
+    """An engine Deployment: the DRA claim, seccomp RuntimeDefault, no API token mounted for the pod (a container
+    that needs one mounts `api_token_volume` itself)."""
     selector = {k: labels[k] for k in (PART_OF_LABEL, ROLE_LABEL, POOL_LABEL)}
     return manifest("apps/v1", "Deployment",
                     object_meta(name, namespace, labels, {WAIT_FOR_ANNOTATION: rollout_complete(replicas)}),
@@ -289,6 +306,7 @@ def engine_deployment(
                         "template": {
                             "metadata": {"labels": labels, "annotations": annotations},
                             "spec": {
+                                "serviceAccountName": service_account,
                                 "automountServiceAccountToken": False,
                                 "terminationGracePeriodSeconds": 120,
                                 "securityContext": pod_security_context(),
@@ -384,9 +402,11 @@ def claim_digest(claim: ClaimSpec) -> str:
 
 
 def engine_pool(name: str, *, role_name: str, args: EnginePoolArgs, containers: list[dict],
-                init_containers: Optional[list[dict]] = None) -> list[Child]:
+                init_containers: Optional[list[dict]] = None, service_account: Optional[str] = None,
+                volumes: Sequence[dict] = (), after: tuple[str, ...] = ()) -> list[Child]:
     """The objects of one engine role: DRA claim template, compile-cache PVC, then per node group a
-    Deployment and its PodDisruptionBudget (one group: one Deployment named after the role)."""
+    Deployment and its PodDisruptionBudget (one group: one Deployment named after the role). `service_account`,
+    `volumes` (besides the engine's) and `after` (siblings the Deployments wait for) are the role's own."""
     base = f"{args.stack_name}-{role_name}"
     role_labels = pod_labels(args.stack_name, role_name)
     # A claim template's spec is immutable. Its name carries a digest of what it asks for, so a change is
@@ -412,12 +432,12 @@ def engine_pool(name: str, *, role_name: str, args: EnginePoolArgs, containers: 
             name=pool, namespace=args.namespace, labels=labels, replicas=args.replicas // len(pools),
             containers=containers, init_containers=[wait_for_weights_container(args.weights), *(init_containers or [])],
             claim_template_name=claim_template_name,
-            volumes=engine_volumes(shm_size=args.engine.shm_size, model_pvc=args.weights.claim_name,
-                                   compile_cache_pvc_name=f"{base}-compile-cache"),
+            volumes=[*engine_volumes(shm_size=args.engine.shm_size, model_pvc=args.weights.claim_name,
+                                     compile_cache_pvc_name=f"{base}-compile-cache"), *volumes],
             affinity=affinity(args.placement, group=group,
                               role_selector={PART_OF_LABEL: args.stack_name, ROLE_LABEL: role_name}),
-            strategy=deployment_strategy(args.rollout), annotations=annotations),
-            timeout=rollout_timeout(args.engine.startup_failure_threshold)))
+            strategy=deployment_strategy(args.rollout), annotations=annotations, service_account=service_account),
+            after=after, timeout=rollout_timeout(args.engine.startup_failure_threshold)))
         children.append(Child(f"{resource}-pdb", disruption_budget(
             name=pool, namespace=args.namespace, labels=labels,
             selector={k: labels[k] for k in (PART_OF_LABEL, ROLE_LABEL, POOL_LABEL)},

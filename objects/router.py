@@ -17,6 +17,7 @@ import yaml
 from pydantic import Field
 
 from core import routing, sizing
+from core.labels import inference_pool_name
 from core.versions import router as router_versions
 from objects import pod
 from objects.kube import Child, cluster_scoped_name, manifest, object_meta
@@ -45,7 +46,7 @@ class RouterArgs(pod.StackArgs):
 
 
 def pool_name(stack_name: str) -> str:
-    return f"{stack_name}-pool"
+    return inference_pool_name(stack_name)
 
 
 def epp_name(stack_name: str) -> str:

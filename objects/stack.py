@@ -102,7 +102,8 @@ def decode_pool_args(cfg: StackConfig, weights: pod.EngineWeights) -> DecodePool
     role = cfg.decode
     command = engine_serving.decode_command(cfg.model, cfg.engine, role, nixl=pd,
                                             revision=weights.revision, draft_revision=weights.draft_revision)
-    sidecar = SidecarSpec(image=role.sidecar.image, args=engine_serving.sidecar_args(role),
+    sidecar = SidecarSpec(image=role.sidecar.image, args=engine_serving.sidecar_args(
+                              role, pool_namespace=cfg.namespace, pool_name=pool_name(cfg.name)),
                           ports=engine_serving.sidecar_ports(role)) if pd else None
     return DecodePoolArgs(**engine_pool_args(cfg, role, command, weights),
                           active_ports=pool_ports(cfg).active("decode"), sidecar=sidecar)

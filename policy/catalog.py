@@ -15,7 +15,8 @@ import json
 import pathlib
 from typing import Any, Callable, Mapping, Optional
 
-from policy import consumers, engine_consumers, hygiene, memory, observability, parallelism, security, weights, wiring
+from policy import (consumers, engine_consumers, hygiene, memory, observability, parallelism, security, ssrf, weights,
+                    wiring)
 from policy.facts import Facts, facts_from
 from policy.manifests import Finding
 
@@ -112,6 +113,17 @@ POLICIES: tuple[PolicySpec, ...] = (
     # what a single-node dev cluster may do without: advice by default and in dev.json, mandatory in prod.json.
     PolicySpec("no-literal-secrets", "No env var named like a token, secret, password or API key holds a literal value.",
                security.no_literal_secrets, "resource"),
+    # A sidecar that would call any prefiller a client names is wrong in any environment: mandatory. A pin that
+    # cannot be protected (its allowlist cannot read the GA InferencePool) is advice, in prod.json too: the stack
+    # that serves the v0.7.1 programs CI builds (pd-router07) runs one.
+    PolicySpec("sidecar-ssrf-protection", "A P/D routing sidecar that can runs with --enable-ssrf-protection from the "
+               "InferencePool that selects its pod (--inference-pool), with an API token and a Role that let it list "
+               "and watch that pool and its pods; a sidecar older than its GA-pool allowlist (0.10.0) must not turn it "
+               "on (it would refuse every prefill).",
+               ssrf.sidecar_ssrf_protection, "stack"),
+    PolicySpec("sidecar-ssrf-capable", "A P/D routing sidecar is pinned to a version that can protect itself against a "
+               "prefiller named by the client (0.10.0 or later; core/versions/router.py SSRF_ALLOWLIST).",
+               ssrf.sidecar_ssrf_capable, "resource", enforcement=ADVISORY),
     PolicySpec("rbac-least-privilege", "Roles bound to a ServiceAccount that runs a pod grant no '*' and no write "
                "verbs; the EPP's Role is namespace-scoped (cluster-wide it may only create the token and subject "
                "access reviews that check a metrics scrape).",

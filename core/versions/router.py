@@ -84,7 +84,71 @@ SIDECAR_FLAGS: dict[str, Feature] = {f.name: f for f in (
     _fact(SIDECAR, "flag", "--data-parallel-size", V0_4_0, "cmd/pd-sidecar/main.go"),
     _fact(SIDECAR, "flag", "--secure-proxy", V0_4_0, "cmd/pd-sidecar/main.go"),
     _fact(SIDECAR, "flag", "--kv-connector", V0_7_0, "pkg/sidecar/proxy/options.go"),
+    # SSRF protection: the sidecar calls a prefill host only if it is the IP or name of a pod the InferencePool
+    # selects (pkg/sidecar/proxy/allowlist.go; else 403 "Forbidden: prefill target not allowed by SSRF protection",
+    # chat_completions.go). The pool is named by `--inference-pool namespace/name` from v0.7.0 (options.go); the
+    # v0.4.0-v0.8.0 pair --inference-pool-namespace / --inference-pool-name, deprecated from v0.7.0, is gone at
+    # v0.9.0 (llm-d-router@v0.9.0 and v0.10.0 pkg/sidecar/proxy/options.go read --inference-pool only).
+    _fact(SIDECAR, "flag", "--enable-ssrf-protection", V0_4_0, "cmd/pd-sidecar/main.go"),
+    _fact(SIDECAR, "flag", "--inference-pool", V0_7_0, "pkg/sidecar/proxy/options.go"),
 )}
+SSRF_PROTECTION_FLAG = "--enable-ssrf-protection"
+SSRF_POOL_FLAG = "--inference-pool"
+SIDECAR_BOOLEAN_FLAGS = frozenset({SSRF_PROTECTION_FLAG, "--secure-proxy", "--enable-prefiller-sampling"})
+# The allowlist works against the GA InferencePool the render makes (inference.networking.k8s.io/v1, whose pod labels
+# are under spec.selector.matchLabels) only from v0.10.0. Up to v0.9.0 it reads spec.selector as the flat map of the
+# v1alpha2 API: from a GA pool it makes the selector `matchLabels=map[...]`, which the API server refuses ("unable to
+# parse requirement"), so the allowlist stays empty and the sidecar refuses every prefill pick, the EPP's own (403).
+# Measured on the real v0.7.1 sidecar in the local site (2026-12-01, docs/consumers-router.md); fixed upstream by
+# commit 4c16a445c (#1696, "allowlist selector parsing for GA InferencePool API"), first released in v0.10.0.
+SSRF_ALLOWLIST = Feature(SIDECAR, "behaviour", "SSRF allowlist from a GA InferencePool (spec.selector.matchLabels)",
+                         Version(0, 10, 0), f"{ROUTER_MODULE}@v0.10.0 pkg/sidecar/proxy/allowlist.go (poolSelector; "
+                         f"commit 4c16a445c, #1696; up to v0.9.0 updatePodsForPool reads spec.selector as a flat map)")
+
+
+def sidecar_can_protect(version: Optional[Version]) -> bool:
+    """The sidecar at `version` can run with SSRF protection against the stack's GA InferencePool (a tag that is no
+    version is taken as the newest, as its render is)."""
+    return version is None or version >= SSRF_ALLOWLIST.since
+
+
+def sidecar_flags(args: Iterable[str]) -> dict[str, str]:
+    """`--name` -> value of a sidecar command line as pflag reads it (`--a=b`, `--a b`; a boolean flag takes no
+    separate value: `--enable-ssrf-protection` alone is true). The last one given wins."""
+    tokens, flags, index = list(args), {}, 0
+    while index < len(tokens):
+        token = tokens[index]
+        index += 1
+        if not token.startswith("-"):
+            continue
+        name, has_value, value = token.partition("=")
+        name = "--" + name.lstrip("-")
+        if not has_value:
+            if name in SIDECAR_BOOLEAN_FLAGS or index >= len(tokens) or tokens[index].startswith("-"):
+                value = "true"
+            else:
+                value = tokens[index]
+                index += 1
+        flags[name] = value
+    return flags
+
+
+def ssrf_protection_on(flags: dict[str, str]) -> bool:
+    """The sidecar's --enable-ssrf-protection as Go's strconv.ParseBool reads it (off by default)."""
+    return flags.get(SSRF_PROTECTION_FLAG, "false") in ("1", "t", "T", "true", "TRUE", "True")
+
+
+def ssrf_pool(flags: dict[str, str], env: Optional[dict[str, str]] = None) -> Optional[str]:
+    """`namespace/name` of the InferencePool the sidecar allowlists from: --inference-pool (a bare name is in
+    namespace `default`), else INFERENCE_POOL, else the deprecated --inference-pool-namespace/-name pair (or its
+    INFERENCE_POOL_NAMESPACE/_NAME), as options.go Complete() reads them; None when none names a whole pool."""
+    env = env or {}
+    named = flags.get(SSRF_POOL_FLAG) or env.get("INFERENCE_POOL")
+    if named:
+        return named if "/" in named else f"default/{named}"
+    namespace = flags.get("--inference-pool-namespace") or env.get("INFERENCE_POOL_NAMESPACE")
+    name = flags.get("--inference-pool-name") or env.get("INFERENCE_POOL_NAME")
+    return f"{namespace}/{name}" if namespace and name else None
 
 
 def epp_features_used(config: dict) -> list[Feature]:

@@ -41,8 +41,44 @@ def test_routing_sidecar_is_native_sidecar(run_under_mocks):
     assert sidecar["restartPolicy"] == "Always"
     assert sidecar["image"].startswith("ghcr.io/llm-d/")
     assert sidecar["args"] == ["--port", "8000", "--vllm-port", "8200", "--data-parallel-size", "4",
-                               "--kv-connector", "nixlv2", "--secure-proxy=false"]
+                               "--kv-connector", "nixlv2", "--secure-proxy=false", "--enable-ssrf-protection=true",
+                               "--inference-pool", "ns/t-pool"]
     assert [p["containerPort"] for p in sidecar["ports"]] == [8000, 8001, 8002, 8003]
+
+
+def test_only_the_sidecar_gets_an_api_token_of_the_decode_account(run_under_mocks):
+    """SSRF protection lists the pool and its pods: the sidecar mounts a token of the decode pods' ServiceAccount, which
+    may list and watch pods and InferencePools of the namespace; the pod automounts none (the engine has no token)."""
+    objects = build(run_under_mocks)
+    spec = objects.get("Deployment", "t-decode")["spec"]["template"]["spec"]
+    assert spec["serviceAccountName"] == "t-decode" and spec["automountServiceAccountToken"] is False
+    [volume] = [v for v in spec["volumes"] if v["name"] == "api-token"]
+    sources = volume["projected"]["sources"]
+    assert sources[0]["serviceAccountToken"] == {"path": "token", "expirationSeconds": 3600}
+    assert sources[1]["configMap"] == {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}
+    assert container(objects.get("Deployment", "t-decode"), "routing-proxy", init=True)["volumeMounts"] == [
+        {"name": "api-token", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": True}]
+    assert "api-token" not in {m["name"] for m in container(objects.get("Deployment", "t-decode"), "vllm")
+                               .get("volumeMounts") or []}
+    assert objects.get("ServiceAccount", "t-decode")["automountServiceAccountToken"] is False
+    assert objects.get("Role", "t-decode")["rules"] == [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
+        {"apiGroups": ["inference.networking.k8s.io"], "resources": ["inferencepools"], "verbs": ["list", "watch"]}]
+    binding = objects.get("RoleBinding", "t-decode")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "t-decode"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "t-decode", "namespace": "ns"}]
+
+
+def test_a_sidecar_that_cannot_be_protected_gets_no_account(run_under_mocks):
+    """A v0.7.x sidecar runs without SSRF protection (its allowlist cannot read the GA pool): no API access at all."""
+    objects = build(run_under_mocks, decode={"sidecar": {"image": "ghcr.io/llm-d/llm-d-routing-sidecar:v0.7.1"}})
+    spec = objects.get("Deployment", "t-decode")["spec"]["template"]["spec"]
+    assert "serviceAccountName" not in spec and "api-token" not in {v["name"] for v in spec["volumes"]}
+    assert "volumeMounts" not in container(objects.get("Deployment", "t-decode"), "routing-proxy", init=True)
+    assert "--enable-ssrf-protection=true" not in container(objects.get("Deployment", "t-decode"), "routing-proxy",
+                                                             init=True)["args"]
+    for kind in ("ServiceAccount", "Role", "RoleBinding"):
+        assert objects.of_kind(kind) == []
 
 
 def test_readiness_checks_every_rank(run_under_mocks):

@@ -8,10 +8,17 @@ cannot collide with anyone's. The API stub answers discovery (/version, /api, /a
 everything else with 404: the EPP finds no InferencePool CRD and no pods, which is all it needs to read its
 configuration. Standard library only (it runs under the system python3 inside the namespace).
 
-SPEC: {"argv": [...], "pass": "...", "fail": ["..."], "timeout": 20, "listen": [ports]}. The program runs until a
-line contains `pass` or one of `fail` (or, with `listen`, until every port accepts a connection), then it is
-stopped by its pid with SIGTERM (SIGKILL 10 s later). One JSON line goes to stdout: the outcome
-("passed", "failed", "exited", "timeout"), the exit code after SIGTERM, and the program's log lines.
+Objects the spec gives (`objects`) are also served as a namespaced collection: a list (with a `metadata.name=`
+field selector and an equality label selector, which is refused as the API server refuses it: 400 on a value that is
+no label value) and a watch: a streaming list (`sendInitialEvents=true`, as client-go's reflectors ask) sends the
+objects, then the bookmark that ends the initial events; any watch then stays open and sends nothing. A sidecar with
+SSRF protection lists and watches its InferencePool before it listens; pods are an empty list.
+
+SPEC: {"argv": [...], "pass": "...", "fail": ["..."], "timeout": 20, "listen": [ports], "objects": [...]}. The
+program runs until a line contains `pass` or one of `fail` (or, with `listen`, until every port accepts a
+connection), then it is stopped by its pid with SIGTERM (SIGKILL 10 s later). One JSON line goes to stdout: the
+outcome ("passed", "failed", "exited", "timeout"), the exit code after SIGTERM, the program's log lines and the
+API requests the stub answered (`requests`: method, path and status).
 """
 from __future__ import annotations
 
@@ -20,6 +27,7 @@ import http.server
 import json
 import os
 import pathlib
+import re
 import signal
 import socket
 import struct
@@ -28,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 
@@ -50,11 +59,29 @@ class Discovery(http.server.BaseHTTPRequestHandler):
         "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": []},
     }
 
+    OBJECTS: list[dict] = []  # served as collections: /api/v1/... and /apis/GROUP/VERSION/namespaces/NS/RESOURCE
+    REQUESTS: list[dict] = []
+    WATCH_SECONDS = 60.0  # a watch stays open, sending nothing, longer than any run
+
     def do_GET(self) -> None:  # noqa: N802 (the base class's name)
-        body = self.BODIES.get(self.path.split("?", 1)[0])
-        status = 200 if body is not None else 404
-        if body is None:
-            body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404}
+        url = urllib.parse.urlsplit(self.path)
+        query = urllib.parse.parse_qs(url.query)
+        status, body = (200, self.BODIES[url.path]) if url.path in self.BODIES else self.collection(url.path, query)
+        self.REQUESTS.append({"method": "GET", "path": self.path, "status": status})
+        if status == 200 and query.get("watch", [""])[0] in ("true", "1"):
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            if query.get("sendInitialEvents", [""])[0] == "true":  # a streaming list (client-go's WatchList)
+                for item in body["items"]:
+                    self.chunk({"type": "ADDED", "object": item})
+                self.chunk({"type": "BOOKMARK", "object": {
+                    "kind": body["kind"].removesuffix("List"), "apiVersion": body["apiVersion"], "metadata": {
+                        "resourceVersion": "1", "annotations": {"k8s.io/initial-events-end": "true"}}}})
+            self.wfile.flush()
+            time.sleep(self.WATCH_SECONDS)
+            return
         data = json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -62,8 +89,44 @@ class Discovery(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def chunk(self, event: dict) -> None:
+        data = json.dumps(event).encode() + b"\n"
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
     def log_message(self, *args) -> None:
         pass
+
+    @classmethod
+    def collection(cls, path: str, query: dict) -> tuple[int, dict]:
+        """The objects of a namespaced collection path (with objects to serve, pods too: none)."""
+        found = re.fullmatch(r"/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))/namespaces/(?P<ns>[^/]+)"
+                             r"/(?P<resource>[a-z]+)", path)
+        if not found:
+            return 404, failure(404, "NotFound", "not served by the stub")
+        api_version = found["core"] or f"{found['group']}/{found['version']}"
+        kinds = {o["kind"] for o in cls.OBJECTS if o.get("apiVersion") == api_version} | ({"Pod"} if found["core"] and cls.OBJECTS else set())
+        kind = next((k for k in kinds if k.lower() + "s" == found["resource"]), None)
+        if kind is None:
+            return 404, failure(404, "NotFound", f"{found['resource']} is not served by the stub")
+        items = [o for o in cls.OBJECTS if o.get("apiVersion") == api_version and o["kind"] == kind
+                 and o["metadata"].get("namespace") == found["ns"]]
+        for selector in query.get("fieldSelector", []):
+            name = selector.removeprefix("metadata.name=")
+            items = [o for o in items if o["metadata"]["name"] == name]
+        for selector in query.get("labelSelector", []):
+            pairs = [term.split("=", 1) for term in selector.split(",") if term]
+            bad = [v for _, v in pairs if not re.fullmatch(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?", v)]
+            if any(len(pair) != 2 for pair in pairs) or bad:
+                return 400, failure(400, "BadRequest", f"unable to parse requirement: {selector}")
+            items = [o for o in items if all(o["metadata"].get("labels", {}).get(k) == v for k, v in pairs)]
+        return 200, {"kind": f"{kind}List", "apiVersion": api_version, "metadata": {"resourceVersion": "1"},
+                     "items": [{**o, "metadata": {"resourceVersion": "1", "uid": o["metadata"]["name"], **o["metadata"]}}
+                               for o in items]}
+
+
+def failure(code: int, reason: str, message: str) -> dict:
+    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "message": message, "code": code}
 
 
 def start_api(folder: pathlib.Path) -> pathlib.Path:
@@ -97,6 +160,7 @@ def stop(proc: subprocess.Popen) -> int:
 
 def run(spec: dict) -> dict:
     loopback_up()
+    Discovery.OBJECTS = list(spec.get("objects") or [])
     folder = pathlib.Path(tempfile.mkdtemp(prefix="consumer."))
     env = {**os.environ, "KUBECONFIG": str(start_api(folder)), "NAMESPACE": "default", "POD_NAME": "sandbox"}
     lines: list[str] = []
@@ -120,7 +184,8 @@ def run(spec: dict) -> dict:
         time.sleep(0.1)
     code = stop(proc)
     time.sleep(0.2)  # the reader thread drains the last lines
-    return {"outcome": outcome, "returncode": code, "log": [line.rstrip("\n") for line in lines]}
+    return {"outcome": outcome, "returncode": code, "log": [line.rstrip("\n") for line in lines],
+            "requests": list(Discovery.REQUESTS)}
 
 
 if __name__ == "__main__":

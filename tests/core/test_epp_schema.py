@@ -94,12 +94,14 @@ def test_types_whose_factory_reads_no_parameters_accept_any():
 
 @pytest.mark.parametrize("version", [Version(0, 7, 1), Version(0, 10, 0)])
 def test_rendered_sidecar_flags_are_known(version):
-    assert epp_schema.check_sidecar_args(serving.sidecar_args(Decode()), epp_schema.load("sidecar", version)) == []
+    args = serving.sidecar_args(Decode(), pool_namespace="ns", pool_name="p")
+    assert "--enable-ssrf-protection=true" in args
+    assert epp_schema.check_sidecar_args(args, epp_schema.load("sidecar", version)) == []
 
 
 def test_sidecar_flag_checks():
     data = epp_schema.load("sidecar", Version(0, 10, 0))
-    args = copy.copy(serving.sidecar_args(Decode()))
+    args = copy.copy(serving.sidecar_args(Decode(), pool_namespace="ns", pool_name="p"))
     assert [str(p) for p in epp_schema.check_sidecar_args(args + ["--connector", "nixlv2"], data)] == [
         "--connector: exits 2: unknown flag: --connector"]
     assert epp_schema.check_sidecar_args(["--data-parallel-size", "four"], data)

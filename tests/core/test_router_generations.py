@@ -150,10 +150,18 @@ def test_generated_parameters_follow_the_generation():
 
 
 def test_sidecar_flags_of_each_generation():
-    for image in (SIDECAR_071, router_versions.SIDECAR_IMAGE):
-        assert serving.sidecar_args(Decode(sidecar=Sidecar(image=image), data_parallel_size=4, port=8200)) == [
-            "--port", "8000", "--vllm-port", "8200", "--data-parallel-size", "4", "--kv-connector", "nixlv2",
+    """The same flags; SSRF protection only where the sidecar's allowlist reads the GA pool (0.10.0 on)."""
+    base = ["--port", "8000", "--vllm-port", "8200", "--data-parallel-size", "4", "--kv-connector", "nixlv2",
             "--secure-proxy=false"]
+    def args(image):
+        return serving.sidecar_args(Decode(sidecar=Sidecar(image=image), data_parallel_size=4, port=8200),
+                                    pool_namespace="ns", pool_name="s-pool")
+    assert args(SIDECAR_071) == base
+    assert args(router_versions.SIDECAR_IMAGE) == [*base, "--enable-ssrf-protection=true", "--inference-pool",
+                                                   "ns/s-pool"]
+    assert args("ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.9.0") == base  # 0.9.0's allowlist: the flat map
+    assert args("ghcr.io/llm-d/llm-d-router-disagg-sidecar:latest")[-3:] == [
+        "--enable-ssrf-protection=true", "--inference-pool", "ns/s-pool"]  # no version: the newest's render
 
 
 def test_a_v0_7_pin_of_pd_passes_the_gate():

@@ -34,7 +34,7 @@ def test_every_plugin_type_and_the_api_version_of_the_render_has_a_fact(topology
 
 
 def test_every_sidecar_flag_of_the_render_has_a_fact():
-    args = serving.sidecar_args(Decode())
+    args = serving.sidecar_args(Decode(), pool_namespace="ns", pool_name="p")
     used = {f.name for f in router_versions.sidecar_features_used(args)}
     assert used == {name for name in router_versions.flag_names(args)}
 
@@ -117,3 +117,64 @@ def test_a_patch_release_is_judged_by_the_data_of_its_line():
 def test_plugin_parameters_of_a_type_must_be_an_object():
     text = problems(stack="agg", router={"pluginParameters": {"token-load-scorer": "queueThresholdTokens=8192"}})
     assert "rebel100:router.pluginParameters" in text and "must be an object" in text
+
+
+# --- the sidecar's SSRF protection ----------------------------------------------------------------
+
+def test_ssrf_flag_facts_and_the_allowlist_fact():
+    """--enable-ssrf-protection from v0.4.0 (cmd/pd-sidecar/main.go), --inference-pool from v0.7.0 (options.go; the
+    --inference-pool-namespace/-name pair it replaced is gone at v0.9.0); the allowlist reads the GA pool from v0.10.0."""
+    flag, pool = router_versions.SIDECAR_FLAGS["--enable-ssrf-protection"], router_versions.SIDECAR_FLAGS["--inference-pool"]
+    assert (flag.since, flag.source) == (Version(0, 4, 0),
+                                         "github.com/llm-d/llm-d-inference-scheduler@v0.4.0 cmd/pd-sidecar/main.go")
+    assert (pool.since, pool.source) == (Version(0, 7, 0),
+                                         "github.com/llm-d/llm-d-inference-scheduler@v0.7.0 pkg/sidecar/proxy/options.go")
+    allowlist = router_versions.SSRF_ALLOWLIST
+    assert allowlist.since == Version(0, 10, 0)
+    assert allowlist.source.startswith("github.com/llm-d/llm-d-router@v0.10.0 pkg/sidecar/proxy/allowlist.go")
+    assert [router_versions.sidecar_can_protect(v) for v in (None, Version(0, 10, 0), Version(0, 9, 9), Version(0, 7, 1))
+            ] == [True, True, False, False]
+
+
+def test_the_sidecar_flags_as_pflag_reads_them():
+    flags = router_versions.sidecar_flags(["--port", "8000", "--enable-ssrf-protection", "--inference-pool", "a/b",
+                                           "--secure-proxy=false", "x"])
+    assert flags == {"--port": "8000", "--enable-ssrf-protection": "true", "--inference-pool": "a/b",
+                     "--secure-proxy": "false"}
+    assert router_versions.ssrf_protection_on(flags)
+    assert not router_versions.ssrf_protection_on({"--enable-ssrf-protection": "yes"})  # strconv.ParseBool refuses it
+    assert not router_versions.ssrf_protection_on({})
+    assert router_versions.ssrf_pool(flags) == "a/b"
+    assert router_versions.ssrf_pool({"--inference-pool": "b"}) == "default/b"
+    assert router_versions.ssrf_pool({}, {"INFERENCE_POOL": "n/p"}) == "n/p"
+    assert router_versions.ssrf_pool({"--inference-pool-namespace": "n"}, {"INFERENCE_POOL_NAME": "p"}) == "n/p"
+    assert router_versions.ssrf_pool({"--inference-pool-namespace": "n"}) is None
+
+
+def test_the_sidecar_allowlists_the_stacks_own_pool():
+    args = serving.sidecar_args(Decode(), pool_namespace="rebel100", pool_name="minimax-m27-pool")
+    assert args[-3:] == ["--enable-ssrf-protection=true", "--inference-pool", "rebel100/minimax-m27-pool"]
+    from objects.router import pool_name
+    from core.labels import inference_pool_name
+    assert pool_name("s") == inference_pool_name("s") == "s-pool"
+
+
+def test_a_sidecar_that_cannot_be_protected_passes_the_gate_with_advice():
+    from core.gate import warnings_for
+    for image in ("ghcr.io/llm-d/llm-d-routing-sidecar:v0.7.1", "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.9.0"):
+        cfg = load_config(stack_config("prod-4p4d", router={"image": "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1"}
+                                       if "0.7.1" in image else {}, decode={"sidecar": {"image": image}}))
+        [advice] = [w for w in warnings_for(cfg) if w.policy == "sidecar-ssrf-capable"]
+        assert advice.path == "rebel100:decode.sidecar.image"
+        assert "Pin 0.10.0 or later: the render then turns --enable-ssrf-protection on" in advice.message
+    cfg = load_config(stack_config("prod-4p4d"))
+    assert not [w for w in warnings_for(cfg) if w.policy.startswith("sidecar-ssrf")]
+
+
+def test_the_gate_refuses_a_render_whose_sidecar_is_unprotected(monkeypatch):
+    """The gate judges the flags the components render with: a render that dropped the protection is refused."""
+    rendered = serving.sidecar_args
+    monkeypatch.setattr(serving, "sidecar_args", lambda *a, **k: rendered(*a, **k)[:-3])
+    text = problems()
+    assert "rebel100:decode.sidecar.image: the sidecar runs without SSRF protection" in text
+    assert "--inference-pool rebel100/minimax-m27-pool" in text

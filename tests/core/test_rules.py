@@ -299,3 +299,48 @@ def test_image_has_features(args, expected):
     pinned, used = args
     image = f"img:{pinned}" if pinned else "img:latest"
     check(rules.image_has_features(image, pinned, used, image_name="engine.image"), expected)
+
+
+# --- the routing sidecar's SSRF protection ------------------------------------------------------
+
+V0100, V091, V071 = Version(0, 10, 0), Version(0, 9, 1), Version(0, 7, 1)
+OWN = "ns/s-pool"
+
+
+@table({
+    # (pinned, protected, pool, fronting)
+    "protected-from-its-own-pool": ((V0100, True, OWN, [OWN]), None),
+    "protected-pool-unknown-to-the-caller": ((V0100, True, "ns/other", []), None),
+    "protected-no-version": ((None, True, OWN, [OWN]), None),
+    "unprotected": ((V0100, False, None, [OWN]), ("runs without SSRF protection", "POSTs the prompt to whatever "
+                                                  "host:port a client sends in x-prefiller-host-port",
+                                                  "Set --enable-ssrf-protection=true and --inference-pool ns/s-pool")),
+    "unprotected-no-version": ((None, False, None, []), ("runs without SSRF protection",)),
+    "no-pool": ((V0100, True, None, [OWN]), ("no InferencePool is named: the sidecar refuses to start",)),
+    "another-pool": ((V0100, True, "ns/other", [OWN]), ("allowlists the pods of InferencePool ns/other, which does not "
+                                                        "select this pod; the pool that does is ns/s-pool",)),
+    "before-the-ga-allowlist-protected": ((V091, True, OWN, [OWN]), ("SSRF protection is on but img:0.9.1 is 0.9.1",
+                                                                     "refuses every prefill", "Pin 0.10.0 or later")),
+    "before-the-ga-allowlist-unprotected": ((V071, False, None, [OWN]), None),  # advice: sidecar_ssrf_capable
+})
+def test_sidecar_ssrf_protection(args, expected):
+    pinned, protected, pool, fronting = args
+    image = f"img:{pinned}" if pinned else "img:latest"
+    check(rules.sidecar_ssrf_protection(image, pinned, protected=protected, pool=pool, fronting=fronting,
+                                        can_protect=pinned is None or pinned >= V0100, since=V0100, fix_pool=OWN),
+          expected)
+
+
+@table({
+    "can-protect": ((V0100, False), None),
+    "no-version": ((None, False), None),
+    "protected-anyway": ((V071, True), None),  # the mandatory rule says it refuses every prefill
+    "one-minor-older": ((V091, False), ("img:0.9.1 (decode.sidecar.image) is 0.9.1: its SSRF allowlist cannot read",
+                                        "Pin 0.10.0 or later")),
+    "v0.7.1": ((V071, False), ("is 0.7.1", "POSTs the prompt to any host:port a client sends in x-prefiller-host-port")),
+})
+def test_sidecar_ssrf_capable(args, expected):
+    pinned, protected = args
+    image = f"img:{pinned}" if pinned else "img:latest"
+    check(rules.sidecar_ssrf_capable(image, pinned, protected=protected, can_protect=pinned is None or pinned >= V0100,
+                                     since=V0100, image_name="decode.sidecar.image"), expected)

@@ -78,8 +78,9 @@ def test_decode_command_of_the_target_configuration():
     assert command.ports == [("http-0", 8200), ("http-1", 8201), ("http-2", 8202), ("http-3", 8203), ("dp-rpc", 5555),
                              ("nixl-0", 5600), ("nixl-1", 5601), ("nixl-2", 5602), ("nixl-3", 5603)]
     assert "RBLN_DEVICES" not in command.env
-    assert serving.sidecar_args(cfg.decode) == ["--port", "8000", "--vllm-port", "8200", "--data-parallel-size", "4",
-                                                "--kv-connector", "nixlv2", "--secure-proxy=false"]
+    assert serving.sidecar_args(cfg.decode, pool_namespace="rebel100", pool_name="minimax-m27-pool") == [
+        "--port", "8000", "--vllm-port", "8200", "--data-parallel-size", "4", "--kv-connector", "nixlv2",
+        "--secure-proxy=false", "--enable-ssrf-protection=true", "--inference-pool", "rebel100/minimax-m27-pool"]
 
 
 def test_serve_args_defaults_and_optional_flags():

@@ -98,3 +98,37 @@ def test_flags_with_equals_or_space_and_the_model_anywhere(args, expected):
 def test_something_else_than_vllm_serve_is_refused():
     with pytest.raises(programs.Unsupported, match="not 'vllm serve'"):
         programs.sim_args(["python", "-m", "x"], [])
+
+
+TOKEN_VOLUME = {"name": "api-token", "projected": {"sources": [
+    {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},
+    {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}]}}
+
+
+def decode_pod(sidecar: dict, volumes: list[dict] = (TOKEN_VOLUME,)) -> dict:
+    found = pod([ENGINE], init=[WAIT, sidecar], volumes=list(volumes))
+    found["spec"].update(serviceAccountName="minimax-m27-decode", automountServiceAccountToken=False)
+    return found
+
+
+def test_the_sidecar_reads_the_api_as_the_pods_account_and_the_engine_does_not():
+    """The rendered decode pod mounts no token but gives its sidecar a projected one (SSRF protection lists the pool
+    and its pods): the sidecar runs with a token of the pod's ServiceAccount (the agent writes it into KUBECONFIG,
+    which client-go reads before the in-cluster files the site cannot mount), the simulated engine with none."""
+    sidecar = {**SIDECAR, "volumeMounts": [{"name": "api-token", "readOnly": True,
+                                            "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]}
+    plan = {p.container: p for p in programs.plan(decode_pod(sidecar), BIN, {})}
+    assert plan["routing-proxy"].service_account == "minimax-m27-decode"
+    assert plan["vllm"].service_account is None
+
+
+def test_a_container_without_a_token_gets_no_account():
+    plan = {p.container: p for p in programs.plan(decode_pod(SIDECAR), BIN, {})}
+    assert plan["routing-proxy"].service_account is None and plan["vllm"].service_account is None
+
+
+def test_an_automounted_token_reaches_every_container_as_the_default_account():
+    found = pod([ENGINE], init=[SIDECAR])
+    del found["spec"]["serviceAccountName"]
+    assert {p.container: p.service_account for p in programs.plan(found, BIN, {})} == {
+        "routing-proxy": "default", "vllm": "default"}

@@ -45,6 +45,8 @@ def test_siblings_wait_for_what_they_refer_to():
         "t-metrics-reader-binding": ("t-metrics-reader-sa", "t-metrics-reader"),
         "t-epp-podmonitor": ("t-metrics-reader-token",),
         "t-epp": ("t-epp-config",),
+        "t-decode-rolebinding": ("t-decode-sa", "t-decode-role"),
+        "t-decode": ("t-decode-sa", "t-decode-role", "t-decode-rolebinding"),
         "t-pool": ("t-epp-svc",),
         "t-route": ("t-gateway",),
     }

@@ -56,11 +56,13 @@ def epp_rbac_cluster_wide(m):
 
 
 def default_account_bound_to_edit(m):
-    """The engines run as the namespace's default ServiceAccount; a binding gives it the built-in `edit`."""
+    """The engines run as the namespace's default ServiceAccount (prefill) and the decode pods' own (its sidecar reads
+    the pool); a binding gives both the built-in `edit`."""
     m.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
               "metadata": {"name": "engines-edit", "namespace": "rebel100"},
               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
-              "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": "rebel100"}]})
+              "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": "rebel100"},
+                           {"kind": "ServiceAccount", "name": "minimax-m27-decode", "namespace": "rebel100"}]})
 
 
 def seccomp(deployment, profile=None):

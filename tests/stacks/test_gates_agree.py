@@ -24,7 +24,10 @@ from stacks.render import render_unchecked
 # The rules the gate and the pack both apply (the gate tags its issues with the policy's name).
 SHARED = ("pp-with-dp", "npu-devices-fit-node", "parallelism-fits-model", "engine-args-in-range", "rds-memory-budget",
           "lmcache-reads-rds-max-chunks", "no-literal-secrets", "engine-image-has-features",
-          "vllm-args-known", "pool-endpoints-serve")
+          "vllm-args-known", "pool-endpoints-serve", "sidecar-ssrf-protection", "sidecar-ssrf-capable")
+# Routing sidecar pins: the target, one whose allowlist still reads the flat v1alpha2 selector, the v0.7 generation's.
+SIDECAR_IMAGES = ("ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0", "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.9.0",
+                  "ghcr.io/llm-d/llm-d-routing-sidecar:v0.7.1")
 # Extra env names and what they are, by hand: a literal under a secret name is refused, a pointer is not.
 SECRET_ENV = ("OPENAI_API_KEY", "REDIS_PASSWORD")
 NOT_SECRET_ENV = ("OPENAI_API_KEY_FILE", "TOKENIZERS_PARALLELISM")
@@ -44,6 +47,8 @@ ROLE = {
                                 max_size=2),
 }
 role = st.fixed_dictionaries({}, optional=ROLE)
+decode_role = st.fixed_dictionaries({}, optional={
+    **ROLE, "sidecar": st.fixed_dictionaries({}, optional={"image": st.sampled_from(SIDECAR_IMAGES)})})
 # The prefill port against the pool's targetPorts, the decode sidecar's 8000 + DP-local ranks.
 prefill_role = st.fixed_dictionaries({}, optional={**ROLE, "port": st.sampled_from([8000, 8003, 8100])})
 stack_config = st.fixed_dictionaries({}, optional={
@@ -65,7 +70,7 @@ stack_config = st.fixed_dictionaries({}, optional={
         "image": st.sampled_from([f"rebellions/vllm-rbln:{tag}" for tag in ("0.10.2", "0.10.4", "0.11.2", "0.12.0", "v0.13")]),
     }),
     "prefill": prefill_role,
-    "decode": role,
+    "decode": decode_role,
     "kvTier": st.fixed_dictionaries({}, optional={
         "mode": st.sampled_from(["rds", "cpu", "off"]),
         "rdsMaxChunks": st.one_of(st.integers(1, 5000), st.sampled_from([2176, 2177])),
@@ -77,7 +82,8 @@ stack_config = st.fixed_dictionaries({}, optional={
 
 
 def gate_verdict(cfg: StackConfig) -> set[str]:
-    return {issue.policy for issue in gate.validate(cfg) if issue.policy in SHARED}
+    """What the gate refuses and what it advises (the pack's advisory policies), of the shared rules."""
+    return {issue.policy for issue in gate.validate(cfg) + gate.warnings_for(cfg) if issue.policy in SHARED}
 
 
 def pack_verdict(cfg: StackConfig) -> set[str]:
@@ -149,6 +155,11 @@ def reference_verdict(cfg: StackConfig) -> set[str]:
     dp_roles = any(role.data_parallel_size > 1 for role in (cfg.prefill, cfg.decode))
     if version_before(tag, (0, 10, 4)) or (dp_roles and version_before(tag, (0, 11, 0))):
         found.add("engine-image-has-features")
+    # The P/D sidecar's SSRF allowlist reads the GA InferencePool's spec.selector.matchLabels from llm-d-router 0.10.0
+    # (allowlist.go; 0.9.0 and older read a flat map and refuse every prefill): older pins run unprotected, advice. The
+    # render protects every sidecar that can be, so the mandatory rule never fires on a config.
+    if version_before(cfg.decode.sidecar.image.rsplit(":", 1)[-1], (0, 10, 0)):
+        found.add("sidecar-ssrf-capable")
     return found
 
 
@@ -166,6 +177,9 @@ def reference_verdict(cfg: StackConfig) -> set[str]:
 @example({"prefill": {"port": 8003}})
 @example({"prefill": {"port": 8003}, "decode": {"dataParallelSize": 2}})
 @example({"prefill": {"port": 8100}})
+# A sidecar pinned before its SSRF allowlist reads the GA pool, and the first that does not.
+@example({"decode": {"sidecar": {"image": SIDECAR_IMAGES[1]}}})
+@example({"decode": {"sidecar": {"image": SIDECAR_IMAGES[0]}}})
 def test_gate_and_pack_agree_with_the_reference(values):
     cfg = StackConfig.model_validate(values)
     expected = reference_verdict(cfg)
@@ -179,6 +193,8 @@ def test_the_oracle_on_the_target_configuration():
     assert reference_verdict(StackConfig.model_validate({"kvTier": {"rdsMaxChunks": 4000}})) == {"rds-memory-budget"}
     assert reference_verdict(StackConfig.model_validate({"decode": {"dataParallelSize": 3}})) == {"parallelism-fits-model"}
     assert reference_verdict(StackConfig.model_validate({"prefill": {"port": 8004}})) == {"pool-endpoints-serve"}
+    assert reference_verdict(StackConfig.model_validate({"decode": {"sidecar": {"image": SIDECAR_IMAGES[2]}}})) == {
+        "sidecar-ssrf-capable"}
 
 
 def test_drives_reach_the_pack():
