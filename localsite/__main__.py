@@ -1,9 +1,9 @@
 """python -m localsite: serve a deployed stack's requests on the local site (see docs/serving-locally.md).
 
     python -m localsite run --kubeconfig K [--namespace rebel100] [--dir D] [--port 0]
-        start the site's programs for the namespace's Running pods and the gateway role; print the OpenAI base URL
-        (http://127.0.0.1:PORT/v1) on a line of its own; run until SIGINT or SIGTERM, then stop everything it
-        started, by pid
+        start the site's programs for the namespace's Running pods and the gateway role; once the EPP behind the
+        gateway listens, print the OpenAI base URL (http://127.0.0.1:PORT/v1) on a line of its own; run until
+        SIGINT or SIGTERM, then stop everything it started, by pid
     python -m localsite stop [--dir D]
         stop what a site recorded under D that still runs (a site killed with SIGKILL leaves its programs)
     python -m localsite stack
@@ -44,10 +44,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
+    announced = False
+
+    def until() -> bool:
+        """The base URL once requests can be served (the EPP listening behind the gateway), then run on."""
+        nonlocal announced
+        if not announced and agent.serving():
+            print(f"http://{host}:{port}/v1", flush=True)
+            announced = True
+        return stop.is_set()
+
     try:
         agent.start()
-        print(f"http://{host}:{port}/v1", flush=True)
-        agent.run(until=stop.is_set)
+        agent.run(until=until)
     finally:
         agent.close()
         listener.close()

@@ -293,6 +293,13 @@ class Agent:
         run.listening = True
         return True
 
+    def serving(self) -> bool:
+        """The gateway runs and the EPP it points at takes connections: the base URL can be given out."""
+        if not (self.gateway_process and self.gateway_process.alive()):
+            return False
+        address = self.gateway_args[self.gateway_args.index("--epp") + 1]
+        return any(run.ip == address.rsplit(":", 1)[0] and self.listening(run) for run in self.pods.values())
+
     def write_status(self) -> None:
         status = {"pods": {name: {
             "ip": run.ip, "problem": run.problem, "listening": self.listening(run),

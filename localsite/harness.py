@@ -9,6 +9,7 @@ import json
 import os
 import pathlib
 import random
+import selectors
 import signal
 import socket
 import subprocess
@@ -111,10 +112,18 @@ class ServedSite:
                 [sys.executable, "-m", "localsite", "run", "--kubeconfig", str(self.kubeconfig), "--namespace",
                  self.namespace, "--dir", str(self.site_dir), *[f"--sim-arg={a}" for a in self.sim_args]],
                 cwd=PROJECT, stdout=subprocess.PIPE, stderr=log, start_new_session=True, text=True)
-        self.base_url = self.process.stdout.readline().strip()
+        self.base_url = self._first_line(READY_TIMEOUT)
         if not self.base_url.startswith("http://127."):
-            raise RuntimeError(f"the site did not start: {self.base_url!r}\n{self.log()}")
+            raise RuntimeError(f"the site did not start serving: {self.base_url!r}\n{self.log()}")
         self.wait_for("a first answer through the gateway", self._answers)
+
+    def _first_line(self, timeout: float) -> str:
+        """The site's first stdout line (its base URL, printed once it serves), or "" after `timeout` or its exit."""
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.process.stdout, selectors.EVENT_READ)
+            if selector.select(timeout):
+                return self.process.stdout.readline().strip()
+        return ""
 
     def __exit__(self, *exc) -> None:
         if self.process is not None and self.process.poll() is None:
