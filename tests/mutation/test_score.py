@@ -165,6 +165,7 @@ def test_every_package_of_the_project_is_in_the_mutation_workspace(scope):
     import configparser
     import pathlib
 
+    from core.stackfile import PROJECT_ROOT
     from tests.test_layers import PACKAGES
 
     parser = configparser.ConfigParser()
@@ -172,3 +173,6 @@ def test_every_package_of_the_project_is_in_the_mutation_workspace(scope):
     copied = {line.strip().rstrip("/") for key in ("source_paths", "also_copy")
               for line in parser["mutmut"][key].splitlines() if line.strip()}
     assert set(PACKAGES) <= copied, sorted(set(PACKAGES) - copied)
+    # The stack files too: tests/core loads every one of them (a new stack failed CI's mutation run once).
+    stacks = {path.name for path in PROJECT_ROOT.glob("Pulumi.*.yaml")}
+    assert stacks <= copied, sorted(stacks - copied)
