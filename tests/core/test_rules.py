@@ -344,3 +344,65 @@ def test_sidecar_ssrf_capable(args, expected):
     image = f"img:{pinned}" if pinned else "img:latest"
     check(rules.sidecar_ssrf_capable(image, pinned, protected=protected, can_protect=pinned is None or pinned >= V0100,
                                      since=V0100, image_name="decode.sidecar.image"), expected)
+
+
+# --- pool_endpoints_serve: the endpoints the EPP makes of a pod the InferencePool selects -----------------------
+
+def _endpoints(targets, serving, active):
+    return rules.pool_endpoints_serve("InferencePool ns/p", "Deployment ns/prefill", targets, serving, active,
+                                      serving_name="its engine port", active_name="llm-d.ai/active-ports",
+                                      fix="Declare the ports.")
+
+
+def test_a_pod_without_active_ports_gets_an_endpoint_per_target_port_and_the_dead_ones_are_named():
+    assert _endpoints([8003, 8000, 8001, 8002], [8000], None) == (
+        "InferencePool ns/p targets ports [8000, 8001, 8002, 8003] and selects Deployment ns/prefill, which serves on "
+        "[8000] (its engine port): the EPP makes one endpoint per target port (it declares no llm-d.ai/active-ports), "
+        "so the endpoints on [8001, 8002, 8003] lead nowhere and a request the router sends there fails (a P/D "
+        "prefill pick: 502 from the decode sidecar). Declare the ports.")
+
+
+def test_active_ports_that_are_no_target_ports_are_dropped_beside_a_dead_one():
+    assert _endpoints([8000, 8001], [8000], [8000, 8001, 9000]) == (
+        "InferencePool ns/p targets ports [8000, 8001] and selects Deployment ns/prefill, which serves on [8000] (its "
+        "engine port): the EPP makes one endpoint per target port listed in its llm-d.ai/active-ports "
+        "[8000, 8001, 9000], so the endpoints on [8001] lead nowhere and a request the router sends there fails (a "
+        "P/D prefill pick: 502 from the decode sidecar); and [9000] are no target ports of the pool: the EPP drops "
+        "them. Declare the ports.")
+
+
+def test_active_ports_outside_the_targets_leave_the_pod_without_an_endpoint():
+    assert _endpoints([8000], [8000], [9000]) == (
+        "InferencePool ns/p targets ports [8000] and selects Deployment ns/prefill, which serves on [8000] (its "
+        "engine port): the EPP makes one endpoint per target port listed in its llm-d.ai/active-ports [9000], so the "
+        "pod gets no endpoint: the router never sends it a request; and [9000] are no target ports of the pool: the "
+        "EPP drops them. Declare the ports.")
+
+
+@pytest.mark.parametrize("targets, serving, active", [
+    ([8000, 8001, 8002, 8003], [8000], [8000]),            # prefill pods, as rendered
+    ([8000, 8001, 8002, 8003], [8000, 8001, 8002, 8003], None),  # decode pods serve every target port
+])
+def test_endpoints_that_all_lead_somewhere_pass(targets, serving, active):
+    assert _endpoints(targets, serving, active) is None
+
+
+# --- sidecar_ssrf_protection ---------------------------------------------------------------------------------------
+
+def _ssrf(pinned, **kwargs):
+    args = dict(protected=True, pool="ns/pool", fronting=["ns/pool"], can_protect=True, since=Version(0, 10, 0),
+                fix_pool="ns/pool")
+    return rules.sidecar_ssrf_protection("sidecar:x", pinned, **{**args, **kwargs})
+
+
+def test_protection_a_sidecar_cannot_give_is_named_by_its_image_alone_without_a_version():
+    assert _ssrf(None, can_protect=False).startswith(
+        "SSRF protection is on but sidecar:x, whose allowlist reads an InferencePool's spec.selector as a flat map")
+    assert _ssrf(Version(0, 7, 1), can_protect=False).startswith("SSRF protection is on but sidecar:x is 0.7.1, whose")
+
+
+def test_protection_naming_another_pool_names_every_pool_that_selects_the_pod():
+    assert _ssrf(Version(0, 10, 0), pool="ns/a", fronting=["ns/b", "ns/c"]) == (
+        "SSRF protection allowlists the pods of InferencePool ns/a, which does not select this pod; the pool that does "
+        "is ns/b or ns/c: the prefill pods its EPP picks are refused (403) unless ns/a happens to select them too. Set "
+        "--inference-pool ns/pool.")
