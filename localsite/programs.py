@@ -21,7 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from core.versions import engine, router
+from core import sizing
+from core.versions import engine, router, vllm_args
+from policy.manifests import parse_flags
 
 # `vllm serve` flags and what the simulator makes of them. A value: the simulator's flag of the same meaning.
 SIM_FLAGS = {
@@ -58,10 +60,6 @@ NOT_SIMULATED = {
     "--dtype": "no weights",
     "--quantization": "no weights",
 }
-# Flags that take no value (the rest take one).
-BOOLEAN_FLAGS = frozenset({"--enable-expert-parallel", "--data-parallel-multi-port-external-lb",
-                           "--enable-prefix-caching", "--enable-chunked-prefill", "--enable-auto-tool-choice",
-                           "--trust-remote-code"})
 SIM_BLOCK_SIZE = 64  # tokens; the simulator takes 8-128
 # Always: answer with the prompt (tests compare it), no tokenizer download (a model hub is never contacted).
 SIM_FIXED = ("--mode", "echo", "--force-dummy-tokenizer", "--block-size", str(SIM_BLOCK_SIZE))
@@ -98,51 +96,42 @@ def image_name(image: str) -> str:
 
 
 def flag_value(args: list[str], name: str) -> Optional[str]:
-    """The value of `name` in a command line (`--a b` or `--a=b`), the last one given, else None."""
-    return next((v for n, v in reversed(split_flags(args)[1]) if n == name), None)
+    """The value of `name` in a Go program's command line (the sidecar's, the EPP's, the simulator's), else None."""
+    value = parse_flags(args, go_style=True).get(name)
+    return None if value is None else str(value)
 
 
 def rank_ports(args: list[str], port_flag: str, default: int) -> tuple[int, ...]:
     """The ports a program serves on once up: its port and one more per data-parallel rank (the simulator and the
     sidecar both serve rank r on port + r)."""
     first = int(flag_value(args, port_flag) or default)
-    return tuple(range(first, first + int(flag_value(args, "--data-parallel-size") or 1)))
-
-
-def split_flags(args: list[str]) -> tuple[list[str], list[tuple[str, Optional[str]]]]:
-    """Positional args and (flag, value) pairs of a vLLM command line (`--a=b`, `--a b`, boolean `--a`)."""
-    positional: list[str] = []
-    flags: list[tuple[str, Optional[str]]] = []
-    i = 0
-    while i < len(args):
-        token = args[i]
-        if token.startswith("--"):
-            name, eq, value = token.partition("=")
-            if eq:
-                flags.append((name, value))
-            elif name in BOOLEAN_FLAGS or i + 1 == len(args) or args[i + 1].startswith("--"):
-                flags.append((name, None))
-            else:
-                flags.append((name, args[i + 1]))
-                i += 1
-        else:
-            positional.append(token)
-        i += 1
-    return positional, flags
+    return tuple(sizing.rank_ports(first, int(flag_value(args, "--data-parallel-size") or 1)))
 
 
 def sim_args(command: list[str], args: list[str]) -> list[str]:
-    """The simulator's flags for a rendered `vllm serve` command line (SIM_FLAGS, NOT_SIMULATED, SIM_FIXED)."""
+    """The simulator's flags for a rendered `vllm serve` command line (SIM_FLAGS, NOT_SIMULATED, SIM_FIXED), read with
+    vLLM's own parser (core.versions.vllm_args): a line vLLM would refuse is refused here too, in its words."""
     argv = [*command, *args]
     if argv[:2] != ["vllm", "serve"]:
         raise Unsupported(f"the engine container runs {' '.join(argv[:2]) or '(nothing)'!r}, not 'vllm serve'")
-    positional, flags = split_flags(argv[2:])
-    if len(positional) != 1:
-        raise Unsupported(f"'vllm serve' takes one model, the container gives {positional}")
-    out = ["--model", positional[0]]
-    for name, value in flags:
+    tokens = vllm_args.normalize(argv[2:])
+    parser = vllm_args.parser()
+    try:
+        parsed, unknown = parser.parse_known_args(tokens)
+    except vllm_args.Refused as refused:
+        raise Unsupported(f"`vllm serve` would refuse the engine's arguments: {refused}") from None
+    if unknown:
+        raise Unsupported(f"`vllm serve` would refuse the engine's arguments: unrecognized arguments: "
+                          f"{' '.join(unknown)}")
+    out = ["--model", parsed.model_tag]
+    for token in tokens:
+        if not token.startswith("--"):
+            continue
+        action = parser._option_string_actions[token.split("=", 1)[0]]
+        name = next(o for o in action.option_strings if o.startswith("--") and not o.startswith("--no-"))
+        value = getattr(parsed, action.dest)
         if name in SIM_FLAGS:
-            out += [SIM_FLAGS[name], value or ""]
+            out += [SIM_FLAGS[name], ",".join(value) if isinstance(value, list) else str(value)]
         elif name not in NOT_SIMULATED:
             raise Unsupported(f"the vllm flag {name} has no meaning the site knows (localsite/programs.py SIM_FLAGS "
                               "or NOT_SIMULATED must say what the simulator makes of it)")

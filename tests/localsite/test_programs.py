@@ -82,8 +82,16 @@ def test_an_image_without_a_program_leaves_the_pod_unserved_with_the_reason():
 
 def test_a_serving_flag_the_site_has_not_decided_on_is_refused_by_name():
     engine = copy.deepcopy(ENGINE)
+    engine["args"] = [*DECODE_ARGS, "--enforce-eager"]  # vLLM has it; the site has not said what it means
+    with pytest.raises(programs.Unsupported, match="--enforce-eager has no meaning"):
+        programs.plan(pod([engine]), BIN, {})
+
+
+def test_arguments_vllm_itself_would_refuse_are_refused_in_its_words():
+    engine = copy.deepcopy(ENGINE)
     engine["args"] = [*DECODE_ARGS, "--new-flag", "3"]
-    with pytest.raises(programs.Unsupported, match="--new-flag has no meaning"):
+    with pytest.raises(programs.Unsupported, match="would refuse the engine's arguments: unrecognized arguments: "
+                                                   "--new-flag 3"):
         programs.plan(pod([engine]), BIN, {})
 
 
