@@ -471,7 +471,7 @@ def rule_overrides(cfg: StackConfig) -> Iterable[Issue]:
             if problem:
                 yield Issue(key(f"{name}.extraEnv.{env_name}"), problem, "no-literal-secrets")
     for annotation in cfg.engine.pod_annotations:
-        if annotation in labels.ACTIVE_PORTS_ANNOTATIONS:
+        if annotation in router_versions.every_active_ports_annotation():
             yield Issue(key("engine.podAnnotations"),
                         f"{annotation!r} is written by the program: the target ports of the InferencePool each engine "
                         f"pod serves on (from prefill.port, decode.sidecar.port and the DP ranks), which the EPP makes "

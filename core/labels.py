@@ -29,11 +29,8 @@ RDS_BUDGET_KEYS = ("nvmeDrives", "chunkOverheadMib", "stagingBufferMib", "hbmPer
 # numbers. Without it the EPP makes one endpoint per targetPort, and those where the pod serves nothing fail.
 # Read in pkg/epp/datastore/datastore.go (extractActivePorts) of llm-d-router v0.9.0 and v0.10.0 (this key, else the
 # legacy one) and of gateway-api-inference-extension v1.4.0, the EPP of llm-d-inference-scheduler v0.7.1 (legacy only).
-ACTIVE_PORTS_ANNOTATION = "llm-d.ai/active-ports"
-LEGACY_ACTIVE_PORTS_ANNOTATION = "inference.networking.k8s.io/active-ports"
-# The keys the engine pods carry: every key some EPP reads, whatever the pin (which generation reads which, and in
-# what order: core/versions/router.py GENERATIONS active_ports; a test holds the two equal).
-ACTIVE_PORTS_ANNOTATIONS = (ACTIVE_PORTS_ANNOTATION, LEGACY_ACTIVE_PORTS_ANNOTATION)
+# The active-ports annotation keys, which generation of the EPP reads which and in what order, and so the keys the
+# engine pods carry (every key some EPP reads, whatever the pin): core/versions/router.py.
 _LEADING_INTEGER = re.compile(r"[+-]?[0-9]+")  # what Go's fmt.Sscanf("%d") takes from the start of a word
 
 

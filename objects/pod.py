@@ -12,9 +12,10 @@ from typing import Literal, Optional, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from core import serving, sizing
-from core.labels import (ACTIVE_PORTS_ANNOTATIONS, NPU_PRESENT_LABEL, NPU_PRODUCT_LABEL, PART_OF_LABEL,
+from core.labels import (NPU_PRESENT_LABEL, NPU_PRODUCT_LABEL, PART_OF_LABEL,
                          RDS_PRESENT_LABEL, ROLE_LABEL, active_ports_annotation, compile_cache_pvc_name, pool_names)
 from core.versions import engine as engine_versions
+from core.versions import router as router_versions
 from core import weights as weight_files
 from objects.kube import Child, manifest, object_meta
 
@@ -424,7 +425,8 @@ def engine_pool(name: str, *, role_name: str, args: EnginePoolArgs, containers: 
     annotations = {**args.engine.annotations,
                    SECURITY_EXCEPTIONS_ANNOTATION: engine_security_exceptions(args.engine),
                    MODEL_REVISION_ANNOTATION: args.weights.revision,
-                   **{key: active_ports_annotation(args.active_ports) for key in ACTIVE_PORTS_ANNOTATIONS}}
+                   **{key: active_ports_annotation(args.active_ports) for key in
+                      router_versions.every_active_ports_annotation()}}
     for group, pool in pools:
         resource = name if group is None else f"{name}-{group}"
         labels = {**role_labels, POOL_LABEL: pool}

@@ -301,7 +301,7 @@ def _endpoints_of(view: PoolView, pool: str, template: PodTemplate,
     serving = front_ports(template)
     how = "routing sidecar --port and --data-parallel-size" if routing_sidecars(template) else "engine --port and ranks"
     served = [port for port in sorted(set(view.target_ports)) if port in serving]
-    fix = (f"Annotate its pod template with {' and '.join(labels.ACTIVE_PORTS_ANNOTATIONS)}: "
+    fix = (f"Annotate its pod template with {' and '.join(router_versions.every_active_ports_annotation())}: "
            f"\"{labels.active_ports_annotation(served)}\" (the target ports it serves on)." if served else
            f"Serve it on one of the target ports {sorted(set(view.target_ports))}, or select it with a pool of its "
            f"own.")

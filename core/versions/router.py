@@ -191,6 +191,11 @@ _V0_7_1 = f"{SCHEDULER_MODULE}@v0.7.1"
 _V0_10_0 = f"{ROUTER_MODULE}@v0.10.0"
 
 
+# The pod annotations through which an EPP reads a pod's active target ports (the legacy key is GIE's).
+ACTIVE_PORTS_ANNOTATION = "llm-d.ai/active-ports"
+LEGACY_ACTIVE_PORTS_ANNOTATION = "inference.networking.k8s.io/active-ports"
+
+
 @dataclasses.dataclass(frozen=True)
 class Generation:
     """What the render must be for one line of router releases, and where each part was read."""
@@ -245,7 +250,7 @@ GENERATIONS: tuple[Generation, ...] = (
                         f"prefix-cache-affinity-filter); both shapes loaded by the real v0.7.1 EPP (tests/consumers)"),
         engine_port_flag="--vllm-port",
         engine_port_flag_source=f"{_V0_7_1} pkg/sidecar/proxy/options.go",
-        active_ports=("inference.networking.k8s.io/active-ports",),
+        active_ports=(LEGACY_ACTIVE_PORTS_ANNOTATION,),
         active_ports_source=(f"{GIE_1_4_0} pkg/epp/datastore/datastore.go (activePortsAnnotation; the EPP of "
                              f"{_V0_7_1} cmd/epp/main.go is that module's runner)"),
         # Without the gate the prefix-cache-scorer's PrepareRequestData never runs, the prefix-based decider finds
@@ -285,7 +290,7 @@ GENERATIONS: tuple[Generation, ...] = (
         decision_metric_source=(f"{_V0_10_0} pkg/epp/framework/plugins/scheduling/profilehandler/disagg/"
                                 f"disagg_profile_handler.go (RecordDisaggDecision) and metrics.go (LlmdDisaggDecisionCount"
                                 f"; pkg/epp/metrics/llm_d_router_metrics.go: subsystem llm_d_epp)"),
-        active_ports=("llm-d.ai/active-ports", "inference.networking.k8s.io/active-ports"),
+        active_ports=(ACTIVE_PORTS_ANNOTATION, LEGACY_ACTIVE_PORTS_ANNOTATION),
         active_ports_source=(f"{_V0_10_0} pkg/epp/datastore/datastore.go (activePortsAnnotation, then "
                              f"legacyGAIEActivePortsAnnotation; the same at {ROUTER_MODULE}@v0.9.0)"),
     ),

@@ -71,9 +71,11 @@ def test_the_programs_active_ports_win_over_pod_annotations_of_the_same_key():
 
 
 def test_the_pods_carry_every_key_some_router_generation_reads():
-    """core/labels.py writes the keys, core/versions/router.py says which generation reads which: they agree."""
-    from core import labels
+    """The pods carry the keys core/versions/router.py says some generation reads, and those are the EPPs' own."""
     from core.versions import router
-    assert labels.ACTIVE_PORTS_ANNOTATIONS == router.every_active_ports_annotation()
+    _, templates = pool_and_templates()
+    for template in templates.values():
+        carried = {k for k in template["metadata"]["annotations"] if k.endswith("/active-ports")}
+        assert carried == set(router.every_active_ports_annotation())
     assert {key for g in router.GENERATIONS for key in g.active_ports} == \
         {key for keys in EPP_LOOKUPS.values() for key in keys}
