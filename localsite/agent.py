@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from localsite import kube, netns, procs, programs
+from policy.manifests import label_selector_matches
 
 POLL_SECONDS = 0.5
 BACKOFF_MAX = 10.0  # seconds between restarts of a program that keeps exiting
@@ -85,9 +86,11 @@ def _pipe(source: socket.socket, sink: socket.socket) -> None:
                 pass
 
 
-def _selects(labels: dict[str, str], pod: dict) -> bool:
-    own = pod["metadata"].get("labels") or {}
-    return all(own.get(k) == v for k, v in labels.items())
+def _selects(selector: dict, pod: dict) -> bool:
+    """A LabelSelector (the pool's) or a Service's plain selector map matches the pod's labels."""
+    if "matchLabels" not in selector and "matchExpressions" not in selector:
+        selector = {"matchLabels": selector}
+    return label_selector_matches(selector, pod["metadata"].get("labels") or {})
 
 
 class Agent:
@@ -264,8 +267,7 @@ class Agent:
         port = next(p for p in service["spec"]["ports"] if p["port"] == picker["port"]["number"])
         selector = service["spec"].get("selector") or {}
         failure_mode = picker.get("failureMode", "FailClose")
-        pool_labels = pool["spec"]["selector"].get("matchLabels") or {}
-        fallbacks = sorted(f"{run.ip}:{p['number']}" for pod in pods if _selects(pool_labels, pod)
+        fallbacks = sorted(f"{run.ip}:{p['number']}" for pod in pods if _selects(pool["spec"]["selector"], pod)
                            and (run := self.pods.get(pod["metadata"]["name"])) and run.ns
                            for p in pool["spec"]["targetPorts"][:1])
         for pod in pods:
