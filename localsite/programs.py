@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from core import sizing
-from core.versions import engine, router, vllm_args
+from core.versions import engine, image_name, router, vllm_args
 from policy.manifests import parse_flags
 
 # `vllm serve` flags and what the simulator makes of them. A value: the simulator's flag of the same meaning.
@@ -88,11 +88,6 @@ class Program:
     files: dict[str, str] = field(default_factory=dict)   # relative path under the pod's folder -> content
     service_account: Optional[str] = None                  # runs with this ServiceAccount's token (api_account)
     ports: tuple[int, ...] = ()                            # where it serves once up (the site's readiness)
-
-
-def image_name(image: str) -> str:
-    """The repository's last path component: `ghcr.io/llm-d/llm-d-routing-sidecar:v0.7.1` -> llm-d-routing-sidecar."""
-    return image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
 
 
 def flag_value(args: list[str], name: str) -> Optional[str]:

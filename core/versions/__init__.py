@@ -45,6 +45,12 @@ def image_tag(image: str) -> Optional[str]:
     return last.split(":", 1)[1] if ":" in last else None
 
 
+def image_name(image: str) -> str:
+    """The repository's last path component, without tag or digest: `ghcr.io/llm-d/llm-d-routing-sidecar:v0.7.1` is
+    `llm-d-routing-sidecar` (a mirror keeps it; the program is known by it)."""
+    return image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
+
+
 def image_version(image: str) -> Optional[Version]:
     """The version an image's tag names, or None when the tag is missing or not a version (`latest`, a digest)."""
     tag = image_tag(image)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterable, Optional
 
-from core.versions import Feature, Version
+from core.versions import Feature, Version, image_name
 
 VLLM_RBLN = "vllm-rbln"
 IMAGE_REPOSITORY = "rebellions/vllm-rbln"
@@ -52,8 +52,7 @@ OLDEST_CHECKED = RELEASES[0].vllm_rbln
 def is_engine_image(image: str) -> bool:
     """A vllm-rbln image (any registry or mirror): its tag is a vllm-rbln version. Other vLLM images are not judged
     against these facts (their tags are vLLM versions, or anything)."""
-    name = image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
-    return name == VLLM_RBLN
+    return image_name(image) == VLLM_RBLN
 
 
 def release(vllm_rbln: Version) -> Optional[Release]:

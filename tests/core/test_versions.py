@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from core.rules import image_has_features
-from core.versions import Feature, Version, image_tag, image_version, missing_features
+from core.versions import Feature, Version, image_name, image_tag, image_version, missing_features
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -53,3 +53,12 @@ def test_a_new_enough_pin_or_an_unversioned_tag_passes():
 def test_image_version_reads_the_tag():
     assert image_version("ghcr.io/llm-d/epp:v0.10.0") == Version(0, 10, 0)
     assert image_version("rebellions/vllm-rbln:latest") is None
+
+
+@pytest.mark.parametrize("image, name", [
+    ("ghcr.io/llm-d/llm-d-routing-sidecar:v0.7.1", "llm-d-routing-sidecar"),
+    ("mirror.local:5000/team/vllm-rbln:0.12.0@sha256:" + "0" * 64, "vllm-rbln"),
+    ("vllm-rbln", "vllm-rbln"),
+])
+def test_image_name_is_the_repositorys_last_component(image, name):
+    assert image_name(image) == name
