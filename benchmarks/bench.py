@@ -313,6 +313,8 @@ def scale_section(repeats: int, sizes: list[int], bin_dir: Optional[str]) -> Non
 # --- the request path ---------------------------------------------------------------------------
 
 REQUESTS_PER_CLIENT = 50
+PACED_TTFT = "100ms"  # a short completion's time to first token on a loaded engine, order of magnitude
+PACED_REQUESTS_PER_CLIENT = 40
 
 
 def drive(send, clients: int, per_client: int) -> tuple[float, float, float, int]:
@@ -362,39 +364,67 @@ def requests_section() -> None:
     header(f"requests: stack {stack}, gateway role -> EPP -> P/D sidecar -> simulator vs the simulator directly")
     with tempfile.TemporaryDirectory(prefix="bench-requests.") as tmp, ServedSite(pathlib.Path(tmp), stack) as site:
         decode = sorted(site.ips("decode"))
+        engines = site.simulator_endpoints(found.programs.sim)
         counter = itertools.count()
-        print(f"{'path':<34} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'failed':>6}")
-        rows = {}
-        for clients in (1, 16):
-            gateway = [None] * clients
-            direct = [site.connection_in_site(decode[i % len(decode)], 8200 + (i // len(decode)) % 4)
-                      for i in range(clients)]
 
-            def routed(slot: int, i: int) -> int:
-                # Short and new: decode-only (below the decider's threshold), nothing cached to favour a pod.
-                return site.post("/completions", completion(f"q{next(counter)}"), conn=gateway[slot]).status
-
-            def simulator(slot: int, i: int) -> int:
-                conn = direct[slot]
-                conn.request("POST", "/v1/completions", json_.dumps(completion(f"q{next(counter)}")),
+        def set_engine_latency(ttft: str) -> None:
+            # The simulator's own admin API (llm-d-inference-sim: POST /admin/config, a latency field rebuilds its
+            # latency model at once), on every rank of every engine, prefill and decode alike.
+            for ip, port in engines:
+                conn = site.connection_in_site(ip, port)
+                conn.request("POST", "/admin/config", json_.dumps({"time-to-first-token": ttft}),
                              {"Content-Type": "application/json"})
                 resp = conn.getresponse()
-                resp.read()
-                return resp.status
-
-            url = site.base_url.split("//", 1)[1].split("/", 1)[0].split(":")
-            gateway[:] = [http.client.HTTPConnection(url[0], int(url[1]), timeout=30) for _ in range(clients)]
-            for name, send in (("simulator directly", simulator), ("gateway -> EPP -> sidecar -> sim", routed)):
-                drive(send, clients, 5)  # warm connections and caches
-                rows[name, clients] = drive(send, clients, REQUESTS_PER_CLIENT)
-                rps, p50, p99, bad = rows[name, clients]
-                print(f"{name:<34} {clients:>7} {rps:>8.1f} {p50:>8.2f} {p99:>8.2f} {bad:>6}")
-            for conn in gateway + direct:
+                body = resp.read()
                 conn.close()
-        for clients in (1, 16):
-            (_, d50, d99, _), (_, g50, g99, _) = rows["simulator directly", clients], rows[
-                "gateway -> EPP -> sidecar -> sim", clients]
-            print(f"routing overhead at {clients:>2} clients: p50 {g50 - d50:.2f} ms, p99 {g99 - d99:.2f} ms")
+                if resp.status != 200:
+                    raise SystemExit(f"bench: the simulator at {ip}:{port} refused the latency {ttft}: {body[:200]!r}")
+
+        def overhead_rows(per_client: int) -> dict:
+            rows = {}
+            for clients in (1, 16):
+                gateway = [None] * clients
+                direct = [site.connection_in_site(decode[i % len(decode)], 8200 + (i // len(decode)) % 4)
+                          for i in range(clients)]
+
+                def routed(slot: int, i: int) -> int:
+                    # Short and new: decode-only (below the decider's threshold), nothing cached to favour a pod.
+                    return site.post("/completions", completion(f"q{next(counter)}"), conn=gateway[slot]).status
+
+                def simulator(slot: int, i: int) -> int:
+                    conn = direct[slot]
+                    conn.request("POST", "/v1/completions", json_.dumps(completion(f"q{next(counter)}")),
+                                 {"Content-Type": "application/json"})
+                    resp = conn.getresponse()
+                    resp.read()
+                    return resp.status
+
+                url = site.base_url.split("//", 1)[1].split("/", 1)[0].split(":")
+                gateway[:] = [http.client.HTTPConnection(url[0], int(url[1]), timeout=30) for _ in range(clients)]
+                for name, send in (("simulator directly", simulator), ("gateway -> EPP -> sidecar -> sim", routed)):
+                    drive(send, clients, 5)  # warm connections and caches
+                    rows[name, clients] = drive(send, clients, per_client)
+                    rps, p50, p99, bad = rows[name, clients]
+                    print(f"{name:<34} {clients:>7} {rps:>8.1f} {p50:>8.2f} {p99:>8.2f} {bad:>6}")
+                for conn in gateway + direct:
+                    conn.close()
+            for clients in (1, 16):
+                (_, d50, d99, _), (_, g50, g99, _) = rows["simulator directly", clients], rows[
+                    "gateway -> EPP -> sidecar -> sim", clients]
+                print(f"routing overhead at {clients:>2} clients: p50 {g50 - d50:.2f} ms, p99 {g99 - d99:.2f} ms")
+            return rows
+
+        print(f"{'path':<34} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'failed':>6}")
+        print("-- saturated: engines answer at once, the clients keep both cores busy")
+        overhead_rows(REQUESTS_PER_CLIENT)
+        # With an engine's time to first token the same 16 clients send what 16 users' requests cost, and the
+        # overhead is what routing adds to a request rather than a queue for the two cores (docs/performance.md).
+        print(f"-- paced: every engine rank answers after {PACED_TTFT} (the simulator's time-to-first-token)")
+        set_engine_latency(PACED_TTFT)
+        try:
+            overhead_rows(PACED_REQUESTS_PER_CLIENT)
+        finally:
+            set_engine_latency("0s")
         pd = drive(lambda slot, i: site.post("/completions", completion(
             uuid.uuid4().hex + " " + "word " * 400)).status, 1, REQUESTS_PER_CLIENT)
         print(f"P/D (new 2 KB prompts), 1 client: {pd[0]:.1f} req/s, p50 {pd[1]:.2f} ms, p99 {pd[2]:.2f} ms, "

@@ -306,7 +306,8 @@ class Agent:
         status = {"pods": {name: {
             "ip": run.ip, "problem": run.problem, "listening": self.listening(run),
             "programs": {r.program.container: {"pid": r.process.pid if r.process and r.process.alive() else None,
-                                                "restarts": r.restarts} for r in run.programs}}
+                                                "restarts": r.restarts, "binary": r.program.argv[0],
+                                                "ports": list(r.program.ports)} for r in run.programs}}
             for name, run in self.pods.items()},
             "gateway": {"pid": self.gateway_process.pid if self.gateway_process and self.gateway_process.alive()
                         else None, "args": self.gateway_args},

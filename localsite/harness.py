@@ -191,6 +191,12 @@ class ServedSite:
         """The pods the site runs programs for, with their programs' pids."""
         return self.status()["pods"]
 
+    def simulator_endpoints(self, sim_binary: str) -> list[tuple[str, int]]:
+        """(pod IP, port) of every engine rank the site serves with the simulator `sim_binary`."""
+        return [(pod["ip"], port) for pod in self.served().values() if pod["ip"]
+                for program in pod["programs"].values() if program.get("binary") == sim_binary
+                for port in program.get("ports", ())]
+
     def site_ns(self) -> netns.Namespace:
         pid = self.status()["site_netns_pid"]
         return netns.Namespace(procs.Recorded("site-netns", pid, procs.start_time(pid)))
