@@ -74,14 +74,18 @@ def namespace_values(raw: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
+def _fields(model: type[BaseModel]) -> dict[str, Any]:
+    """A section's fields by both spellings a stack file may use (populate_by_name): `kvTier` and `kv_tier`."""
+    return {**dict(model.model_fields), **{info.alias or name: info for name, info in model.model_fields.items()}}
+
+
 def _field_models(model: type[BaseModel], loc: tuple) -> Optional[type[BaseModel]]:
-    """The section model that `loc` (aliases) points into, or None."""
+    """The section model that `loc` (aliases or field names) points into, or None."""
     current: Any = model
     for part in loc:
         if not (isinstance(current, type) and issubclass(current, BaseModel)):
             return None
-        by_alias = {info.alias or name: info for name, info in current.model_fields.items()}
-        info = by_alias.get(part)
+        info = _fields(current).get(part)
         if info is None:
             return None
         current = unwrap_optional(info.annotation)
@@ -92,8 +96,13 @@ def _field_info(model: type[BaseModel], loc: tuple):
     parent = _field_models(model, loc[:-1]) if len(loc) > 1 else model
     if parent is None:
         return None
-    by_alias = {info.alias or name: info for name, info in parent.model_fields.items()}
-    return by_alias.get(loc[-1])
+    return _fields(parent).get(loc[-1])
+
+
+def _is_map(loc: tuple) -> bool:
+    """Whether `loc` is a map field (extraEnv, podAnnotations), whose keys the user chooses."""
+    info = _field_info(StackConfig, loc) if loc else None
+    return info is not None and typing.get_origin(unwrap_optional(info.annotation)) is dict
 
 
 def _allowed(info) -> str:
@@ -134,16 +143,20 @@ def _pydantic_issues(error: pydantic.ValidationError) -> list[Issue]:
             issues.append(Issue(path, f"this key moved: set `{key(moved)}` instead (see {docs})."))
             continue
         if err["type"] == "extra_forbidden":
-            parent = _field_models(StackConfig, loc[:-1]) if len(loc) > 1 else StackConfig
-            valid = sorted(info.alias or name for name, info in parent.model_fields.items()) if parent else []
+            # pydantic reports an unknown key only inside a model, and the lookup takes both spellings of the
+            # sections on the way (`kv_tier` too), so `parent` is the model of the section the key is in.
+            parent = _field_models(StackConfig, loc[:-1])
+            valid = sorted(info.alias or name for name, info in parent.model_fields.items())
             if len(loc) == 1:
                 valid += sorted(SECRET_KEYS)
             close = difflib.get_close_matches(str(loc[-1]), valid, n=1, cutoff=0.6)
             hint = f" Did you mean `{_path(loc[:-1] + (close[0],))}`?" if close else ""
             issues.append(Issue(path, f"unknown key.{hint} Valid keys here: {', '.join(valid)}."))
             continue
-        if loc[-1:] == ("[key]",) and len(loc) >= 2:
-            # A key of a map (extraEnv, podAnnotations): the path is the map's, the value the key.
+        if loc[-1:] == ("[key]",) and _is_map(loc[:-2]):
+            # A key of a map (extraEnv, podAnnotations): the path is the map's, the value the key. pydantic names the
+            # key's own check `[key]`, but a map may also hold a key spelled `[key]` whose value is wrong: that one's
+            # loc ends at the map's key, not two parts below the map, and is reported like any value below.
             issues.append(Issue(_path(loc[:-2]), f"key {loc[-2]!r} is not valid: {err['msg']}."))
             continue
         value = err.get("input")

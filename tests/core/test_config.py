@@ -150,3 +150,34 @@ def test_a_value_inside_a_mapping_has_no_section():
 def test_unknown_key_two_levels_down_lists_that_sections_keys():
     assert problems({"rebel100:engine": '{"speculative": {"zzzz": 1}}'}) == [
         "rebel100:engine.speculative.zzzz: unknown key. Valid keys here: method, model, numSpeculativeTokens."]
+
+
+# --- sections spelled by field name, and map keys that look like pydantic's `[key]` (issue 25) ----------------
+
+def test_an_unknown_key_in_a_section_spelled_in_snake_case_lists_that_sections_keys():
+    """populate_by_name accepts `kv_tier` for `kvTier`, so its unknown key is judged against KvTier's fields. Before,
+    the lookup knew only `kvTier`: the message listed no key at all ("Valid keys here: .")."""
+    assert problems({"rebel100:kv_tier": '{"rdsMaxChunk": 1}'}) == [
+        "rebel100:kv_tier.rdsMaxChunk: unknown key. Did you mean `rebel100:kv_tier.rdsMaxChunks`? Valid keys here: "
+        "chunkSize, cpuSizeGib, enableKvEvents, extraConfig, hashAlgorithm, mode, rdsChunkOverheadMib, rdsDrives, "
+        "rdsMaxChunks, stagingBufferMib."]
+
+
+def test_a_bad_value_under_a_map_key_spelled_like_pydantics_key_marker_is_reported_at_that_key():
+    """pydantic ends the loc of a map key's own error with `[key]`; a key the user spelled `[key]` (a valid
+    environment variable name) whose value is wrong ends the same way, one part higher. It is that key's value that
+    is wrong, reported at decode.extraEnv.[key], not 'key extraEnv' at decode."""
+    assert problems({"rebel100:decode": '{"extraEnv": {"[key]": 5}}'}) == [
+        "rebel100:decode.extraEnv.[key]: 5 is not valid: Input should be a valid string."]
+    assert problems({"rebel100:prefill": '{"extraEnv": {"[key]": 5, "A=B": "x"}}'}) == [
+        "rebel100:prefill.extraEnv.[key]: 5 is not valid: Input should be a valid string.",
+        "rebel100:prefill.extraEnv: key 'A=B' is not valid: contains '=': an environment variable name is non-empty "
+        "printable ASCII without '=' (k8s.io/apimachinery v0.35.4 pkg/util/validation/validation.go "
+        "IsRelaxedEnvVarName)."]
+
+
+def test_is_map_names_the_map_fields_only():
+    from core.gate import _is_map
+    assert _is_map(("decode", "extraEnv")) and _is_map(("engine", "podAnnotations")) and _is_map(("kv_tier", "extra_config"))
+    assert not _is_map(("decode",)) and not _is_map(("decode", "replicas")) and not _is_map(())
+    assert not _is_map(("decode", "extraEnv", "[key]"))

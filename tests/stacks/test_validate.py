@@ -2,6 +2,7 @@
 kubernetes-validate, custom resources through the CRDs vendored in crds/, defaults before strictness."""
 import copy
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -193,3 +194,14 @@ def test_the_verdict_cache_is_keyed_by_the_validator_and_can_be_turned_off(tmp_p
     assert validate.problems_of(golden_objects()) == []
     assert not (tmp_path / "rebel100-stack").exists()
     assert validate._object_key({"when": object()}) is None
+
+
+def test_make_validate_reads_the_golden_files_and_never_rewrites_them():
+    """`make validate` once depended on `golden`, so it re-rendered tests/golden before validating it: a wrong render
+    was written over the reviewed files and then judged. `make -n` prints what it would run (the venv taken as
+    built)."""
+    if not shutil.which("make"):
+        pytest.skip("no make on this machine")
+    proc = subprocess.run(["make", "-n", "-o", ".venv/.installed", "validate"], cwd=PROJECT_ROOT, capture_output=True,
+                          text=True, check=True)
+    assert proc.stdout.splitlines() == [".venv/bin/python -m stacks validate --quiet tests/golden"]
