@@ -161,7 +161,12 @@ def stop(proc: subprocess.Popen) -> int:
 def run(spec: dict) -> dict:
     loopback_up()
     Discovery.OBJECTS = list(spec.get("objects") or [])
-    folder = pathlib.Path(tempfile.mkdtemp(prefix="consumer."))
+    # The sandbox's own folder (the program's kubeconfig and working directory), removed when the run ends.
+    with tempfile.TemporaryDirectory(prefix="consumer.") as tmp:
+        return _run_in(spec, pathlib.Path(tmp))
+
+
+def _run_in(spec: dict, folder: pathlib.Path) -> dict:
     env = {**os.environ, "KUBECONFIG": str(start_api(folder)), "NAMESPACE": "default", "POD_NAME": "sandbox"}
     lines: list[str] = []
     proc = subprocess.Popen(spec["argv"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
