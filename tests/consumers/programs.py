@@ -45,16 +45,16 @@ def sandboxed(spec: dict) -> dict:
 
 def run_epp(programs: pathlib.Path, config: dict, args: Optional[list[str]] = None) -> dict:
     """The EPP reading `config` with the rendered arguments (`--config-file` pointed at a copy of it)."""
-    folder = pathlib.Path(tempfile.mkdtemp(prefix="epp-config."))
-    config_file = folder / "epp-config.yaml"
-    config_file.write_text(yaml.safe_dump(config, sort_keys=False))
-    argv = list(args or ["--pool-name", "pool", "--pool-namespace", "default"])
-    if "--config-file" in argv:
-        argv[argv.index("--config-file") + 1] = str(config_file)
-    else:
-        argv += ["--config-file", str(config_file)]
-    return sandboxed({"argv": [str(programs / "epp"), *argv], "pass": EPP_LOADED, "fail": list(EPP_REFUSED),
-                      "timeout": TIMEOUT})
+    with tempfile.TemporaryDirectory(prefix="epp-config.") as tmp:
+        config_file = pathlib.Path(tmp) / "epp-config.yaml"
+        config_file.write_text(yaml.safe_dump(config, sort_keys=False))
+        argv = list(args or ["--pool-name", "pool", "--pool-namespace", "default"])
+        if "--config-file" in argv:
+            argv[argv.index("--config-file") + 1] = str(config_file)
+        else:
+            argv += ["--config-file", str(config_file)]
+        return sandboxed({"argv": [str(programs / "epp"), *argv], "pass": EPP_LOADED, "fail": list(EPP_REFUSED),
+                          "timeout": TIMEOUT})
 
 
 def rendered(stack: str) -> list[dict]:
