@@ -16,8 +16,9 @@ from typing import Any, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
-from core.formats import (AnnotationKey, DraAttribute, Dns1123Label, Dns1123Subdomain, EnvVarName, GatewayHostname,
-                          Image, LabelKey, LabelValue, NonNegativeQuantity, PositiveQuantity)
+from core.formats import (AnnotationKey, Capability, DraAttribute, Dns1123Label, Dns1123Subdomain, EnvVarName,
+                          GatewayHostname, Image, LabelKey, LabelValue, NonNegativeQuantity, PositiveQuantity,
+                          PrometheusDuration)
 from core.versions import engine as engine_versions
 from core.versions import router as router_versions
 from core import keys
@@ -242,13 +243,13 @@ class Security(Section):
     monitoring_namespace: Dns1123Label = Field("monitoring", min_length=1, description="Namespace whose Prometheus may scrape metrics ports.")
     gateway_pod_label: LabelKey = Field("gateway.networking.k8s.io/gateway-name", min_length=1, description="Label the gateway implementation puts on its pods (value: the Gateway's name).")
     engine_run_as_root: bool = Field(True, description="Exception: the RBLN runtime and NIXL/RDMA need root in the engine containers (recorded in an annotation).")
-    engine_capabilities: list[str] = Field(["IPC_LOCK"], description="Exception: capabilities added to engines after dropping ALL (IPC_LOCK pins RDMA buffers).")
+    engine_capabilities: list[Capability] = Field(["IPC_LOCK"], description="Exception: capabilities added to engines after dropping ALL (IPC_LOCK pins RDMA buffers); Linux capability names without `CAP_`.")
 
 
 class Observability(Section):
     pod_monitors: bool = Field(True, description="Render PodMonitors (monitoring.coreos.com/v1) for prefill, decode and the EPP.")
     grafana_dashboard: bool = Field(True, description="Render the P/D Grafana dashboard as a ConfigMap labelled grafana_dashboard=1.")
-    scrape_interval: str = Field("30s", pattern=r"^[0-9]+(ms|s|m)$", description="Prometheus scrape interval.")
+    scrape_interval: PrometheusDuration = Field("30s", description="Prometheus scrape interval (a Prometheus duration: `30s`, `1m30s`, `1h`).")
 
 
 class Placement(Section):

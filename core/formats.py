@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import decimal
+import difflib
 import re
 from typing import Annotated, Callable, Optional
 
@@ -167,34 +168,185 @@ def port_name_problem(value: str) -> Optional[str]:
                   "starts or ends with '-'" if value[:1] == "-" or value[-1:] == "-" else None)
 
 
+def _numeric_last_label(value: str) -> bool:
+    return value.rsplit(".", 1)[-1].isdigit()
+
+
 def gateway_hostname_problem(value: str) -> Optional[str]:
     if not value:
         return "empty"
-    return _first(_too_long(value, GATEWAY_HOSTNAME_MAX_LENGTH),
-                  _matches(GATEWAY_HOSTNAME_PATTERN[1:-1], value, "does not match the CRD's pattern"))
+    problem = _first(_too_long(value, GATEWAY_HOSTNAME_MAX_LENGTH),
+                     _matches(GATEWAY_HOSTNAME_PATTERN[1:-1], value, "does not match the CRD's pattern"))
+    if problem is None and _numeric_last_label(value):
+        # The CRD's pattern lets `10.0.0.1` through; the type it validates says "IPs are not allowed"
+        # (sigs.k8s.io/gateway-api apis/v1 shared_types.go, type Hostname), and a name whose last label is all
+        # digits is read as an address (RFC 1123 section 2.1: the highest-level label is never all-numeric).
+        return "an IP address (or a name whose last label is all digits, which reads as one)"
+    return problem
 
 
-# --- image references (github.com/distribution/reference regexp.go) --------------------------
+# --- capabilities (Linux include/uapi/linux/capability.h) -------------------------------------------
+
+# Every capability of Linux 5.9 to 6.x (CAP_CHOWN 0 ... CAP_CHECKPOINT_RESTORE 40, CAP_LAST_CAP), in number order,
+# without the CAP_ prefix: include/uapi/linux/capability.h; containerd v1.7.29 pkg/cap/cap_linux.go lists the same 41.
+LINUX_CAPABILITIES = (
+    "CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "SETPCAP",
+    "LINUX_IMMUTABLE", "NET_BIND_SERVICE", "NET_BROADCAST", "NET_ADMIN", "NET_RAW", "IPC_LOCK", "IPC_OWNER",
+    "SYS_MODULE", "SYS_RAWIO", "SYS_CHROOT", "SYS_PTRACE", "SYS_PACCT", "SYS_ADMIN", "SYS_BOOT", "SYS_NICE",
+    "SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "MKNOD", "LEASE", "AUDIT_WRITE", "AUDIT_CONTROL", "SETFCAP",
+    "MAC_OVERRIDE", "MAC_ADMIN", "SYSLOG", "WAKE_ALARM", "BLOCK_SUSPEND", "AUDIT_READ", "PERFMON", "BPF",
+    "CHECKPOINT_RESTORE",
+)
+
+
+def capability_problem(value: str) -> Optional[str]:
+    """A capability as a container's securityContext.capabilities.add takes it: the API server takes any text; the
+    runtime turns `X` into `CAP_X` (containerd v1.7.29 pkg/cri/opts/spec_opts.go WithCapabilities: "CAP_" +
+    strings.ToUpper(c), whatever c starts with) and runc/crun refuse or drop a name they do not know. Any case, as
+    containerd upper-cases it."""
+    upper = value.upper()
+    if upper.startswith("CAP_") and upper[4:] in LINUX_CAPABILITIES:
+        return (f"written with its CAP_ prefix: containerd adds CAP_ itself and the runtime gets CAP_{upper}, which "
+                f"no kernel has; write {upper[4:]!r}")
+    if upper == "ALL":
+        return "ALL, which adds every capability (the engine would be as good as privileged); name the ones it needs"
+    if upper not in LINUX_CAPABILITIES:
+        close = difflib.get_close_matches(upper.removeprefix("CAP_"), LINUX_CAPABILITIES, n=1)
+        return "not a Linux capability" + (f" (did you mean {close[0]!r}?)" if close else "")
+    return None
+
+
+# --- durations (Prometheus) ----------------------------------------------------------------------
+
+# crds/monitoring.coreos.com_podmonitors.yaml spec.podMetricsEndpoints[].interval (monitoringv1.Duration of the
+# Prometheus operator): a test reads the CRD and fails when its pattern is not this one.
+PROMETHEUS_DURATION_PATTERN = (r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?"
+                               r"(([0-9]+)ms)?)$")
+# github.com/prometheus/common v0.67.5 model/time.go ParseDuration: each unit in milliseconds.
+_DURATION_UNITS_MS = {"y": 365 * 24 * 3600 * 1000, "w": 7 * 24 * 3600 * 1000, "d": 24 * 3600 * 1000,
+                      "h": 3600 * 1000, "m": 60 * 1000, "s": 1000, "ms": 1}
+_NANOSECONDS_MAX = 2**63 - 1  # a time.Duration
+
+
+def prometheus_duration_problem(value: str) -> Optional[str]:
+    """What the PodMonitor CRD's pattern and Prometheus's model.ParseDuration (which reads the scrape config the
+    operator writes) both accept: units in order y w d h m s ms, each at most once, or `0`; not empty (the pattern
+    takes "", ParseDuration does not), no more than a time.Duration holds."""
+    if value == "":
+        return "empty"
+    if not re.fullmatch(PROMETHEUS_DURATION_PATTERN[1:-1], value, flags=re.ASCII):
+        return "not a Prometheus duration"
+    total = sum(int(number) * _DURATION_UNITS_MS[unit] * 1_000_000
+                for number, unit in re.findall(r"([0-9]+)(ms|y|w|d|h|m|s)", value))
+    if total > _NANOSECONDS_MAX:
+        return "longer than Prometheus can hold (about 292 years)"
+    return None
+
+
+# --- image references (github.com/distribution/reference v0.6.0, as the kubelet reads them) ------------
+# The kubelet turns a container's image into a pull with k8s.io/kubernetes pkg/util/parsers ParseImageName,
+# which is reference.ParseNormalizedNamed (normalize.go) with go-digest's sha256/sha384/sha512; a reference it
+# refuses is the pod's InvalidImageName. The grammar below is regexp.go's, the steps normalize.go's and
+# reference.go Parse's; `ImageReference` is the one reading of a reference for the gate, the version facts
+# (core.versions) and the pack.
 
 _ALNUM = r"[a-z0-9]+"
 _PATH_COMPONENT = _ALNUM + r"(?:(?:[._]|__|[-]+)" + _ALNUM + r")*"
+_REMOTE_NAME = rf"{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
 _DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
 _DOMAIN = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[(?:[a-fA-F0-9:]+)\])(?::[0-9]+)?"
-_NAME = rf"(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
 _TAG = r"[\w][\w.-]{0,127}"
 _DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9A-Fa-f]{32,}"
-_REFERENCE = rf"(?P<name>{_NAME})(?::{_TAG})?(?:@{_DIGEST})?"
+# What follows the registry host: the path, then an optional tag and digest (referencePat without the domain).
+_REMOTE = re.compile(rf"(?P<path>{_REMOTE_NAME})(?::(?P<tag>{_TAG}))?(?:@(?P<digest>{_DIGEST}))?", re.ASCII)
+_IMAGE_ID = re.compile(r"[a-f0-9]{64}")
+# go-digest algorithm.go: the algorithms the kubelet registers (parsers.go imports crypto/sha256 and sha512), and
+# the length of their lower-case hex encoding.
+_DIGEST_HEX_LENGTH = {"sha256": 64, "sha384": 96, "sha512": 128}
+_REPOSITORY_PATH_MAX = 255  # reference.go RepositoryNameTotalLengthMax, on the path (the domain not counted)
+_DOCKER_HUB = ("docker.io", "index.docker.io")  # normalize.go defaultDomain, legacyDefaultDomain
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageReference:
+    """An image reference as written, read as the kubelet reads it: `domain` None when the reference names no
+    registry (Docker Hub); `tag` and `digest` None when absent. With both, the runtime pulls the digest; the
+    tag still names the version (`rebellions/vllm-rbln:0.12.0@sha256:...` is vllm-rbln 0.12.0)."""
+
+    domain: Optional[str]
+    path: str
+    tag: Optional[str]
+    digest: Optional[str]
+
+    @property
+    def repository(self) -> str:
+        """`[domain/]path`, as written (no `docker.io/library/` added)."""
+        return f"{self.domain}/{self.path}" if self.domain else self.path
+
+    @property
+    def name(self) -> str:
+        """The path's last component: `ghcr.io/llm-d/llm-d-routing-sidecar:v0.7.1` is `llm-d-routing-sidecar`."""
+        return self.path.rsplit("/", 1)[-1]
+
+
+def _docker_domain(value: str) -> Optional[str]:
+    """normalize.go splitDockerDomain: the first component is a registry when it is `localhost`, holds a '.' or
+    ':', or has a capital letter; else the reference is Docker Hub's (None)."""
+    first, slash, _ = value.partition("/")
+    if not slash:
+        return None
+    if first == "localhost" or "." in first or ":" in first or first.lower() != first:
+        return first
+    return None
+
+
+def _parse_image(value: str) -> "ImageReference | str":
+    """The reference, or what is wrong with it (the kubelet's refusal in words)."""
+    if not value:
+        return "empty"
+    if _IMAGE_ID.fullmatch(value):
+        return "a 64-digit hexadecimal string, which the runtime takes for an image ID, not a repository name"
+    domain = _docker_domain(value)
+    remainder = value[len(domain) + 1:] if domain else value
+    remote = remainder.split(":", 1)[0]
+    if remote.lower() != remote:
+        return f"repository name {remote!r} has capital letters (it must be lower case)"
+    if domain is not None and domain.lower() != domain and "." not in domain and ":" not in domain \
+            and domain != "localhost":
+        # Taken by the kubelet (as a registry host named like that), never what is meant: Docker Hub namespaces
+        # are lower case, and a registry host has a '.' or a port. Refused here on purpose.
+        return (f"the first component {domain!r} has capital letters, so the runtime reads it as a registry host "
+                f"and pulls from a machine named {domain!r} (a Docker Hub namespace is lower case)")
+    if domain is not None and not re.fullmatch(_DOMAIN, domain, flags=re.ASCII):
+        return f"registry {domain!r} is not a host name or [IPv6 address], with an optional :port"
+    match = _REMOTE.fullmatch(remainder)
+    if match is None:
+        return "not an image reference"
+    # The kubelet names a Docker Hub image of one component `library/NAME`; the limit counts that path.
+    path = match.group("path")
+    path = f"library/{path}" if (domain is None or domain in _DOCKER_HUB) and "/" not in path else path
+    if len(path) > _REPOSITORY_PATH_MAX:
+        return f"a repository path of {len(path)} characters, more than {_REPOSITORY_PATH_MAX}"
+    digest = match.group("digest")
+    if digest:
+        algorithm, _, encoded = digest.partition(":")
+        length = _DIGEST_HEX_LENGTH.get(algorithm)
+        if length is None:
+            return f"digest algorithm {algorithm!r} unsupported (sha256, sha384 or sha512)"
+        if len(encoded) != length or not re.fullmatch(r"[a-f0-9]+", encoded):
+            return f"a {algorithm} digest is {length} lower-case hexadecimal digits"
+    return ImageReference(domain, match.group("path"), match.group("tag"), digest)
+
+
+def image_reference(value: str) -> Optional[ImageReference]:
+    """The reference the kubelet would pull, None when it refuses it (InvalidImageName)."""
+    parsed = _parse_image(value)
+    return parsed if isinstance(parsed, ImageReference) else None
 
 
 def image_problem(value: str) -> Optional[str]:
-    """Stricter than the API server (which wants only no surrounding whitespace): a reference a runtime
-    can pull, `[registry[:port]/]path[:tag][@digest]`, path components lower case."""
-    if not value:
-        return "empty"
-    match = re.fullmatch(_REFERENCE, value, flags=re.ASCII)
-    if match is None:
-        return "not an image reference"
-    return _too_long(match.group("name"), 255)
+    parsed = _parse_image(value)
+    return None if isinstance(parsed, ImageReference) else parsed
 
 
 # --- quantities (pkg/api/resource/quantity.go ParseQuantity, suffix.go) ----------------------
@@ -378,12 +530,20 @@ PORT_NAME = Format(
 GATEWAY_HOSTNAME = Format(
     "Gateway hostname", "a Gateway listener hostname is a lower-case DNS name, optionally starting with '*.', of at "
     "most 253 characters (no '_', no IP address; e.g. 'api.example.com')",
-    "crds/gateway.networking.k8s.io_gateways.yaml spec.listeners[].hostname", gateway_hostname_problem)
+    "crds/gateway.networking.k8s.io_gateways.yaml spec.listeners[].hostname; sigs.k8s.io/gateway-api apis/v1 "
+    "shared_types.go type Hostname (IPs are not allowed)", gateway_hostname_problem,
+    # The CRD's pattern takes `10.0.0.1`; the Gateway API says a listener hostname is never an IP.
+    stricter=lambda v: bool(re.fullmatch(GATEWAY_HOSTNAME_PATTERN[1:-1], v)) and _numeric_last_label(v))
 IMAGE = Format(
-    "image reference", "an image reference is [registry[:port]/]path[:tag][@digest] with lower-case path components "
-    "(e.g. 'ghcr.io/llm-d/llm-d-routing-sidecar:v0.3.0')",
-    "github.com/distribution/reference regexp.go (the API server only refuses surrounding whitespace)", image_problem,
+    "image reference", "an image reference is [registry[:port]/]path[:tag][@digest]: path components of lower-case "
+    "letters and digits joined by '.', '_', '__' or '-', a tag of at most 128 letters, digits, '_', '.' and '-', a "
+    "sha256/sha384/sha512 digest in lower-case hex; a registry is a host with a '.' or a port, or localhost "
+    "(e.g. 'ghcr.io/llm-d/llm-d-routing-sidecar:v0.3.0', 'rebellions/vllm-rbln:0.12.0@sha256:<64 hex>')",
+    "github.com/distribution/reference v0.6.0 ParseNormalizedNamed, as the kubelet reads it (k8s.io/kubernetes v1.35.4 "
+    "pkg/util/parsers; InvalidImageName otherwise; the API server only refuses surrounding whitespace)", image_problem,
     subset_only=True)
+
+
 def _padded_quantity(value: str) -> bool:
     return value != value.strip() and quantity_value(value.strip()) is not None
 
@@ -404,6 +564,19 @@ POSITIVE_QUANTITY = Format(
     f"{_APIMACHINERY} pkg/api/resource/quantity.go ParseQuantity; k8s.io/kubernetes pkg/apis/core/validation",
     positive_quantity_problem, stricter=lambda v: _stricter_quantity(v) and quantity_value(v.strip()) > 0)
 
+# Not read by the API server (which takes any capability name and, for a PodMonitor, the pattern alone): their
+# consumers are the container runtime and Prometheus, and tests/core/test_formats.py holds their tables.
+CAPABILITY = Format(
+    "Linux capability", "a capability is one of the Linux capability names of linux/capability.h without CAP_ "
+    "(e.g. 'IPC_LOCK', 'NET_BIND_SERVICE')",
+    "include/uapi/linux/capability.h; containerd v1.7.29 pkg/cri/opts/spec_opts.go WithCapabilities", capability_problem,
+    subset_only=True)
+PROMETHEUS_DURATION = Format(
+    "Prometheus duration", "a Prometheus duration is 0 or numbers with units in this order, each at most once: y w d "
+    "h m s ms (e.g. '30s', '1m30s', '1h')",
+    "crds/monitoring.coreos.com_podmonitors.yaml spec.podMetricsEndpoints[].interval; github.com/prometheus/common "
+    "model/time.go ParseDuration", prometheus_duration_problem, subset_only=True)
+
 FORMATS = (DNS1123_LABEL, DNS1123_SUBDOMAIN, DNS1035_LABEL, LABEL_KEY, ANNOTATION_KEY, LABEL_VALUE, ENV_VAR_NAME,
            DRA_ATTRIBUTE, PORT_NAME, GATEWAY_HOSTNAME, IMAGE, QUANTITY, NON_NEGATIVE_QUANTITY, POSITIVE_QUANTITY)
 
@@ -419,6 +592,8 @@ DraAttribute = DRA_ATTRIBUTE.type()
 PortName = PORT_NAME.type()
 GatewayHostname = GATEWAY_HOSTNAME.type()
 Image = IMAGE.type()
+Capability = CAPABILITY.type()
+PrometheusDuration = PROMETHEUS_DURATION.type()
 Quantity = QUANTITY.type()
 NonNegativeQuantity = NON_NEGATIVE_QUANTITY.type()
 PositiveQuantity = POSITIVE_QUANTITY.type()

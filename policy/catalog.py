@@ -96,6 +96,11 @@ POLICIES: tuple[PolicySpec, ...] = (
                hygiene.env_names_unique, "resource"),
     PolicySpec("image-tag-pinned", "No untagged or :latest images.",
                hygiene.image_tag_pinned, "resource"),
+    # What the node refuses though the API server stores it: the pod never starts, in any environment.
+    PolicySpec("runtime-accepts-container", "Every container's image is a reference the kubelet can parse "
+               "(distribution/reference; InvalidImageName otherwise) and every capability it adds or drops is a Linux "
+               "capability name without CAP_ (containerd adds the prefix itself).",
+               hygiene.runtime_accepts_container, "resource"),
     PolicySpec("engine-resource-requests", "Engine containers request CPU and memory.",
                hygiene.engine_resource_requests, "resource"),
     # A dev stack runs without NetworkPolicies and PodMonitors by design, and `pulumi up --policy-pack

@@ -9,8 +9,9 @@ engines behind an ingress NetworkPolicy and scraped by a PodMonitor (a dev clust
 """
 from __future__ import annotations
 
+from core import formats
 from policy.facts import Facts
-from policy.manifests import (Finding, engines, image_tag, label_selector_matches, namespace_of, of_kind,
+from policy.manifests import (Finding, engines, label_selector_matches, namespace_of, of_kind,
                               pod_templates, show_labels, template_engines)
 
 TOKEN_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
@@ -58,8 +59,11 @@ def image_tag_pinned(manifests: list[dict], facts: Facts) -> list[Finding]:
     for template in pod_templates(manifests):
         for container in template.containers():
             image = str(container.get("image") or "")
-            _, tag, digest = image_tag(image)
-            if digest:
+            reference = formats.image_reference(image)
+            if image and reference is None:
+                continue  # not a reference at all: runtime-accepts-container's
+            tag = reference.tag if reference else None
+            if reference and reference.digest:
                 continue
             if not image or tag is None or tag == "latest":
                 what = "has no image" if not image else (f"image {image} is untagged (pulls latest)" if tag is None
@@ -67,6 +71,34 @@ def image_tag_pinned(manifests: list[dict], facts: Facts) -> list[Finding]:
                 found.append(Finding(template.resource,
                     f"container {container.get('name')} {what}: the image can change under a running stack and a "
                     f"rollback redeploys something else. Pin a version tag or a digest (image@sha256:...)."))
+    return found
+
+
+def runtime_accepts_container(manifests: list[dict], facts: Facts) -> list[Finding]:
+    """What the API server stores but the node refuses: an image reference the kubelet cannot parse (the pod waits in
+    InvalidImageName), a capability the container runtime does not know (CAP_ prefix included: containerd adds its
+    own). The same formats as the config gate's (core.formats IMAGE, CAPABILITY)."""
+    found = []
+    for template in pod_templates(manifests):
+        for container in template.containers():
+            name = container.get("name")
+            image = container.get("image")
+            problem = formats.image_problem(str(image)) if image else None
+            if problem:
+                found.append(Finding(template.resource,
+                    f"container {name} image {image!r} is not an image reference the kubelet can parse ({problem}): "
+                    f"the pod never starts (InvalidImageName). {formats.IMAGE.rule} ({formats.IMAGE.source})."))
+            capabilities = (container.get("securityContext") or {}).get("capabilities") or {}
+            for field in ("add", "drop"):
+                for capability in capabilities.get(field) or []:
+                    text = str(capability)
+                    if text.upper() == "ALL":
+                        continue  # the runtime's word for every capability; adding it is pod-security-context's
+                    problem = formats.capability_problem(text)
+                    if problem:
+                        found.append(Finding(template.resource,
+                            f"container {name} securityContext.capabilities.{field} {text!r}: {problem}. "
+                            f"{formats.CAPABILITY.rule}."))
     return found
 
 
@@ -114,7 +146,7 @@ def engine_metrics_scraped(manifests: list[dict], facts: Facts) -> list[Finding]
         def covers(monitor: dict) -> bool:
             spec = monitor.get("spec") or {}
             namespaces = spec.get("namespaceSelector") or {}
-            in_scope = namespaces.get("any") or template.namespace in (namespaces.get("matchNames") or [namespace_of(monitor)])
+            in_scope = namespaces.get("any") or template.namespace in (namespaces.get("matchNames") or [template.namespace])
             return bool(in_scope) and label_selector_matches(spec.get("selector") or {}, template.labels)
         if not any(covers(m) for m in monitors):
             found.append(Finding(template.resource,

@@ -637,16 +637,3 @@ def is_rebel100(template: PodTemplate, manifests: list[dict], npu_device_class: 
     budget of chiplet-0 memory, RBLN sub-blocks) skip them. Needs the ResourceClaimTemplates among
     `manifests`: a resource-scoped rule, which sees one object, cannot tell."""
     return claimed_npus(template, manifests, npu_device_class).count > 0
-
-
-# --- images --------------------------------------------------------------------------------
-
-
-def image_tag(image: str) -> tuple[str, Optional[str], Optional[str]]:
-    """(repository, tag, digest) of an image reference; a registry port is not a tag."""
-    rest, _, digest = image.partition("@")
-    slash = rest.rfind("/")
-    colon = rest.rfind(":")
-    if colon > slash:
-        return rest[:colon], rest[colon + 1:], digest or None
-    return rest, None, digest or None

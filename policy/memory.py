@@ -13,10 +13,11 @@ from typing import Optional
 
 from core import rules, sizing
 from core.versions import engine as engine_versions
+from core.formats import image_reference
 from core.versions import image_version
 from core.labels import LMCACHE_VERSION_ANNOTATION, RDS_BUDGET_ANNOTATION, RDS_BUDGET_KEYS
 from policy.facts import Facts
-from policy.manifests import (Engine, Finding, effective_env, env_flag_on, env_from_config_maps, engines, image_tag,
+from policy.manifests import (Engine, Finding, effective_env, env_flag_on, env_from_config_maps, engines,
                               is_rebel100, parse_structured)
 
 EXTRA_CONFIG_ENV = "LMCACHE_EXTRA_CONFIG"
@@ -104,9 +105,9 @@ def lmcache_version(engine: Engine) -> tuple[Optional[str], str]:
     annotated = engine.template.annotations.get(LMCACHE_VERSION_ANNOTATION)
     if annotated:
         return str(annotated), f"annotation {LMCACHE_VERSION_ANNOTATION} {annotated}"
-    repository, tag, _ = image_tag(image)
-    if "lmcache" in repository.lower() and tag:
-        return tag, f"image {image}"
+    reference = image_reference(image)
+    if reference is not None and "lmcache" in reference.repository.lower() and reference.tag:
+        return reference.tag, f"image {image}"
     return None, ""
 
 

@@ -16,6 +16,8 @@ import dataclasses
 import re
 from typing import Iterable, Optional
 
+from core.formats import image_reference
+
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+.].*)?$")
 
 
@@ -39,16 +41,17 @@ class Version:
 
 
 def image_tag(image: str) -> Optional[str]:
-    """The tag of an image reference (`repo/name:tag`, `host:5000/name:tag@sha256:...`), None without one."""
-    ref = image.split("@", 1)[0]
-    last = ref.rsplit("/", 1)[-1]
-    return last.split(":", 1)[1] if ":" in last else None
+    """The tag of an image reference (`repo/name:tag`, `host:5000/name:tag@sha256:...`), None without one or when the
+    reference is not one the kubelet parses (core.formats.image_reference)."""
+    reference = image_reference(image)
+    return reference.tag if reference else None
 
 
 def image_name(image: str) -> str:
     """The repository's last path component, without tag or digest: `ghcr.io/llm-d/llm-d-routing-sidecar:v0.7.1` is
-    `llm-d-routing-sidecar` (a mirror keeps it; the program is known by it)."""
-    return image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
+    `llm-d-routing-sidecar` (a mirror keeps it; the program is known by it); "" for a reference the kubelet refuses."""
+    reference = image_reference(image)
+    return reference.name if reference else ""
 
 
 def image_version(image: str) -> Optional[Version]:

@@ -126,3 +126,55 @@ def test_selector_expressions_are_understood(prod):
         policy["spec"]["podSelector"] = {"matchExpressions": [
             {"key": "llm-d.ai/role", "operator": "In", "values": ["prefill", "decode"]}]}
     assert run_policy("engine-network-policy", mutate(prod, drop("NetworkPolicy", "minimax-m27-decode"), by_expression), PROD) == []
+
+
+# runtime-accepts-container: what the kubelet and the container runtime refuse though the API server stores it. The
+# tables of tests/core/test_formats_consumers.py (the kubelet's parser, the runtime's capability names) decide; the
+# pack must refuse there in every environment, as the gate does at the config key.
+RUNTIME = "runtime-accepts-container"
+
+
+def with_capabilities(add=None, drop=("ALL",)):
+    def edit(m):
+        engine(m, DECODE)["securityContext"]["capabilities"] = {"drop": list(drop), **({"add": list(add)} if add else {})}
+    return edit
+
+
+@pytest.mark.parametrize("edit, contains", [
+    pytest.param(lambda m: engine(m, PREFILL).update(image="rebellions/VLLM-rbln:0.12.0"),
+                 ("container vllm image 'rebellions/VLLM-rbln:0.12.0' is not an image reference the kubelet can parse",
+                  "repository name 'rebellions/VLLM-rbln' has capital letters", "InvalidImageName"), id="capital-letters"),
+    pytest.param(lambda m: engine(m, PREFILL).update(image="rebellions/vllm-rbln:0.12.0@sha256:" + "A" * 64),
+                 ("a sha256 digest is 64 lower-case hexadecimal digits",), id="upper-case-digest"),
+    pytest.param(with_capabilities(add=["CAP_IPC_LOCK"]),
+                 ("container vllm securityContext.capabilities.add 'CAP_IPC_LOCK': written with its CAP_ prefix",),
+                 id="cap-prefix"),
+    pytest.param(with_capabilities(add=["IPC_LOK"]), ("'IPC_LOK': not a Linux capability (did you mean 'IPC_LOCK'?)",),
+                 id="misspelt-capability"),
+    pytest.param(with_capabilities(drop=["ALL", "NET_RAWW"]), ("capabilities.drop 'NET_RAWW'",), id="misspelt-drop"),
+])
+def test_what_the_node_refuses_is_refused_in_every_environment(prod, edit, contains):
+    resource = DECODE_ID if "capabilit" in contains[0] else PREFILL_ID
+    bad = mutate(prod, edit)
+    for config in (PROD, DEV, None):
+        assert_verdict(run_policy(RUNTIME, bad, config), resource=resource, level="mandatory", contains=contains)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_rendered_containers_are_what_the_node_accepts(renders, stack):
+    assert run_policy(RUNTIME, renders[stack]) == []
+
+
+@pytest.mark.parametrize("edit", [
+    pytest.param(lambda m: engine(m, PREFILL).update(image="rebellions/vllm-rbln:0.12.0@sha256:" + "a" * 64), id="tag-and-digest"),
+    pytest.param(with_capabilities(add=["ipc_lock", "NET_BIND_SERVICE"]), id="lower-case-name"),
+    pytest.param(with_capabilities(add=["ALL"], drop=["all"]), id="all-is-pod-security-contexts"),
+])
+def test_what_the_node_accepts_passes(prod, edit):
+    assert run_policy(RUNTIME, mutate(prod, edit)) == []
+
+
+def test_an_invalid_image_is_not_also_reported_as_unpinned(prod):
+    bad = mutate(prod, lambda m: engine(m, PREFILL).update(image="rebellions/VLLM-rbln"))
+    assert run_policy("image-tag-pinned", bad) == []
+    assert len(run_policy(RUNTIME, bad)) == 1

@@ -2,7 +2,7 @@
 import pytest
 
 from policy import catalog, pack
-from policy.manifests import image_tag, parse_flags, serve_argv, VLLM_ALIASES, VLLM_BOOLEAN_FLAGS
+from policy.manifests import parse_flags, serve_argv, VLLM_ALIASES, VLLM_BOOLEAN_FLAGS
 
 
 @pytest.mark.parametrize("token, expected", [
@@ -64,12 +64,3 @@ def test_go_flags_of_the_sidecar():
 ])
 def test_engine_detection(container, argv):
     assert serve_argv(container) == argv
-
-
-@pytest.mark.parametrize("image, expected", [
-    ("rebellions/vllm-rbln:0.10.2", ("rebellions/vllm-rbln", "0.10.2", None)),
-    ("registry.example:5000/vllm", ("registry.example:5000/vllm", None, None)),
-    ("ghcr.io/x/y@sha256:abc", ("ghcr.io/x/y", None, "sha256:abc")),
-])
-def test_image_references(image, expected):
-    assert image_tag(image) == expected
