@@ -146,7 +146,7 @@ def engine_metrics_scraped(manifests: list[dict], facts: Facts) -> list[Finding]
         def covers(monitor: dict) -> bool:
             spec = monitor.get("spec") or {}
             namespaces = spec.get("namespaceSelector") or {}
-            in_scope = namespaces.get("any") or template.namespace in (namespaces.get("matchNames") or [template.namespace])
+            in_scope = namespaces.get("any") or template.namespace in (namespaces.get("matchNames") or [namespace_of(monitor)])
             return bool(in_scope) and label_selector_matches(spec.get("selector") or {}, template.labels)
         if not any(covers(m) for m in monitors):
             found.append(Finding(template.resource,
