@@ -11,6 +11,8 @@
                                     (or the API server does not answer for --unreachable-grace seconds)
   secrets STACK                     may this stack's secrets be written? (a prod stack: not under the built-in passphrase)
   policy-config STACK               the pack's enforcement file for the stack's environment (prod when unset)
+  checkpoint STACK [--restore]      does the stack's checkpoint (file backend) load? If not: its last good copy and the
+                                    command that restores it; --restore puts that copy back (exit 1: damaged, none left)
   changes EVENT_LOG                 does the preview of this `pulumi preview --event-log` propose anything? (exit 0: no;
                                     scripts/up then skips the update)
 
@@ -173,6 +175,35 @@ def cmd_policy_config(args) -> int:
     return 0
 
 
+def cmd_checkpoint(args) -> int:
+    """Is the stack's checkpoint in the file backend damaged? Name its last good copy and the command that restores
+    it; with --restore, put that copy back (stacks/checkpoint.py)."""
+    import os
+    from stacks import checkpoint
+    root = checkpoint.file_backend_root(os.environ.get("PULUMI_BACKEND_URL"))
+    if root is None:
+        print(f"error: the backend ({os.environ.get('PULUMI_BACKEND_URL') or 'a `pulumi login`'}) is not a file "
+              f"backend: only a file backend's checkpoints are looked at here (docs/recovery.md, A damaged "
+              f"checkpoint)", file=sys.stderr)
+        return 2
+    state = checkpoint.StackState(root, stackfile.project_name(), args.stack)
+    command = args.restore_command or f"scripts/up {args.stack} --restore-checkpoint"
+    message = checkpoint.explain(state, command, relative_to=pathlib.Path.cwd())
+    if message is None:
+        if args.restore:
+            print(f"checkpoint: stack {args.stack}'s checkpoint loads (or there is none yet): nothing to restore",
+                  file=sys.stderr)
+        return 0
+    good = state.last_good()
+    if not args.restore or good is None:
+        print(f"error: {message}", file=sys.stderr)
+        return 1
+    kept = state.restore(good)
+    print(f"checkpoint: stack {args.stack}'s checkpoint restored from {good.describe(pathlib.Path.cwd())}; the "
+          f"damaged one is kept as {checkpoint.shown(kept, pathlib.Path.cwd())}", file=sys.stderr)
+    return 0
+
+
 def cmd_changes(args) -> int:
     """0 when the preview whose event log this is proposes nothing to do, 1 when the update must run."""
     from stacks.events import proposal
@@ -216,6 +247,11 @@ def parser() -> argparse.ArgumentParser:
             cmd.add_argument("--json", action="store_true", help="machine-readable output")
             cmd.add_argument("--format", choices=["text", "json", "sarif"],
                              help="output format (--json is --format json; sarif: SARIF 2.1.0 for code scanning)")
+    restore = sub.add_parser("checkpoint", help="does the stack's checkpoint load? its last good copy, and --restore")
+    restore.add_argument("stack", help="stack name")
+    restore.add_argument("--restore", action="store_true", help="put the last good copy in place of a damaged one")
+    restore.add_argument("--restore-command", help="the command to name for restoring (default: scripts/up STACK "
+                                           "--restore-checkpoint)")
     changes = sub.add_parser("changes", help="does a preview's event log propose a change? (exit 0: no)")
     changes.add_argument("event_log", help="the file of `pulumi preview --event-log FILE`")
     from stacks import validate
@@ -232,7 +268,8 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     commands = {"render": cmd_render, "plan": cmd_plan, "check": cmd_check, "validate": cmd_validate,
                 "preflight": cmd_preflight, "placement": cmd_placement, "watch": cmd_watch,
-                "secrets": cmd_secrets, "policy-config": cmd_policy_config, "changes": cmd_changes}
+                "secrets": cmd_secrets, "policy-config": cmd_policy_config, "changes": cmd_changes,
+                "checkpoint": cmd_checkpoint}
     return commands[args.command](args)
 
 
