@@ -611,13 +611,26 @@ def validate(cfg: StackConfig, *, hf_token_set: bool = False) -> list[Issue]:
     return issues
 
 
-def load_config(raw: dict[str, Any], source: str = "stack configuration") -> StackConfig:
-    """Parse and check one stack's config map; raise ConfigError with every problem at once."""
+def plain_secret_issues(plain: Iterable[str]) -> list[Issue]:
+    """A secret key (core.keys.SECRET_KEYS) written in plain text in the stack file: refused at its key with the
+    command that stores it encrypted. The value is never part of the message (it is not even passed here)."""
+    return [Issue(full, f"{full} is a secret but the stack file holds it in plain text (not `secure:`): anyone who can "
+                        f"read the file or its history has it, and it would be deployed as it is. Delete the line, "
+                        f"store the value encrypted with `pulumi config set --secret {full} <value>` (`-s STACK`), "
+                        f"and revoke the exposed one (the value is not shown here).")
+            for full in plain]
+
+
+def load_config(raw: dict[str, Any], source: str = "stack configuration", *,
+                plain_secrets: Iterable[str] = ()) -> StackConfig:
+    """Parse and check one stack's config map; raise ConfigError with every problem at once. `plain_secrets`: the
+    secret keys the stack file holds in plain text (core.keys.plain_secret_keys), refused first."""
+    plain = plain_secret_issues(plain_secrets)
     try:
         cfg = StackConfig.model_validate(namespace_values(raw))
     except pydantic.ValidationError as error:
-        raise ConfigError(_pydantic_issues(error), source) from None
-    issues = validate(cfg, hf_token_set=key("hfToken") in raw)
+        raise ConfigError(plain + _pydantic_issues(error), source) from None
+    issues = plain + validate(cfg, hf_token_set=key("hfToken") in raw)
     if issues:
         raise ConfigError(issues, source)
     return cfg

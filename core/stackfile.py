@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional
 import yaml
 
 from core import goyaml
-from core.keys import NAMESPACE, SECRET_KEYS
+from core.keys import NAMESPACE, SECRET_KEYS, plain_secret_keys
 
 if TYPE_CHECKING:
     from core.config import StackConfig
@@ -272,5 +272,6 @@ def environment(config: dict[str, str]) -> str:
 def load_stack(path: pathlib.Path, name: str) -> "StackConfig":
     """Read and check one stack file: StackFileError or ConfigError, else the typed config."""
     from core.gate import load_config
-    config, _ = read_config(path)
-    return load_config(program_config(config), source=f"stack {name!r}")
+    config, secure = read_config(path)
+    return load_config(program_config(config), source=f"stack {name!r}",
+                       plain_secrets=plain_secret_keys(config, set(secure).__contains__))

@@ -13,6 +13,7 @@ import pulumi.runtime.config as runtime_config
 from stacks import compose
 from core import stackfile
 from core.config import NAMESPACE
+from core.keys import plain_secret_keys
 from core.gate import ConfigError, load_config, warnings_for
 from core.stackfile import program_config
 from core.secrets import refusal_for
@@ -38,7 +39,9 @@ def refuse_unsafe_secrets() -> None:
 
 def main() -> None:
     try:
-        cfg = load_config(current_config(), source=f"stack {pulumi.get_stack()!r}")
+        # Judged on what the engine passed (the stack file), as `secure:` or not; never on the environment.
+        plain = plain_secret_keys(runtime_config.CONFIG.get(), runtime_config.is_config_secret)
+        cfg = load_config(current_config(), source=f"stack {pulumi.get_stack()!r}", plain_secrets=plain)
     except ConfigError as error:
         # Reported before any resource is registered, so nothing is created or changed.
         raise pulumi.RunError(str(error)) from None

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from core.config import NAMESPACE, StackConfig
+from core.keys import plain_secret_keys
 from core.gate import load_config, warnings_for
 from core.stackfile import SECRET_PLACEHOLDER, program_config, read_config
 from objects.stack import hf_token_withheld, stack_objects
@@ -32,7 +33,8 @@ class Rendered:
 def render_config(config: dict[str, str], secret_keys: list[str], stack: str) -> Rendered:
     """The objects and outputs of a stack's config map, as the program registers and exports them; the
     config gate runs first (ConfigError), as under the engine."""
-    cfg = load_config(program_config(config), source=f"stack {stack!r}")
+    cfg = load_config(program_config(config), source=f"stack {stack!r}",
+                      plain_secrets=plain_secret_keys(config, set(secret_keys).__contains__))
     warnings = [str(advice) for advice in warnings_for(cfg)]
     token = SECRET_PLACEHOLDER if f"{NAMESPACE}:hfToken" in config else None
     withheld = hf_token_withheld(cfg, stack) if token is not None else None
