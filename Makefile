@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STACKS := dev prod-4p4d agg pd-router07
+STACKS := dev prod-4p4d agg pd-router07 prod-autoscale
 
 .PHONY: venv toolchain consumers up up-render serve test unit e2e golden render plan validate clean docs bench cluster down test-property-long mutate consumer-facts consumers-vllm
 
@@ -25,7 +25,7 @@ consumers:
 # `make cluster` builds it once (12-15 min cold, cached outside the project) and starts it; `make down` stops it.
 cluster:
 	scripts/cluster build >/dev/null
-	scripts/cluster start
+	$(if $(PORT),REBEL100_CLUSTER_PORT=$(PORT) )scripts/cluster start
 
 down:
 	$(PYTHON) -m localsite stop --dir .cluster/serve/site
@@ -33,9 +33,10 @@ down:
 	scripts/cluster stop
 
 # The main job: `pulumi up` of prod-4p4d with the policy pack on the local cluster (started if it is
-# not running), then the stack outputs and where each engine pod and its devices landed.
+# not running), then the stack outputs and where each engine pod and its devices landed. The cluster's base port is
+# the one it used last, else the first free block from 16443 up (a second checkout's beside the first); PORT=N asks for N.
 up: venv toolchain
-	scripts/up prod-4p4d --local-cluster
+	$(if $(PORT),REBEL100_CLUSTER_PORT=$(PORT) )scripts/up prod-4p4d --local-cluster
 
 # Serve a stack's OpenAI API on 127.0.0.1 through the real router programs and simulated engines, on a local site
 # of its own (docs/serving-locally.md): prints the base URL, runs until Ctrl-C. STACK= picks another stack.
@@ -112,6 +113,7 @@ docs: venv
 	$(PY) -m stacks.reference
 
 # Where the time goes: check against its import floor and, with the toolchain and the control plane, the PR
-# check and a no-op up on a local cluster of its own, each part apart (docs/performance.md). --scale: bigger stacks.
+# check and a no-op up on a local cluster of its own, each part apart (docs/performance.md). ARGS are the script's:
+# `make bench ARGS=--scale` adds stacks of 16 to 1024 pools (about 40 min), `ARGS="--sections scale --sizes 16 64 256"`.
 bench: venv
-	$(PY) benchmarks/bench.py
+	$(PY) benchmarks/bench.py $(ARGS)

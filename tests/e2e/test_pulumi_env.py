@@ -9,6 +9,7 @@ import subprocess
 
 import pytest
 
+from core.secrets import BUILTIN_PASSPHRASE
 from tests.pulumi_project import Project
 
 pytestmark = pytest.mark.e2e
@@ -63,3 +64,42 @@ def test_the_pack_level_of_a_stack_is_its_environments_prod_when_unset(project, 
     (project.root / "Pulumi.fresh.yaml").write_text("\n".join(lines) + "\n")
     env = sourced(project, tmp_path / "home", "export LEVEL=\"$(rebel100_policy_config fresh)\"")
     assert env["LEVEL"] == f"policy/config/{level}.json"
+
+
+def test_sourcing_it_hands_no_stack_a_passphrase(project, tmp_path):
+    """The README's secret step sources scripts/pulumi-env, then `pulumi config set --secret`: nothing sourced may
+    carry a passphrase written in the repository into that shell."""
+    env = sourced(project, tmp_path / "home")
+    assert [k for k in env if k.startswith("PULUMI_CONFIG_PASSPHRASE")] == []
+
+
+@pytest.mark.parametrize("level, builtin", [("policy/config/dev.json", True), ("policy/config/prod.json", False)])
+def test_the_builtin_passphrase_is_for_a_dev_stack_only(project, tmp_path, level, builtin):
+    """What scripts/up and scripts/preview do per stack (rebel100_passphrase with the stack's pack level): the
+    built-in passphrase for a dev stack, none for prod; a passphrase the caller chose is kept for both."""
+    env = sourced(project, tmp_path / "home", f"rebel100_passphrase {level}")
+    assert env.get("PULUMI_CONFIG_PASSPHRASE") == (BUILTIN_PASSPHRASE if builtin else None)
+    assert "PULUMI_CONFIG_PASSPHRASE_FILE" not in env
+    mine = tmp_path / "mine"
+    mine.write_text("correct horse battery staple\n")
+    env = sourced(project, tmp_path / "home", f"rebel100_passphrase {level}", PULUMI_CONFIG_PASSPHRASE_FILE=str(mine))
+    assert "PULUMI_CONFIG_PASSPHRASE" not in env and env["PULUMI_CONFIG_PASSPHRASE_FILE"] == str(mine)
+
+
+def test_a_prod_secret_set_after_sourcing_it_needs_a_passphrase_of_the_users(project, tmp_path):
+    """The issue's steps: a prod stack made under the user's own passphrase, then, in a shell that sourced
+    scripts/pulumi-env and set none, `pulumi config set --secret`: refused by Pulumi (no passphrase), the stack file
+    as it was, the token nowhere in it. With the user's passphrase it is set, as ciphertext."""
+    stack, token = "prod-secret", "hf_PLANTEDbyTestPulumiEnv0c9a1e"  # noqa: S105 - planted
+    path = project.root / f"Pulumi.{stack}.yaml"
+    path.write_text((project.root / "Pulumi.prod-4p4d.yaml").read_text())
+    project.pulumi("stack", "init", stack, "--no-select", check=True)  # PULUMI_CONFIG_PASSPHRASE=e2e: the user's own
+    before = path.read_bytes()
+    errors = tmp_path / "errors"
+    set_secret = f"pulumi config set --secret rebel100:hfToken {token} -s {stack} --non-interactive"
+    sourced(project, tmp_path / "home", f"if {set_secret} 2>{errors}; then exit 9; fi")
+    assert "passphrase must be set" in errors.read_text(), errors.read_text()
+    assert path.read_bytes() == before
+    env = sourced(project, tmp_path / "home", set_secret, PULUMI_CONFIG_PASSPHRASE="e2e")
+    assert token not in path.read_text() and "secure:" in path.read_text()
+    assert env["PULUMI_CONFIG_PASSPHRASE"] == "e2e"

@@ -49,15 +49,20 @@ def test_the_secrets_check_does_not_build_the_config_schema():
     assert proc.stdout.strip() == "[]"
 
 
-def test_scripts_up_refuses_prod_under_the_builtin_passphrase_before_anything(tmp_path):
-    """scripts/up sources pulumi-env, which sets the built-in passphrase when none is set: prod stops at once,
-    before the toolchain is even asked for a stack (no state, no preflight, no cluster)."""
+@pytest.mark.parametrize("script", ["up", "preview"])
+@pytest.mark.parametrize("environ, why", [({}, "no passphrase is set"),
+                                          ({"PULUMI_CONFIG_PASSPHRASE": BUILTIN_PASSPHRASE},
+                                           "the built-in 'rebel100-local' of scripts/pulumi-env")])
+def test_scripts_refuse_prod_without_a_passphrase_of_its_own_before_anything(tmp_path, script, environ, why):
+    """scripts/pulumi-env hands a prod stack no passphrase (the built-in one is for dev stacks only): scripts/up and
+    scripts/preview of prod with none set, or with the built-in one set by hand, stop at once, before the toolchain
+    is even asked for a stack (no state, no preflight, no cluster)."""
     require(toolchain_dir(), "no Pulumi toolchain (run `make toolchain`)")  # scripts/up would build it
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PULUMI_CONFIG_PASSPHRASE", "KUBECONFIG"))}
-    env.update(PULUMI_BACKEND_URL=f"file://{tmp_path}", PULUMI_HOME=str(tmp_path / "home"))
-    proc = subprocess.run([str(PROJECT_ROOT / "scripts" / "up"), "prod-4p4d"], cwd=PROJECT_ROOT, env=env,
+    env.update(PULUMI_BACKEND_URL=f"file://{tmp_path}", PULUMI_HOME=str(tmp_path / "home"), **environ)
+    proc = subprocess.run([str(PROJECT_ROOT / "scripts" / script), "prod-4p4d"], cwd=PROJECT_ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "the built-in 'rebel100-local' of scripts/pulumi-env" in proc.stderr
+    assert proc.stderr.startswith("error: stack 'prod-4p4d' is a prod stack") and why in proc.stderr, proc.stderr
     assert "policy pack level" not in proc.stderr  # stopped before anything else
     assert not list(tmp_path.glob(".pulumi/stacks/**/*.json"))
