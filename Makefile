@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STACKS := dev prod-4p4d agg pd-router07 prod-autoscale
+STACKS := dev prod-4p4d agg pd-router07
 
 .PHONY: venv toolchain consumers up up-render serve test unit e2e golden render plan validate clean docs bench cluster down test-property-long mutate consumer-facts consumers-vllm
 
@@ -113,7 +113,6 @@ docs: venv
 	$(PY) -m stacks.reference
 
 # Where the time goes: check against its import floor and, with the toolchain and the control plane, the PR
-# check and a no-op up on a local cluster of its own, each part apart (docs/performance.md). ARGS are the script's:
-# `make bench ARGS=--scale` adds stacks of 16 to 1024 pools (about 40 min), `ARGS="--sections scale --sizes 16 64 256"`.
+# check and a no-op up on a local cluster of its own, each part apart (docs/performance.md). --scale: bigger stacks.
 bench: venv
-	$(PY) benchmarks/bench.py $(ARGS)
+	$(PY) benchmarks/bench.py
