@@ -110,6 +110,22 @@ class Resources(Section):
     memory: NonNegativeQuantity = Field("256Gi", description="Memory request and limit (the CPU KV tier must fit inside it).")
 
 
+# The signals a role can scale on (a closed set; core/autoscaling.py has each one's query, unit and source).
+ScalingMetric = Literal["engineQueue", "kvCacheUsage", "pdDecisionRate"]
+
+
+class Autoscaling(Section):
+    """A role scaled by KEDA between two bounds on one signal, instead of a fixed `replicas`."""
+
+    min_replicas: int = Field(1, ge=0, le=1024, description="Fewest pods the autoscaler keeps (at least 1: see the gate's rules); the Deployment starts at it.")
+    max_replicas: int = Field(ge=1, le=1024, description="Most pods the autoscaler may run; the site must hold this many (hardware.nodes, spreadRoles).")
+    metric: Optional[ScalingMetric] = Field(None, description="Signal to scale on: `engineQueue` (vllm:num_requests_waiting of the role's pods), `kvCacheUsage` (vllm:kv_cache_usage_perc, averaged per pod), `pdDecisionRate` (prefill only: the EPP's P/D decisions per second); null: the role's default (prefill `engineQueue`, decode `kvCacheUsage`).")
+    target: Optional[float] = Field(None, gt=0, description="Value of the signal per pod the autoscaler aims at (desired pods = ceil(total / target)); null: the signal's default (engineQueue 2 waiting requests, kvCacheUsage 0.8, pdDecisionRate 1 per second).")
+    scale_up_stabilization_seconds: int = Field(0, ge=0, le=3600, description="HPA scale-up stabilisation window: the lowest recommendation of this window wins (0: react at once).")
+    scale_down_stabilization_seconds: int = Field(300, ge=0, le=3600, description="HPA scale-down stabilisation window: the highest recommendation of this window wins, so a short lull removes no pod.")
+    polling_interval_seconds: int = Field(15, ge=1, le=3600, description="How often KEDA reads the signal from Prometheus (ScaledObject pollingInterval).")
+
+
 class Role(Section):
     """One engine role: its pods, parallelism and role-specific serving arguments."""
 
@@ -128,6 +144,11 @@ class Role(Section):
     resources: Resources = Field(Resources(), description="CPU and memory of the engine container.")
     extra_args: list[str] = Field(default_factory=list, description="Extra `vllm serve` arguments appended after the generated ones.")
     extra_env: dict[EnvVarName, str] = Field(default_factory=dict, description="Extra environment variables of the engine container.")
+    autoscaling: Optional[Autoscaling] = Field(None, description="Scale this role with KEDA between `minReplicas` and `maxReplicas` on one signal (docs/what-it-deploys.md); null: fixed `replicas`.")
+
+    @property
+    def autoscaled(self) -> bool:
+        return self.autoscaling is not None
 
 
 class Prefill(Role):
@@ -250,6 +271,7 @@ class Observability(Section):
     pod_monitors: bool = Field(True, description="Render PodMonitors (monitoring.coreos.com/v1) for prefill, decode and the EPP.")
     grafana_dashboard: bool = Field(True, description="Render the P/D Grafana dashboard as a ConfigMap labelled grafana_dashboard=1.")
     scrape_interval: PrometheusDuration = Field("30s", description="Prometheus scrape interval (a Prometheus duration: `30s`, `1m30s`, `1h`).")
+    prometheus_address: Optional[str] = Field(None, pattern=r"^https?://[^\s/]+(/\S*)?$", description="Prometheus HTTP API the autoscalers' triggers query; null: the Prometheus Operator's `http://prometheus-operated.<security.monitoringNamespace>.svc:9090`.")
 
 
 class Placement(Section):

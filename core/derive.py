@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Optional
 
-from core import serving, sizing, weights
+from core import autoscaling, serving, sizing, weights
 from core.config import StackConfig
 from core.serving import RoleServing
 
@@ -19,15 +19,17 @@ class RoleFacts:
     """One engine role that runs pods: its config key, pod count and resolved serving values."""
 
     name: str
-    replicas: int
+    replicas: int  # the pods the site must hold: the fixed count, or the autoscaler's maximum
     serving: RoleServing
+    scaling: Optional[autoscaling.Scaling] = None  # None: fixed replicas
 
     @property
     def devices(self) -> int:
         return self.serving.devices * self.replicas
 
-    def output(self) -> dict[str, int]:
-        return {"replicas": self.replicas, "devicesPerPod": self.serving.devices, "devices": self.devices}
+    def output(self) -> dict[str, Any]:
+        found = {"replicas": self.replicas, "devicesPerPod": self.serving.devices, "devices": self.devices}
+        return {**found, "autoscaling": self.scaling.output()} if self.scaling else found
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,7 +100,10 @@ def rds_budget(cfg: StackConfig) -> sizing.RdsBudget:
 
 
 def derive(cfg: StackConfig) -> StackFacts:
-    roles = {name: RoleFacts(name, role.replicas, serving.role_serving(cfg.engine, role)) for name, role in cfg.engine_roles()}
+    scalings = autoscaling.role_scalings(cfg)
+    roles = {name: RoleFacts(name, scalings[name].max_replicas if name in scalings else role.replicas,
+                             serving.role_serving(cfg.engine, role), scalings.get(name))
+             for name, role in cfg.engine_roles()}
     decode = serving.role_serving(cfg.engine, cfg.decode)
     pd = cfg.topology == "pd" and "prefill" in roles
     tier = cfg.kv_tier.mode if pd else "off"

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Optional
 import pydantic
 from pydantic import BaseModel
 
-from core import labels, routing, rules, serving, sizing, weights
+from core import autoscaling, labels, routing, rules, serving, sizing, weights
 from core.config import MOVED_KEYS, MOVED_KEYS_DOCS, NAMESPACE, SECRET_KEYS, Router, StackConfig, unwrap_optional
 from core.derive import derive, engine_commands, pool_ports
 from core.versions import engine as engine_versions
@@ -188,7 +188,8 @@ def rule_devices_fit_node(cfg: StackConfig) -> Iterable[Issue]:
         if problem:
             yield Issue(key(name), problem, "npu-devices-fit-node")
     nodes = cfg.hardware.nodes
-    if nodes is not None and facts.total_devices > nodes * per_node:
+    # With an autoscaled role the total is at its maximum, judged at that maximum by rule_autoscaling.
+    if nodes is not None and facts.total_devices > nodes * per_node and not autoscaling.role_scalings(cfg):
         yield Issue(key("hardware.nodes"),
                     f"the stack needs {facts.total_devices} NPUs but {nodes} nodes x {per_node} NPUs = {nodes * per_node}: "
                     f"lower the replicas or add nodes.")
@@ -451,7 +452,7 @@ def rule_router_schema(cfg: StackConfig) -> Iterable[Issue]:
 def rule_groups(cfg: StackConfig) -> Iterable[Issue]:
     groups = cfg.placement.groups
     for name, role in cfg.engine_roles():
-        if role.replicas % groups:
+        if role.replicas % groups and not role.autoscaled:  # autoscaled: its bounds, in rule_autoscaling
             yield Issue(key(f"{name}.replicas"),
                         f"{name}.replicas {role.replicas} cannot be split evenly over placement.groups {groups} node "
                         f"groups: use a multiple of {groups}.")
@@ -570,10 +571,69 @@ def rule_weights(cfg: StackConfig, *, hf_token_set: bool = False) -> Iterable[Is
         yield Issue(key("weights.gated"), problem)
 
 
+def rule_autoscaling(cfg: StackConfig) -> Iterable[Issue]:
+    """An autoscaled role: bounds the autoscaler can keep, split over the node groups, held by the site at the
+    maximum, a rollout that survives a changing count, and a signal the pinned images serve and Prometheus scrapes."""
+    scalings = autoscaling.role_scalings(cfg)
+    if not scalings:
+        return
+    facts = derive(cfg)
+    groups = cfg.placement.groups
+    for name, scale in scalings.items():
+        base = f"{name}.autoscaling"
+        min_name, max_name = f"{base}.minReplicas", f"{base}.maxReplicas"
+        if "replicas" in getattr(cfg, name).model_fields_set:
+            yield Issue(key(f"{name}.replicas"),
+                        f"{name}.replicas is left to the autoscaler when {base} is set (it keeps the Deployment between "
+                        f"{min_name} {scale.min_replicas} and {max_name} {scale.max_replicas}): the value here would "
+                        f"be ignored. Remove it.")
+        problem = rules.autoscaling_bounds(name, scale.min_replicas, scale.max_replicas, min_name=min_name,
+                                           max_name=max_name)
+        if problem:
+            yield Issue(key(min_name), problem, "autoscaling-bounds")
+        elif groups > 1:
+            problem = rules.autoscaling_groups_divide(name, scale.min_replicas, scale.max_replicas, groups,
+                                                      min_name=min_name, max_name=max_name,
+                                                      groups_name="placement.groups")
+            if problem:
+                yield Issue(key(min_name if scale.min_replicas % groups else max_name), problem, "autoscaling-bounds")
+        if cfg.hardware.nodes is not None:
+            role = facts.roles[name]
+            problem = rules.autoscaling_fits_site(
+                name, scale.max_replicas, role.serving.devices, facts.total_devices - role.devices, cfg.hardware.nodes,
+                cfg.hardware.npus_per_node, cfg.placement.spread_roles, max_name=max_name, nodes_name="hardware.nodes",
+                spread_name="placement.spreadRoles")
+            if problem:
+                yield Issue(key(max_name), problem, "autoscaling-fits-site")
+        problem = rules.autoscaling_rollout(name, cfg.rollout.strategy, strategy_name="rollout.strategy")
+        if problem:
+            yield Issue(key("rollout.strategy"), problem, "autoscaling-rollout")
+        signal = scale.signal
+        from_epp = signal.source == "epp"
+        image = cfg.router.image if from_epp else cfg.engine.image
+        problem = rules.autoscaling_signal(
+            name, scale.metric, signal.roles, scraped=cfg.observability.pod_monitors,
+            series=autoscaling.series_for(signal, cfg.router.image),
+            decider_feeds=not from_epp or autoscaling.decider_feeds_prefill(cfg.router.decider,
+                                                                             cfg.router.non_cached_tokens),
+            image=image, metric_name=f"{base}.metric",
+            fix_scrape="Set observability.podMonitors true: its PodMonitors are how Prometheus scrapes the engines "
+                       "and the EPP.")
+        if problem:
+            yield Issue(key(f"{base}.metric"), problem, "autoscaling-signal")
+            continue
+        if from_epp or engine_versions.is_engine_image(image):
+            feature = autoscaling.signal_feature(signal, cfg.router.image)
+            problem = rules.image_has_features(image, image_version(image), [feature],
+                                               image_name="router.image" if from_epp else "engine.image")
+            if problem:
+                yield Issue(key("router.image" if from_epp else "engine.image"), problem, "autoscaling-signal")
+
+
 RULES = (rule_overrides, rule_engine_image, rule_vllm_args, rule_lmcache_names, rule_groups, rule_pp_with_dp,
          rule_devices_fit_node, rule_pipeline_and_experts, rule_block_and_memory, rule_kv_tier, rule_roles_agree,
          rule_pd_wiring, rule_pool_endpoints, rule_router_images, rule_router_plugin_parameters, rule_router_schema,
-         rule_sidecar_ssrf)
+         rule_sidecar_ssrf, rule_autoscaling)
 
 
 def warnings_for(cfg: StackConfig) -> list[Issue]:

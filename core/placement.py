@@ -60,7 +60,7 @@ def needs(cfg: StackConfig) -> list[PodNeed]:
             labels[RDS_PRESENT_LABEL] = "true"
         for group, pool in pool_names(cfg.name, name, groups):
             group_labels = {**labels, cfg.placement.group_label: group} if group else labels
-            for index in range(role.replicas // groups):
+            for index in range(facts.roles[name].replicas // groups):  # an autoscaled role at its maximum
                 pods.append(PodNeed(name, pool, index, facts.roles[name].serving.devices, cfg.hardware.rdma_nics_per_pod,
                                     group_labels, cfg.placement.spread_roles))
     return pods

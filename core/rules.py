@@ -262,3 +262,88 @@ def sidecar_ssrf_capable(image: str, pinned: Optional[Version], *, protected: bo
             f"spec.selector.matchLabels (it would refuse every prefill), so it runs without the protection and, on a "
             f"decode-only request, POSTs the prompt to any host:port a client sends in x-prefiller-host-port. Pin "
             f"{since} or later: the render then turns --enable-ssrf-protection on.")
+
+
+# --- autoscaling (core/autoscaling.py has the signals; the gate and policy/autoscaling.py call these) ---------------
+
+def autoscaling_bounds(role: str, min_replicas: int, max_replicas: int, *, min_name: str,
+                       max_name: str) -> Optional[str]:
+    """The autoscaler keeps a role between its bounds: at least one pod (with none no signal ever brings one back),
+    and a minimum not above the maximum."""
+    if min_replicas < 1:
+        why = ("every request is refused (the EPP finds no decode worker: 429, or 503 with no pod at all)"
+               if role == "decode" else
+               "the EPP decides decode-only for every request, so neither a prefill queue nor a P/D decision ever "
+               "rises to bring a prefill pod back")
+        return (f"{min_name} {min_replicas} lets the autoscaler remove every {role} pod: {why}, and with no pod "
+                f"there is no engine signal to scale up on. Set {min_name} to at least 1.")
+    if min_replicas > max_replicas:
+        return (f"{min_name} {min_replicas} is above {max_name} {max_replicas}: the bounds are inverted and KEDA "
+                f"refuses the ScaledObject (\"MinReplicaCount={min_replicas} must be less than MaxReplicaCount="
+                f"{max_replicas}\", keda v2.18.1 apis/keda/v1alpha1/scaledobject_types.go:294), so the {role} pods "
+                f"are never scaled. Swap them, or set {max_name} to at least {min_replicas}.")
+    return None
+
+
+def autoscaling_groups_divide(role: str, min_replicas: int, max_replicas: int, groups: int, *, min_name: str,
+                              max_name: str, groups_name: str) -> Optional[str]:
+    """Each node group is a Deployment with its own ScaledObject: the role's bounds split evenly over them."""
+    uneven = [f"{name} {value}" for name, value in ((min_name, min_replicas), (max_name, max_replicas)) if value % groups]
+    if not uneven:
+        return None
+    return (f"{' and '.join(uneven)} cannot be split evenly over {groups_name} {groups} node groups: each group's "
+            f"Deployment is scaled by its own ScaledObject between the role's bounds / {groups}. Use multiples of "
+            f"{groups}.")
+
+
+def autoscaling_fits_site(role: str, max_replicas: int, devices_per_pod: int, other_devices: int, nodes: int,
+                          npus_per_node: int, spread: bool, *, max_name: str, nodes_name: str,
+                          spread_name: str) -> Optional[str]:
+    """At its maximum the role, beside everything else at its own maximum (`other_devices`), holds whole claims of
+    NPUs on the site's nodes, and at most one pod per node when the role is spread."""
+    capacity = nodes * npus_per_node
+    fit_devices = max(0, (capacity - other_devices) // devices_per_pod)
+    fit = min(fit_devices, nodes) if spread else fit_devices
+    if max_replicas <= fit:
+        return None
+    needed = max_replicas * devices_per_pod + other_devices
+    reasons = []
+    if needed > capacity:
+        reasons.append(f"{max_replicas} pods x {devices_per_pod} NPUs + {other_devices} NPUs of the other engine pods "
+                       f"= {needed} NPUs, more than {nodes_name} {nodes} x {npus_per_node} = {capacity}")
+    if spread and max_replicas > nodes:
+        reasons.append(f"one {role} pod per node ({spread_name}) allows {nodes} on {nodes} nodes")
+    return (f"{max_name} {max_replicas} does not fit the site: {'; and '.join(reasons)}. The pods above {fit} would "
+            f"stay Pending while the load that asked for them waits. Set {max_name} to at most {fit}, or add nodes.")
+
+
+def autoscaling_rollout(role: str, strategy: str, *, strategy_name: str) -> Optional[str]:
+    """A Recreate rollout stops every pod of the role first: the signal drops to nothing while the new pods compile,
+    and the autoscaler takes the role down to its minimum, where the rollout then ends."""
+    if strategy == "RollingUpdate":
+        return None
+    return (f"{strategy_name} {strategy} with an autoscaled {role}: a rollout stops every pod first, their signal "
+            f"vanishes (the trigger reads 0) while the new pods compile, and after the scale-down window the "
+            f"autoscaler shrinks the role to its minimum, so the rollout ends with the capacity the load had asked "
+            f"for gone. Set {strategy_name} RollingUpdate (one pod at a time, no surge).")
+
+
+def autoscaling_signal(role: str, metric: str, roles: Sequence[str], *, scraped: bool, series: Optional[str],
+                       decider_feeds: bool, image: str, metric_name: str, fix_scrape: str) -> Optional[str]:
+    """The signal exists for the role: a signal of that role, scraped, served by the pinned image (`series` None: it
+    serves none known), and for the P/D decision rate a decider that takes prefill-decode decisions."""
+    if role not in roles:
+        return (f"{metric_name} {metric} cannot scale {role}: it is a signal of {' and '.join(roles)} only, so "
+                f"the {role} pods would follow another role's load. Use engineQueue or kvCacheUsage.")
+    if series is None:
+        return (f"{metric_name} {metric} reads the EPP's P/D decision counter, but {image} belongs to no router "
+                f"generation whose counter is known (core/versions/router.py GENERATIONS): the trigger would read "
+                f"nothing and the role never scales. Pin an EPP of a known generation, or use engineQueue.")
+    if not decider_feeds:
+        return (f"{metric_name} {metric} counts the P/D decider's prefill-decode picks, but the decider takes none "
+                f"(prefix-based with nonCachedTokens 0): the rate stays 0 and prefill never scales up. Use "
+                f"engineQueue, or a decider that sends requests through prefill.")
+    if not scraped:
+        return (f"{metric_name} {metric} is read from Prometheus, but nothing scrapes {series}: the trigger reads "
+                f"0 (KEDA's ignoreNullValues) and the {role} pods never scale up. {fix_scrape}")
+    return None

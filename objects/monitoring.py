@@ -10,6 +10,7 @@ fills), bound to a ClusterRole that allows that and nothing else (non-resource U
 """
 from __future__ import annotations
 
+import json
 import pathlib
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -20,6 +21,10 @@ from objects.kube import Child, cluster_scoped_name, manifest, object_meta
 DASHBOARD_FILE = pathlib.Path(__file__).resolve().parent.parent / "observability" / "grafana-dashboard.json"
 # In the dashboard file, the P/D decision counter's name, which differs between router generations.
 DECISION_METRIC_PLACEHOLDER = "${pd_decision_metric}"
+# The panels of autoscaled engines (desired vs current pods, the signal), added when a role is autoscaled; in them,
+# the autoscaled Deployments (ScaledObjects of the same names) as a regex alternation.
+AUTOSCALING_PANELS_FILE = DASHBOARD_FILE.parent / "grafana-autoscaling-panels.json"
+AUTOSCALED_PLACEHOLDER = "${autoscaled_deployments}"
 
 
 class MonitoredRole(BaseModel):
@@ -39,6 +44,8 @@ class MonitoringArgs(pod.StackArgs):
     scrape_interval: str = Field("30s", description="Scrape interval.")
     decision_metric: str = Field(description="The EPP's P/D decision counter (core/versions/router.py, per "
                                              "generation), which the dashboard's P/D panel queries.")
+    autoscaled: list[str] = Field(default_factory=list, description="Deployments a ScaledObject scales (of the same "
+                                  "name): the dashboard gets their desired vs current pods and their signal.")
 
 
 def metrics_reader_name(stack_name: str) -> str:
@@ -91,6 +98,16 @@ def monitoring(name: str, args: MonitoringArgs) -> list[Child]:
     if args.dashboard:
         children.append(Child(f"{args.stack_name}-dashboard", manifest("v1", "ConfigMap", object_meta(
             f"{args.stack_name}-grafana-dashboard", args.namespace, {**labels, "grafana_dashboard": "1"}),
-            data={"rebel100-pd.json": DASHBOARD_FILE.read_text().replace(
-                DECISION_METRIC_PLACEHOLDER, args.decision_metric)})))
+            data={"rebel100-pd.json": dashboard(args)})))
     return children
+
+
+def dashboard(args: MonitoringArgs) -> str:
+    """The dashboard JSON: the file as it is, with the autoscaling panels appended when a role is autoscaled."""
+    text = DASHBOARD_FILE.read_text().replace(DECISION_METRIC_PLACEHOLDER, args.decision_metric)
+    if not args.autoscaled:
+        return text
+    document = json.loads(text)
+    panels = AUTOSCALING_PANELS_FILE.read_text().replace(AUTOSCALED_PLACEHOLDER, "|".join(args.autoscaled))
+    document["panels"] += json.loads(panels)
+    return json.dumps(document, indent=2) + "\n"

@@ -11,7 +11,7 @@ from typing import Literal, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from core import serving, sizing
+from core import autoscaling, serving, sizing
 from core.labels import (NPU_PRESENT_LABEL, NPU_PRODUCT_LABEL, PART_OF_LABEL,
                          RDS_PRESENT_LABEL, ROLE_LABEL, active_ports_annotation, compile_cache_pvc_name, pool_names)
 from core.versions import engine as engine_versions
@@ -159,6 +159,12 @@ def rollout_complete(replicas: int) -> str:
                        for field in ("updatedReplicas", "availableReplicas", "replicas")])
 
 
+# An autoscaled Deployment's count moves, so no count can be waited for: the controller's own verdict that the
+# new ReplicaSet is rolled out and available (kubectl's `rollout status` reads the same reason).
+ROLLOUT_DONE_AUTOSCALED = json.dumps(['jsonpath={.status.conditions[?(@.type=="Progressing")].reason}'
+                                      '=NewReplicaSetAvailable'])
+
+
 def rollout_timeout(failure_threshold: int) -> str:
     """How long `up` waits for an engine rollout: as long as the engines may compile."""
     return f"{sizing.rollout_timeout_seconds(failure_threshold)}s"
@@ -285,7 +291,7 @@ def engine_deployment(
     name: str,
     namespace: str,
     labels: dict[str, str],
-    replicas: int,
+    replicas: Optional[int],
     containers: list[dict],
     init_containers: Optional[list[dict]],
     claim_template_name: str,
@@ -296,10 +302,11 @@ def engine_deployment(
     service_account: Optional[str] = None,
 ) -> dict:
     """An engine Deployment: the DRA claim, seccomp RuntimeDefault, no API token mounted for the pod (a container
-    that needs one mounts `api_token_volume` itself)."""
+    that needs one mounts `api_token_volume` itself). `replicas` None: the autoscaler owns the count, and the manifest
+    leaves spec.replicas out, so that Pulumi's server-side apply never claims the field (docs/what-it-deploys.md)."""
     selector = {k: labels[k] for k in (PART_OF_LABEL, ROLE_LABEL, POOL_LABEL)}
-    return manifest("apps/v1", "Deployment",
-                    object_meta(name, namespace, labels, {WAIT_FOR_ANNOTATION: rollout_complete(replicas)}),
+    done = ROLLOUT_DONE_AUTOSCALED if replicas is None else rollout_complete(replicas)
+    return manifest("apps/v1", "Deployment", object_meta(name, namespace, labels, {WAIT_FOR_ANNOTATION: done}),
                     spec={
                         "replicas": replicas,
                         "strategy": strategy,
@@ -373,6 +380,38 @@ class RolloutSpec(Spec):
     max_unavailable: int = Field(1, ge=1, description="PodDisruptionBudget maxUnavailable of each pool.")
 
 
+class ScalingSpec(Spec):
+    """A role scaled by KEDA (core.autoscaling): the role's bounds, the signal and where it is read."""
+
+    min_replicas: int = Field(1, ge=0, description="Fewest pods of the role (over all node groups).")
+    max_replicas: int = Field(4, ge=1, description="Most pods of the role (over all node groups).")
+    metric: str = Field("kvCacheUsage", description="The signal (core.autoscaling.SIGNALS).")
+    series: str = Field("vllm:kv_cache_usage_perc", description="The Prometheus series the pinned images serve for it.")
+    target: float = Field(0.8, gt=0, description="Value of the signal per pod the HPA aims at.")
+    server_address: str = Field("http://prometheus-operated.monitoring.svc:9090", description="Prometheus HTTP API.")
+    scale_up_stabilization_seconds: int = Field(0, ge=0, description="HPA scale-up stabilisation window.")
+    scale_down_stabilization_seconds: int = Field(300, ge=0, description="HPA scale-down stabilisation window.")
+    polling_interval_seconds: int = Field(15, ge=1, description="KEDA's pollingInterval.")
+
+
+def scaled_object(*, name: str, namespace: str, labels: dict[str, str], scaling: ScalingSpec, groups: int) -> dict:
+    """The KEDA ScaledObject of one Deployment (`name`): its share of the role's bounds, one prometheus trigger
+    (metricType AverageValue: desired pods = ceil(query / threshold)), the HPA's stabilisation windows."""
+    signal = autoscaling.SIGNALS[scaling.metric]
+    query = autoscaling.query(signal, series=scaling.series, namespace=namespace, pool=name, groups=groups)
+    return manifest(autoscaling.KEDA_API_VERSION, "ScaledObject", object_meta(name, namespace, labels), spec={
+        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+        "pollingInterval": scaling.polling_interval_seconds,
+        "minReplicaCount": scaling.min_replicas // groups,
+        "maxReplicaCount": scaling.max_replicas // groups,
+        "advanced": {"horizontalPodAutoscalerConfig": {"behavior": {
+            "scaleUp": {"stabilizationWindowSeconds": scaling.scale_up_stabilization_seconds},
+            "scaleDown": {"stabilizationWindowSeconds": scaling.scale_down_stabilization_seconds}}}},
+        "triggers": [{"type": "prometheus", "metricType": "AverageValue", "metadata": {
+            "serverAddress": scaling.server_address, "query": query, "threshold": f"{scaling.target:g}"}}],
+    })
+
+
 class CompileCacheSpec(Spec):
     """The role's compile-cache volume (VLLM_CACHE_ROOT), shared by its replicas."""
 
@@ -394,6 +433,8 @@ class EnginePoolArgs(StackArgs):
     hf_token_secret: str = Field("hf-token", description="Secret with the Hugging Face token under key `token`.")
     active_ports: list[int] = Field([8000], description="The InferencePool's target ports the pods serve on, "
                                     "declared in the active-ports annotations: the EPP makes endpoints of these only.")
+    autoscaling: Optional[ScalingSpec] = Field(None, description="KEDA scales the role between bounds; None: "
+                                               "`replicas` pods.")
 
 
 def claim_digest(claim: ClaimSpec) -> str:
@@ -431,7 +472,8 @@ def engine_pool(name: str, *, role_name: str, args: EnginePoolArgs, containers: 
         resource = name if group is None else f"{name}-{group}"
         labels = {**role_labels, POOL_LABEL: pool}
         children.append(Child(resource, engine_deployment(
-            name=pool, namespace=args.namespace, labels=labels, replicas=args.replicas // len(pools),
+            name=pool, namespace=args.namespace, labels=labels,
+            replicas=None if args.autoscaling else args.replicas // len(pools),
             containers=containers, init_containers=[wait_for_weights_container(args.weights), *(init_containers or [])],
             claim_template_name=claim_template_name,
             volumes=[*engine_volumes(shm_size=args.engine.shm_size, model_pvc=args.weights.claim_name,
@@ -444,4 +486,8 @@ def engine_pool(name: str, *, role_name: str, args: EnginePoolArgs, containers: 
             name=pool, namespace=args.namespace, labels=labels,
             selector={k: labels[k] for k in (PART_OF_LABEL, ROLE_LABEL, POOL_LABEL)},
             max_unavailable=args.rollout.max_unavailable)))
+        if args.autoscaling:
+            children.append(Child(f"{resource}-scaledobject", scaled_object(
+                name=pool, namespace=args.namespace, labels=labels, scaling=args.autoscaling, groups=len(pools)),
+                after=(resource,)))
     return children

@@ -11,12 +11,12 @@ from typing import Any, Optional
 
 from pydantic import BaseModel
 
-from core import routing
+from core import autoscaling, routing
 from core import serving as engine_serving
 from core import weights as weight_files
 from core.config import Role, StackConfig
 from core.derive import derive, pool_ports
-from core.labels import PART_OF_LABEL, ROLE_LABEL
+from core.labels import PART_OF_LABEL, ROLE_LABEL, pool_names
 from objects import pod
 from objects.decode_pool import DecodePoolArgs, SidecarSpec, decode_pool, target_ports
 from objects.gateway import GatewayArgs, base_url, gateway, gateway_name
@@ -88,12 +88,27 @@ def engine_pool_args(cfg: StackConfig, role: Role, command: engine_serving.Engin
     )
 
 
+def scaling_spec(cfg: StackConfig, role: str) -> Optional[pod.ScalingSpec]:
+    """The role's autoscaling as the pool renders it (core.autoscaling: defaults, the series its images serve)."""
+    found = autoscaling.scaling(role, getattr(cfg, role).autoscaling)
+    if found is None:
+        return None
+    return pod.ScalingSpec(
+        min_replicas=found.min_replicas, max_replicas=found.max_replicas, metric=found.metric,
+        series=autoscaling.series_for(found.signal, cfg.router.image) or found.signal.series, target=found.target,
+        server_address=autoscaling.prometheus_address(cfg),
+        scale_up_stabilization_seconds=found.scale_up_stabilization_seconds,
+        scale_down_stabilization_seconds=found.scale_down_stabilization_seconds,
+        polling_interval_seconds=found.polling_interval_seconds)
+
+
 def prefill_pool_args(cfg: StackConfig, weights: pod.EngineWeights, *, kv_tier_config_map: Optional[str] = None,
                       rds_nodes: bool = False) -> PrefillPoolArgs:
     command = engine_serving.prefill_command(cfg.model, cfg.engine, cfg.prefill, lmcache=kv_tier_config_map is not None,
                                              revision=weights.revision, draft_revision=weights.draft_revision)
     return PrefillPoolArgs(**engine_pool_args(cfg, cfg.prefill, command, weights, rds_nodes=rds_nodes),
-                           active_ports=pool_ports(cfg).active("prefill"), kv_tier_config_map=kv_tier_config_map)
+                           active_ports=pool_ports(cfg).active("prefill"), kv_tier_config_map=kv_tier_config_map,
+                           autoscaling=scaling_spec(cfg, "prefill"))
 
 
 def decode_pool_args(cfg: StackConfig, weights: pod.EngineWeights) -> DecodePoolArgs:
@@ -106,7 +121,8 @@ def decode_pool_args(cfg: StackConfig, weights: pod.EngineWeights) -> DecodePool
                               role, pool_namespace=cfg.namespace, pool_name=pool_name(cfg.name)),
                           ports=engine_serving.sidecar_ports(role)) if pd else None
     return DecodePoolArgs(**engine_pool_args(cfg, role, command, weights),
-                          active_ports=pool_ports(cfg).active("decode"), sidecar=sidecar)
+                          active_ports=pool_ports(cfg).active("decode"), sidecar=sidecar,
+                          autoscaling=scaling_spec(cfg, "decode"))
 
 
 def hf_token_withheld(cfg: StackConfig, stack: str) -> Optional[str]:
@@ -187,7 +203,9 @@ def stack_objects(cfg: StackConfig, *, hf_token: Any = None) -> StackObjects:
         watched = _part(f"{cfg.name}-monitoring", MonitoringArgs(
             stack_name=cfg.name, namespace=ns, targets=targets, pod_monitors=observability.pod_monitors,
             dashboard=observability.grafana_dashboard, scrape_interval=observability.scrape_interval,
-            decision_metric=routing.generation_of(cfg.router).decision_metric), monitoring)
+            decision_metric=routing.generation_of(cfg.router).decision_metric,
+            autoscaled=[pool for name in autoscaling.role_scalings(cfg)
+                        for _, pool in pool_names(cfg.name, name, cfg.placement.groups)]), monitoring)
     outputs = {**facts.outputs(), "openaiBaseUrl": base_url(entry.args),
                "servedModelName": cfg.model.served_name or cfg.model.name}
     return StackObjects(namespace=namespace, hf_token=secret, weights=weights, kv_tier=kv_tier, prefill=prefill,

@@ -15,7 +15,7 @@ import json
 import pathlib
 from typing import Any, Callable, Mapping, Optional
 
-from policy import (consumers, engine_consumers, hygiene, memory, observability, parallelism, security, ssrf, weights,
+from policy import (autoscaling, consumers, engine_consumers, hygiene, memory, observability, parallelism, security, ssrf, weights,
                     wiring)
 from policy.facts import Facts, facts_from
 from policy.manifests import Finding
@@ -129,6 +129,20 @@ POLICIES: tuple[PolicySpec, ...] = (
     PolicySpec("sidecar-ssrf-capable", "A P/D routing sidecar is pinned to a version that can protect itself against a "
                "prefiller named by the client (0.10.0 or later; core/versions/router.py SSRF_ALLOWLIST).",
                ssrf.sidecar_ssrf_capable, "resource", enforcement=ADVISORY),
+    # Autoscaled engines (KEDA ScaledObjects of prefill and decode workloads): the gate's rules, core.rules.
+    PolicySpec("autoscaling-bounds", "A ScaledObject of a prefill or decode workload keeps at least one pod "
+               "(minReplicaCount >= 1) and its bounds are not inverted (minReplicaCount <= maxReplicaCount).",
+               autoscaling.autoscaling_bounds, "stack"),
+    PolicySpec("autoscaling-fits-site", "At every autoscaled engine's maxReplicaCount (other Rebel100 engines at their "
+               "own count or maximum) the NPUs fit nodes x npusPerNode, one pod per node for a spread role (skipped "
+               "when nodes is 0).",
+               autoscaling.autoscaling_fits_site, "stack", facts=("nodes", "npusPerNode", "npuDeviceClass")),
+    PolicySpec("autoscaling-rollout", "An autoscaled engine Deployment rolls out with RollingUpdate, not Recreate "
+               "(which would let the autoscaler shrink the role while the new pods compile).",
+               autoscaling.autoscaling_rollout, "stack"),
+    PolicySpec("autoscaling-signal", "A prometheus trigger on one of the stack's signals reads one the role can scale "
+               "on, under the name the pinned image serves it (core/versions), from pods a PodMonitor scrapes.",
+               autoscaling.autoscaling_signal, "stack"),
     PolicySpec("rbac-least-privilege", "Roles bound to a ServiceAccount that runs a pod grant no '*' and no write "
                "verbs; the EPP's Role is namespace-scoped (cluster-wide it may only create the token and subject "
                "access reviews that check a metrics scrape).",

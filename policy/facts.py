@@ -86,6 +86,9 @@ FACTS = (
     Fact("modelLayers", "model_layers", "integer", ModelSpec, "layers"),
     Fact("modelExperts", "model_experts", "integer", ModelSpec, "experts"),
     Fact("modelMaxContext", "model_max_context", "integer", ModelSpec, "max_context"),
+    Fact("nodes", "nodes", "integer", None, "", 0,
+         "NPU nodes of the site (hardware.nodes of the stack): autoscaled engines must fit them at their maximum; "
+         "0: not known, not checked (pack default)"),
 )
 BY_KEY = {fact.key: fact for fact in FACTS}
 # Where each config model of a fact sits in a stack's config.
@@ -95,8 +98,9 @@ _SECTIONS = {Hardware: "hardware", KvTier: "kv_tier", ModelSpec: "model"}
 def stack_values(cfg: StackConfig) -> dict[str, Any]:
     """The facts a stack's own config states (its hardware profile and model), by pack config key: what
     `python -m stacks check STACK` judges that stack's render with, so the pack and the gate agree."""
-    return {fact.key: getattr(getattr(cfg, _SECTIONS[fact.model]), fact.field)
-            for fact in FACTS if fact.model is not None}
+    values = {fact.key: getattr(getattr(cfg, _SECTIONS[fact.model]), fact.field)
+              for fact in FACTS if fact.model is not None}
+    return {**values, "nodes": cfg.hardware.nodes or 0}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,6 +116,7 @@ class Facts:
     model_layers: int
     model_experts: int
     model_max_context: int
+    nodes: int
 
 
 def facts_from(properties: Optional[Mapping[str, Any]] = None) -> Facts:

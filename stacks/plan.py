@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core import sizing
+from core import autoscaling, sizing
 from core.config import StackConfig
 from core.derive import derive
 from core.gate import warnings_for
@@ -55,7 +55,7 @@ def plan(cfg: StackConfig) -> dict[str, Any]:
             "tokensPerEngine": tokens,
             "blocks": tokens // decode_serving.block_size,
             "gib": round(tokens * kv_per_token / sizing.GIB, 2),
-            "tokensAllDecode": tokens * cfg.decode.replicas,
+            "tokensAllDecode": tokens * facts.roles["decode"].replicas,
         }
     if facts.rds_budget is not None:
         budget = facts.rds_budget
@@ -64,9 +64,25 @@ def plan(cfg: StackConfig) -> dict[str, Any]:
         result["rds"] = {
             "tokensPerRank": tokens,
             "ranksPerPod": ranks,
-            "tokensAllPrefill": tokens * ranks * cfg.prefill.replicas,
+            "tokensAllPrefill": tokens * ranks * facts.roles["prefill"].replicas,
             "budget": {label: value for label, value in budget.lines()},
             "fits": budget.fits,
+        }
+    scalings = autoscaling.role_scalings(cfg)
+    if scalings:
+        # The NPUs the roles hold at their minima (fixed roles at their count): what an idle site keeps busy.
+        at_minimum = sum(role.serving.devices * (scalings[name].min_replicas if name in scalings else role.replicas)
+                         for name, role in facts.roles.items())
+        result["autoscaling"] = {
+            "prometheus": autoscaling.prometheus_address(cfg),
+            "devicesAtMinimum": at_minimum,
+            "roles": {name: {**scale.output(), "series": autoscaling.series_for(scale.signal, cfg.router.image),
+                             "unit": scale.signal.unit,
+                             "stabilizationSeconds": [scale.scale_up_stabilization_seconds,
+                                                      scale.scale_down_stabilization_seconds],
+                             "pollingIntervalSeconds": scale.polling_interval_seconds,
+                             "perDeployment": list(scale.per_pool(cfg.placement.groups))}
+                      for name, scale in scalings.items()},
         }
     result["warnings"] = [str(w) for w in warnings_for(cfg)]
     result["validated"] = VALIDATED
@@ -80,9 +96,22 @@ def format_plan(stack: str, data: dict[str, Any]) -> str:
     for name, role in data["roles"].items():
         ports = role["rankPorts"]
         port_text = str(ports[0]) if len(ports) == 1 else f"{ports[0]}-{ports[-1]}"
-        lines.append(f"{name:<9}{role['replicas']:>5}  {role['parallelism']:<17}{role['devicesPerPod']:>9}{role['devices']:>6}  {port_text}")
+        scaled = role.get("autoscaling")
+        pods = f"{scaled['minReplicas']}-{scaled['maxReplicas']}" if scaled else str(role["replicas"])
+        lines.append(f"{name:<9}{pods:>5}  {role['parallelism']:<17}{role['devicesPerPod']:>9}{role['devices']:>6}  {port_text}")
     cluster = f" of {data['clusterDevices']} on {data['nodes']} nodes" if data["clusterDevices"] else ""
     lines.append(f"{'total':<9}{'':>5}  {'':<17}{'':>9}{data['totalDevices']:>6}{cluster}")
+    if "autoscaling" in data:
+        scaling = data["autoscaling"]
+        lines += ["", f"Autoscaling (KEDA, a ScaledObject per Deployment, triggers read {scaling['prometheus']}); "
+                      f"NPUs are counted at the maxima, {scaling['devicesAtMinimum']} at the minima:"]
+        for name, scale in scaling["roles"].items():
+            up, down = scale["stabilizationSeconds"]
+            per = scale["perDeployment"]
+            lines.append(f"  {name:<8} {scale['minReplicas']}-{scale['maxReplicas']} pods on {scale['metric']} "
+                         f"({scale['series']}), target {scale['target']:g} per pod: {scale['unit']}; stabilisation "
+                         f"up {up} s, down {down} s; polled every {scale['pollingIntervalSeconds']} s"
+                         + (f"; {per[0]}-{per[1]} per node-group Deployment" if per != [scale["minReplicas"], scale["maxReplicas"]] else ""))
     lines += ["", f"KV per token: {data['kvBytesPerToken']:,} B ({data['kvBytesPerToken'] / 1024:.0f} KiB)",
               f"Prefix reuse unit: {data['prefixReuseUnitTokens']} tokens", f"KV tier 2: {data['kvTier']}"]
     if "decodeKvCapacity" in data:

@@ -9,6 +9,7 @@ import pathlib
 import re
 import types
 import typing
+from typing import Optional
 
 from pydantic import BaseModel
 
@@ -43,7 +44,20 @@ def _default(value) -> str:
     return f"`{text}`"
 
 
-def rows(model: type[BaseModel] = StackConfig, prefix: str = "") -> list[str]:
+def _listed_models(model: type[BaseModel]) -> set[type[BaseModel]]:
+    """The section models whose fields the table lists under a section that is on by default."""
+    found: set[type[BaseModel]] = set()
+    for info in model.model_fields.values():
+        inner = unwrap_optional(info.annotation)
+        if isinstance(inner, type) and issubclass(inner, BaseModel):
+            if inner is info.annotation or info.get_default(call_default_factory=True) is not None:
+                found.add(inner)
+                found |= _listed_models(inner)
+    return found
+
+
+def rows(model: type[BaseModel] = StackConfig, prefix: str = "", listed: Optional[set] = None) -> list[str]:
+    listed = _listed_models(StackConfig) if listed is None else listed
     lines = []
     for name, info in model.model_fields.items():
         key = f"{prefix}{info.alias or name}"
@@ -54,12 +68,13 @@ def rows(model: type[BaseModel] = StackConfig, prefix: str = "") -> list[str]:
                 default = info.get_default(call_default_factory=True)
                 shown = "`null`" if default is None else "(below)"
                 lines.append(f"| `{NAMESPACE}:{key}` | object? | {shown} | {info.description} |")
-                if default is None:  # an override: its fields are listed where the section is defined
+                if default is None and inner in listed:  # an override: its fields are listed where it is defined
                     continue
-            lines += rows(inner, key + ".")
+                listed.add(inner)  # off by default (autoscaling): its fields listed at its first place
+            lines += rows(inner, key + ".", listed)
             continue
-        default = info.get_default(call_default_factory=True)
-        lines.append(f"| `{NAMESPACE}:{key}` | {_type_name(annotation)} | {_default(default)} | {info.description} |")
+        default = "(required)" if info.is_required() else _default(info.get_default(call_default_factory=True))
+        lines.append(f"| `{NAMESPACE}:{key}` | {_type_name(annotation)} | {default} | {info.description} |")
     return lines
 
 

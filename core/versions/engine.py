@@ -156,3 +156,14 @@ def flag_names(argv: Iterable[str]) -> list[str]:
 def env_names_read() -> frozenset[str]:
     """VLLM_RBLN_* names the render sets that vllm-rbln must read (checked against the target wheel by a test)."""
     return frozenset(f.name for f in ENV)
+
+
+# Prometheus series the engines serve on /metrics that an autoscaler may scale a role on (core/autoscaling.py). Read
+# in the vLLM that the target vllm-rbln pins; no older release was read for them, so 0.12.0 is where they are known to
+# be (an older pin is refused for autoscaling on them rather than trusted).
+_METRICS_SOURCE = (f"vllm==0.30.0 vllm/v1/metrics/loggers.py (PrometheusStatLogger: {{}}), the vLLM vllm-rbln "
+                   f"{TARGET} pins; the oldest release read for it")
+METRICS: dict[str, Feature] = {f.name: f for f in (
+    Feature(VLLM_RBLN, "metric", "vllm:num_requests_waiting", TARGET, _METRICS_SOURCE.format("line 509")),
+    Feature(VLLM_RBLN, "metric", "vllm:kv_cache_usage_perc", TARGET, _METRICS_SOURCE.format("line 567")),
+)}

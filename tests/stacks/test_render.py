@@ -12,7 +12,7 @@ from stacks import render
 from core.stackfile import PROJECT_ROOT, stack_file
 
 GOLDEN = PROJECT_ROOT / "tests" / "golden"
-STACKS = ["dev", "prod-4p4d", "agg", "pd-router07"]
+STACKS = ["dev", "prod-4p4d", "agg", "pd-router07", "prod-autoscale"]
 
 
 def golden_files(stack: str) -> dict[str, dict]:

@@ -1,0 +1,142 @@
+"""policy/autoscaling.py: KEDA ScaledObjects of prefill and decode workloads, judged with the gate's rules.
+
+Good fixtures: the real renders (prod-autoscale scales both roles; the fixed-replica stacks have no ScaledObject).
+Bad fixtures: named hand edits of prod-autoscale, one per finding. Every expected text is written out here.
+"""
+import pytest
+
+from core.stackfile import stack_file
+from policy import catalog, levels
+from stacks.render import render_stack_file
+from tests.policy.conftest import STACKS
+from tests.policy.fixtures import DECODE, PREFILL, assert_verdict, engine, get, mutate, run_policy
+
+PROD = catalog.load_config(levels.environment_config("prod"))
+DEV = catalog.load_config(levels.environment_config("dev"))
+POLICIES = ("autoscaling-bounds", "autoscaling-fits-site", "autoscaling-rollout", "autoscaling-signal")
+DECODE_SO, PREFILL_SO = f"ScaledObject/rebel100/{DECODE}", f"ScaledObject/rebel100/{PREFILL}"
+SITE = {"autoscaling-fits-site": {"nodes": 4}}  # what `check prod-autoscale` passes (hardware.nodes 4)
+
+
+@pytest.fixture(scope="module")
+def scaled() -> list[dict]:
+    return render_stack_file(stack_file("prod-autoscale"), "prod-autoscale").manifests
+
+
+def spec(manifests, name):
+    return get(manifests, "ScaledObject", name)["spec"]
+
+
+def query(manifests, name):
+    return spec(manifests, name)["triggers"][0]["metadata"]["query"]
+
+
+@pytest.mark.parametrize("config", [PROD, DEV, {**PROD, **SITE}], ids=["prod.json", "dev.json", "prod+nodes4"])
+def test_the_autoscaled_render_passes(scaled, config):
+    assert [v.line() for v in catalog.evaluate(scaled, config) if v.policy in POLICIES] == []
+    assert {m["metadata"]["name"] for m in scaled if m["kind"] == "ScaledObject"} == {DECODE, PREFILL}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_fixed_replica_renders_have_nothing_to_judge(renders, stack):
+    assert not [m for m in renders[stack] if m["kind"] == "ScaledObject"]
+    assert [v.line() for v in catalog.evaluate(renders[stack], {**PROD, **SITE}) if v.policy in POLICIES] == []
+
+
+def test_no_decode_pod_is_refused(scaled):
+    bad = mutate(scaled, lambda m: spec(m, DECODE).update(minReplicaCount=0))
+    assert_verdict(run_policy("autoscaling-bounds", bad, PROD), resource=DECODE_SO, level="mandatory", contains=(
+        "spec.minReplicaCount 0 lets the autoscaler remove every decode pod",
+        "the EPP finds no decode worker: 429, or 503 with no pod at all",
+        "Set spec.minReplicaCount to at least 1."))
+
+
+def test_minimum_left_out_is_keda_default_zero(scaled):
+    bad = mutate(scaled, lambda m: spec(m, PREFILL).pop("minReplicaCount"))
+    assert_verdict(run_policy("autoscaling-bounds", bad, PROD), resource=PREFILL_SO, level="mandatory", contains=(
+        "spec.minReplicaCount 0 lets the autoscaler remove every prefill pod", "decides decode-only"))
+
+
+def test_inverted_bounds_are_refused(scaled):
+    bad = mutate(scaled, lambda m: spec(m, DECODE).update(minReplicaCount=3, maxReplicaCount=2))
+    assert_verdict(run_policy("autoscaling-bounds", bad, PROD), resource=DECODE_SO, level="mandatory", contains=(
+        "spec.minReplicaCount 3 is above spec.maxReplicaCount 2",
+        '"MinReplicaCount=3 must be less than MaxReplicaCount=2"', "Swap them"))
+
+
+def test_a_maximum_beyond_the_site_is_refused(scaled):
+    """Decode at 5 on 4 nodes: the spread alone refuses it; the NPUs at both maxima (36 of 32) are too many as well,
+    which either role's maximum can fix, so the prefill ScaledObject is told its own fitting maximum too."""
+    bad = mutate(scaled, lambda m: spec(m, DECODE).update(maxReplicaCount=5))
+    assert run_policy("autoscaling-fits-site", bad, PROD) == []  # the site's size not given: not judged
+    violations = {v.resource: v.message for v in run_policy("autoscaling-fits-site", bad, {**PROD, **SITE})}
+    assert set(violations) == {DECODE_SO, PREFILL_SO}, violations
+    assert violations[DECODE_SO] == (
+        "spec.maxReplicaCount 5 does not fit the site: 5 pods x 4 NPUs + 16 NPUs of the other engine pods = 36 NPUs, "
+        "more than nodes 4 x 8 = 32; and one decode pod per node (required pod anti-affinity on kubernetes.io/hostname) "
+        "allows 4 on 4 nodes. The pods above 4 would stay Pending while the load that asked for them waits. Set spec.maxReplicaCount to at "
+        "most 4, or add nodes.")
+    assert violations[PREFILL_SO].startswith(
+        "spec.maxReplicaCount 4 does not fit the site: 4 pods x 4 NPUs + 20 NPUs of the other engine pods = 36 NPUs, "
+        "more than nodes 4 x 8 = 32. The pods above 3 would stay Pending"), violations[PREFILL_SO]
+
+
+def test_a_maximum_within_the_site_passes(scaled):
+    """Three decode pods at most on 4 nodes beside 4 prefill: 28 of 32 NPUs."""
+    good = mutate(scaled, lambda m: spec(m, DECODE).update(maxReplicaCount=3))
+    assert run_policy("autoscaling-fits-site", good, {**PROD, **SITE}) == []
+
+
+def test_a_recreate_rollout_is_refused(scaled):
+    bad = mutate(scaled, lambda m: get(m, "Deployment", PREFILL)["spec"].update(strategy={"type": "Recreate"}))
+    assert_verdict(run_policy("autoscaling-rollout", bad, PROD), resource=f"Deployment/rebel100/{PREFILL}",
+                   level="mandatory", contains=(f"scaled by {PREFILL_SO}: spec.strategy.type Recreate with an "
+                                                "autoscaled prefill", "Set spec.strategy.type RollingUpdate"))
+
+
+def test_the_epp_signal_on_decode_is_refused(scaled):
+    epp_query = 'sum(rate(llm_d_epp_disagg_decision_total{namespace="rebel100",decision_type="prefill-decode"}[2m]))'
+    bad = mutate(scaled, lambda m: spec(m, DECODE)["triggers"][0]["metadata"].update(query=epp_query))
+    assert_verdict(run_policy("autoscaling-signal", bad, PROD), resource=DECODE_SO, level="mandatory", contains=(
+        "triggers[0] (query llm_d_epp_disagg_decision_total) pdDecisionRate cannot scale decode",
+        "a signal of prefill only"))
+
+
+def test_the_other_generations_counter_is_refused(scaled):
+    old = 'sum(rate(llm_d_inference_scheduler_disagg_decision_total{decision_type="prefill-decode"}[2m]))'
+    bad = mutate(scaled, lambda m: spec(m, PREFILL)["triggers"][0]["metadata"].update(query=old))
+    assert_verdict(run_policy("autoscaling-signal", bad, PROD), resource=PREFILL_SO, level="mandatory", contains=(
+        "reads llm_d_inference_scheduler_disagg_decision_total, but ghcr.io/llm-d/llm-d-router-endpoint-picker:"
+        "v0.10.0 serves the P/D decision counter as llm_d_epp_disagg_decision_total", "Query llm_d_epp_disagg"))
+
+
+def test_the_epp_signal_on_prefill_passes(scaled):
+    epp_query = 'sum(rate(llm_d_epp_disagg_decision_total{namespace="rebel100",decision_type="prefill-decode"}[2m]))'
+    good = mutate(scaled, lambda m: spec(m, PREFILL)["triggers"][0]["metadata"].update(query=epp_query))
+    assert run_policy("autoscaling-signal", good, PROD) == []
+
+
+def test_an_engine_older_than_the_metric_is_refused(scaled):
+    def older(m):
+        for name in (PREFILL, DECODE):
+            engine(m, name)["image"] = "rebellions/vllm-rbln:0.11.2"
+    violations = run_policy("autoscaling-signal", mutate(scaled, older), PROD)
+    assert sorted(v.resource for v in violations) == [DECODE_SO, PREFILL_SO], [v.line() for v in violations]
+    decode = next(v for v in violations if v.resource == DECODE_SO)
+    assert "rebellions/vllm-rbln:0.11.2 (engine image) is 0.11.2, older than features the render uses: metric " \
+           "vllm:kv_cache_usage_perc needs vllm-rbln 0.12.0 or later" in decode.message, decode.message
+
+
+def test_a_signal_nothing_scrapes_is_refused(scaled):
+    bad = mutate(scaled, lambda m: m.remove(get(m, "PodMonitor", DECODE)))
+    assert_verdict(run_policy("autoscaling-signal", bad, PROD), resource=DECODE_SO, level="mandatory", contains=(
+        "triggers[0] (query vllm:kv_cache_usage_perc) kvCacheUsage is read from Prometheus, but nothing scrapes "
+        "vllm:kv_cache_usage_perc", "never scale up", "Add a PodMonitor that selects those pods."))
+
+
+def test_queries_are_written_for_the_pool(scaled):
+    """The trigger sums the pool's own pods (the scrape's pod label), per pod for the KV usage."""
+    assert query(scaled, DECODE) == ('sum(avg by (pod) (vllm:kv_cache_usage_perc{namespace="rebel100",'
+                                     'pod=~"minimax-m27-decode-[a-z0-9]+-[a-z0-9]+"})) or vector(0)')
+    assert query(scaled, PREFILL) == ('sum(vllm:num_requests_waiting{namespace="rebel100",'
+                                      'pod=~"minimax-m27-prefill-[a-z0-9]+-[a-z0-9]+"}) or vector(0)')
