@@ -77,6 +77,9 @@ def test_fits_site_at_its_edges():
     assert fits(5, 0) == (
         "M 5 does not fit the site: one decode pod per node (S) allows 4 on 4 nodes. The pods above 4 would stay "
         "Pending while the load that asked for them waits. Set M to at most 4, or add nodes.")
+    assert fits(5, 12) == (                    # 20 + 12 = 32 of 32 NPUs: only the spread refuses it
+        "M 5 does not fit the site: one decode pod per node (S) allows 4 on 4 nodes. The pods above 4 would stay "
+        "Pending while the load that asked for them waits. Set M to at most 4, or add nodes.")
     assert fits(5, 0, spread=False) is None    # 20 of 32, no spread
     assert fits(8, 0, spread=False) is None    # 32 of 32
     assert fits(9, 0, spread=False).endswith("Set M to at most 8, or add nodes.")
