@@ -24,7 +24,8 @@ from stacks.render import render_unchecked
 # The rules the gate and the pack both apply (the gate tags its issues with the policy's name).
 SHARED = ("pp-with-dp", "npu-devices-fit-node", "parallelism-fits-model", "engine-args-in-range", "rds-memory-budget",
           "lmcache-reads-rds-max-chunks", "no-literal-secrets", "engine-image-has-features",
-          "vllm-args-known", "pool-endpoints-serve", "sidecar-ssrf-protection", "sidecar-ssrf-capable")
+          "vllm-args-known", "pool-endpoints-serve", "sidecar-ssrf-protection", "sidecar-ssrf-capable",
+          "autoscaling-bounds", "autoscaling-fits-site", "autoscaling-rollout", "autoscaling-signal")
 # Routing sidecar pins: the target, one whose allowlist still reads the flat v1alpha2 selector, the v0.7 generation's.
 SIDECAR_IMAGES = ("ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0", "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.9.0",
                   "ghcr.io/llm-d/llm-d-routing-sidecar:v0.7.1")
@@ -46,6 +47,10 @@ ROLE = {
     "extraEnv": st.dictionaries(st.sampled_from(SECRET_ENV + NOT_SECRET_ENV), st.sampled_from(["", "x", "sk-123"]),
                                 max_size=2),
 }
+# KEDA bounds around the edges (0 pods, inverted, beyond 4 nodes) and each signal, on either role.
+ROLE["autoscaling"] = st.fixed_dictionaries({"minReplicas": st.integers(0, 3), "maxReplicas": st.integers(1, 6)},
+                                            optional={"metric": st.sampled_from(["engineQueue", "kvCacheUsage",
+                                                                                 "pdDecisionRate"])})
 role = st.fixed_dictionaries({}, optional=ROLE)
 decode_role = st.fixed_dictionaries({}, optional={
     **ROLE, "sidecar": st.fixed_dictionaries({}, optional={"image": st.sampled_from(SIDECAR_IMAGES)})})
@@ -53,6 +58,7 @@ decode_role = st.fixed_dictionaries({}, optional={
 prefill_role = st.fixed_dictionaries({}, optional={**ROLE, "port": st.sampled_from([8000, 8003, 8100])})
 stack_config = st.fixed_dictionaries({}, optional={
     "hardware": st.fixed_dictionaries({}, optional={
+        "nodes": st.integers(1, 6),
         "npusPerNode": st.sampled_from([4, 8, 16]),
         "nvmeDrivesPerNode": st.integers(1, 4),
         "hbmPerChipletGib": st.sampled_from([24.0, 36.0, 64.0]),
@@ -71,6 +77,7 @@ stack_config = st.fixed_dictionaries({}, optional={
     }),
     "prefill": prefill_role,
     "decode": decode_role,
+    "rollout": st.fixed_dictionaries({}, optional={"strategy": st.sampled_from(["Recreate", "RollingUpdate"])}),
     "kvTier": st.fixed_dictionaries({}, optional={
         "mode": st.sampled_from(["rds", "cpu", "off"]),
         "rdsMaxChunks": st.one_of(st.integers(1, 5000), st.sampled_from([2176, 2177])),
@@ -160,7 +167,34 @@ def reference_verdict(cfg: StackConfig) -> set[str]:
     # render protects every sidecar that can be, so the mandatory rule never fires on a config.
     if version_before(cfg.decode.sidecar.image.rsplit(":", 1)[-1], (0, 10, 0)):
         found.add("sidecar-ssrf-capable")
+    # Autoscaling (KEDA): at least one pod and min <= max; at every role's maximum (fixed roles at their replicas) the
+    # NPUs within nodes x NPUs per node, and with one pod of a role per node (the default) at most `nodes` pods; a
+    # RollingUpdate rollout; the P/D decision rate only for prefill, and the vLLM metrics, read in the vLLM of
+    # vllm-rbln 0.12.0, not trusted of an older engine pin. Node groups stay 1 and PodMonitors on in this strategy.
+    scaled = {name: role.autoscaling for name, role in (("prefill", cfg.prefill), ("decode", cfg.decode))
+              if role.autoscaling is not None}
+    pods = {name: (scaled[name].max_replicas if name in scaled else role.replicas, devices(role))
+            for name, role in (("prefill", cfg.prefill), ("decode", cfg.decode))}
+    at_maxima = sum(count * each for count, each in pods.values())
+    for name, settings in scaled.items():
+        if settings.min_replicas < 1 or settings.min_replicas > settings.max_replicas:
+            found.add("autoscaling-bounds")
+        if hardware.nodes is not None and (at_maxima > hardware.nodes * hardware.npus_per_node
+                                           or settings.max_replicas > hardware.nodes):
+            found.add("autoscaling-fits-site")
+        if cfg.rollout.strategy == "Recreate":
+            found.add("autoscaling-rollout")
+        metric = settings.metric or {"prefill": "engineQueue", "decode": "kvCacheUsage"}[name]
+        if metric == "pdDecisionRate" and name == "decode":
+            found.add("autoscaling-signal")
+        if metric != "pdDecisionRate" and version_before(engine.image.rsplit(":", 1)[-1], (0, 12, 0)):
+            found.add("autoscaling-signal")
     return found
+
+
+def devices(role) -> int:
+    return role.tensor_parallel_size * role.pipeline_parallel_size * (role.data_parallel_size_local
+                                                                       or role.data_parallel_size)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -180,6 +214,16 @@ def reference_verdict(cfg: StackConfig) -> set[str]:
 # A sidecar pinned before its SSRF allowlist reads the GA pool, and the first that does not.
 @example({"decode": {"sidecar": {"image": SIDECAR_IMAGES[1]}}})
 @example({"decode": {"sidecar": {"image": SIDECAR_IMAGES[0]}}})
+# Autoscaling: both roles at 4 on 4 nodes of 8 (32 of 32 NPUs), one more decode pod, inverted, no pod, Recreate.
+@example({"hardware": {"nodes": 4}, "rollout": {"strategy": "RollingUpdate"},
+          "prefill": {"autoscaling": {"minReplicas": 1, "maxReplicas": 4}},
+          "decode": {"autoscaling": {"minReplicas": 1, "maxReplicas": 4}}})
+@example({"hardware": {"nodes": 4}, "rollout": {"strategy": "RollingUpdate"},
+          "decode": {"autoscaling": {"minReplicas": 1, "maxReplicas": 5}}})
+@example({"rollout": {"strategy": "RollingUpdate"}, "decode": {"autoscaling": {"minReplicas": 3, "maxReplicas": 2}}})
+@example({"prefill": {"autoscaling": {"minReplicas": 0, "maxReplicas": 2, "metric": "pdDecisionRate"}}})
+@example({"decode": {"autoscaling": {"minReplicas": 1, "maxReplicas": 2, "metric": "pdDecisionRate"}},
+          "engine": {"image": "rebellions/vllm-rbln:0.11.2"}})
 def test_gate_and_pack_agree_with_the_reference(values):
     cfg = StackConfig.model_validate(values)
     expected = reference_verdict(cfg)
@@ -195,6 +239,13 @@ def test_the_oracle_on_the_target_configuration():
     assert reference_verdict(StackConfig.model_validate({"prefill": {"port": 8004}})) == {"pool-endpoints-serve"}
     assert reference_verdict(StackConfig.model_validate({"decode": {"sidecar": {"image": SIDECAR_IMAGES[2]}}})) == {
         "sidecar-ssrf-capable"}
+    scaled = {"hardware": {"nodes": 4}, "rollout": {"strategy": "RollingUpdate"},
+              "prefill": {"autoscaling": {"minReplicas": 1, "maxReplicas": 4}},
+              "decode": {"autoscaling": {"minReplicas": 1, "maxReplicas": 4}}}
+    assert reference_verdict(StackConfig.model_validate(scaled)) == set()
+    assert reference_verdict(StackConfig.model_validate(
+        {**scaled, "decode": {"autoscaling": {"minReplicas": 1, "maxReplicas": 5}}})) == {"autoscaling-fits-site"}
+    assert reference_verdict(StackConfig.model_validate({**scaled, "rollout": {}})) == {"autoscaling-rollout"}
 
 
 def test_drives_reach_the_pack():
