@@ -178,3 +178,38 @@ def test_an_invalid_image_is_not_also_reported_as_unpinned(prod):
     bad = mutate(prod, lambda m: engine(m, PREFILL).update(image="rebellions/VLLM-rbln"))
     assert run_policy("image-tag-pinned", bad) == []
     assert len(run_policy(RUNTIME, bad)) == 1
+
+
+# --- engine-metrics-scraped: which namespaces a PodMonitor watches (issue 25) ------------------------------------
+
+def move_monitor(name, namespace_selector=None):
+    """The PodMonitor into namespace `monitoring`, with a namespaceSelector or (None) without one."""
+    def edit(m):
+        monitor = get(m, "PodMonitor", name)
+        monitor["metadata"]["namespace"] = "monitoring"
+        if namespace_selector is not None:
+            monitor["spec"]["namespaceSelector"] = namespace_selector
+    return edit
+
+
+DECODE_UNSCRAPED = (
+    "no PodMonitor selects this engine pod template (labels {app.kubernetes.io/component: decode, "
+    "app.kubernetes.io/name: minimax-m27-decode, app.kubernetes.io/part-of: minimax-m27, llm-d.ai/inference-serving: "
+    "true, llm-d.ai/role: decode, rebel100.ai/pool: minimax-m27-decode}): vLLM's /metrics (KV cache usage, queue "
+    "length, TTFT) are not scraped, so capacity and latency alerts are blind. Add a PodMonitor whose selector matches "
+    "these labels (rebel100:observability.podMonitors true).")
+
+
+@pytest.mark.parametrize("namespace_selector", [None, {"matchNames": ["other"]}, {"any": False}],
+                         ids=["none: its own namespace", "another namespace", "any false"])
+def test_a_pod_monitor_that_does_not_watch_the_engines_namespace_does_not_scrape_them(prod, namespace_selector):
+    """A PodMonitor without namespaceSelector watches its own namespace (Prometheus Operator's API): one in
+    `monitoring` does not select the decode pods of rebel100, whatever its label selector says."""
+    violation, = run_policy("engine-metrics-scraped", mutate(prod, move_monitor(DECODE, namespace_selector)), PROD)
+    assert (violation.resource, violation.level, violation.message) == (DECODE_ID, "mandatory", DECODE_UNSCRAPED)
+
+
+@pytest.mark.parametrize("namespace_selector", [{"matchNames": ["rebel100"]}, {"matchNames": ["x", "rebel100"]},
+                                                {"any": True}], ids=["matchNames", "among-others", "any"])
+def test_a_pod_monitor_elsewhere_that_watches_the_engines_namespace_scrapes_them(prod, namespace_selector):
+    assert run_policy("engine-metrics-scraped", mutate(prod, move_monitor(DECODE, namespace_selector)), PROD) == []

@@ -160,3 +160,19 @@ def test_rds_defaults_match_the_program():
     assert DEFAULTS.rds_staging_buffer_mib == KvTier().staging_buffer_mib == 512
     assert DEFAULTS.rds_chunk_overhead_mib == KvTier().rds_chunk_overhead_mib == 2
     assert DEFAULTS.hbm_per_chiplet_gib == Hardware().hbm_per_chiplet_gib == 36
+
+
+# --- rds_max_chunks at its lower boundary and in the wrong type, each verdict by hand (issue 25) ------------------
+
+@pytest.mark.parametrize("chunks, shown", [(0, "0"), (-1, "-1"), (True, "True"), ("1000", "'1000'"), (2.5, "2.5")],
+                         ids=["zero", "negative", "a-boolean", "a-string", "a-fraction"])
+def test_rds_max_chunks_that_is_no_positive_integer_is_refused(prod, chunks, shown):
+    """LMCache reads a chunk count: 0 chunks is no tier at all, JSON true or "1000" is no count."""
+    violation, = run_policy("rds-memory-budget", mutate(prod, rds_chunks(chunks)))
+    assert (violation.resource, violation.message) == (
+        PREFILL_ID, f"container vllm: env LMCACHE_EXTRA_CONFIG rds_max_chunks {shown} is not a positive integer. Set "
+                    f"a chunk count such as 1000.")
+
+
+def test_one_rds_chunk_is_the_smallest_count_and_fits(prod):
+    assert run_policy("rds-memory-budget", mutate(prod, rds_chunks(1))) == []

@@ -100,3 +100,35 @@ def test_a_service_monitor_of_the_epp_service_is_judged_like_a_pod_monitor(prod)
     finding, = run_policy(POLICY, mutate(as_service, lambda m: get(m, "ServiceMonitor", EPP)["spec"]["endpoints"][0]
                                          .pop("authorization")))
     assert finding.resource == f"ServiceMonitor/rebel100/{EPP}" and "endpoints[0] (port metrics)" in finding.message
+
+
+# --- which PodMonitors scrape the EPP: their namespaces (issue 25) -------------------------------------------------
+
+def tokenless_monitor_in(namespace_selector):
+    """The EPP's PodMonitor moved to namespace `monitoring` without its token, with a namespaceSelector or (None)
+    without one."""
+    def edit(m):
+        monitor = get(m, "PodMonitor", EPP)
+        monitor["metadata"]["namespace"] = "monitoring"
+        endpoint(m).pop("authorization")
+        if namespace_selector is not None:
+            monitor["spec"]["namespaceSelector"] = namespace_selector
+    return edit
+
+
+@pytest.mark.parametrize("namespace_selector", [None, {"matchNames": ["other"]}],
+                         ids=["none: its own namespace", "another namespace"])
+def test_a_monitor_that_does_not_watch_the_epps_namespace_is_not_judged_as_scraping_it(prod, namespace_selector):
+    """Without namespaceSelector a PodMonitor watches its own namespace: in `monitoring` it scrapes no EPP of
+    rebel100, so its missing token makes no 401 there."""
+    assert run_policy(POLICY, mutate(prod, tokenless_monitor_in(namespace_selector))) == []
+
+
+@pytest.mark.parametrize("namespace_selector", [{"matchNames": ["rebel100"]}, {"any": True}], ids=["matchNames", "any"])
+def test_a_monitor_elsewhere_that_watches_the_epps_namespace_is_judged(prod, namespace_selector):
+    violation, = run_policy(POLICY, mutate(prod, tokenless_monitor_in(namespace_selector)))
+    assert violation.resource == f"PodMonitor/monitoring/{EPP}"
+    assert violation.message.startswith(
+        f"spec.podMetricsEndpoints[0] (port metrics) of PodMonitor monitoring/{EPP} sends no bearer token, but "
+        f"Deployment/rebel100/{EPP} checks one on /metrics (--metrics-endpoint-auth, on by default): Prometheus gets "
+        f"401"), violation.message

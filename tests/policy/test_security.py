@@ -429,3 +429,75 @@ def test_binding_the_built_in_auth_delegator_is_the_same_exception(prod):
         m.remove(get(m, "ClusterRole", EPP_AUTH))
         get(m, "ClusterRoleBinding", EPP_AUTH)["roleRef"]["name"] = "system:auth-delegator"
     assert run_policy("rbac-least-privilege", mutate(prod, built_in), PROD) == []
+
+
+# --- who a binding grants to, each kind of subject by hand (issue 25) -----------------------------------------
+
+def bind_to(*subjects):
+    return lambda m: get(m, "RoleBinding", EPP).update(subjects=[dict(s) for s in subjects])
+
+
+DELETE_PODS = (f"Role rebel100/{EPP} rules[0] grants write verbs delete (verbs delete on resources pods, apiGroups '') "
+               f"and is bound by ")
+WRITER_FIX = (": a compromised pod could change or delete objects it only needs to read. List the resources and API "
+              "groups explicitly and keep verbs get, list, watch; a writer needs its own reviewed Role.")
+EVERY_ACCOUNT = (f"RoleBinding rebel100/{EPP} to ServiceAccount rebel100/default, which runs {PREFILL_ID}; bound by "
+                 f"RoleBinding rebel100/{EPP} to ServiceAccount rebel100/minimax-m27-decode, which runs {DECODE_ID}; "
+                 f"bound by RoleBinding rebel100/{EPP} to ServiceAccount rebel100/{EPP}, which runs {EPP_ID}")
+
+
+@pytest.mark.parametrize("subject, bound", [
+    pytest.param({"kind": "Group", "name": "system:serviceaccounts", "apiGroup": "rbac.authorization.k8s.io"},
+                 EVERY_ACCOUNT, id="group-of-every-account"),
+    pytest.param({"kind": "Group", "name": "system:serviceaccounts:rebel100", "apiGroup": "rbac.authorization.k8s.io"},
+                 EVERY_ACCOUNT, id="group-of-the-namespace"),
+    pytest.param({"kind": "User", "name": f"system:serviceaccount:rebel100:{EPP}",
+                  "apiGroup": "rbac.authorization.k8s.io"},
+                 f"RoleBinding rebel100/{EPP} to ServiceAccount rebel100/{EPP}, which runs {EPP_ID}", id="user-of-one"),
+    pytest.param({"kind": "ServiceAccount", "name": "minimax-m27-decode"},
+                 f"RoleBinding rebel100/{EPP} to ServiceAccount rebel100/minimax-m27-decode, which runs {DECODE_ID}",
+                 id="account-in-the-bindings-namespace"),
+])
+def test_a_binding_grants_to_the_accounts_its_subject_names(prod, subject, bound):
+    """The Kubernetes names of service accounts as subjects (RBAC docs, "Referring to subjects"): the group of every
+    account, the group of one namespace's, the user of one, and a ServiceAccount (of the binding's namespace when
+    it names none). Each grants the writer Role to exactly the accounts written out here."""
+    violation, = run_policy("rbac-least-privilege", mutate(prod, role_rule(0, verbs=["delete"]), bind_to(subject)),
+                            PROD)
+    assert (violation.resource, violation.message) == (ROLE_ID, DELETE_PODS + bound + WRITER_FIX)
+
+
+@pytest.mark.parametrize("subject", [
+    {"kind": "Group", "name": "system:serviceaccounts:other", "apiGroup": "rbac.authorization.k8s.io"},
+    {"kind": "User", "name": f"system:serviceaccount:other:{EPP}", "apiGroup": "rbac.authorization.k8s.io"},
+    {"kind": "User", "name": f"system:serviceaccount:rebel100", "apiGroup": "rbac.authorization.k8s.io"},
+    {"kind": "ServiceAccount", "name": EPP, "namespace": "other"},
+    {"kind": "Group", "name": "team-rebel100", "apiGroup": "rbac.authorization.k8s.io"},
+], ids=["group-of-another-namespace", "user-of-another-namespace", "user-without-a-name", "account-elsewhere",
+        "a-people-group"])
+def test_a_binding_to_no_account_of_the_stack_grants_the_stack_nothing(prod, subject):
+    assert run_policy("rbac-least-privilege", mutate(prod, role_rule(0, verbs=["delete"]), bind_to(subject)),
+                      PROD) == []
+
+
+# --- engine-spread: the namespaces an anti-affinity term looks in (issue 25) -----------------------------------
+
+def test_an_anti_affinity_term_looking_in_another_namespace_does_not_spread_the_role(prod):
+    """`namespaces: [other]` makes the term count decode pods of `other` only: two decode pods of rebel100 may share
+    a node."""
+    violation, = run_policy("engine-spread", mutate(prod, required_term(DECODE, namespaces=["other", "more"])), PROD)
+    assert violation.resource == DECODE_ID
+    assert violation.message.startswith(
+        "engine workload with spec.replicas 4 (role decode): its required podAntiAffinity terms do not keep these "
+        "pods apart per node ([0] namespaces other, more exclude rebel100): two of its pods may land on one node"), \
+        violation.message
+
+
+@pytest.mark.parametrize("term", [
+    {"namespaces": ["rebel100"]},
+    {"namespaces": ["other", "rebel100"]},
+    {"namespaces": []},  # empty: the pod's own namespace, as when unset
+    {"namespaces": ["other"], "namespaceSelector": {}},  # the selector adds namespaces (here: all of them)
+], ids=["own", "own-among-others", "empty", "with-a-namespace-selector"])
+def test_an_anti_affinity_term_that_looks_in_the_pods_namespace_spreads_it(prod, term):
+    assert run_policy("engine-spread", mutate(prod, required_term(DECODE, **term)), PROD) == []

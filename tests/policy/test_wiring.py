@@ -281,3 +281,63 @@ def test_active_ports_are_read_as_the_epp_behind_the_pool_reads_them(prod):
     finding, = run_policy("pool-endpoints-serve", without_epp)
     assert finding.message.startswith(f"For the v0.7 EPP, which reads only {LEGACY}: InferencePool rebel100/"), \
         finding.message
+
+
+# --- the EPP's Service and the older pool API: each boundary by hand (issue 25) ---------------------------------
+
+def epp_service_port(m, number):
+    return next(p for p in get(m, "Service", EPP)["spec"]["ports"] if p["port"] == number)
+
+
+@pytest.mark.parametrize("target", [9003, "grpc-health"], ids=["number", "name"])
+def test_a_service_port_the_pool_names_that_leads_to_another_listener_is_reported(prod, target):
+    """The pool names Service port 9002, the EPP's --grpc-port is 9002, but the Service sends 9002 on to 9003 (the
+    health listener, by number or by its container port's name): the gateway talks to the wrong listener. The pool's
+    port and the EPP's port are equal here, so only the Service's targetPort tells it."""
+    bad = mutate(prod, lambda m: epp_service_port(m, 9002).update(targetPort=target))
+    finding, = run_policy("inference-pool-wiring", bad)
+    assert (finding.resource, finding.message) == (POOL_ID, (
+        f"spec.endpointPickerRef.port.number 9002 reaches targetPort {target} of Service rebel100/{EPP}, but the EPP "
+        f"container serves ext-proc on --grpc-port 9002: the gateway talks to the wrong listener. Point the pool at "
+        f"the Service port whose targetPort is 9002."))
+
+
+@pytest.mark.parametrize("target", [9002, "grpc", None], ids=["number", "name", "unset"])
+def test_a_service_port_that_leads_to_the_grpc_listener_passes(prod, target):
+    """By number, by the container port's name (`grpc`), or unset (the Service then targets its own port, 9002)."""
+    def edit(m):
+        port = epp_service_port(m, 9002)
+        port.pop("targetPort")
+        if target is not None:
+            port["targetPort"] = target
+    assert run_policy("inference-pool-wiring", mutate(prod, edit)) == []
+
+
+def older_pool(target_port, **extension_ref):
+    def edit(m):
+        pool = get(m, "InferencePool", POOL)
+        pool["apiVersion"] = "inference.networking.x-k8s.io/v1alpha2"
+        spec = pool["spec"]
+        pool["spec"] = {"selector": spec["selector"]["matchLabels"], "targetPortNumber": target_port,
+                        "extensionRef": {"name": spec["endpointPickerRef"]["name"], **extension_ref}}
+    return edit
+
+
+def test_an_older_pool_without_port_number_reaches_the_epp_on_the_default_9002(prod):
+    """v1alpha2's extensionRef.portNumber defaults to 9002, the EPP's --grpc-port default and the Service's ext-proc
+    port: a pool that leaves it out is wired right. Its one finding is the single targetPortNumber (the older API has
+    one port, the sidecar listens on four), none about the EPP."""
+    found = [(v.resource, v.message) for v in run_policy("inference-pool-wiring", mutate(prod, older_pool(8000)))]
+    assert found == [(POOL_ID, (
+        "spec.targetPortNumber [8000] lacks [8001, 8002, 8003], so the router never sends requests to those ranks (the "
+        f"selected pods serve: {DECODE_ID} on [8000, 8001, 8002, 8003] (routing sidecar --port and --data-parallel-size); "
+        f"{PREFILL_ID} on [8000] (engine --port and ranks)). Set spec.targetPortNumber to [8000, 8001, 8002, 8003]."))]
+
+
+def test_an_older_pool_without_port_number_is_judged_at_9002(prod):
+    """The default is a value, not a pass: with the Service's 9002 renumbered the default port is not on it."""
+    def renumber(m):
+        epp_service_port(m, 9002).update(port=9102)
+    found = {v.message for v in run_policy("inference-pool-wiring", mutate(prod, older_pool(8000), renumber))}
+    assert f"spec.extensionRef.portNumber 9002 is not a port of Service rebel100/{EPP} (ports: 9102 (grpc-ext-proc), " \
+           f"9003 (grpc-health), 9090 (metrics)). Use the Service's ext-proc port." in found, found
