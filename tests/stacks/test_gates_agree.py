@@ -5,11 +5,18 @@ render of the same config (stacks.render.render_unchecked, which skips the gate 
 would) both equal the verdict of an oracle of their own: `reference_verdict` below, the reference
 design's rules written out again here with no call into core.rules or core.sizing. Both gates call
 one function per rule, so their agreement alone would not notice a wrong rule; the oracle does.
+The verdicts are findings, not policy names: the oracle says for each broken rule which role it is about (the pack's
+resource: that role's Deployment, or its ScaledObject) and at which key path the gate reports it, so a finding on the
+wrong resource or key, or a rule that fires for the wrong role, fails as surely as a missing one. The fixed
+boundaries are also checked message by message (`test_the_boundaries_in_full`). Hypothesis runs derandomized and
+without its example database, so CI tries the same configs on every run (REBEL100_PROPERTY_RANDOM=1 explores).
 Random and malformed stack files always end in one clear error line, never a traceback.
 """
 from __future__ import annotations
 
+import os
 import pathlib
+import re
 
 import pytest
 import yaml
@@ -35,6 +42,8 @@ NOT_SECRET_ENV = ("OPENAI_API_KEY_FILE", "TOKENIZERS_PARALLELISM")
 # Extra args vLLM 0.30.0's `vllm serve` does not know, by hand (it reads `--foo_bar` as `--foo-bar`).
 UNKNOWN_TO_VLLM = ("--foo", "--foo_bar")
 PROD = catalog.load_config(levels.environment_config("prod"))
+# The same examples on every run (CI has no example database); REBEL100_PROPERTY_RANDOM=1 draws new ones.
+DETERMINISTIC = dict(derandomize=os.environ.get("REBEL100_PROPERTY_RANDOM") != "1", database=None)
 
 ROLE = {
     "replicas": st.integers(1, 4),
@@ -88,14 +97,36 @@ stack_config = st.fixed_dictionaries({}, optional={
 })
 
 
-def gate_verdict(cfg: StackConfig) -> set[str]:
+def gate_findings(cfg: StackConfig) -> list[gate.Issue]:
     """What the gate refuses and what it advises (the pack's advisory policies), of the shared rules."""
-    return {issue.policy for issue in gate.validate(cfg) + gate.warnings_for(cfg) if issue.policy in SHARED}
+    return [issue for issue in gate.validate(cfg) + gate.warnings_for(cfg) if issue.policy in SHARED]
 
 
-def pack_verdict(cfg: StackConfig) -> set[str]:
+def pack_findings(cfg: StackConfig) -> list[catalog.Violation]:
     config = catalog.with_facts(PROD, facts.stack_values(cfg))
-    return {v.policy for v in catalog.evaluate(render_unchecked(cfg), config) if v.policy in SHARED}
+    return [v for v in catalog.evaluate(render_unchecked(cfg), config) if v.policy in SHARED]
+
+
+# The pack's resource of a role: rebel100's Deployment or ScaledObject of the role (the stack is named minimax-m27).
+ROLE_RESOURCE = re.compile(r"^(Deployment|ScaledObject)/rebel100/minimax-m27-(?P<role>prefill|decode)$")
+
+
+def gate_verdict(cfg: StackConfig) -> set[tuple[str, str]]:
+    """(policy, key path) of every gate finding."""
+    return {(issue.policy, issue.path) for issue in gate_findings(cfg)}
+
+
+def pack_verdict(cfg: StackConfig) -> set[tuple[str, str]]:
+    """(policy, role) of every pack finding; a resource that is no engine role's is kept whole (and fails)."""
+    found = set()
+    for violation in pack_findings(cfg):
+        match = ROLE_RESOURCE.match(violation.resource)
+        found.add((violation.policy, match["role"] if match else violation.resource))
+    return found
+
+
+def policies(verdict: set[tuple[str, str, str]]) -> set[str]:
+    return {policy for policy, _, _ in verdict}
 
 
 def version_before(version: str, first: tuple[int, int, int]) -> bool:
@@ -104,8 +135,9 @@ def version_before(version: str, first: tuple[int, int, int]) -> bool:
     return parts + (0,) * (3 - len(parts)) < first
 
 
-def reference_verdict(cfg: StackConfig) -> set[str]:
-    """The oracle: which shared rules this config breaks, by the reference design, computed here.
+def reference_verdict(cfg: StackConfig) -> set[tuple[str, str, str]]:
+    """The oracle: (policy, role, gate key path) of every shared rule this config breaks, by the reference design,
+    computed here. The role is the engine role the pack reports it on; the key path is where the gate puts it.
 
     Sections 3-5 and 8: vLLM refuses PP > 1 with DP > 1; a pod's TP x PP x DP-local NPUs fit one node; pipeline
     stages <= layers; expert parallel needs experts that divide over DP x TP devices (and some experts);
@@ -114,30 +146,37 @@ def reference_verdict(cfg: StackConfig) -> set[str]:
     lmcache-rbln reads rds_max_chunks from 0.12.0; no literal under a secret name; the router's EPP makes an
     endpoint of every target port a pod lists as active, and a prefill pod listing none gets no endpoint. The
     strategy keeps topology pd with prefill pods, so both roles run."""
-    found: set[str] = set()
+    found: set[tuple[str, str, str]] = set()
     engine, model, hardware, tier = cfg.engine, cfg.model, cfg.hardware, cfg.kv_tier
-    for role in (cfg.prefill, cfg.decode):
+    for name, role in (("prefill", cfg.prefill), ("decode", cfg.decode)):
+        def add(policy: str, path: str) -> None:
+            found.add((policy, name, f"rebel100:{path}"))
         tp, pp, dp = role.tensor_parallel_size, role.pipeline_parallel_size, role.data_parallel_size
         if pp > 1 and dp > 1:
-            found.add("pp-with-dp")
+            add("pp-with-dp", f"{name}.pipelineParallelSize")
         if tp * pp * (role.data_parallel_size_local or dp) > hardware.npus_per_node:
-            found.add("npu-devices-fit-node")
+            add("npu-devices-fit-node", name)
         if pp > model.layers:
-            found.add("parallelism-fits-model")
+            add("parallelism-fits-model", f"{name}.pipelineParallelSize")
         if role.enable_expert_parallel and (model.experts == 0 or model.experts % (dp * tp) != 0):
-            found.add("parallelism-fits-model")
+            add("parallelism-fits-model", f"{name}.enableExpertParallel")
         utilization = role.gpu_memory_utilization
         if utilization is not None and not (0 < utilization <= 1):
-            found.add("engine-args-in-range")
+            add("engine-args-in-range", f"{name}.gpuMemoryUtilization")
         if engine.sub_block_cache and (role.block_size or engine.block_size) % engine.max_num_batched_tokens != 0:
-            found.add("engine-args-in-range")
-        if any(value and name in SECRET_ENV for name, value in role.extra_env.items()):
-            found.add("no-literal-secrets")
+            add("engine-args-in-range", f"{name}.blockSize" if role.block_size else "engine.blockSize")
+        # Every engine gets --max-model-len; the gate reports the one setting once.
+        if engine.max_model_len > model.max_context:
+            add("engine-args-in-range", "engine.maxModelLen")
+        for env_name, value in role.extra_env.items():
+            if value and env_name in SECRET_ENV:
+                add("no-literal-secrets", f"{name}.extraEnv.{env_name}")
         # Only the target image's vLLM (0.30.0 in vllm-rbln 0.12.0) has its flags on file to judge by.
-        if engine.image.endswith(":0.12.0") and any(arg.split("=", 1)[0] in UNKNOWN_TO_VLLM for arg in role.extra_args):
-            found.add("vllm-args-known")
+        for i, arg in enumerate(role.extra_args):
+            if engine.image.endswith(":0.12.0") and arg.split("=", 1)[0] in UNKNOWN_TO_VLLM:
+                add("vllm-args-known", f"{name}.extraArgs[{i}]")
     if cfg.decode.pipeline_parallel_size > 1:
-        found.add("parallelism-fits-model")
+        found.add(("parallelism-fits-model", "decode", "rebel100:decode.pipelineParallelSize"))
     # The pool targets the sidecar's port of each decode rank; prefill serves on its port and, with DP, one per rank.
     decode_ranks = cfg.decode.data_parallel_size_local or cfg.decode.data_parallel_size
     targets = set(range(cfg.decode.sidecar.port, cfg.decode.sidecar.port + decode_ranks))
@@ -145,28 +184,26 @@ def reference_verdict(cfg: StackConfig) -> set[str]:
     prefill_ranks = prefill.data_parallel_size_local or prefill.data_parallel_size
     prefill_ports = set(range(prefill.port, prefill.port + prefill_ranks))
     if not prefill_ports & targets:
-        found.add("pool-endpoints-serve")
-    if engine.max_model_len > model.max_context:
-        found.add("engine-args-in-range")
+        found.add(("pool-endpoints-serve", "prefill", "rebel100:prefill.port"))
     if tier.mode == "rds":
         drives = tier.rds_drives or hardware.nvme_drives_per_node
         utilization = 0.9 if cfg.prefill.gpu_memory_utilization is None else cfg.prefill.gpu_memory_utilization
         used_mib = tier.rds_max_chunks * tier.rds_chunk_overhead_mib * drives + tier.staging_buffer_mib
         if used_mib > hardware.hbm_per_chiplet_gib * 1024 * (1 - utilization):
-            found.add("rds-memory-budget")
+            found.add(("rds-memory-budget", "prefill", "rebel100:kvTier.rdsMaxChunks"))
         if version_before(engine.image.rsplit(":", 1)[-1], (0, 12, 0)):  # lmcache-rbln: the image's version
-            found.add("lmcache-reads-rds-max-chunks")
+            found.add(("lmcache-reads-rds-max-chunks", "prefill", "rebel100:engine.image"))
     # vllm-rbln: every render names the NIXL connector (0.10.3) and sets VLLM_RBLN_USE_DEVICE_TENSOR (0.10.4);
     # a role with DP > 1 passes --data-parallel-multi-port-external-lb (vLLM 0.22.0, in vllm-rbln 0.11.0).
     tag = engine.image.rsplit(":", 1)[-1]
-    dp_roles = any(role.data_parallel_size > 1 for role in (cfg.prefill, cfg.decode))
-    if version_before(tag, (0, 10, 4)) or (dp_roles and version_before(tag, (0, 11, 0))):
-        found.add("engine-image-has-features")
+    for name, role in (("prefill", cfg.prefill), ("decode", cfg.decode)):
+        if version_before(tag, (0, 10, 4)) or (role.data_parallel_size > 1 and version_before(tag, (0, 11, 0))):
+            found.add(("engine-image-has-features", name, "rebel100:engine.image"))
     # The P/D sidecar's SSRF allowlist reads the GA InferencePool's spec.selector.matchLabels from llm-d-router 0.10.0
     # (allowlist.go; 0.9.0 and older read a flat map and refuse every prefill): older pins run unprotected, advice. The
     # render protects every sidecar that can be, so the mandatory rule never fires on a config.
     if version_before(cfg.decode.sidecar.image.rsplit(":", 1)[-1], (0, 10, 0)):
-        found.add("sidecar-ssrf-capable")
+        found.add(("sidecar-ssrf-capable", "decode", "rebel100:decode.sidecar.image"))
     # Autoscaling (KEDA): at least one pod and min <= max; at every role's maximum (fixed roles at their replicas) the
     # NPUs within nodes x NPUs per node, and with one pod of a role per node (the default) at most `nodes` pods; a
     # RollingUpdate rollout; the P/D decision rate only for prefill, and the vLLM metrics, read in the vLLM of
@@ -177,18 +214,19 @@ def reference_verdict(cfg: StackConfig) -> set[str]:
             for name, role in (("prefill", cfg.prefill), ("decode", cfg.decode))}
     at_maxima = sum(count * each for count, each in pods.values())
     for name, settings in scaled.items():
+        base = f"rebel100:{name}.autoscaling"
         if settings.min_replicas < 1 or settings.min_replicas > settings.max_replicas:
-            found.add("autoscaling-bounds")
+            found.add(("autoscaling-bounds", name, f"{base}.minReplicas"))
         if hardware.nodes is not None and (at_maxima > hardware.nodes * hardware.npus_per_node
                                            or settings.max_replicas > hardware.nodes):
-            found.add("autoscaling-fits-site")
+            found.add(("autoscaling-fits-site", name, f"{base}.maxReplicas"))
         if cfg.rollout.strategy == "Recreate":
-            found.add("autoscaling-rollout")
+            found.add(("autoscaling-rollout", name, "rebel100:rollout.strategy"))
         metric = settings.metric or {"prefill": "engineQueue", "decode": "kvCacheUsage"}[name]
         if metric == "pdDecisionRate" and name == "decode":
-            found.add("autoscaling-signal")
-        if metric != "pdDecisionRate" and version_before(engine.image.rsplit(":", 1)[-1], (0, 12, 0)):
-            found.add("autoscaling-signal")
+            found.add(("autoscaling-signal", name, f"{base}.metric"))
+        elif metric != "pdDecisionRate" and version_before(engine.image.rsplit(":", 1)[-1], (0, 12, 0)):
+            found.add(("autoscaling-signal", name, "rebel100:engine.image"))
     return found
 
 
@@ -197,7 +235,7 @@ def devices(role) -> int:
                                                                        or role.data_parallel_size)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow], **DETERMINISTIC)
 @given(stack_config)
 # The boundaries, always tried: the RDS budget at exact equality (2176 x 2 x 2 + 512 = 9216 = 36864 x 0.25) and
 # one chunk over; experts over DP 2 x TP 2 (6 do not divide, 8 do); 0 experts; a literal secret in extraEnv.
@@ -227,25 +265,78 @@ def devices(role) -> int:
 def test_gate_and_pack_agree_with_the_reference(values):
     cfg = StackConfig.model_validate(values)
     expected = reference_verdict(cfg)
-    assert gate_verdict(cfg) == expected, ("gate", values)
-    assert pack_verdict(cfg) == expected, ("pack", values)
+    assert gate_verdict(cfg) == {(policy, path) for policy, _, path in expected}, ("gate", values)
+    assert pack_verdict(cfg) == {(policy, role) for policy, role, _ in expected}, ("pack", values)
+
+
+
+RDS_2177 = ("RDS needs {chunks} 2177 x 2 MiB x 2 NVMe drives + 512 MiB staging = 9,220 MiB of chiplet-0 memory, but "
+            "{utilization} 0.75 leaves 36,864 MiB x (1 - 0.75) = 9,216 MiB (rule: chunks x chunk overhead x drives + "
+            "staging <= chiplet-0 HBM x (1 - gpu-memory-utilization)). Lower {chunks_name} to at most 2176 or "
+            "{utilization} to at most 0.74 (change the two together).")
+
+
+@pytest.mark.parametrize("values, gate_expected, pack_expected", [
+    # A decode pod that fills its node: DP 8 on the 8 NPUs of a node, and so 8 target ports, the most a pool takes.
+    pytest.param({"decode": {"dataParallelSize": 8}}, [], [], id="a-pod-fills-a-node-8-target-ports"),
+    pytest.param({"decode": {"dataParallelSize": 8}, "hardware": {"npusPerNode": 4}}, [
+        ("rebel100:decode", "TP 1 x PP 1 x DP-local 8 = 8 NPUs per pod, more than the 4 NPUs of a node "
+                            "(hardware.npusPerNode): the pod stays Pending forever. Lower the parallelism or the DP "
+                            "ranks per pod to at most 4 NPUs.", "npu-devices-fit-node")], [
+        ("npu-devices-fit-node", "Deployment/rebel100/minimax-m27-decode",
+         "the pod template claims 8 NPUs (spec.resourceClaims) and its engines need 8 (TP x PP x DP-local), but a node "
+         "has npusPerNode 4: a pod cannot span nodes, so it stays Pending. Lower the parallelism (or "
+         "--data-parallel-size-local) to at most 4 NPUs per pod, or set npusPerNode in the policy config if the nodes "
+         "really have more.")], id="a-pod-one-node-too-big"),
+    pytest.param({"hardware": {"rdmaNicsPerPod": 0}}, [], [], id="no-rdma-nics"),
+    # The RDS budget at exact equality, 2176 x 2 x 2 + 512 = 9216 = 36864 x 0.25, and one chunk over.
+    pytest.param({"prefill": {"gpuMemoryUtilization": 0.75}, "kvTier": {"rdsMaxChunks": 2176}}, [], [],
+                 id="rds-budget-exactly-full"),
+    pytest.param({"prefill": {"gpuMemoryUtilization": 0.75}, "kvTier": {"rdsMaxChunks": 2177}}, [
+        ("rebel100:kvTier.rdsMaxChunks", RDS_2177.format(chunks="kvTier.rdsMaxChunks", chunks_name="kvTier.rdsMaxChunks",
+                                                         utilization="prefill.gpuMemoryUtilization"),
+         "rds-memory-budget")], [
+        ("rds-memory-budget", "Deployment/rebel100/minimax-m27-prefill",
+         "container vllm env LMCACHE_EXTRA_CONFIG (drives, overhead, staging and HBM from ConfigMap minimax-m27-lmcache "
+         "annotation rebel100.ai/rds-budget, 8916992 tokens per rank at LMCACHE_CHUNK_SIZE 4096): "
+         + RDS_2177.format(chunks="rds_max_chunks", chunks_name="rds_max_chunks",
+                           utilization="--gpu-memory-utilization"))], id="rds-budget-one-chunk-over"),
+    pytest.param({"kvTier": {"mode": "cpu"}}, [], [], id="kv-tier-cpu"),
+    pytest.param({"kvTier": {"mode": "off"}}, [], [], id="kv-tier-off"),
+])
+def test_the_boundaries_in_full(values, gate_expected, pack_expected):
+    """Each boundary's findings (key path or resource, message, policy) written out by hand; where none is due, the
+    gate refuses nothing and the pack reports nothing mandatory (not only of the shared rules)."""
+    cfg = StackConfig.model_validate(values)
+    assert [(i.path, i.message, i.policy) for i in gate.validate(cfg)] == gate_expected
+    config = catalog.with_facts(PROD, facts.stack_values(cfg))
+    mandatory = [v for v in catalog.evaluate(render_unchecked(cfg), config) if v.level == "mandatory"]
+    assert [(v.policy, v.resource, v.message) for v in mandatory] == pack_expected
 
 
 def test_the_oracle_on_the_target_configuration():
     """The oracle itself, on values whose verdicts the reference design states."""
     assert reference_verdict(StackConfig.model_validate({})) == set()
-    assert reference_verdict(StackConfig.model_validate({"kvTier": {"rdsMaxChunks": 4000}})) == {"rds-memory-budget"}
-    assert reference_verdict(StackConfig.model_validate({"decode": {"dataParallelSize": 3}})) == {"parallelism-fits-model"}
-    assert reference_verdict(StackConfig.model_validate({"prefill": {"port": 8004}})) == {"pool-endpoints-serve"}
+    assert reference_verdict(StackConfig.model_validate({"kvTier": {"rdsMaxChunks": 4000}})) == {
+        ("rds-memory-budget", "prefill", "rebel100:kvTier.rdsMaxChunks")}
+    # 256 experts do not divide over DP 3 x TP 1.
+    assert reference_verdict(StackConfig.model_validate({"decode": {"dataParallelSize": 3}})) == {
+        ("parallelism-fits-model", "decode", "rebel100:decode.enableExpertParallel")}
+    assert reference_verdict(StackConfig.model_validate({"prefill": {"port": 8004}})) == {
+        ("pool-endpoints-serve", "prefill", "rebel100:prefill.port")}
     assert reference_verdict(StackConfig.model_validate({"decode": {"sidecar": {"image": SIDECAR_IMAGES[2]}}})) == {
-        "sidecar-ssrf-capable"}
+        ("sidecar-ssrf-capable", "decode", "rebel100:decode.sidecar.image")}
     scaled = {"hardware": {"nodes": 4}, "rollout": {"strategy": "RollingUpdate"},
               "prefill": {"autoscaling": {"minReplicas": 1, "maxReplicas": 4}},
               "decode": {"autoscaling": {"minReplicas": 1, "maxReplicas": 4}}}
     assert reference_verdict(StackConfig.model_validate(scaled)) == set()
     assert reference_verdict(StackConfig.model_validate(
-        {**scaled, "decode": {"autoscaling": {"minReplicas": 1, "maxReplicas": 5}}})) == {"autoscaling-fits-site"}
-    assert reference_verdict(StackConfig.model_validate({**scaled, "rollout": {}})) == {"autoscaling-rollout"}
+        {**scaled, "decode": {"autoscaling": {"minReplicas": 1, "maxReplicas": 5}}})) == {
+        ("autoscaling-fits-site", "decode", "rebel100:decode.autoscaling.maxReplicas"),
+        ("autoscaling-fits-site", "prefill", "rebel100:prefill.autoscaling.maxReplicas")}
+    assert reference_verdict(StackConfig.model_validate({**scaled, "rollout": {}})) == {
+        ("autoscaling-rollout", "prefill", "rebel100:rollout.strategy"),
+        ("autoscaling-rollout", "decode", "rebel100:rollout.strategy")}
 
 
 def test_drives_reach_the_pack():
@@ -254,7 +345,8 @@ def test_drives_reach_the_pack():
     assert gate.validate(cfg) == []
     assert pack_verdict(cfg) == set()
     two_drives = StackConfig.model_validate({"kvTier": {"rdsMaxChunks": 3000}})
-    assert gate_verdict(two_drives) == pack_verdict(two_drives) == {"rds-memory-budget"}
+    assert gate_verdict(two_drives) == {("rds-memory-budget", "rebel100:kvTier.rdsMaxChunks")}
+    assert pack_verdict(two_drives) == {("rds-memory-budget", "prefill")}
 
 
 # --- stack files: any content gets one clear line ---------------------------------------------
@@ -297,7 +389,8 @@ sections = st.sampled_from(["prefill", "decode", "engine", "kvTier", "hardware",
                             "placement", "topology", "hfToken"])
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
+          **DETERMINISTIC)
 @given(st.dictionaries(sections.map(lambda s: f"rebel100:{s}"), yaml_values, max_size=4) | yaml_values)
 def test_random_stack_files_never_raise_anything_else(tmp_path, document):
     content = yaml.safe_dump(document if not isinstance(document, dict) or not document else {"config": document}).encode()
@@ -307,7 +400,8 @@ def test_random_stack_files_never_raise_anything_else(tmp_path, document):
         pass
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
+          **DETERMINISTIC)
 @given(st.binary(max_size=64))
 def test_random_bytes_never_raise_anything_else(tmp_path, content):
     try:
