@@ -470,7 +470,7 @@ def test_a_binding_grants_to_the_accounts_its_subject_names(prod, subject, bound
 @pytest.mark.parametrize("subject", [
     {"kind": "Group", "name": "system:serviceaccounts:other", "apiGroup": "rbac.authorization.k8s.io"},
     {"kind": "User", "name": f"system:serviceaccount:other:{EPP}", "apiGroup": "rbac.authorization.k8s.io"},
-    {"kind": "User", "name": f"system:serviceaccount:rebel100", "apiGroup": "rbac.authorization.k8s.io"},
+    {"kind": "User", "name": "system:serviceaccount:rebel100", "apiGroup": "rbac.authorization.k8s.io"},
     {"kind": "ServiceAccount", "name": EPP, "namespace": "other"},
     {"kind": "Group", "name": "team-rebel100", "apiGroup": "rbac.authorization.k8s.io"},
 ], ids=["group-of-another-namespace", "user-of-another-namespace", "user-without-a-name", "account-elsewhere",

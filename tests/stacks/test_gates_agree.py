@@ -213,16 +213,16 @@ def reference_verdict(cfg: StackConfig) -> set[tuple[str, str, str]]:
     pods = {name: (scaled[name].max_replicas if name in scaled else role.replicas, devices(role))
             for name, role in (("prefill", cfg.prefill), ("decode", cfg.decode))}
     at_maxima = sum(count * each for count, each in pods.values())
-    for name, settings in scaled.items():
+    for name, scaling in scaled.items():
         base = f"rebel100:{name}.autoscaling"
-        if settings.min_replicas < 1 or settings.min_replicas > settings.max_replicas:
+        if scaling.min_replicas < 1 or scaling.min_replicas > scaling.max_replicas:
             found.add(("autoscaling-bounds", name, f"{base}.minReplicas"))
         if hardware.nodes is not None and (at_maxima > hardware.nodes * hardware.npus_per_node
-                                           or settings.max_replicas > hardware.nodes):
+                                           or scaling.max_replicas > hardware.nodes):
             found.add(("autoscaling-fits-site", name, f"{base}.maxReplicas"))
         if cfg.rollout.strategy == "Recreate":
             found.add(("autoscaling-rollout", name, "rebel100:rollout.strategy"))
-        metric = settings.metric or {"prefill": "engineQueue", "decode": "kvCacheUsage"}[name]
+        metric = scaling.metric or {"prefill": "engineQueue", "decode": "kvCacheUsage"}[name]
         if metric == "pdDecisionRate" and name == "decode":
             found.add(("autoscaling-signal", name, f"{base}.metric"))
         elif metric != "pdDecisionRate" and version_before(engine.image.rsplit(":", 1)[-1], (0, 12, 0)):
