@@ -74,7 +74,8 @@ def _accounts_running_pods(manifests: list[dict]) -> dict[Account, list[str]]:
 
 def _granted(binding: dict, accounts: dict[Account, list[str]]) -> list[Account]:
     """Which of `accounts` a RoleBinding or ClusterRoleBinding grants to (ServiceAccount subjects,
-    the `system:serviceaccount:NS:NAME` user and the `system:serviceaccounts[:NS]` groups)."""
+    the `system:serviceaccount:NS:NAME` user, the `system:serviceaccounts[:NS]` groups and `system:authenticated`,
+    which every service account's token is a member of)."""
     granted: list[Account] = []
     for subject in binding.get("subjects") or []:
         kind, name = subject.get("kind"), str(subject.get("name") or "")
@@ -83,7 +84,7 @@ def _granted(binding: dict, accounts: dict[Account, list[str]]) -> list[Account]
             matched = [(namespace, name)] if namespace else []
         elif kind == "User" and name.startswith("system:serviceaccount:"):
             matched = [tuple(name.split(":", 3)[2:4])] if name.count(":") == 3 else []
-        elif kind == "Group" and name == "system:serviceaccounts":
+        elif kind == "Group" and name in ("system:serviceaccounts", "system:authenticated"):
             matched = list(accounts)
         elif kind == "Group" and name.startswith("system:serviceaccounts:"):
             matched = [a for a in accounts if a[0] == name.split(":", 2)[2]]

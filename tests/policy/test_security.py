@@ -451,6 +451,9 @@ EVERY_ACCOUNT = (f"RoleBinding rebel100/{EPP} to ServiceAccount rebel100/default
                  EVERY_ACCOUNT, id="group-of-every-account"),
     pytest.param({"kind": "Group", "name": "system:serviceaccounts:rebel100", "apiGroup": "rbac.authorization.k8s.io"},
                  EVERY_ACCOUNT, id="group-of-the-namespace"),
+    # Every authenticated token is in system:authenticated, a service account's too: it was not judged before.
+    pytest.param({"kind": "Group", "name": "system:authenticated", "apiGroup": "rbac.authorization.k8s.io"},
+                 EVERY_ACCOUNT, id="group-of-every-authenticated-user"),
     pytest.param({"kind": "User", "name": f"system:serviceaccount:rebel100:{EPP}",
                   "apiGroup": "rbac.authorization.k8s.io"},
                  f"RoleBinding rebel100/{EPP} to ServiceAccount rebel100/{EPP}, which runs {EPP_ID}", id="user-of-one"),
@@ -473,8 +476,9 @@ def test_a_binding_grants_to_the_accounts_its_subject_names(prod, subject, bound
     {"kind": "User", "name": "system:serviceaccount:rebel100", "apiGroup": "rbac.authorization.k8s.io"},
     {"kind": "ServiceAccount", "name": EPP, "namespace": "other"},
     {"kind": "Group", "name": "team-rebel100", "apiGroup": "rbac.authorization.k8s.io"},
+    {"kind": "Group", "name": "system:unauthenticated", "apiGroup": "rbac.authorization.k8s.io"},
 ], ids=["group-of-another-namespace", "user-of-another-namespace", "user-without-a-name", "account-elsewhere",
-        "a-people-group"])
+        "a-people-group", "the-unauthenticated"])
 def test_a_binding_to_no_account_of_the_stack_grants_the_stack_nothing(prod, subject):
     assert run_policy("rbac-least-privilege", mutate(prod, role_rule(0, verbs=["delete"]), bind_to(subject)),
                       PROD) == []
