@@ -140,3 +140,45 @@ def test_queries_are_written_for_the_pool(scaled):
                                      'pod=~"minimax-m27-decode-[a-z0-9]+-[a-z0-9]+"})) or vector(0)')
     assert query(scaled, PREFILL) == ('sum(vllm:num_requests_waiting{namespace="rebel100",'
                                       'pod=~"minimax-m27-prefill-[a-z0-9]+-[a-z0-9]+"}) or vector(0)')
+
+
+# --- foreign manifests: the llm-d chart's P/D render with ScaledObjects shaped like llm-d's own KEDA guide --------
+
+# The shape of llm-d's P/D KEDA guide (llm-d/llm-d@56cb121 guides/workload-autoscaling/keda-epp-token-aware/
+# pd-disaggregation/base/{prefill,decode}-scaledobject.yaml): a ScaledObject per role, prefill on the EPP's in-flight
+# tokens (a series none of this stack's signals reads: not judged), decode on vllm:kv_cache_usage_perc, 1..10 pods.
+# Written here for the llm-d-modelservice chart's P/D example render (fixtures/llm-d-modelservice/output-pd.yaml).
+def guide_scaled_object(role: str, query: str, **spec) -> dict:
+    return {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+            "metadata": {"name": f"pd-{role}", "labels": {"llm-d.ai/role": role}},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment",
+                                        "name": f"pd-llm-d-modelservice-{role}"},
+                     "minReplicaCount": 1, "maxReplicaCount": 10, "pollingInterval": 15,
+                     "triggers": [{"type": "prometheus", "metricType": "AverageValue", "metadata": {
+                         "serverAddress": "https://prometheus.monitoring.svc:9090", "query": query,
+                         "threshold": "0.8"}}], **spec}}
+
+
+def foreign(**decode_spec) -> list[dict]:
+    import pathlib
+    import yaml
+    path = pathlib.Path(__file__).resolve().parent / "fixtures" / "llm-d-modelservice" / "output-pd.yaml"
+    manifests = [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict) and d.get("kind")]
+    return manifests + [
+        guide_scaled_object("prefill", '(sum(llm_d_epp_inflight_tokens{endpoint_name=~".*prefill.*"}) / 33821) '
+                                       'or vector(0)'),
+        guide_scaled_object("decode", 'sum(vllm:kv_cache_usage_perc{pod=~".*decode.*"}) or vector(0)', **decode_spec)]
+
+
+def test_a_foreign_pd_render_scaled_like_the_llm_d_guide_passes():
+    assert [v.line() for v in catalog.evaluate(foreign(), {**PROD, **SITE}) if v.policy in POLICIES] == []
+
+
+def test_a_foreign_scaled_object_is_judged_by_the_same_rules():
+    bad = foreign(minReplicaCount=0)
+    assert_verdict(run_policy("autoscaling-bounds", bad, PROD), resource="ScaledObject/pd-decode",
+                   level="mandatory", contains=("spec.minReplicaCount 0 lets the autoscaler remove every decode pod",))
+    on_decode = foreign(triggers=[{"type": "prometheus", "metadata": {
+        "query": 'sum(rate(llm_d_epp_disagg_decision_total{decision_type="prefill-decode"}[1m]))', "threshold": "1"}}])
+    assert_verdict(run_policy("autoscaling-signal", on_decode, PROD), resource="ScaledObject/pd-decode",
+                   level="mandatory", contains=("pdDecisionRate cannot scale decode",))
