@@ -142,3 +142,34 @@ def test_pulumi_leaves_the_replica_count_to_the_autoscaler(deployed: Project, lo
     for name, count in ((DECODE, 3), (PREFILL, 2)):
         assert local_cluster.get("deployment", name, namespace=NS)["spec"]["replicas"] == count
     assert sorted(o["metadata"]["name"] for o in local_cluster.get("scaledobjects", namespace=NS)) == [DECODE, PREFILL]
+
+
+def set_roles(project: Project, prefill: dict, decode: dict) -> None:
+    path = project.root / f"Pulumi.{STACK}.yaml"
+    document = yaml.safe_load(path.read_text())
+    document["config"]["rebel100:prefill"] = prefill
+    document["config"]["rebel100:decode"] = {"maxNumSeqs": 1, **decode}
+    path.write_text(yaml.safe_dump(document))
+
+
+def test_turning_autoscaling_on_for_a_fixed_stack(deployed: Project, local_cluster: LocalCluster):
+    """Fixed at 4, Pulumi owns spec.replicas; turned to autoscaling the next `up` applies without the field, which
+    then has no owner: server-side apply resets it to its default, 1 (until an HPA raises it to minReplicas). Turned
+    back to fixed, the count is Pulumi's again."""
+    scaled = {"autoscaling": {"minReplicas": 1, "maxReplicas": 4}}
+    try:
+        set_roles(deployed, {"replicas": 4}, {"replicas": 4})
+        proc = up(deployed)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        for name in (DECODE, PREFILL):
+            assert local_cluster.get("deployment", name, namespace=NS)["spec"]["replicas"] == 4
+            assert [m for m in replicas_owners(local_cluster, name) if m.startswith("pulumi")], \
+                replicas_owners(local_cluster, name)
+        set_roles(deployed, scaled, scaled)
+        proc = up(deployed)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        for name in (DECODE, PREFILL):
+            assert local_cluster.get("deployment", name, namespace=NS)["spec"]["replicas"] == 1
+            assert not [m for m in replicas_owners(local_cluster, name) if m.startswith("pulumi")]
+    finally:
+        set_roles(deployed, scaled, scaled)
