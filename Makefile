@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STACKS := dev prod-4p4d agg pd-router07
+STACKS := dev prod-4p4d agg pd-router07 prod-autoscale
 
 .PHONY: venv toolchain consumers up up-render serve test unit e2e golden render plan validate clean docs bench cluster down test-property-long mutate consumer-facts consumers-vllm
 
