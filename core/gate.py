@@ -574,6 +574,11 @@ def rule_weights(cfg: StackConfig, *, hf_token_set: bool = False) -> Iterable[Is
 def rule_autoscaling(cfg: StackConfig) -> Iterable[Issue]:
     """An autoscaled role: bounds the autoscaler can keep, split over the node groups, held by the site at the
     maximum, a rollout that survives a changing count, and a signal the pinned images serve and Prometheus scrapes."""
+    if cfg.prefill.autoscaling is not None and "prefill" not in dict(cfg.engine_roles()):
+        yield Issue(key("prefill.autoscaling"),
+                    f"prefill.autoscaling is set but this stack runs no prefill pods (topology {cfg.topology!r}, "
+                    f"prefill.replicas {cfg.prefill.replicas}): nothing would be scaled. Remove it, or use topology "
+                    f"'pd' with prefill pods.")
     scalings = autoscaling.role_scalings(cfg)
     if not scalings:
         return

@@ -225,3 +225,14 @@ def test_a_decider_that_takes_no_prefill_decision_feeds_no_pd_rate():
     raw = {**with_role("prefill", metric="pdDecisionRate"), "rebel100:router": {"nonCachedTokens": 0}}
     assert issues(raw) == [("rebel100:router.nonCachedTokens", ""),
                            ("rebel100:prefill.autoscaling.metric", "autoscaling-signal")]
+
+
+def test_prefill_autoscaling_without_prefill_pods_is_refused():
+    agg = {"rebel100:topology": "agg", "rebel100:prefill": {"replicas": 0, "autoscaling": {"maxReplicas": 2}},
+           "rebel100:kvTier": {"mode": "off"}}
+    assert messages(agg) == {"rebel100:prefill.autoscaling": (
+        "prefill.autoscaling is set but this stack runs no prefill pods (topology 'agg', prefill.replicas 0): nothing "
+        "would be scaled. Remove it, or use topology 'pd' with prefill pods.")}
+    assert not issues({"rebel100:topology": "agg", "rebel100:prefill": {"replicas": 0}, "rebel100:kvTier": {"mode": "off"},
+                       "rebel100:rollout": {"strategy": "RollingUpdate"},
+                       "rebel100:decode": {"autoscaling": {"maxReplicas": 2}}})
