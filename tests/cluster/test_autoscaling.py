@@ -173,3 +173,29 @@ def test_turning_autoscaling_on_for_a_fixed_stack(deployed: Project, local_clust
             assert not [m for m in replicas_owners(local_cluster, name) if m.startswith("pulumi")]
     finally:
         set_roles(deployed, scaled, scaled)
+
+
+def test_an_up_waits_for_the_rollout_of_an_autoscaled_deployment(deployed: Project, local_cluster: LocalCluster):
+    """The autoscaled Deployments' waitFor names no pod count (the Progressing reason NewReplicaSetAvailable): a
+    template change (a longer ready delay, so a new ReplicaSet whose pods are Ready only after it) makes `up` wait
+    until every pod is of the new template and available, not return on the previous rollout's status."""
+    path = deployed.root / f"Pulumi.{STACK}.yaml"
+    document = yaml.safe_load(path.read_text())
+    document["config"]["rebel100:engine"] = {"podAnnotations": {"rebel100.local/ready-delay": "20s"}}
+    path.write_text(yaml.safe_dump(document))
+    try:
+        started = time.monotonic()
+        proc = up(deployed)
+        took = time.monotonic() - started
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        for name in (DECODE, PREFILL):
+            deployment = local_cluster.get("deployment", name, namespace=NS)
+            status, replicas = deployment["status"], deployment["spec"]["replicas"]
+            assert deployment["spec"]["template"]["metadata"]["annotations"]["rebel100.local/ready-delay"] == "20s"
+            assert status["observedGeneration"] == deployment["metadata"]["generation"], status
+            assert (status.get("updatedReplicas"), status.get("availableReplicas"), status.get("replicas")) == \
+                (replicas, replicas, replicas), status
+        assert took > 20, f"`up` returned after {took:.0f} s, before a pod of the new template could be Ready"
+    finally:
+        document["config"]["rebel100:engine"] = {"podAnnotations": {"rebel100.local/ready-delay": READY_DELAY}}
+        path.write_text(yaml.safe_dump(document))
