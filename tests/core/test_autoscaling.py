@@ -110,6 +110,9 @@ def test_signal_each_way_to_have_none():
     assert signal() is None
     assert signal(role="decode") == ("k pdDecisionRate cannot scale decode: it is a signal of prefill only, so the "
                                      "decode pods would follow another role's load. Use engineQueue or kvCacheUsage.")
+    # The rule names every role the signal serves (the table's signals serve one or both engine roles).
+    assert signal(role="decode", roles=("prefill", "router")).startswith(
+        "k pdDecisionRate cannot scale decode: it is a signal of prefill and router only, so ")
     assert signal(series=None) == (
         "k pdDecisionRate reads the EPP's P/D decision counter, but epp:v9 belongs to no router generation whose "
         "counter is known (core/versions/router.py GENERATIONS): the trigger would read nothing and the role never "
