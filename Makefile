@@ -113,6 +113,7 @@ docs: venv
 	$(PY) -m stacks.reference
 
 # Where the time goes: check against its import floor and, with the toolchain and the control plane, the PR
-# check and a no-op up on a local cluster of its own, each part apart (docs/performance.md). --scale: bigger stacks.
+# check and a no-op up on a local cluster of its own, each part apart (docs/performance.md). ARGS are the script's:
+# `make bench ARGS=--scale` adds stacks of 16 to 1024 pools (20-25 min more here); `ARGS="--sections scale --sizes 16 64"`.
 bench: venv
-	$(PY) benchmarks/bench.py
+	$(PY) benchmarks/bench.py $(ARGS)

@@ -11,8 +11,10 @@ Sections (each command a fresh process, as a user runs it; median of REPEATS run
             included) on an instance of the local cluster of its own, on a copy of the project, with
             their parts timed apart (environment, CLI start, program, pack, provider) and the API
             requests the apiserver served during each (its `apiserver_request_total` counter).
-  scale     (`--scale`) render and check of prod-4p4d and of generated stacks of 16, 64 and 256 pools,
-            and with the toolchain `pulumi preview` of the same stacks (no pack, no cluster).
+  scale     (`--scale`) render and check of prod-4p4d and of generated stacks of 16, 64, 256 and 1024 pools,
+            and with the toolchain, on each (render mode to a scratch folder: no pack, no cluster): the
+            preview of the new stack, its first `up`, then with nothing to change a preview and a
+            `pulumi up --skip-preview`, and the dependency edges its state records.
   requests  with the router programs, the simulator, the gateway role and the control plane built: requests/s and
             p50/p99 latency of decode-only completions through gateway role -> EPP -> P/D sidecar -> simulator, and of
             the same requests sent to a decode simulator directly (from inside the site's network), at 1 and 16
@@ -24,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
+import json
 import os
 import pathlib
 import platform
@@ -39,7 +43,11 @@ from typing import Optional
 import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-SIZES = (16, 64, 256)
+SIZES = (16, 64, 256, 1024)
+# Above this many pools the plain preview (checkpoints serialised after every step, the square of the stack) is not
+# run: 1024 pools would take minutes of it.
+PLAIN_PREVIEW_MAX_POOLS = 256
+NAN = float("nan")
 PYTHON = sys.executable
 # What `python -m stacks check` cannot do without: the SDKs, the pulumi_kubernetes modules the program
 # uses, the pack's SDK, the schema and YAML libraries.
@@ -243,13 +251,15 @@ def cluster_section(repeats: int, bin_dir: str, cluster_bin: str) -> None:
 
 
 def generated_stack(pools: int, folder: pathlib.Path) -> pathlib.Path:
-    """A stack file with `pools` pools: pools/2 groups, each with one prefill and one decode pool."""
+    """A stack file with `pools` pools: pools/2 groups, each with one prefill and one decode pool; rendered to
+    build/bench-<pools> of the project it runs in (render mode: the engine's work without a cluster)."""
     groups = pools // 2
     config = yaml.safe_load((ROOT / "Pulumi.prod-4p4d.yaml").read_text())["config"]
     config["rebel100:placement"] = {"groups": groups}
     config["rebel100:prefill"] = {"replicas": groups}
     config["rebel100:decode"] = {**config.get("rebel100:decode", {}), "replicas": groups}
     config["rebel100:hardware"] = {"nodes": groups}
+    config["rebel100:renderDirectory"] = f"build/bench-{pools}"
     path = folder / f"Pulumi.bench-{pools}.yaml"
     path.write_text(yaml.safe_dump({"config": config}))
     return path
@@ -264,50 +274,113 @@ def count_pools(folder: pathlib.Path) -> int:
     return sum(1 for p in folder.rglob("apps_v1-deployment-*.yaml") if "-prefill" in p.name or "-decode" in p.name)
 
 
-def preview_seconds(stack_path: pathlib.Path, scratch: pathlib.Path, bin_dir: str, repeats: int) -> float:
-    """Median wall time of `pulumi preview` of the stack (no policy pack, render mode) on a copy of the project."""
+@dataclasses.dataclass
+class EngineScale:
+    """The engine's part of one stack: (median wall s, median CPU s of the whole process tree) of each command,
+    and what its state holds. CPU is what to compare on a loaded machine: load stretches the wall time."""
+
+    resources: int = 0  # in the state after the first up, the stack and the provider included
+    edges: int = 0  # dependency edges in that state (each resource's `dependencies`)
+    # the new stack, as scripts/preview and scripts/up run it (PULUMI_SKIP_CHECKPOINTS)
+    preview: tuple[float, float] = (NAN, NAN)
+    # the same with the CLI's defaults (a checkpoint serialised per step)
+    plain_preview: tuple[float, float] = (NAN, NAN)
+    first_up: tuple[float, float] = (NAN, NAN)  # one run, not a median: creates everything (setup for the next two)
+    noop_preview: tuple[float, float] = (NAN, NAN)  # deployed, nothing to change: the pass of a no-op scripts/up
+    noop_up: tuple[float, float] = (NAN, NAN)  # `pulumi up --yes --skip-preview`, nothing to change (checkpoints on)
+
+
+def scale_project(scratch: pathlib.Path) -> pathlib.Path:
     project = scratch / "project"
     if not project.exists():
         copy_project(scratch)
         (project / "state").mkdir()
+    return project
+
+
+def engine_scale(stack_path: pathlib.Path, scratch: pathlib.Path, bin_dir: str, repeats: int,
+                 pools: int) -> EngineScale:
+    """The engine's part of the stack on a copy of the project (file backend of its own, render mode, no pack)."""
+    project = scale_project(scratch)
     name = stack_path.name.removeprefix("Pulumi.").removesuffix(".yaml")
-    target = project / f"Pulumi.{name}.yaml"
-    if target != stack_path:
-        lines = stack_path.read_text().splitlines(keepends=True)
-        target.write_text("".join(line for line in lines if not line.startswith("encryptionsalt:")))
+    lines = stack_path.read_text().splitlines(keepends=True)
+    kept = [line for line in lines if not line.startswith("encryptionsalt:")]
+    (project / f"Pulumi.{name}.yaml").write_text("".join(kept))
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PULUMI_HOME": str(project / ".pulumi-home"),
            "PULUMI_BACKEND_URL": f"file://{project / 'state'}", "PULUMI_CONFIG_PASSPHRASE": "bench",
            "PULUMI_SKIP_UPDATE_CHECK": "true", "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true", "KUBECONFIG": ""}
+    env.pop("PULUMI_SKIP_CHECKPOINTS", None)
+    skip = {**env, "PULUMI_SKIP_CHECKPOINTS": "true"}  # what scripts/preview and scripts/up's preview set
+    pulumi = ["pulumi", "-s", name, "--non-interactive"]
     subprocess.run(["pulumi", "stack", "select", name, "--create", "--non-interactive"], cwd=project, env=env,
                    capture_output=True, check=True)
-    wall, _, _ = measure(["pulumi", "preview", "-s", name, "--non-interactive"], repeats, cwd=project, env=env)
-    return wall
+    found = EngineScale()
+    found.preview = measure(["pulumi", "preview", *pulumi[1:]], repeats, cwd=project, env=skip)[:2]
+    if pools <= PLAIN_PREVIEW_MAX_POOLS:
+        found.plain_preview = measure(["pulumi", "preview", *pulumi[1:]], repeats, cwd=project, env=env)[:2]
+    # The first up creates every object; its checkpoints are of no use to a benchmark (the state is thrown away).
+    found.first_up = run_once(["pulumi", "up", "--yes", "--skip-preview", *pulumi[1:]], cwd=project, env=skip)[:2]
+    state = json.loads(next((project / "state").rglob(f"{name}.json")).read_text())
+    resources = state["checkpoint"]["latest"]["resources"]
+    found.resources = len(resources)
+    found.edges = sum(len(r.get("dependencies") or []) for r in resources)
+    found.noop_preview = measure(["pulumi", "preview", "--expect-no-changes", *pulumi[1:]], repeats, cwd=project,
+                                 env=skip)[:2]
+    found.noop_up = measure(["pulumi", "up", "--yes", "--skip-preview", *pulumi[1:]], repeats, cwd=project,
+                            env=env)[:2]
+    return found
 
 
 def scale_section(repeats: int, sizes: list[int], bin_dir: Optional[str]) -> None:
-    header(f"render and check as stacks grow, median of {repeats}")
+    header(f"render and check as stacks grow, and the engine's preview and no-op up, median of {repeats}")
     rows = []
     with tempfile.TemporaryDirectory() as scratch_name:
         scratch = pathlib.Path(scratch_name)
-        cases = [("prod-4p4d", ROOT / "Pulumi.prod-4p4d.yaml")] + [(f"{n} pools", generated_stack(n, scratch)) for n in sizes]
-        for label, path in cases:
+        cases = [("prod-4p4d", ROOT / "Pulumi.prod-4p4d.yaml", 2)] + [
+            (f"{n} pools", generated_stack(n, scratch), n) for n in sizes]
+        for label, path, pools in cases:
             out = scratch / f"render-{label.replace(' ', '-')}"
             render_s, _, render_mib = measure([PYTHON, "-m", "stacks", "render", "--config-file", str(path), "--out", str(out)], repeats)
             check_s, _, check_mib = measure([PYTHON, "-m", "stacks", "check", "--config-file", str(path)], repeats)
-            preview_s = preview_seconds(path, scratch, bin_dir, repeats) if bin_dir else float("nan")
-            rows.append((label, count_pools(out), count_objects(out), render_s, render_mib, check_s, check_mib, preview_s))
-    # No "program share" any more: the offline render no longer runs the program (objects/, no Pulumi), so its
-    # time is not the program's inside a preview.
-    print(f"{'stack':<11}{'pools':>6}{'objects':>9}{'render s':>10}{'peak MiB':>10}{'check s':>9}{'peak MiB':>10}"
-          f"{'preview s':>11}")
-    for label, pools, objects, render_s, render_mib, check_s, check_mib, preview_s in rows:
-        print(f"{label:<11}{pools:>6}{objects:>9}{render_s:>10.2f}{render_mib:>10.0f}{check_s:>9.2f}{check_mib:>10.0f}"
-              f"{preview_s:>11.2f}")
+            engine = EngineScale()
+            if bin_dir and label != "prod-4p4d":
+                engine = engine_scale(path, scratch, bin_dir, repeats, pools)
+            rows.append((label, count_pools(out), count_objects(out), render_s, render_mib, check_s, check_mib, engine))
+            print(f"  {label}: done ({load()})", flush=True)
+    print(f"{'stack':<11}{'pools':>6}{'objects':>8}{'render s':>9}{'MiB':>5}{'check s':>8}{'MiB':>5}"
+          f"{'resources':>10}{'edges':>7}{'/res':>6}")
+    for label, pools, objects, render_s, render_mib, check_s, check_mib, e in rows:
+        per = e.edges / e.resources if e.resources else NAN
+        print(f"{label:<11}{pools:>6}{objects:>8}{render_s:>9.2f}{render_mib:>5.0f}{check_s:>8.2f}{check_mib:>5.0f}"
+              f"{e.resources:>10}{e.edges:>7}{per:>6.2f}")
     generated = [r for r in rows if r[0] != "prod-4p4d"]
-    # Linear growth = a constant cost per extra pool on top of a fixed start-up (interpreter, imports).
-    for (_, p0, _, t0, _, c0, _, v0), (_, p1, _, t1, _, c1, _, v1) in zip(generated, generated[1:]):
-        print(f"growth {p0:>3} -> {p1:>3} pools, ms per extra pool: render {1000 * (t1 - t0) / (p1 - p0):.1f}, "
-              f"check {1000 * (c1 - c0) / (p1 - p0):.1f}, preview {1000 * (v1 - v0) / (p1 - p0):.1f}")
+    commands = [("preview", "preview (new stack, as scripts/preview runs it)"),
+                ("plain_preview", "plain preview (the CLI's defaults)"), ("first_up", "first up (one run)"),
+                ("noop_preview", "no-op preview (deployed, nothing to change)"),
+                ("noop_up", "no-op up (pulumi up --skip-preview)")]
+    print(f"{'wall s / cpu s':<46}" + "".join(f"{f'{r[1]} pools':>16}" for r in generated))
+    for field, label in commands:
+        print(f"{label:<46}" + "".join(f"{getattr(r[7], field)[0]:>8.2f}{getattr(r[7], field)[1]:>8.2f}"
+                                       for r in generated))
+    # Linear growth = a constant cost per extra pool on top of a fixed start-up (interpreter, imports, CLI).
+    for (_, p0, _, t0, _, c0, _, e0), (_, p1, _, t1, _, c1, _, e1) in zip(generated, generated[1:]):
+        def per_pool(field: str) -> str:
+            (w0, u0), (w1, u1) = getattr(e0, field), getattr(e1, field)
+            return f"{1000 * (w1 - w0) / (p1 - p0):.0f}/{1000 * (u1 - u0) / (p1 - p0):.0f}"
+
+        print(f"growth {p0:>4} -> {p1:>4} pools, ms per extra pool: render {1000 * (t1 - t0) / (p1 - p0):.1f}, "
+              f"check {1000 * (c1 - c0) / (p1 - p0):.1f}; wall/cpu: preview {per_pool('preview')} "
+              f"(plain {per_pool('plain_preview')}), no-op preview {per_pool('noop_preview')}, "
+              f"no-op up {per_pool('noop_up')}")
+    for _, pools, _, _, _, _, _, e in generated:
+        if e.resources:
+            def per_resource(field: str) -> str:
+                wall, cpu = getattr(e, field)
+                return f"{1000 * wall / e.resources:.1f}/{1000 * cpu / e.resources:.1f}"
+
+            print(f"ms per resource at {pools:>4} pools ({e.resources} resources), wall/cpu: preview "
+                  f"{per_resource('preview')}, no-op preview {per_resource('noop_preview')}, "
+                  f"no-op up {per_resource('noop_up')}")
 
 
 # --- the request path ---------------------------------------------------------------------------

@@ -99,7 +99,9 @@ def decode_pool(name: str, args: DecodePoolArgs) -> list[Child]:
         init = [sidecar_container(args.sidecar)] if args.sidecar is not None else None
         return pod.engine_pool(name, role_name="decode", args=args, containers=[container], init_containers=init)
     access = sidecar_access(name, args)
+    # After the RoleBinding, which is after the account and the Role: one edge per Deployment, not three (with
+    # one Deployment per node group, each edge is paid once per group).
     return access + pod.engine_pool(
         name, role_name="decode", args=args, containers=[container], init_containers=[sidecar_container(args.sidecar)],
         service_account=sidecar_account(args.stack_name), volumes=[pod.api_token_volume(API_TOKEN_VOLUME)],
-        after=tuple(child.resource_name for child in access))
+        after=tuple(child.resource_name for child in access if child.kind == "RoleBinding"))

@@ -31,10 +31,34 @@ def provider(cfg: StackConfig) -> k8s.Provider:
     return k8s.Provider("k8s", context=cfg.kube_context)
 
 
+# The rollout barrier's value in the state (see rolled_out).
+ROLLED_OUT = "decode objects are registered after every prefill Deployment of this pool has rolled out"
+
+
 def after(opts: pulumi.ResourceOptions, *resources: Optional[pulumi.Resource]) -> pulumi.ResourceOptions:
     """`opts`, also waiting for `resources` (those that exist)."""
     wanted = [r for r in resources if r is not None]
     return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=wanted)) if wanted else opts
+
+
+def rolled_out(prefill: PrefillPool) -> pulumi.Stash:
+    """The point where every prefill Deployment has rolled out: one resource that waits for all of them, which
+    the decode objects wait for in their turn.
+
+    It is what keeps the edges linear. Each decode object waiting for the prefill Deployments themselves is one
+    dependency per pair (decode object, prefill pool): 34,744 edges at 256 pools and 532,024 at 1024, which the SDK
+    resolves and the engine stores with each resource (docs/performance.md, issue 28). Through this one resource it
+    is one edge per prefill pool plus one per decode object, and the order is the same: the SDK sends a resource's
+    registration only once each resource it depends on has its URN, and the engine returns that only when the
+    resource's step is done (a Deployment's: rolled out and ready, what the provider awaits). So the barrier is
+    registered after the last prefill Deployment has rolled out, and decode after the barrier.
+
+    A `pulumi.Stash` (the engine's built-in resource: no provider process, no object in the cluster or in a
+    render) and not a ComponentResource: a dependency on a local component is a dependency on its children, so a
+    component with none would order nothing. Its input is a constant: it never changes, so a preview never shows
+    it (an Output of the Deployments' would also be the same edges again)."""
+    return pulumi.Stash(f"{prefill.pulumi_resource_name}-rolled-out", input=ROLLED_OUT,
+                        opts=pulumi.ResourceOptions(parent=prefill, depends_on=list(prefill.deployments)))
 
 
 def build(cfg: StackConfig, *, hf_token: Optional[pulumi.Output] = None) -> dict:
@@ -60,7 +84,7 @@ def build(cfg: StackConfig, *, hf_token: Optional[pulumi.Output] = None) -> dict
     # One pool at a time: decode changes roll out only once prefill's Deployments are ready again.
     decode_opts = engines_opts
     if prefill is not None and cfg.rollout.pool_at_a_time:
-        decode_opts = after(engines_opts, *prefill.deployments)
+        decode_opts = after(engines_opts, rolled_out(prefill))
     DecodePool(parts.decode.name, parts.decode.args, opts=decode_opts)
     Router(parts.router.name, parts.router.args, opts=in_ns)
     Gateway(parts.gateway.name, parts.gateway.args, opts=in_ns)

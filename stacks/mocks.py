@@ -3,13 +3,15 @@ the offline render (`stacks/render.py`) to it and for the component tests."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable
+import dataclasses
+import threading
+from typing import Any, Callable, Optional, Sequence
 
 import pulumi
 import pulumi.runtime.config as runtime_config
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
-from pulumi.runtime.settings import SETTINGS, get_root_resource
+from pulumi.runtime.settings import SETTINGS, get_root_resource, set_root_resource
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
@@ -22,12 +24,31 @@ PROJECT = "rebel100-serving"
 KUBERNETES_PREFIX = "kubernetes:"
 
 
+@dataclasses.dataclass(frozen=True)
+class Registration:
+    """One `RegisterResource` request as the engine would get it: the resource and the URNs it depends on (its
+    `dependencies`: what `depends_on` expanded to, and the resources its inputs' Outputs came from)."""
+
+    urn: str
+    type: str
+    custom: bool
+    parent: str  # the parent's URN (the stack's for a top-level resource)
+    dependencies: tuple[str, ...]
+
+
 class _RecordingMocks(pulumi.runtime.Mocks):
     """Records the inputs of every Kubernetes resource; returns them as the resource's state."""
 
     def __init__(self) -> None:
         self.manifests: list[dict] = []
         self.types: list[str] = []  # the type token of each manifest, in the same order
+        # Every registration but the stack's, in the order the monitor got them (from the SDK's executor threads).
+        self.registrations: list[Registration] = []
+        self._lock = threading.Lock()
+
+    def registered(self, registration: Registration) -> None:
+        with self._lock:
+            self.registrations.append(registration)
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         if args.custom and args.typ.startswith(KUBERNETES_PREFIX):
@@ -37,6 +58,21 @@ class _RecordingMocks(pulumi.runtime.Mocks):
 
     def call(self, args: pulumi.runtime.MockCallArgs):
         return {}
+
+
+class _RecordingMonitor(pulumi_mocks.MockMonitor):
+    """The mock monitor, also recording each registration's dependencies (MockResourceArgs does not carry them)."""
+
+    def __init__(self, mocks: _RecordingMocks) -> None:
+        super().__init__(mocks)
+        self.recorder = mocks
+
+    def RegisterResource(self, request):
+        response = super().RegisterResource(request)
+        if request.type != "pulumi:pulumi:Stack":
+            self.recorder.registered(Registration(response.urn, request.type, bool(request.custom), request.parent,
+                                                  tuple(request.dependencies)))
+        return response
 
 
 def _manifest(inputs: dict) -> dict:
@@ -79,6 +115,12 @@ class _RecordingLoopPolicy(asyncio.DefaultEventLoopPolicy):
 
 def run_under_mocks(body: Callable[[], Any], config: dict[str, str], secret_keys: list[str], stack: str) -> Rendered:
     """Run `body` (a Pulumi program) under the mock runtime and record what it registers."""
+    recorder, outputs = _record(body, config, secret_keys, stack)
+    return Rendered(manifests=recorder.manifests, outputs=outputs)
+
+
+def _record(body: Callable[[], Any], config: dict[str, str], secret_keys: list[str],
+            stack: str) -> tuple[_RecordingMocks, dict]:
     # A loop of our own, set before the mocks make their futures, and closed when done together with
     # the executor threads (the mock monitor gives each thread a loop of its own): a loop left for the
     # garbage collector at exit prints "Exception ignored in BaseEventLoop.__del__".
@@ -89,7 +131,11 @@ def run_under_mocks(body: Callable[[], Any], config: dict[str, str], secret_keys
     asyncio.set_event_loop(loop)
     try:
         recorder = _RecordingMocks()
-        pulumi_mocks.set_mocks(recorder, project=PROJECT, stack=stack, preview=False)
+        # A stack resource of its own: set_mocks makes one only when none is set, and the one an earlier run in this
+        # thread left would keep that run's exports (a P/D stack's `prefill` in an AGG stack's outputs).
+        set_root_resource(None)
+        pulumi_mocks.set_mocks(recorder, project=PROJECT, stack=stack, preview=False,
+                               monitor=_RecordingMonitor(recorder))
         runtime_config.set_all_config(dict(config), secret_keys)
         SETTINGS.rpc_manager.clear()
         SETTINGS.outputs.clear()
@@ -102,7 +148,7 @@ def run_under_mocks(body: Callable[[], Any], config: dict[str, str], secret_keys
         policy.close_loops()
         asyncio.set_event_loop(None)
         asyncio.set_event_loop_policy(previous_policy)
-    return Rendered(manifests=recorder.manifests, outputs=outputs)
+    return recorder, outputs
 
 
 def run_program(config: dict[str, str], secret_keys: list[str], stack: str) -> Rendered:
@@ -112,3 +158,18 @@ def run_program(config: dict[str, str], secret_keys: list[str], stack: str) -> R
     load_config(program_config(config), source=f"stack {stack!r}")  # ConfigError before the mock runtime starts
     return run_under_mocks(program.main, config, secret_keys, stack)
 
+
+def registrations(body: Callable[[], Any], config: Optional[dict[str, str]] = None, secret_keys: Sequence[str] = (),
+                  stack: str = "test") -> list[Registration]:
+    """Every resource `body` registers under the mock runtime (components, providers and the built-in resources
+    included, the stack itself not), with its dependencies, in the order the monitor got them."""
+    recorder, _ = _record(body, dict(config or {}), list(secret_keys), stack)
+    return recorder.registrations
+
+
+def program_registrations(config: dict[str, str], secret_keys: list[str], stack: str) -> list[Registration]:
+    """`registrations` of stacks.program.main with this config; the config gate runs first, as under the engine."""
+    from stacks import program
+
+    load_config(program_config(config), source=f"stack {stack!r}")
+    return registrations(program.main, config, secret_keys, stack)

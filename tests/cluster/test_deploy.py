@@ -223,7 +223,7 @@ def test_b_second_up_changes_nothing(site, deployed):
     state = state_file.read_bytes()
     again = site.up()
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    assert "preview: nothing to change (47 unchanged)" in again.stderr, again.stderr[-3000:]
+    assert "preview: nothing to change (48 unchanged)" in again.stderr, again.stderr[-3000:]
     assert "Previewing update (prod-4p4d)" in again.stdout and "Updating (prod-4p4d)" not in again.stdout
     assert state_file.read_bytes() == state
     assert "openaiBaseUrl" in again.stdout and "npu: npu-" in again.stdout  # outputs and placement

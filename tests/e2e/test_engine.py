@@ -60,12 +60,15 @@ def test_up_matches_offline_render_then_no_changes_then_destroy(project: Project
     outputs = json.loads(project.pulumi("stack", "output", "-s", "dev", "--json", check=True).stdout)
     assert outputs["totalDevices"] == 8 and outputs["kvBytesPerToken"] == 126_976
 
-    # One pool at a time: the engine orders decode's update after prefill's (rollout.poolAtATime).
+    # One pool at a time: the engine orders decode's update after prefill's (rollout.poolAtATime), through the
+    # prefill pool's rolled-out barrier (a Stash that waits for every prefill Deployment: stacks/compose.py).
     state = json.loads(next((project.root / ".pulumi-state").rglob("dev.json")).read_text())
     by_name = {r["urn"].rsplit("::", 1)[1]: r for r in state["checkpoint"]["latest"]["resources"]
                if r["type"] == "kubernetes:apps/v1:Deployment"}
-    prefill_urn = by_name["minimax-m27-prefill"]["urn"]
-    assert prefill_urn in by_name["minimax-m27-decode"].get("dependencies", []), by_name["minimax-m27-decode"]
+    [barrier] = [r for r in state["checkpoint"]["latest"]["resources"] if r["type"] == "pulumi:index:Stash"]
+    assert barrier["urn"].endswith("::minimax-m27-prefill-rolled-out")
+    assert barrier.get("dependencies") == [by_name["minimax-m27-prefill"]["urn"]], barrier
+    assert barrier["urn"] in by_name["minimax-m27-decode"].get("dependencies", []), by_name["minimax-m27-decode"]
     # Day-1 weights: both engine pools come after the download Job (the provider waits for it to complete),
     # and the weights volume is kept on destroy like the compile caches.
     resources = state["checkpoint"]["latest"]["resources"]

@@ -46,7 +46,7 @@ def test_siblings_wait_for_what_they_refer_to():
         "t-epp-podmonitor": ("t-metrics-reader-token",),
         "t-epp": ("t-epp-config",),
         "t-decode-rolebinding": ("t-decode-sa", "t-decode-role"),
-        "t-decode": ("t-decode-sa", "t-decode-role", "t-decode-rolebinding"),
+        "t-decode": ("t-decode-rolebinding",),  # which is after the account and the Role
         "t-pool": ("t-epp-svc",),
         "t-route": ("t-gateway",),
     }
