@@ -84,6 +84,11 @@ class LocalCluster:
         ns = [f"--namespace={namespace}"] if namespace else []
         self.kubectl("apply", *ns, "-f", "-", input=text)
 
+    def preload_weights(self) -> None:
+        """Put back the site's pre-loaded weights PVC (`scripts/cluster start` applies it; a module that deletes the
+        stack's namespace at its end deletes it too, and the next prod stack's preflight refuses to deploy without)."""
+        self.kubectl("apply", "--server-side", "-f", str(PROJECT_ROOT / "cluster" / "site" / "preloaded-weights.yaml"))
+
     def pids(self) -> dict[str, int]:
         """The components' pids as recorded by scripts/cluster (run/<name>.pid: "<pid> <start time>")."""
         return {f.stem: int(f.read_text().split()[0]) for f in sorted((self.dir / "run").glob("*.pid"))}

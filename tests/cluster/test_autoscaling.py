@@ -72,6 +72,7 @@ def deployed(tmp_path_factory, local_cluster: LocalCluster) -> Project:
     project = copy_project(tmp_path_factory.mktemp("cluster-autoscaling") / "project", toolchain)
     project.env.update(KUBECONFIG=str(local_cluster.kubeconfig),
                        PATH=f"{local_cluster.bin_dir}:{project.env['PATH']}", REBEL100_UNSCHEDULABLE_GRACE="15")
+    local_cluster.preload_weights()  # whatever a module before this one deleted
     path = project.root / f"Pulumi.{STACK}.yaml"
     document = yaml.safe_load(path.read_text())
     document["config"]["rebel100:engine"] = {"podAnnotations": {"rebel100.local/ready-delay": READY_DELAY}}
@@ -83,6 +84,7 @@ def deployed(tmp_path_factory, local_cluster: LocalCluster) -> Project:
     yield project
     project.pulumi("destroy", "-s", STACK, "--yes", timeout=600)
     local_cluster.kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=true", timeout=300, check=False)
+    local_cluster.preload_weights()
 
 
 def up(project: Project) -> subprocess.CompletedProcess:

@@ -76,11 +76,13 @@ def site(tmp_path_factory, local_cluster: LocalCluster) -> Site:
     project.env.update(KUBECONFIG=str(local_cluster.kubeconfig),
                        PATH=f"{local_cluster.bin_dir}:{project.env['PATH']}",
                        REBEL100_UNSCHEDULABLE_GRACE="15")
+    local_cluster.preload_weights()  # whatever a module before this one deleted
     set_config(project, "rebel100:engine", {"podAnnotations": {"rebel100.local/ready-delay": READY_DELAY}})
     yield Site(project, local_cluster)
     # Free the site's NUMA slots for the other cluster tests, whatever happened above.
     project.pulumi("destroy", "-s", STACK, "--yes", timeout=600)
     local_cluster.kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=true", timeout=300, check=False)
+    local_cluster.preload_weights()
 
 
 @pytest.fixture

@@ -233,18 +233,13 @@ def no_traceback(text: str) -> None:
 
 # --- the deployment the faults hit -------------------------------------------------------------------------------
 
-def preload_weights(cluster: LocalCluster) -> None:
-    """The site's pre-loaded weights PVC (another module may have deleted the namespace that holds it)."""
-    cluster.kubectl("apply", "--server-side", "-f", str(PROJECT_ROOT / "cluster" / "site" / "preloaded-weights.yaml"))
-
-
 @pytest.fixture(scope="module")
 def site(tmp_path_factory, local_cluster: LocalCluster) -> Site:
     toolchain = require(toolchain_dir(), "no Pulumi toolchain (run `make toolchain`)")
     project = copy_project(tmp_path_factory.mktemp("cluster-faults") / "project", toolchain)
     project.env.update(KUBECONFIG=str(local_cluster.kubeconfig), PATH=f"{local_cluster.bin_dir}:{project.env['PATH']}",
                        REBEL100_UNSCHEDULABLE_GRACE="15", REBEL100_UNREACHABLE_GRACE="30")
-    preload_weights(local_cluster)
+    local_cluster.preload_weights()
     set_config(project, "rebel100:engine", {"podAnnotations": {READY_DELAY: "3s", FAULT: "deployed"}})
     project.select(STACK)
     project.pulumi("config", "set", "-s", STACK, "--secret", "rebel100:hfToken", TOKEN, check=True)
@@ -257,7 +252,7 @@ def site(tmp_path_factory, local_cluster: LocalCluster) -> Site:
     finally:
         project.pulumi("destroy", "-s", STACK, "--yes", timeout=600)
         local_cluster.kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=true", timeout=300, check=False)
-        preload_weights(local_cluster)
+        local_cluster.preload_weights()
 
 
 # --- the faults ------------------------------------------------------------------------------------------------------

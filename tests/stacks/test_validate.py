@@ -1,6 +1,7 @@
 """The project's strict manifest validator (`python -m stacks validate`): built-in kinds through
 kubernetes-validate, custom resources through the CRDs vendored in crds/, defaults before strictness."""
 import copy
+import os
 import pathlib
 import shutil
 import subprocess
@@ -202,6 +203,9 @@ def test_make_validate_reads_the_golden_files_and_never_rewrites_them():
     built)."""
     if not shutil.which("make"):
         pytest.skip("no make on this machine")
-    proc = subprocess.run(["make", "-n", "-o", ".venv/.installed", "validate"], cwd=PROJECT_ROOT, capture_output=True,
-                          text=True, check=True)
+    # Under `make test` this runs inside a make: without its MAKEFLAGS/MAKELEVEL the child neither inherits the
+    # parent's flags nor prints "Entering directory".
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES")}
+    proc = subprocess.run(["make", "--no-print-directory", "-n", "-o", ".venv/.installed", "validate"],
+                          cwd=PROJECT_ROOT, capture_output=True, text=True, check=True, env=env)
     assert proc.stdout.splitlines() == [".venv/bin/python -m stacks validate --quiet tests/golden"]
