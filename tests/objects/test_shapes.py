@@ -391,3 +391,38 @@ def test_the_epp_ports_of_the_config_reach_its_args_its_container_and_its_servic
     assert [(p["name"], p["port"], p["targetPort"]) for p in found[("Service", EPP)]["spec"]["ports"]] == [
         ("grpc-ext-proc", 9102, 9102), ("grpc-health", 9103, 9103), ("metrics", 9190, 9190)]
     assert found[("InferencePool", POOL)]["spec"]["endpointPickerRef"]["port"] == {"number": 9102}
+
+
+# --- node groups, and the heads of the claim templates and the LMCache ConfigMap (found by mutation, issue 25) ------
+
+def role_labels(role: str) -> dict:
+    return {"app.kubernetes.io/component": role, "app.kubernetes.io/name": f"{STACK}-{role}",
+            "app.kubernetes.io/part-of": STACK, "llm-d.ai/inference-serving": "true", "llm-d.ai/role": role}
+
+
+def test_two_node_groups_are_a_deployment_each_pinned_to_its_group():
+    """placement.groups 2: each role splits its 4 pods over minimax-m27-<role>-g0 and -g1, 2 each, on the nodes
+    labelled rebel100.ai/pool-group g0 and g1."""
+    found = objects_of("prod-4p4d", placement={"groups": 2})
+    for role, base in (("prefill", RDS_NODE), ("decode", NPU_NODE)):
+        for group in ("g0", "g1"):
+            deployment = found[("Deployment", f"{STACK}-{role}-{group}")]
+            assert deployment["spec"]["replicas"] == 2
+            assert deployment["spec"]["template"]["metadata"]["labels"]["rebel100.ai/pool"] == f"{STACK}-{role}-{group}"
+            required = deployment["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+                "requiredDuringSchedulingIgnoredDuringExecution"]
+            assert required["nodeSelectorTerms"] == [{"matchExpressions": [
+                *base, {"key": "rebel100.ai/pool-group", "operator": "In", "values": [group]}]}]
+        assert ("Deployment", f"{STACK}-{role}") not in found
+
+
+def test_claim_templates_and_the_lmcache_config_map_are_of_their_api_in_the_stacks_namespace():
+    found = objects_of("prod-4p4d")
+    for role in ("prefill", "decode"):
+        name = pod_spec(found, role)["resourceClaims"][0]["resourceClaimTemplateName"]
+        template = found[("ResourceClaimTemplate", name)]
+        assert (template["apiVersion"], template["metadata"]["namespace"], template["metadata"]["labels"]) == (
+            "resource.k8s.io/v1", NS, role_labels(role))
+    config_map = found[("ConfigMap", LMCACHE)]
+    assert (config_map["apiVersion"], config_map["metadata"]["namespace"], config_map["metadata"]["labels"]) == (
+        "v1", NS, {"app.kubernetes.io/part-of": STACK})
