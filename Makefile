@@ -59,7 +59,7 @@ e2e: venv toolchain
 # The gate-subset property on many more generated configs (`make test` runs 12); see docs/formats.md.
 PROPERTY_EXAMPLES ?= 200
 test-property-long: venv cluster
-	REBEL100_PROPERTY_EXAMPLES=$(PROPERTY_EXAMPLES) $(PY) -m pytest tests/cluster/test_gate_subset.py tests/cluster/test_formats_agree.py -s
+	REBEL100_PROPERTY_RANDOM=1 REBEL100_PROPERTY_EXAMPLES=$(PROPERTY_EXAMPLES) $(PY) -m pytest tests/cluster/test_gate_subset.py tests/cluster/test_formats_agree.py -s
 
 unit: venv
 	$(PY) -m pytest -m "not e2e and not cluster"
