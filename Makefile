@@ -78,8 +78,9 @@ consumers-vllm: venv
 
 # Mutation testing (docs/testing.md): SCOPE=ci mutates core/rules.py and core/sizing.py against tests/core (what
 # .ci/run runs, a few minutes); SCOPE=core adds the gate, derive, serving, placement and weights; SCOPE=policy
-# mutates the policy functions against the pack's tests (both long). Fails when the score is below the scope's floor (tests/mutation/<scope>.cfg). --fresh: no
-# result of an earlier run is reused (scripts/mutate without it re-tests only what changed).
+# mutates the policy functions against the pack's tests; SCOPE=objects the objects against tests/objects (all three
+# long). Fails when the score is below the scope's floor (tests/mutation/<scope>.cfg). --fresh: no result of an
+# earlier run is reused (scripts/mutate without it re-tests only what changed).
 SCOPE ?= ci
 mutate: $(VENV)/.mutate-installed
 	$(PY) scripts/mutate $(SCOPE) --fresh
