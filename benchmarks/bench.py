@@ -436,8 +436,11 @@ def requests_section() -> None:
     stack = binaries.stack_for(found.programs.epp)
     header(f"requests: stack {stack}, gateway role -> EPP -> P/D sidecar -> simulator vs the simulator directly")
     with tempfile.TemporaryDirectory(prefix="bench-requests.") as tmp, ServedSite(pathlib.Path(tmp), stack) as site:
-        decode = sorted(site.ips("decode"))
         engines = site.simulator_endpoints(found.programs.sim)
+        # The decode simulators' ranks, in pod-major order so consecutive clients land on different pods (the ports
+        # are the rendered ones the site records, not a second copy of the sidecar's offset and the rank count).
+        decode_ips = site.ips("decode")
+        decode_ranks = sorted((port, ip) for ip, port in engines if ip in decode_ips)
         counter = itertools.count()
 
         def set_engine_latency(ttft: str) -> None:
@@ -457,7 +460,7 @@ def requests_section() -> None:
             rows = {}
             for clients in (1, 16):
                 gateway = [None] * clients
-                direct = [site.connection_in_site(decode[i % len(decode)], 8200 + (i // len(decode)) % 4)
+                direct = [site.connection_in_site(*reversed(decode_ranks[i % len(decode_ranks)]))
                           for i in range(clients)]
 
                 def routed(slot: int, i: int) -> int:
