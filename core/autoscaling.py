@@ -56,6 +56,11 @@ DEFAULT_METRIC = {"prefill": "engineQueue", "decode": "kvCacheUsage"}
 DECISION_TYPE = "prefill-decode"  # the decision_type label of a remote prefill (disagg/metrics.go, both generations)
 
 
+def per_pool(min_replicas: int, max_replicas: int, groups: int) -> tuple[int, int]:
+    """(min, max) of each node group's Deployment: the role's bounds split evenly (the gate asks that they are)."""
+    return min_replicas // groups, max_replicas // groups
+
+
 @dataclasses.dataclass(frozen=True)
 class Scaling:
     """One autoscaled role, its defaults resolved; the bounds are the role's, over all its node groups."""
@@ -74,8 +79,7 @@ class Scaling:
         return SIGNALS[self.metric]
 
     def per_pool(self, groups: int) -> tuple[int, int]:
-        """(min, max) of each node group's Deployment: the role's bounds split evenly (the gate asks that they are)."""
-        return self.min_replicas // groups, self.max_replicas // groups
+        return per_pool(self.min_replicas, self.max_replicas, groups)
 
     def output(self) -> dict:
         return {"minReplicas": self.min_replicas, "maxReplicas": self.max_replicas, "metric": self.metric,

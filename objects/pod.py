@@ -399,11 +399,12 @@ def scaled_object(*, name: str, namespace: str, labels: dict[str, str], scaling:
     (metricType AverageValue: desired pods = ceil(query / threshold)), the HPA's stabilisation windows."""
     signal = autoscaling.SIGNALS[scaling.metric]
     query = autoscaling.query(signal, series=scaling.series, namespace=namespace, pool=name, groups=groups)
+    low, high = autoscaling.per_pool(scaling.min_replicas, scaling.max_replicas, groups)
     return manifest(autoscaling.KEDA_API_VERSION, "ScaledObject", object_meta(name, namespace, labels), spec={
         "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
         "pollingInterval": scaling.polling_interval_seconds,
-        "minReplicaCount": scaling.min_replicas // groups,
-        "maxReplicaCount": scaling.max_replicas // groups,
+        "minReplicaCount": low,
+        "maxReplicaCount": high,
         "advanced": {"horizontalPodAutoscalerConfig": {"behavior": {
             "scaleUp": {"stabilizationWindowSeconds": scaling.scale_up_stabilization_seconds},
             "scaleDown": {"stabilizationWindowSeconds": scaling.scale_down_stabilization_seconds}}}},
