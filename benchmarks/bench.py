@@ -22,6 +22,7 @@ Sections (each command a fresh process, as a user runs it; median of REPEATS run
             requests (new long prompts: a prefill leg and a decode leg) through the gateway.
 Timings on a shared machine are noisy: the figures print the machine and its load (`uptime`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,9 +52,20 @@ NAN = float("nan")
 PYTHON = sys.executable
 # What `python -m stacks check` cannot do without: the SDKs, the pulumi_kubernetes modules the program
 # uses, the pack's SDK, the schema and YAML libraries.
-FLOOR_MODULES = ("pulumi", "pulumi_kubernetes.apps.v1", "pulumi_kubernetes.batch.v1", "pulumi_kubernetes.core.v1",
-                 "pulumi_kubernetes.meta.v1", "pulumi_kubernetes.networking.v1", "pulumi_kubernetes.policy.v1",
-                 "pulumi_kubernetes.rbac.v1", "pulumi_kubernetes.apiextensions", "pulumi_policy", "pydantic", "yaml")
+FLOOR_MODULES = (
+    "pulumi",
+    "pulumi_kubernetes.apps.v1",
+    "pulumi_kubernetes.batch.v1",
+    "pulumi_kubernetes.core.v1",
+    "pulumi_kubernetes.meta.v1",
+    "pulumi_kubernetes.networking.v1",
+    "pulumi_kubernetes.policy.v1",
+    "pulumi_kubernetes.rbac.v1",
+    "pulumi_kubernetes.apiextensions",
+    "pulumi_policy",
+    "pydantic",
+    "yaml",
+)
 FLOOR = [PYTHON, "-c", "import " + ", ".join(FLOOR_MODULES)]
 # What check imports from outside since its render is pure (objects/, no Pulumi): the schema and YAML libraries.
 PURE_FLOOR = [PYTHON, "-c", "import pydantic, yaml"]
@@ -91,7 +103,9 @@ def interleaved(commands: dict[str, list[str]], repeats: int, **kwargs) -> dict[
     for _ in range(repeats):
         for name, command in commands.items():
             runs[name].append(run_once(command, **kwargs))
-    return {name: (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs)) for name, rs in runs.items()}
+    return {
+        name: (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs)) for name, rs in runs.items()
+    }
 
 
 def load() -> str:
@@ -119,22 +133,33 @@ def imported(command: list[str]) -> dict[str, int]:
 def floor_section(repeats: int) -> None:
     header(f"`python -m stacks check prod-4p4d` against the import floor, median of {repeats}")
     run_once(CHECK)  # the verdicts of this render remembered, as after any earlier check of it
-    times = interleaved({"floor": FLOOR, "pure floor (pydantic, yaml)": PURE_FLOOR, "check": CHECK,
-                         "check, no remembered verdicts": CHECK_COLD}, repeats)
+    times = interleaved(
+        {
+            "floor": FLOOR,
+            "pure floor (pydantic, yaml)": PURE_FLOOR,
+            "check": CHECK,
+            "check, no remembered verdicts": CHECK_COLD,
+        },
+        repeats,
+    )
     for name, (wall, cpu) in times.items():
         print(f"{name:<30} wall {wall:6.2f} s   cpu {cpu:6.2f} s")
     for name in ("check", "check, no remembered verdicts"):
         for floor_name in ("floor", "pure floor (pydantic, yaml)"):
-            print(f"{name} / {floor_name}: wall {times[name][0] / times[floor_name][0]:.2f}x, "
-                  f"cpu {times[name][1] / times[floor_name][1]:.2f}x")
+            print(
+                f"{name} / {floor_name}: wall {times[name][0] / times[floor_name][0]:.2f}x, "
+                f"cpu {times[name][1] / times[floor_name][1]:.2f}x"
+            )
     floor, check = imported(PURE_FLOOR), imported(CHECK)
     pulumi_modules = [name for name in check if name.split(".")[0] in ("pulumi", "pulumi_kubernetes", "pulumi_policy")]
     extra = {name: us for name, us in check.items() if name not in floor}
     by_package = collections.Counter()
     for name, us in extra.items():
         by_package[name.split(".")[0]] += us
-    print(f"modules: pure floor {len(floor)}, check {len(check)} (Pulumi SDK modules: {len(pulumi_modules)}); "
-          f"{len(extra)} beyond the pure floor, their own import time {sum(extra.values()) / 1000:.0f} ms (one run):")
+    print(
+        f"modules: pure floor {len(floor)}, check {len(check)} (Pulumi SDK modules: {len(pulumi_modules)}); "
+        f"{len(extra)} beyond the pure floor, their own import time {sum(extra.values()) / 1000:.0f} ms (one run):"
+    )
     for package, us in by_package.most_common(12):
         count = sum(1 for name in extra if name.split(".")[0] == package)
         print(f"  {package:<28} {count:4} modules {us / 1000:7.1f} ms")
@@ -164,8 +189,13 @@ def free_base_port() -> int:
 
 def copy_project(scratch: pathlib.Path) -> pathlib.Path:
     project = scratch / "project"
-    shutil.copytree(ROOT, project, ignore=shutil.ignore_patterns(".git", ".venv", ".pulumi-*", ".cluster", "build",
-                                                                 "tests", "benchmarks", "__pycache__"))
+    shutil.copytree(
+        ROOT,
+        project,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", ".pulumi-*", ".cluster", "build", "tests", "benchmarks", "__pycache__"
+        ),
+    )
     (project / ".venv").symlink_to(ROOT / ".venv")
     for stack_file in project.glob("Pulumi.*.yaml"):  # its own passphrase: drop the recorded salts
         lines = stack_file.read_text().splitlines(keepends=True)
@@ -175,10 +205,12 @@ def copy_project(scratch: pathlib.Path) -> pathlib.Path:
 
 def api_requests(kubectl: str, kubeconfig: str) -> int:
     """Requests the apiserver has served so far (sum of apiserver_request_total)."""
-    text = subprocess.run([kubectl, "--kubeconfig", kubeconfig, "get", "--raw", "/metrics"], capture_output=True,
-                          text=True, check=True).stdout
-    return int(sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                   if line.startswith("apiserver_request_total{")))
+    text = subprocess.run(
+        [kubectl, "--kubeconfig", kubeconfig, "get", "--raw", "/metrics"], capture_output=True, text=True, check=True
+    ).stdout
+    return int(
+        sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("apiserver_request_total{"))
+    )
 
 
 def counted(command: list[str], repeats: int, project: pathlib.Path, env: dict, kubectl: str, kubeconfig: str):
@@ -198,15 +230,23 @@ def cluster_section(repeats: int, bin_dir: str, cluster_bin: str) -> None:
         scratch = pathlib.Path(scratch_name)
         project = copy_project(scratch)
         cluster_dir = scratch / "cluster"
-        start = subprocess.run([str(ROOT / "scripts" / "cluster"), "start", "--dir", str(cluster_dir),
-                                "--port", str(free_base_port())], capture_output=True, text=True)
+        start = subprocess.run(
+            [str(ROOT / "scripts" / "cluster"), "start", "--dir", str(cluster_dir), "--port", str(free_base_port())],
+            capture_output=True,
+            text=True,
+        )
         if start.returncode != 0:
             raise SystemExit(f"scripts/cluster start failed:\n{start.stderr}")
         kubeconfig = start.stdout.strip().splitlines()[-1]
         kubectl = os.path.join(cluster_bin, "kubectl")
         try:
-            env = {**os.environ, "KUBECONFIG": kubeconfig, "PATH": f"{cluster_bin}:{os.environ['PATH']}",
-                   "PULUMI_HOME": str(project / ".pulumi-home"), "PULUMI_CONFIG_PASSPHRASE": "bench"}
+            env = {
+                **os.environ,
+                "KUBECONFIG": kubeconfig,
+                "PATH": f"{cluster_bin}:{os.environ['PATH']}",
+                "PULUMI_HOME": str(project / ".pulumi-home"),
+                "PULUMI_CONFIG_PASSPHRASE": "bench",
+            }
             env.pop("PULUMI_BACKEND_URL", None)
             first = subprocess.run(["scripts/up", "prod-4p4d"], cwd=project, env=env, capture_output=True, text=True)
             if first.returncode != 0:
@@ -217,25 +257,48 @@ def cluster_section(repeats: int, bin_dir: str, cluster_bin: str) -> None:
                 "no-op up: scripts/up prod-4p4d": ["scripts/up", "prod-4p4d"],
                 "  . scripts/pulumi-env (toolchain, backend)": ["bash", "-c", pulumi_env + "true"],
                 "  pulumi CLI start (pulumi stack ls)": ["bash", "-c", pulumi_env + "pulumi stack ls >/dev/null"],
-                "  the objects alone (stacks render, no Pulumi)": [PYTHON, "-m", "stacks", "render", "prod-4p4d", "--out",
-                                                        str(scratch / "render")],
+                "  the objects alone (stacks render, no Pulumi)": [
+                    PYTHON,
+                    "-m",
+                    "stacks",
+                    "render",
+                    "prod-4p4d",
+                    "--out",
+                    str(scratch / "render"),
+                ],
                 "  secrets check (stacks secrets)": [PYTHON, "-m", "stacks", "secrets", "prod-4p4d"],
                 # What the language host runs in the virtualenv (scripts/langhost): About (once per command) and the
                 # installed packages with their plugin files (GetRequiredPackages, once per pass).
                 "  about.py (language host, About)": [PYTHON, "-c", (ROOT / "scripts/langhost/about.py").read_text()],
-                "  packages.py (language host, per pass)": [PYTHON, "-c",
-                                                            (ROOT / "scripts/langhost/packages.py").read_text()],
+                "  packages.py (language host, per pass)": [
+                    PYTHON,
+                    "-c",
+                    (ROOT / "scripts/langhost/packages.py").read_text(),
+                ],
                 # The pack's imports and policies, without serving (policy/__main__.py serves until the engine
                 # stops it).
-                "  the pack's start (imports, policies)": [PYTHON, "-c", "import pulumi_policy; from policy import "
-                                                           "catalog, pack; pack.policies()"],
-                "  preview without the pack": ["bash", "-c", pulumi_env + "pulumi preview -s prod-4p4d --non-interactive"],
-                "  preview --refresh without the pack": ["bash", "-c", pulumi_env +
-                                                         "pulumi preview -s prod-4p4d --refresh --non-interactive"],
-                "  preview --refresh with the pack (up's pass)": ["bash", "-c", pulumi_env +
-                                                                  "pulumi preview -s prod-4p4d --refresh --non-interactive "
-                                                                  "--policy-pack policy --policy-pack-config "
-                                                                  "policy/config/prod.json"],
+                "  the pack's start (imports, policies)": [
+                    PYTHON,
+                    "-c",
+                    "import pulumi_policy; from policy import catalog, pack; pack.policies()",
+                ],
+                "  preview without the pack": [
+                    "bash",
+                    "-c",
+                    pulumi_env + "pulumi preview -s prod-4p4d --non-interactive",
+                ],
+                "  preview --refresh without the pack": [
+                    "bash",
+                    "-c",
+                    pulumi_env + "pulumi preview -s prod-4p4d --refresh --non-interactive",
+                ],
+                "  preview --refresh with the pack (up's pass)": [
+                    "bash",
+                    "-c",
+                    pulumi_env + "pulumi preview -s prod-4p4d --refresh --non-interactive "
+                    "--policy-pack policy --policy-pack-config "
+                    "policy/config/prod.json",
+                ],
                 "  preflight (stacks preflight)": [PYTHON, "-m", "stacks", "preflight", "prod-4p4d"],
                 "  placement (stacks placement)": [PYTHON, "-m", "stacks", "placement", "prod-4p4d"],
             }
@@ -298,22 +361,35 @@ def scale_project(scratch: pathlib.Path) -> pathlib.Path:
     return project
 
 
-def engine_scale(stack_path: pathlib.Path, scratch: pathlib.Path, bin_dir: str, repeats: int,
-                 pools: int) -> EngineScale:
+def engine_scale(
+    stack_path: pathlib.Path, scratch: pathlib.Path, bin_dir: str, repeats: int, pools: int
+) -> EngineScale:
     """The engine's part of the stack on a copy of the project (file backend of its own, render mode, no pack)."""
     project = scale_project(scratch)
     name = stack_path.name.removeprefix("Pulumi.").removesuffix(".yaml")
     lines = stack_path.read_text().splitlines(keepends=True)
     kept = [line for line in lines if not line.startswith("encryptionsalt:")]
     (project / f"Pulumi.{name}.yaml").write_text("".join(kept))
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PULUMI_HOME": str(project / ".pulumi-home"),
-           "PULUMI_BACKEND_URL": f"file://{project / 'state'}", "PULUMI_CONFIG_PASSPHRASE": "bench",
-           "PULUMI_SKIP_UPDATE_CHECK": "true", "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true", "KUBECONFIG": ""}
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "PULUMI_HOME": str(project / ".pulumi-home"),
+        "PULUMI_BACKEND_URL": f"file://{project / 'state'}",
+        "PULUMI_CONFIG_PASSPHRASE": "bench",
+        "PULUMI_SKIP_UPDATE_CHECK": "true",
+        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+        "KUBECONFIG": "",
+    }
     env.pop("PULUMI_SKIP_CHECKPOINTS", None)
     skip = {**env, "PULUMI_SKIP_CHECKPOINTS": "true"}  # what scripts/preview and scripts/up's preview set
     pulumi = ["pulumi", "-s", name, "--non-interactive"]
-    subprocess.run(["pulumi", "stack", "select", name, "--create", "--non-interactive"], cwd=project, env=env,
-                   capture_output=True, check=True)
+    subprocess.run(
+        ["pulumi", "stack", "select", name, "--create", "--non-interactive"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        check=True,
+    )
     found = EngineScale()
     found.preview = measure(["pulumi", "preview", *pulumi[1:]], repeats, cwd=project, env=skip)[:2]
     if pools <= PLAIN_PREVIEW_MAX_POOLS:
@@ -324,10 +400,10 @@ def engine_scale(stack_path: pathlib.Path, scratch: pathlib.Path, bin_dir: str, 
     resources = state["checkpoint"]["latest"]["resources"]
     found.resources = len(resources)
     found.edges = sum(len(r.get("dependencies") or []) for r in resources)
-    found.noop_preview = measure(["pulumi", "preview", "--expect-no-changes", *pulumi[1:]], repeats, cwd=project,
-                                 env=skip)[:2]
-    found.noop_up = measure(["pulumi", "up", "--yes", "--skip-preview", *pulumi[1:]], repeats, cwd=project,
-                            env=env)[:2]
+    found.noop_preview = measure(
+        ["pulumi", "preview", "--expect-no-changes", *pulumi[1:]], repeats, cwd=project, env=skip
+    )[:2]
+    found.noop_up = measure(["pulumi", "up", "--yes", "--skip-preview", *pulumi[1:]], repeats, cwd=project, env=env)[:2]
     return found
 
 
@@ -337,50 +413,68 @@ def scale_section(repeats: int, sizes: list[int], bin_dir: Optional[str]) -> Non
     with tempfile.TemporaryDirectory() as scratch_name:
         scratch = pathlib.Path(scratch_name)
         cases = [("prod-4p4d", ROOT / "Pulumi.prod-4p4d.yaml", 2)] + [
-            (f"{n} pools", generated_stack(n, scratch), n) for n in sizes]
+            (f"{n} pools", generated_stack(n, scratch), n) for n in sizes
+        ]
         for label, path, pools in cases:
             out = scratch / f"render-{label.replace(' ', '-')}"
-            render_s, _, render_mib = measure([PYTHON, "-m", "stacks", "render", "--config-file", str(path), "--out", str(out)], repeats)
+            render_s, _, render_mib = measure(
+                [PYTHON, "-m", "stacks", "render", "--config-file", str(path), "--out", str(out)], repeats
+            )
             check_s, _, check_mib = measure([PYTHON, "-m", "stacks", "check", "--config-file", str(path)], repeats)
             engine = EngineScale()
             if bin_dir and label != "prod-4p4d":
                 engine = engine_scale(path, scratch, bin_dir, repeats, pools)
             rows.append((label, count_pools(out), count_objects(out), render_s, render_mib, check_s, check_mib, engine))
             print(f"  {label}: done ({load()})", flush=True)
-    print(f"{'stack':<11}{'pools':>6}{'objects':>8}{'render s':>9}{'MiB':>5}{'check s':>8}{'MiB':>5}"
-          f"{'resources':>10}{'edges':>7}{'/res':>6}")
+    print(
+        f"{'stack':<11}{'pools':>6}{'objects':>8}{'render s':>9}{'MiB':>5}{'check s':>8}{'MiB':>5}"
+        f"{'resources':>10}{'edges':>7}{'/res':>6}"
+    )
     for label, pools, objects, render_s, render_mib, check_s, check_mib, e in rows:
         per = e.edges / e.resources if e.resources else NAN
-        print(f"{label:<11}{pools:>6}{objects:>8}{render_s:>9.2f}{render_mib:>5.0f}{check_s:>8.2f}{check_mib:>5.0f}"
-              f"{e.resources:>10}{e.edges:>7}{per:>6.2f}")
+        print(
+            f"{label:<11}{pools:>6}{objects:>8}{render_s:>9.2f}{render_mib:>5.0f}{check_s:>8.2f}{check_mib:>5.0f}"
+            f"{e.resources:>10}{e.edges:>7}{per:>6.2f}"
+        )
     generated = [r for r in rows if r[0] != "prod-4p4d"]
-    commands = [("preview", "preview (new stack, as scripts/preview runs it)"),
-                ("plain_preview", "plain preview (the CLI's defaults)"), ("first_up", "first up (one run)"),
-                ("noop_preview", "no-op preview (deployed, nothing to change)"),
-                ("noop_up", "no-op up (pulumi up --skip-preview)")]
+    commands = [
+        ("preview", "preview (new stack, as scripts/preview runs it)"),
+        ("plain_preview", "plain preview (the CLI's defaults)"),
+        ("first_up", "first up (one run)"),
+        ("noop_preview", "no-op preview (deployed, nothing to change)"),
+        ("noop_up", "no-op up (pulumi up --skip-preview)"),
+    ]
     print(f"{'wall s / cpu s':<46}" + "".join(f"{f'{r[1]} pools':>16}" for r in generated))
     for field, label in commands:
-        print(f"{label:<46}" + "".join(f"{getattr(r[7], field)[0]:>8.2f}{getattr(r[7], field)[1]:>8.2f}"
-                                       for r in generated))
+        print(
+            f"{label:<46}"
+            + "".join(f"{getattr(r[7], field)[0]:>8.2f}{getattr(r[7], field)[1]:>8.2f}" for r in generated)
+        )
     # Linear growth = a constant cost per extra pool on top of a fixed start-up (interpreter, imports, CLI).
     for (_, p0, _, t0, _, c0, _, e0), (_, p1, _, t1, _, c1, _, e1) in zip(generated, generated[1:]):
+
         def per_pool(field: str) -> str:
             (w0, u0), (w1, u1) = getattr(e0, field), getattr(e1, field)
             return f"{1000 * (w1 - w0) / (p1 - p0):.0f}/{1000 * (u1 - u0) / (p1 - p0):.0f}"
 
-        print(f"growth {p0:>4} -> {p1:>4} pools, ms per extra pool: render {1000 * (t1 - t0) / (p1 - p0):.1f}, "
-              f"check {1000 * (c1 - c0) / (p1 - p0):.1f}; wall/cpu: preview {per_pool('preview')} "
-              f"(plain {per_pool('plain_preview')}), no-op preview {per_pool('noop_preview')}, "
-              f"no-op up {per_pool('noop_up')}")
+        print(
+            f"growth {p0:>4} -> {p1:>4} pools, ms per extra pool: render {1000 * (t1 - t0) / (p1 - p0):.1f}, "
+            f"check {1000 * (c1 - c0) / (p1 - p0):.1f}; wall/cpu: preview {per_pool('preview')} "
+            f"(plain {per_pool('plain_preview')}), no-op preview {per_pool('noop_preview')}, "
+            f"no-op up {per_pool('noop_up')}"
+        )
     for _, pools, _, _, _, _, _, e in generated:
         if e.resources:
+
             def per_resource(field: str) -> str:
                 wall, cpu = getattr(e, field)
                 return f"{1000 * wall / e.resources:.1f}/{1000 * cpu / e.resources:.1f}"
 
-            print(f"ms per resource at {pools:>4} pools ({e.resources} resources), wall/cpu: preview "
-                  f"{per_resource('preview')}, no-op preview {per_resource('noop_preview')}, "
-                  f"no-op up {per_resource('noop_up')}")
+            print(
+                f"ms per resource at {pools:>4} pools ({e.resources} resources), wall/cpu: preview "
+                f"{per_resource('preview')}, no-op preview {per_resource('noop_preview')}, "
+                f"no-op up {per_resource('noop_up')}"
+            )
 
 
 # --- the request path ---------------------------------------------------------------------------
@@ -448,8 +542,12 @@ def requests_section() -> None:
             # latency model at once), on every rank of every engine, prefill and decode alike.
             for ip, port in engines:
                 conn = site.connection_in_site(ip, port)
-                conn.request("POST", "/admin/config", json_.dumps({"time-to-first-token": ttft}),
-                             {"Content-Type": "application/json"})
+                conn.request(
+                    "POST",
+                    "/admin/config",
+                    json_.dumps({"time-to-first-token": ttft}),
+                    {"Content-Type": "application/json"},
+                )
                 resp = conn.getresponse()
                 body = resp.read()
                 conn.close()
@@ -460,8 +558,9 @@ def requests_section() -> None:
             rows = {}
             for clients in (1, 16):
                 gateway = [None] * clients
-                direct = [site.connection_in_site(*reversed(decode_ranks[i % len(decode_ranks)]))
-                          for i in range(clients)]
+                direct = [
+                    site.connection_in_site(*reversed(decode_ranks[i % len(decode_ranks)])) for i in range(clients)
+                ]
 
                 def routed(slot: int, i: int) -> int:
                     # Short and new: decode-only (below the decider's threshold), nothing cached to favour a pod.
@@ -469,8 +568,12 @@ def requests_section() -> None:
 
                 def simulator(slot: int, i: int) -> int:
                     conn = direct[slot]
-                    conn.request("POST", "/v1/completions", json_.dumps(completion(f"q{next(counter)}")),
-                                 {"Content-Type": "application/json"})
+                    conn.request(
+                        "POST",
+                        "/v1/completions",
+                        json_.dumps(completion(f"q{next(counter)}")),
+                        {"Content-Type": "application/json"},
+                    )
                     resp = conn.getresponse()
                     resp.read()
                     return resp.status
@@ -485,8 +588,10 @@ def requests_section() -> None:
                 for conn in gateway + direct:
                     conn.close()
             for clients in (1, 16):
-                (_, d50, d99, _), (_, g50, g99, _) = rows["simulator directly", clients], rows[
-                    "gateway -> EPP -> sidecar -> sim", clients]
+                (_, d50, d99, _), (_, g50, g99, _) = (
+                    rows["simulator directly", clients],
+                    rows["gateway -> EPP -> sidecar -> sim", clients],
+                )
                 print(f"routing overhead at {clients:>2} clients: p50 {g50 - d50:.2f} ms, p99 {g99 - d99:.2f} ms")
             return rows
 
@@ -501,33 +606,46 @@ def requests_section() -> None:
             overhead_rows(PACED_REQUESTS_PER_CLIENT)
         finally:
             set_engine_latency("0s")
-        pd = drive(lambda slot, i: site.post("/completions", completion(
-            uuid.uuid4().hex + " " + "word " * 400)).status, 1, REQUESTS_PER_CLIENT)
-        print(f"P/D (new 2 KB prompts), 1 client: {pd[0]:.1f} req/s, p50 {pd[1]:.2f} ms, p99 {pd[2]:.2f} ms, "
-              f"{pd[3]} failed")
+        pd = drive(
+            lambda slot, i: site.post("/completions", completion(uuid.uuid4().hex + " " + "word " * 400)).status,
+            1,
+            REQUESTS_PER_CLIENT,
+        )
+        print(
+            f"P/D (new 2 KB prompts), 1 client: {pd[0]:.1f} req/s, p50 {pd[1]:.2f} ms, p99 {pd[2]:.2f} ms, "
+            f"{pd[3]} failed"
+        )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--sections", nargs="*", default=["floor", "cluster", "requests"],
-                        choices=["floor", "cluster", "scale", "requests"])
+    parser.add_argument(
+        "--sections",
+        nargs="*",
+        default=["floor", "cluster", "requests"],
+        choices=["floor", "cluster", "scale", "requests"],
+    )
     parser.add_argument("--scale", action="store_true", help="also the scale section (several minutes)")
     parser.add_argument("--sizes", type=int, nargs="*", default=list(SIZES))
     args = parser.parse_args()
     sections = set(args.sections) | ({"scale"} if args.scale else set())
     bin_dir = checked_dir(str(ROOT / "scripts" / "install-pulumi"), "--check")
     cluster_bin = checked_dir(str(ROOT / "scripts" / "cluster"), "build", "--check")
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, each command a fresh process")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, each command a fresh process"
+    )
     if "floor" in sections:
         floor_section(args.repeats)
     if "cluster" in sections:
         if bin_dir and cluster_bin:
             cluster_section(args.repeats, bin_dir, cluster_bin)
         else:
-            print("\n== cluster: skipped, needs the toolchain (`make toolchain`) and the local control plane "
-                  "(`scripts/cluster build`)")
+            print(
+                "\n== cluster: skipped, needs the toolchain (`make toolchain`) and the local control plane "
+                "(`scripts/cluster build`)"
+            )
     if "scale" in sections:
         scale_section(args.repeats, args.sizes, bin_dir)
     if "requests" in sections:

@@ -1,5 +1,6 @@
 """DecodePool: the decode engines (DP4 + expert parallel), fronted by the llm-d routing sidecar in P/D;
 its objects are `objects.decode_pool`'s."""
+
 from __future__ import annotations
 
 from typing import Optional
@@ -27,9 +28,11 @@ class DecodePool(pulumi.ComponentResource):
         self.deployments = [made[c.resource_name] for c in children if c.kind == "Deployment"]
         self.devices_per_pod = args.claim.npus
         self.target_ports = target_ports(args)
-        self.register_outputs({
-            "deploymentNames": [c.name for c in children if c.kind == "Deployment"],
-            "replicas": args.replicas,
-            "devicesPerPod": args.claim.npus,
-            "targetPorts": self.target_ports,
-        })
+        self.register_outputs(
+            {
+                "deploymentNames": [c.name for c in children if c.kind == "Deployment"],
+                "replicas": args.replicas,
+                "devicesPerPod": args.claim.npus,
+                "targetPorts": self.target_ports,
+            }
+        )

@@ -1,5 +1,6 @@
 """Gateway: the client entry point (Gateway API) and the HTTPRoute that sends traffic to the pool
 (`objects.gateway`)."""
+
 from __future__ import annotations
 
 from typing import Optional
@@ -24,5 +25,6 @@ class Gateway(pulumi.ComponentResource):
         pod.register(self, children, opts)
         self.gateway_name = gateway_name(args.stack_name)
         self.base_url = base_url(args)
-        self.register_outputs({"gatewayName": self.gateway_name, "routeName": route_name(args.stack_name),
-                               "baseUrl": self.base_url})
+        self.register_outputs(
+            {"gatewayName": self.gateway_name, "routeName": route_name(args.stack_name), "baseUrl": self.base_url}
+        )

@@ -1,5 +1,6 @@
 """ModelWeights: the volume the engines read their weights from, and (source `download`) the Job that
 fills it (`objects.model_weights`)."""
+
 from __future__ import annotations
 
 from typing import Optional
@@ -29,9 +30,11 @@ class ModelWeights(pulumi.ComponentResource):
         self.job = made.get(job_resource_name(name))
         self.engine_weights = engine_weights(args)
         job_names = [c.name for c in children if c.kind == "Job"]
-        self.register_outputs({
-            "claimName": self.claim_name,
-            "source": args.settings.source,
-            "jobName": job_names[0] if job_names else None,
-            "waitPaths": list(self.engine_weights.wait_paths),
-        })
+        self.register_outputs(
+            {
+                "claimName": self.claim_name,
+                "source": args.settings.source,
+                "jobName": job_names[0] if job_names else None,
+                "waitPaths": list(self.engine_weights.wait_paths),
+            }
+        )

@@ -1,5 +1,6 @@
 """Monitoring: PodMonitors (Prometheus Operator) for prefill, decode and the EPP, and the P/D dashboard
 (`objects.monitoring`)."""
+
 from __future__ import annotations
 
 from typing import Optional

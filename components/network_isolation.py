@@ -1,5 +1,6 @@
 """NetworkIsolation: default-deny ingress for the stack's pods, then only the serving paths
 (`objects.network_isolation`)."""
+
 from __future__ import annotations
 
 from typing import Optional

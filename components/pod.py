@@ -4,6 +4,7 @@ parented to the component, of the provider's type for its apiVersion and kind.
 Every component module is this file's `register` over its `objects` function: what a render writes
 and what `pulumi up` registers are the same manifests.
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -33,8 +34,9 @@ TYPED = {
 }
 
 
-def child_options(parent: pulumi.Resource, opts: Optional[pulumi.ResourceOptions],
-                  *depends_on: pulumi.Resource) -> pulumi.ResourceOptions:
+def child_options(
+    parent: pulumi.Resource, opts: Optional[pulumi.ResourceOptions], *depends_on: pulumi.Resource
+) -> pulumi.ResourceOptions:
     """Options of a component's child: parented to it and waiting for what the component waits for.
 
     Pulumi does not hand a component's `depends_on` down to its children, so a component that must
@@ -54,18 +56,22 @@ def resource(child: Child, opts: pulumi.ResourceOptions) -> pulumi.CustomResourc
     if child.retain_on_delete:
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=True))
     if child.timeout:
-        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
-            custom_timeouts=pulumi.CustomTimeouts(create=child.timeout, update=child.timeout)))
+        opts = pulumi.ResourceOptions.merge(
+            opts,
+            pulumi.ResourceOptions(custom_timeouts=pulumi.CustomTimeouts(create=child.timeout, update=child.timeout)),
+        )
     fields = {k: v for k, v in child.manifest.items() if k not in ("apiVersion", "kind")}
     typed = TYPED.get((child.manifest["apiVersion"], child.kind))
     if typed is None:
-        return k8s.apiextensions.CustomResource(child.resource_name, api_version=child.manifest["apiVersion"],
-                                                kind=child.kind, opts=opts, **fields)
+        return k8s.apiextensions.CustomResource(
+            child.resource_name, api_version=child.manifest["apiVersion"], kind=child.kind, opts=opts, **fields
+        )
     return typed(child.resource_name, opts=opts, **{_snake(k): v for k, v in fields.items()})
 
 
-def register(parent: pulumi.ComponentResource, children: list[Child],
-             opts: Optional[pulumi.ResourceOptions]) -> dict[str, pulumi.CustomResource]:
+def register(
+    parent: pulumi.ComponentResource, children: list[Child], opts: Optional[pulumi.ResourceOptions]
+) -> dict[str, pulumi.CustomResource]:
     """Register a component's objects in order, each after the siblings it names; by resource name."""
     made: dict[str, pulumi.CustomResource] = {}
     for child in children:

@@ -1,5 +1,6 @@
 """PrefillPool: the prefill engines (PP4 in the Target Configuration), one pod per slot; its objects
 are `objects.prefill_pool`'s."""
+
 from __future__ import annotations
 
 from typing import Optional
@@ -25,9 +26,11 @@ class PrefillPool(pulumi.ComponentResource):
         made = pod.register(self, children, opts)
         self.deployments = [made[c.resource_name] for c in children if c.kind == "Deployment"]
         self.devices_per_pod = args.claim.npus
-        self.register_outputs({
-            "deploymentNames": [c.name for c in children if c.kind == "Deployment"],
-            "replicas": args.replicas,
-            "devicesPerPod": args.claim.npus,
-            "ports": list(args.engine.rank_ports),
-        })
+        self.register_outputs(
+            {
+                "deploymentNames": [c.name for c in children if c.kind == "Deployment"],
+                "replicas": args.replicas,
+                "devicesPerPod": args.claim.npus,
+                "ports": list(args.engine.rank_ports),
+            }
+        )

@@ -1,5 +1,6 @@
 """RdsTier: tier-2 KV offload of the prefill engines through LMCache (RDS on NVMe, or host CPU): the
 ConfigMap prefill takes its LMCache environment from (`objects.rds_tier`)."""
+
 from __future__ import annotations
 
 from typing import Optional
@@ -23,9 +24,11 @@ class RdsTier(pulumi.ComponentResource):
         pod.register(self, rds_tier(name, args), opts)
         self.config_map_name = config_map_name(args)
         self.needs_rds_nodes = needs_rds_nodes(args)
-        self.register_outputs({
-            "mode": args.mode,
-            "configMap": self.config_map_name,
-            "tokensPerRank": args.tokens_per_rank,
-            "budget": args.budget.as_output() if args.budget else None,
-        })
+        self.register_outputs(
+            {
+                "mode": args.mode,
+                "configMap": self.config_map_name,
+                "tokensPerRank": args.tokens_per_rank,
+                "budget": args.budget.as_output() if args.budget else None,
+            }
+        )

@@ -1,4 +1,5 @@
 """Router: the llm-d Endpoint Picker (EPP) and the InferencePool it serves (`objects.router`)."""
+
 from __future__ import annotations
 
 from typing import Optional
@@ -25,8 +26,10 @@ class Router(pulumi.ComponentResource):
         self.pool_name = pool_name(args.stack_name)
         self.service_name = epp_name(args.stack_name)
         self.labels = epp_labels(args.stack_name)
-        self.register_outputs({
-            "poolName": self.pool_name,
-            "serviceName": self.service_name,
-            "deploymentName": self.service_name,
-        })
+        self.register_outputs(
+            {
+                "poolName": self.pool_name,
+                "serviceName": self.service_name,
+                "deploymentName": self.service_name,
+            }
+        )

@@ -7,6 +7,7 @@ the HPA's external metric with metricType AverageValue, so the HPA runs desired 
 the role's (or pool's) total, a target is the value per pod (keda v2.18.1 pkg/scalers/prometheus_scaler.go; HPA
 replica_calculator.go GetExternalMetricReplicas).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -30,28 +31,55 @@ class Signal:
     """One value of `autoscaling.metric`."""
 
     name: str
-    series: str               # the Prometheus series (for the EPP's counter: of the v0.10 generation; see series_for)
-    source: str               # "engine" (the role's own pods) or "epp" (the router)
-    roles: tuple[str, ...]    # the roles it can scale
+    series: str  # the Prometheus series (for the EPP's counter: of the v0.10 generation; see series_for)
+    source: str  # "engine" (the role's own pods) or "epp" (the router)
+    roles: tuple[str, ...]  # the roles it can scale
     default_target: float
-    unit: str                 # what one unit of target is, per pod
-    meaning: dict[str, str]   # what it says about each role it can scale
+    unit: str  # what one unit of target is, per pod
+    meaning: dict[str, str]  # what it says about each role it can scale
 
 
-SIGNALS: dict[str, Signal] = {s.name: s for s in (
-    Signal("engineQueue", "vllm:num_requests_waiting", "engine", ("prefill", "decode"), 2.0,
-           "requests waiting in the engine's scheduler, per pod",
-           {"prefill": "prompts waiting for a prefill engine: the work the decider sends prefill outgrows the pods",
-            "decode": "requests (their KV already pulled) waiting for a decode slot: maxNumSeqs is exhausted"}),
-    Signal("kvCacheUsage", "vllm:kv_cache_usage_perc", "engine", ("prefill", "decode"), 0.8,
-           "share of the KV cache in use (0-1), averaged over a pod's DP ranks",
-           {"prefill": "prefill KV blocks held until decode pulls them: a sign of slow pulls more than of load",
-            "decode": "the running sequences' KV: near 1 the engine preempts, so more pods are needed before it"}),
-    Signal("pdDecisionRate", "llm_d_epp_disagg_decision_total", "epp", ("prefill",), 1.0,
-           "requests per second the EPP sends through remote prefill (decision_type prefill-decode), per pod",
-           {"prefill": "the P/D decider's prefill-decode picks per second: the prefill work as the router creates it, "
-                       "before any engine queues"}),
-)}
+SIGNALS: dict[str, Signal] = {
+    s.name: s
+    for s in (
+        Signal(
+            "engineQueue",
+            "vllm:num_requests_waiting",
+            "engine",
+            ("prefill", "decode"),
+            2.0,
+            "requests waiting in the engine's scheduler, per pod",
+            {
+                "prefill": "prompts waiting for a prefill engine: the work the decider sends prefill outgrows the pods",
+                "decode": "requests (their KV already pulled) waiting for a decode slot: maxNumSeqs is exhausted",
+            },
+        ),
+        Signal(
+            "kvCacheUsage",
+            "vllm:kv_cache_usage_perc",
+            "engine",
+            ("prefill", "decode"),
+            0.8,
+            "share of the KV cache in use (0-1), averaged over a pod's DP ranks",
+            {
+                "prefill": "prefill KV blocks held until decode pulls them: a sign of slow pulls more than of load",
+                "decode": "the running sequences' KV: near 1 the engine preempts, so more pods are needed before it",
+            },
+        ),
+        Signal(
+            "pdDecisionRate",
+            "llm_d_epp_disagg_decision_total",
+            "epp",
+            ("prefill",),
+            1.0,
+            "requests per second the EPP sends through remote prefill (decision_type prefill-decode), per pod",
+            {
+                "prefill": "the P/D decider's prefill-decode picks per second: the prefill work as the router creates it, "
+                "before any engine queues"
+            },
+        ),
+    )
+}
 DEFAULT_METRIC = {"prefill": "engineQueue", "decode": "kvCacheUsage"}
 DECISION_TYPE = "prefill-decode"  # the decision_type label of a remote prefill (disagg/metrics.go, both generations)
 
@@ -82,8 +110,12 @@ class Scaling:
         return per_pool(self.min_replicas, self.max_replicas, groups)
 
     def output(self) -> dict:
-        return {"minReplicas": self.min_replicas, "maxReplicas": self.max_replicas, "metric": self.metric,
-                "target": self.target}
+        return {
+            "minReplicas": self.min_replicas,
+            "maxReplicas": self.max_replicas,
+            "metric": self.metric,
+            "target": self.target,
+        }
 
 
 def scaling(role: str, settings: Optional[Autoscaling]) -> Optional[Scaling]:
@@ -91,10 +123,16 @@ def scaling(role: str, settings: Optional[Autoscaling]) -> Optional[Scaling]:
     if settings is None:
         return None
     metric = settings.metric or DEFAULT_METRIC[role]
-    return Scaling(role, settings.min_replicas, settings.max_replicas, metric,
-                   settings.target if settings.target is not None else SIGNALS[metric].default_target,
-                   settings.scale_up_stabilization_seconds, settings.scale_down_stabilization_seconds,
-                   settings.polling_interval_seconds)
+    return Scaling(
+        role,
+        settings.min_replicas,
+        settings.max_replicas,
+        metric,
+        settings.target if settings.target is not None else SIGNALS[metric].default_target,
+        settings.scale_up_stabilization_seconds,
+        settings.scale_down_stabilization_seconds,
+        settings.polling_interval_seconds,
+    )
 
 
 def role_scalings(cfg: StackConfig) -> dict[str, Scaling]:
@@ -106,8 +144,10 @@ def role_scalings(cfg: StackConfig) -> dict[str, Scaling]:
 def prometheus_address(cfg: StackConfig) -> str:
     """Where the triggers read: `observability.prometheusAddress`, else the Prometheus Operator's governing Service
     `prometheus-operated` in the namespace the NetworkPolicies let scrape (security.monitoringNamespace)."""
-    return (cfg.observability.prometheus_address
-            or f"http://prometheus-operated.{cfg.security.monitoring_namespace}.svc:{PROMETHEUS_PORT}")
+    return (
+        cfg.observability.prometheus_address
+        or f"http://prometheus-operated.{cfg.security.monitoring_namespace}.svc:{PROMETHEUS_PORT}"
+    )
 
 
 def series_for(signal: Signal, epp_image: str) -> Optional[str]:
@@ -143,7 +183,9 @@ def query(signal: Signal, *, series: str, namespace: str, pool: str, groups: int
 def signal_of_query(text: str) -> Optional[tuple[Signal, str]]:
     """(the signal, the series) a trigger's query reads, or None for a series no signal has: the pack's reader."""
     for signal in SIGNALS.values():
-        names = [signal.series] if signal.source == "engine" else [g.decision_metric for g in router_versions.GENERATIONS]
+        names = (
+            [signal.series] if signal.source == "engine" else [g.decision_metric for g in router_versions.GENERATIONS]
+        )
         for name in names:
             if re.search(rf"(?<![A-Za-z0-9_:]){re.escape(name)}(?![A-Za-z0-9_:])", text):
                 return signal, name
@@ -158,12 +200,12 @@ def signal_feature(signal: Signal, epp_image: str) -> Optional[Feature]:
     generation = router_versions.generation(image_version(epp_image))
     if generation is None:
         return None
-    return Feature(router_versions.EPP, "metric", generation.decision_metric, generation.first,
-                   generation.decision_metric_source)
+    return Feature(
+        router_versions.EPP, "metric", generation.decision_metric, generation.first, generation.decision_metric_source
+    )
 
 
 def decider_feeds_prefill(decider: str, non_cached_tokens: int) -> bool:
     """Whether the P/D decider sends any request through remote prefill: always-disagg all of them (a P/D ratio of 1
     request to 1), prefix-based those with more than nonCachedTokens tokens not cached (0 disables it)."""
     return decider == "always-disagg" or non_cached_tokens > 0
-

@@ -7,6 +7,7 @@ Keys are camelCase in the stack files (`rebel100:prefill: {maxNumSeqs: 4}`) and 
 This module only describes and parses. Rules that relate several fields live in
 `core.gate`, numbers derived from the fields in `core.sizing`.
 """
+
 from __future__ import annotations
 
 import types
@@ -16,9 +17,21 @@ from typing import Any, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
-from core.formats import (AnnotationKey, Capability, DraAttribute, Dns1123Label, Dns1123Subdomain, EnvVarName,
-                          GatewayHostname, Image, LabelKey, LabelValue, NonNegativeQuantity, PositiveQuantity,
-                          PrometheusDuration)
+from core.formats import (
+    AnnotationKey,
+    Capability,
+    DraAttribute,
+    Dns1123Label,
+    Dns1123Subdomain,
+    EnvVarName,
+    GatewayHostname,
+    Image,
+    LabelKey,
+    LabelValue,
+    NonNegativeQuantity,
+    PositiveQuantity,
+    PrometheusDuration,
+)
 from core.versions import engine as engine_versions
 from core.versions import router as router_versions
 from core import keys
@@ -49,22 +62,49 @@ class Section(BaseModel):
 class Hardware(Section):
     """Facts about the nodes and cards. Defaults describe the reference Rebel100 nodes."""
 
-    npus_per_node: int = Field(8, ge=1, le=64, description="Rebel100 cards (NPUs) per node; 4P4D places one prefill and one decode pod (4 + 4) on each node.")
-    nodes: Optional[int] = Field(None, ge=1, description="NPU nodes in the cluster; when set, the plan checks that every pod fits.")
+    npus_per_node: int = Field(
+        8,
+        ge=1,
+        le=64,
+        description="Rebel100 cards (NPUs) per node; 4P4D places one prefill and one decode pod (4 + 4) on each node.",
+    )
+    nodes: Optional[int] = Field(
+        None, ge=1, description="NPU nodes in the cluster; when set, the plan checks that every pod fits."
+    )
     chiplets_per_npu: int = Field(4, ge=1, description="Chiplets per card; each has one HBM stack.")
-    hbm_per_chiplet_gib: float = Field(36.0, gt=0, description="HBM per chiplet in GiB (36 GiB HBM3E, 144 GiB per card).")
-    nvme_drives_per_node: int = Field(2, ge=0, description="NVMe drives bound to RDS on each RDS node (Unverified default: the reference node inventory is not public).")
-    rdma_nics_per_pod: int = Field(2, ge=0, le=8, description="RoCE NICs each engine pod claims through dranet, from the NPUs' NUMA node.")
-    npu_product: LabelValue = Field("RBLN-CR13", min_length=1, description="Value of the node label rebellions.ai/npu.product the engines are scheduled on.")
-    npu_device_class: Dns1123Subdomain = Field("npu.rebellions.ai", min_length=1, description="DRA DeviceClass of the NPUs.")
+    hbm_per_chiplet_gib: float = Field(
+        36.0, gt=0, description="HBM per chiplet in GiB (36 GiB HBM3E, 144 GiB per card)."
+    )
+    nvme_drives_per_node: int = Field(
+        2,
+        ge=0,
+        description="NVMe drives bound to RDS on each RDS node (Unverified default: the reference node inventory is not public).",
+    )
+    rdma_nics_per_pod: int = Field(
+        2, ge=0, le=8, description="RoCE NICs each engine pod claims through dranet, from the NPUs' NUMA node."
+    )
+    npu_product: LabelValue = Field(
+        "RBLN-CR13",
+        min_length=1,
+        description="Value of the node label rebellions.ai/npu.product the engines are scheduled on.",
+    )
+    npu_device_class: Dns1123Subdomain = Field(
+        "npu.rebellions.ai", min_length=1, description="DRA DeviceClass of the NPUs."
+    )
     nic_device_class: Dns1123Subdomain = Field("dranet", min_length=1, description="DRA DeviceClass of the RDMA NICs.")
-    numa_attribute: DraAttribute = Field("resource.kubernetes.io/numaNode", min_length=1, description="Device attribute that keeps NPUs and NICs on one NUMA node.")
+    numa_attribute: DraAttribute = Field(
+        "resource.kubernetes.io/numaNode",
+        min_length=1,
+        description="Device attribute that keeps NPUs and NICs on one NUMA node.",
+    )
 
 
 class ModelSpec(Section):
     """The served model and the facts the sizing needs."""
 
-    name: str = Field("MiniMaxAI/MiniMax-M2.7", min_length=1, description="Hugging Face id of the model, passed to `vllm serve`.")
+    name: str = Field(
+        "MiniMaxAI/MiniMax-M2.7", min_length=1, description="Hugging Face id of the model, passed to `vllm serve`."
+    )
     served_name: Optional[str] = Field(None, description="Name clients send as `model`; defaults to `name`.")
     layers: int = Field(62, ge=1, description="Decoder layers (bounds pipeline parallelism).")
     experts: int = Field(256, ge=0, description="Routed experts per MoE layer (0 for a dense model).")
@@ -76,38 +116,67 @@ class ModelSpec(Section):
 class Speculative(Section):
     """`--speculative-config`; must be identical on prefill and decode."""
 
-    method: Literal["eagle3", "suffix", "ngram"] = Field("eagle3", description="Speculative method: EAGLE-3 (draft head), or the draft-free suffix / n-gram.")
-    model: Optional[str] = Field("asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k", description="Draft model (EAGLE-3 only).")
+    method: Literal["eagle3", "suffix", "ngram"] = Field(
+        "eagle3", description="Speculative method: EAGLE-3 (draft head), or the draft-free suffix / n-gram."
+    )
+    model: Optional[str] = Field(
+        "asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k", description="Draft model (EAGLE-3 only)."
+    )
     num_speculative_tokens: int = Field(3, ge=1, le=16, description="Tokens proposed per step.")
 
 
 class Engine(Section):
     """Serving arguments common to both roles (reference design section 4)."""
 
-    image: Image = Field(engine_versions.DEFAULT_IMAGE, min_length=1, description="RBLN vLLM image of the engines (a pinned tag, never `latest`); its tag is the vllm-rbln version, which fixes the vLLM and lmcache-rbln in it (core/versions/engine.py).")
+    image: Image = Field(
+        engine_versions.DEFAULT_IMAGE,
+        min_length=1,
+        description="RBLN vLLM image of the engines (a pinned tag, never `latest`); its tag is the vllm-rbln version, which fixes the vLLM and lmcache-rbln in it (core/versions/engine.py).",
+    )
     block_size: int = Field(4096, ge=16, description="`--block-size`: KV block in tokens.")
     max_model_len: int = Field(204800, ge=1, description="`--max-model-len`: input + output tokens.")
-    max_num_batched_tokens: int = Field(512, ge=1, description="`--max-num-batched-tokens`; also the sub-block size when sub-block caching is on.")
-    kv_cache_dtype: Literal["fp8", "auto", "bfloat16"] = Field("fp8", description="`--kv-cache-dtype`; fp8 gives the ~124 KiB per token of the design.")
-    sub_block_cache: bool = Field(True, description="`VLLM_RBLN_SUB_BLOCK_CACHE=1`: prefix reuse in sub-blocks of `maxNumBatchedTokens` tokens.")
+    max_num_batched_tokens: int = Field(
+        512, ge=1, description="`--max-num-batched-tokens`; also the sub-block size when sub-block caching is on."
+    )
+    kv_cache_dtype: Literal["fp8", "auto", "bfloat16"] = Field(
+        "fp8", description="`--kv-cache-dtype`; fp8 gives the ~124 KiB per token of the design."
+    )
+    sub_block_cache: bool = Field(
+        True, description="`VLLM_RBLN_SUB_BLOCK_CACHE=1`: prefix reuse in sub-blocks of `maxNumBatchedTokens` tokens."
+    )
     enable_prefix_caching: bool = Field(True, description="`--enable-prefix-caching`.")
     enable_chunked_prefill: bool = Field(True, description="`--enable-chunked-prefill`.")
-    tool_call_parser: Optional[str] = Field("minimax_m2", description="`--tool-call-parser` (with `--enable-auto-tool-choice`); null turns tool calls off.")
+    tool_call_parser: Optional[str] = Field(
+        "minimax_m2", description="`--tool-call-parser` (with `--enable-auto-tool-choice`); null turns tool calls off."
+    )
     reasoning_parser: Optional[str] = Field("minimax_m2", description="`--reasoning-parser`; null turns it off.")
-    speculative: Optional[Speculative] = Field(Speculative(), description="`--speculative-config`; null turns speculative decoding off.")
-    nixl_side_channel_port: int = Field(5600, ge=1024, le=65000, description="`VLLM_NIXL_SIDE_CHANNEL_PORT`; DP rank r uses this + r.")
-    engine_ready_timeout_s: int = Field(9600, ge=60, description="`VLLM_ENGINE_READY_TIMEOUT_S`: compilation on first start is long.")
+    speculative: Optional[Speculative] = Field(
+        Speculative(), description="`--speculative-config`; null turns speculative decoding off."
+    )
+    nixl_side_channel_port: int = Field(
+        5600, ge=1024, le=65000, description="`VLLM_NIXL_SIDE_CHANNEL_PORT`; DP rank r uses this + r."
+    )
+    engine_ready_timeout_s: int = Field(
+        9600, ge=60, description="`VLLM_ENGINE_READY_TIMEOUT_S`: compilation on first start is long."
+    )
     rpc_timeout_ms: int = Field(1800000, ge=1000, description="`VLLM_RPC_TIMEOUT` in milliseconds.")
     shm_size: NonNegativeQuantity = Field("32Gi", description="Size of the /dev/shm memory volume.")
-    startup_failure_threshold: int = Field(240, ge=1, description="Startup probe: 30 s periods allowed for compilation (15 s + 30 s x 240 = 2 h).")
-    pod_annotations: dict[AnnotationKey, str] = Field(default_factory=dict, description="More annotations on the engine pod templates (e.g. `rebel100.local/ready-delay` on the local cluster to simulate compilation).")
+    startup_failure_threshold: int = Field(
+        240, ge=1, description="Startup probe: 30 s periods allowed for compilation (15 s + 30 s x 240 = 2 h)."
+    )
+    pod_annotations: dict[AnnotationKey, str] = Field(
+        default_factory=dict,
+        description="More annotations on the engine pod templates (e.g. `rebel100.local/ready-delay` on the local cluster to simulate compilation).",
+    )
 
 
 class Resources(Section):
     """CPU and memory of an engine container (requests = limits keeps the pod Guaranteed)."""
 
     cpu: NonNegativeQuantity = Field("32", description="CPU request and limit.")
-    memory: NonNegativeQuantity = Field("256Gi", description="Memory request and limit (the CPU KV tier must fit inside it).")
+    memory: NonNegativeQuantity = Field(
+        "256Gi", description="Memory request and limit (the CPU KV tier must fit inside it)."
+    )
 
 
 # The signals a role can scale on (a closed set; core/autoscaling.py has each one's query, unit and source).
@@ -117,13 +186,41 @@ ScalingMetric = Literal["engineQueue", "kvCacheUsage", "pdDecisionRate"]
 class Autoscaling(Section):
     """A role scaled by KEDA between two bounds on one signal, instead of a fixed `replicas`."""
 
-    min_replicas: int = Field(1, ge=0, le=1024, description="Fewest pods the autoscaler keeps (at least 1: see the gate's rules); the Deployment starts at it.")
-    max_replicas: int = Field(ge=1, le=1024, description="Most pods the autoscaler may run; the site must hold this many (hardware.nodes, spreadRoles).")
-    metric: Optional[ScalingMetric] = Field(None, description="Signal to scale on: `engineQueue` (vllm:num_requests_waiting of the role's pods), `kvCacheUsage` (vllm:kv_cache_usage_perc, averaged per pod), `pdDecisionRate` (prefill only: the EPP's P/D decisions per second); null: the role's default (prefill `engineQueue`, decode `kvCacheUsage`).")
-    target: Optional[float] = Field(None, gt=0, description="Value of the signal per pod the autoscaler aims at (desired pods = ceil(total / target)); null: the signal's default (engineQueue 2 waiting requests, kvCacheUsage 0.8, pdDecisionRate 1 per second).")
-    scale_up_stabilization_seconds: int = Field(0, ge=0, le=3600, description="HPA scale-up stabilisation window: the lowest recommendation of this window wins (0: react at once).")
-    scale_down_stabilization_seconds: int = Field(300, ge=0, le=3600, description="HPA scale-down stabilisation window: the highest recommendation of this window wins, so a short lull removes no pod.")
-    polling_interval_seconds: int = Field(15, ge=1, le=3600, description="How often KEDA reads the signal from Prometheus (ScaledObject pollingInterval).")
+    min_replicas: int = Field(
+        1,
+        ge=0,
+        le=1024,
+        description="Fewest pods the autoscaler keeps (at least 1: see the gate's rules); the Deployment starts at it.",
+    )
+    max_replicas: int = Field(
+        ge=1,
+        le=1024,
+        description="Most pods the autoscaler may run; the site must hold this many (hardware.nodes, spreadRoles).",
+    )
+    metric: Optional[ScalingMetric] = Field(
+        None,
+        description="Signal to scale on: `engineQueue` (vllm:num_requests_waiting of the role's pods), `kvCacheUsage` (vllm:kv_cache_usage_perc, averaged per pod), `pdDecisionRate` (prefill only: the EPP's P/D decisions per second); null: the role's default (prefill `engineQueue`, decode `kvCacheUsage`).",
+    )
+    target: Optional[float] = Field(
+        None,
+        gt=0,
+        description="Value of the signal per pod the autoscaler aims at (desired pods = ceil(total / target)); null: the signal's default (engineQueue 2 waiting requests, kvCacheUsage 0.8, pdDecisionRate 1 per second).",
+    )
+    scale_up_stabilization_seconds: int = Field(
+        0,
+        ge=0,
+        le=3600,
+        description="HPA scale-up stabilisation window: the lowest recommendation of this window wins (0: react at once).",
+    )
+    scale_down_stabilization_seconds: int = Field(
+        300,
+        ge=0,
+        le=3600,
+        description="HPA scale-down stabilisation window: the highest recommendation of this window wins, so a short lull removes no pod.",
+    )
+    polling_interval_seconds: int = Field(
+        15, ge=1, le=3600, description="How often KEDA reads the signal from Prometheus (ScaledObject pollingInterval)."
+    )
 
 
 class Role(Section):
@@ -133,18 +230,37 @@ class Role(Section):
     tensor_parallel_size: int = Field(1, ge=1, description="`--tensor-parallel-size`.")
     pipeline_parallel_size: int = Field(1, ge=1, description="`--pipeline-parallel-size`.")
     data_parallel_size: int = Field(1, ge=1, description="`--data-parallel-size`.")
-    data_parallel_size_local: Optional[int] = Field(None, ge=1, description="`--data-parallel-size-local`: DP ranks in this pod; defaults to `dataParallelSize`.")
-    enable_expert_parallel: bool = Field(False, description="`--enable-expert-parallel`: spread the experts over the DP x TP devices.")
+    data_parallel_size_local: Optional[int] = Field(
+        None, ge=1, description="`--data-parallel-size-local`: DP ranks in this pod; defaults to `dataParallelSize`."
+    )
+    enable_expert_parallel: bool = Field(
+        False, description="`--enable-expert-parallel`: spread the experts over the DP x TP devices."
+    )
     max_num_seqs: int = Field(4, ge=1, le=1024, description="`--max-num-seqs`.")
-    gpu_memory_utilization: Optional[float] = Field(None, description="`--gpu-memory-utilization` in (0, 1]; null keeps the engine default.")
+    gpu_memory_utilization: Optional[float] = Field(
+        None, description="`--gpu-memory-utilization` in (0, 1]; null keeps the engine default."
+    )
     port: int = Field(8000, ge=1024, le=65000, description="`--port` of the engine (DP rank r listens on port + r).")
-    block_size: Optional[int] = Field(None, description="Override of `engine.blockSize` for this role (must agree with the other role).")
-    kv_cache_dtype: Optional[str] = Field(None, description="Override of `engine.kvCacheDtype` for this role (must agree with the other role).")
-    speculative: Optional[Speculative] = Field(None, description="Override of `engine.speculative` for this role (must agree with the other role).")
+    block_size: Optional[int] = Field(
+        None, description="Override of `engine.blockSize` for this role (must agree with the other role)."
+    )
+    kv_cache_dtype: Optional[str] = Field(
+        None, description="Override of `engine.kvCacheDtype` for this role (must agree with the other role)."
+    )
+    speculative: Optional[Speculative] = Field(
+        None, description="Override of `engine.speculative` for this role (must agree with the other role)."
+    )
     resources: Resources = Field(Resources(), description="CPU and memory of the engine container.")
-    extra_args: list[str] = Field(default_factory=list, description="Extra `vllm serve` arguments appended after the generated ones.")
-    extra_env: dict[EnvVarName, str] = Field(default_factory=dict, description="Extra environment variables of the engine container.")
-    autoscaling: Optional[Autoscaling] = Field(None, description="Scale this role with KEDA between `minReplicas` and `maxReplicas` on one signal (docs/what-it-deploys.md); null: fixed `replicas`.")
+    extra_args: list[str] = Field(
+        default_factory=list, description="Extra `vllm serve` arguments appended after the generated ones."
+    )
+    extra_env: dict[EnvVarName, str] = Field(
+        default_factory=dict, description="Extra environment variables of the engine container."
+    )
+    autoscaling: Optional[Autoscaling] = Field(
+        None,
+        description="Scale this role with KEDA between `minReplicas` and `maxReplicas` on one signal (docs/what-it-deploys.md); null: fixed `replicas`.",
+    )
 
     @property
     def autoscaled(self) -> bool:
@@ -155,71 +271,136 @@ class Prefill(Role):
     replicas: int = Field(4, ge=0, le=1024, description="Prefill pods (0 for the AGG recipe).")
     pipeline_parallel_size: int = Field(4, ge=1, description="`--pipeline-parallel-size`: 62 layers in 4 stages.")
     max_num_seqs: int = Field(4, ge=1, le=1024, description="`--max-num-seqs`.")
-    gpu_memory_utilization: Optional[float] = Field(0.8, description="`--gpu-memory-utilization`; 0.8 leaves chiplet-0 memory for RDS.")
+    gpu_memory_utilization: Optional[float] = Field(
+        0.8, description="`--gpu-memory-utilization`; 0.8 leaves chiplet-0 memory for RDS."
+    )
     port: int = Field(8000, ge=1024, le=65000, description="`--port` of the prefill engine.")
 
 
 class Sidecar(Section):
     """The llm-d routing sidecar in each decode pod (a native sidecar)."""
 
-    image: Image = Field(router_versions.SIDECAR_IMAGE, min_length=1, description="P/D (disagg) routing sidecar image; its tag must be at least the first version of every flag the render passes (core/versions/router.py).")
-    port: int = Field(8000, ge=1024, le=65000, description="`--port`: first port the sidecar listens on (rank r on port + r).")
-    kv_connector: Literal["nixlv2"] = Field("nixlv2", description="`--kv-connector` protocol the sidecar speaks to prefill.")
+    image: Image = Field(
+        router_versions.SIDECAR_IMAGE,
+        min_length=1,
+        description="P/D (disagg) routing sidecar image; its tag must be at least the first version of every flag the render passes (core/versions/router.py).",
+    )
+    port: int = Field(
+        8000, ge=1024, le=65000, description="`--port`: first port the sidecar listens on (rank r on port + r)."
+    )
+    kv_connector: Literal["nixlv2"] = Field(
+        "nixlv2", description="`--kv-connector` protocol the sidecar speaks to prefill."
+    )
 
 
 class Decode(Role):
     replicas: int = Field(4, ge=1, le=1024, description="Decode pods.")
     data_parallel_size: int = Field(4, ge=1, description="`--data-parallel-size`: 4 ranks, one per NPU.")
     enable_expert_parallel: bool = Field(True, description="`--enable-expert-parallel`: 256 experts over the 4 cards.")
-    max_num_seqs: int = Field(1, ge=1, le=1024, description="`--max-num-seqs`: 1 is the latency-first reference; 8 gives 282,624 KV tokens.")
+    max_num_seqs: int = Field(
+        1, ge=1, le=1024, description="`--max-num-seqs`: 1 is the latency-first reference; 8 gives 282,624 KV tokens."
+    )
     port: int = Field(8200, ge=1024, le=65000, description="`--port` of rank 0 (ranks on 8200-8203).")
     data_parallel_rpc_port: int = Field(5555, ge=1024, le=65000, description="`--data-parallel-rpc-port`.")
     sidecar: Sidecar = Field(Sidecar(), description="The routing sidecar (P/D only).")
-    kv_capacity_tokens: Optional[int] = Field(None, ge=1, description="KV tokens one decode engine reported (num_gpu_blocks x block size), for the plan; e.g. 282624 with maxNumSeqs 8.")
+    kv_capacity_tokens: Optional[int] = Field(
+        None,
+        ge=1,
+        description="KV tokens one decode engine reported (num_gpu_blocks x block size), for the plan; e.g. 282624 with maxNumSeqs 8.",
+    )
 
 
 class KvTier(Section):
     """Tier-2 KV offload of prefill through LMCache (reference design section 5)."""
 
-    mode: Literal["rds", "cpu", "off"] = Field("rds", description="`rds`: NVMe via Rebellions Direct Storage; `cpu`: host memory; `off`: NIXL only.")
+    mode: Literal["rds", "cpu", "off"] = Field(
+        "rds", description="`rds`: NVMe via Rebellions Direct Storage; `cpu`: host memory; `off`: NIXL only."
+    )
     chunk_size: int = Field(4096, ge=256, description="`LMCACHE_CHUNK_SIZE` in tokens.")
-    rds_max_chunks: int = Field(1000, ge=1, description="`rds_max_chunks` in `LMCACHE_EXTRA_CONFIG`: chunks each rank keeps on RDS (LRU).")
-    rds_chunk_overhead_mib: float = Field(2.0, gt=0, description="Chiplet-0 memory each stored chunk takes per NVMe drive, MiB (seed: 2 MiB).")
-    rds_drives: Optional[int] = Field(None, ge=1, description="NVMe drives bound to RDS; defaults to `hardware.nvmeDrivesPerNode`.")
-    staging_buffer_mib: float = Field(512.0, ge=0, description="RDS staging buffer in chiplet-0 memory, MiB (Unverified default).")
-    cpu_size_gib: float = Field(64.0, gt=0, description="`LMCACHE_MAX_LOCAL_CPU_SIZE` for the CPU tier, GiB; must fit the prefill memory limit.")
+    rds_max_chunks: int = Field(
+        1000, ge=1, description="`rds_max_chunks` in `LMCACHE_EXTRA_CONFIG`: chunks each rank keeps on RDS (LRU)."
+    )
+    rds_chunk_overhead_mib: float = Field(
+        2.0, gt=0, description="Chiplet-0 memory each stored chunk takes per NVMe drive, MiB (seed: 2 MiB)."
+    )
+    rds_drives: Optional[int] = Field(
+        None, ge=1, description="NVMe drives bound to RDS; defaults to `hardware.nvmeDrivesPerNode`."
+    )
+    staging_buffer_mib: float = Field(
+        512.0, ge=0, description="RDS staging buffer in chiplet-0 memory, MiB (Unverified default)."
+    )
+    cpu_size_gib: float = Field(
+        64.0, gt=0, description="`LMCACHE_MAX_LOCAL_CPU_SIZE` for the CPU tier, GiB; must fit the prefill memory limit."
+    )
     enable_kv_events: bool = Field(True, description="`LMCACHE_ENABLE_KV_EVENTS`.")
-    hash_algorithm: str = Field("sha256_cbor_64bit", min_length=1, description="`LMCACHE_PRE_CACHING_HASH_ALGORITHM` (same for RDS and CPU).")
-    extra_config: dict[str, object] = Field(default_factory=dict, description="More keys merged into `LMCACHE_EXTRA_CONFIG`.")
+    hash_algorithm: str = Field(
+        "sha256_cbor_64bit", min_length=1, description="`LMCACHE_PRE_CACHING_HASH_ALGORITHM` (same for RDS and CPU)."
+    )
+    extra_config: dict[str, object] = Field(
+        default_factory=dict, description="More keys merged into `LMCACHE_EXTRA_CONFIG`."
+    )
 
 
 class Router(Section):
     """The llm-d router (Endpoint Picker) and its InferencePool (reference design section 6)."""
 
-    image: Image = Field(router_versions.EPP_IMAGE, min_length=1, description="EPP image; its tag chooses the generation the EndpointPickerConfig is written for and must be at least the first version of every plugin type and the apiVersion the render uses (core/versions/router.py).")
+    image: Image = Field(
+        router_versions.EPP_IMAGE,
+        min_length=1,
+        description="EPP image; its tag chooses the generation the EndpointPickerConfig is written for and must be at least the first version of every plugin type and the apiVersion the render uses (core/versions/router.py).",
+    )
     replicas: int = Field(1, ge=1, le=1, description="EPP replicas; 1 because in-flight accounting is per process.")
-    config_api_version: Optional[Literal["llm-d.ai/v1alpha1", "inference.networking.x-k8s.io/v1alpha1"]] = Field(None, description="apiVersion of the EndpointPickerConfig; null: the one the pinned EPP's generation reads (core/versions/router.py GENERATIONS).")
-    decider: Literal["prefix-based", "always-disagg"] = Field("prefix-based", description="P/D decider: prefill only when enough tokens are not cached, or always (benchmarks).")
-    non_cached_tokens: int = Field(16, ge=0, description="prefix-based decider: prefill remotely when more tokens than this are not cached (0 disables P/D).")
-    block_size_tokens: int = Field(512, ge=1, description="`blockSizeTokens` of the plugin that keeps the prefix index (the pinned EPP's generation names it: core/versions/router.py), used as is when `autoTune` is false.")
-    lru_capacity_per_server: int = Field(1024, ge=1, description="`lruCapacityPerServer` of the plugin that keeps the prefix index.")
-    auto_tune: bool = Field(True, description="Let the router read block size and count from each pod's `vllm:cache_config_info` (hashes 4096-token units).")
+    config_api_version: Optional[Literal["llm-d.ai/v1alpha1", "inference.networking.x-k8s.io/v1alpha1"]] = Field(
+        None,
+        description="apiVersion of the EndpointPickerConfig; null: the one the pinned EPP's generation reads (core/versions/router.py GENERATIONS).",
+    )
+    decider: Literal["prefix-based", "always-disagg"] = Field(
+        "prefix-based",
+        description="P/D decider: prefill only when enough tokens are not cached, or always (benchmarks).",
+    )
+    non_cached_tokens: int = Field(
+        16,
+        ge=0,
+        description="prefix-based decider: prefill remotely when more tokens than this are not cached (0 disables P/D).",
+    )
+    block_size_tokens: int = Field(
+        512,
+        ge=1,
+        description="`blockSizeTokens` of the plugin that keeps the prefix index (the pinned EPP's generation names it: core/versions/router.py), used as is when `autoTune` is false.",
+    )
+    lru_capacity_per_server: int = Field(
+        1024, ge=1, description="`lruCapacityPerServer` of the plugin that keeps the prefix index."
+    )
+    auto_tune: bool = Field(
+        True,
+        description="Let the router read block size and count from each pod's `vllm:cache_config_info` (hashes 4096-token units).",
+    )
     prefix_scorer_weight: int = Field(2, ge=0, description="Weight of prefix-cache-scorer.")
     queue_scorer_weight: int = Field(1, ge=0, description="Weight of queue-scorer.")
-    peak_prefill_throughput: int = Field(2256, ge=1, description="AGG: prefix-cache-affinity-filter `peakPrefillThroughput`, tokens/s measured for this model (unused by a generation without that filter).")
+    peak_prefill_throughput: int = Field(
+        2256,
+        ge=1,
+        description="AGG: prefix-cache-affinity-filter `peakPrefillThroughput`, tokens/s measured for this model (unused by a generation without that filter).",
+    )
     grpc_port: int = Field(9002, ge=1024, le=65000, description="EPP ext-proc port (the pool's endpointPickerRef).")
     health_port: int = Field(9003, ge=1024, le=65000, description="EPP gRPC health port.")
     metrics_port: int = Field(9090, ge=1024, le=65000, description="EPP metrics port.")
-    failure_mode: Literal["FailClose", "FailOpen"] = Field("FailClose", description="What the gateway does when the EPP is unreachable.")
-    plugin_parameters: dict[str, object] = Field(default_factory=dict, description="More parameters for the plugins the render declares, by plugin type (e.g. `{\"token-load-scorer\": {\"queueThresholdTokens\": 8192}}`), merged into that plugin's `parameters`; checked against the pinned EPP's own schema (an unknown or mistyped parameter is refused). Parameters the stack generates are set by their own fields.")
+    failure_mode: Literal["FailClose", "FailOpen"] = Field(
+        "FailClose", description="What the gateway does when the EPP is unreachable."
+    )
+    plugin_parameters: dict[str, object] = Field(
+        default_factory=dict,
+        description='More parameters for the plugins the render declares, by plugin type (e.g. `{"token-load-scorer": {"queueThresholdTokens": 8192}}`), merged into that plugin\'s `parameters`; checked against the pinned EPP\'s own schema (an unknown or mistyped parameter is refused). Parameters the stack generates are set by their own fields.',
+    )
 
     @field_validator("plugin_parameters")
     @classmethod
     def _parameters_are_objects(cls, value: dict[str, object]) -> dict[str, object]:
         for plugin_type, params in value.items():
             if not isinstance(params, dict):
-                raise ValueError(f"the parameters of {plugin_type} must be an object (parameter name: value), "
-                                 f"not {params!r}")
+                raise ValueError(
+                    f"the parameters of {plugin_type} must be an object (parameter name: value), not {params!r}"
+                )
         return value
 
 
@@ -238,64 +419,165 @@ class Weights(Section):
     """Where the engines' weights (the model and the EAGLE-3 draft) come from: a PVC someone loaded, or a
     download by the stack into a volume it owns, before the engines start (see docs/model-weights.md)."""
 
-    source: Literal["pvc", "download"] = Field("pvc", description="`pvc`: the existing PVC `weights.pvc`, loaded beforehand (nothing created); `download`: the stack creates that PVC and a Job fills it before the engines start.")
-    pvc: Dns1123Subdomain = Field("model-weights", description="PVC holding the Hugging Face cache (HF_HOME), mounted read-only by the engines.")
-    revision: str = Field(UNPINNED, min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$", description="Revision of `model.name` on the Hub: a 40-hex commit id pins it; `main` follows the branch (refused for a prod download).")
-    draft_revision: str = Field(UNPINNED, min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$", description="Revision of the EAGLE-3 draft model (`engine.speculative.model`), pinned the same way.")
-    size: PositiveQuantity = Field("600Gi", description="Size of the PVC the stack creates for a download (checked against the known model sizes with headroom).")
-    gated: bool = Field(False, description="The model or draft is a gated repository: the download needs the token Secret (`hfTokenSecret`).")
-    token_secret_exists: bool = Field(False, description="The Secret `hfTokenSecret` was created outside the stack (else a gated download needs `rebel100:hfToken`).")
-    downloader_image: Image = Field("python:3.12.11-slim", min_length=1, description="Image of the download Job and of the engines' wait-for-weights init container (Python 3).")
-    huggingface_hub_version: str = Field("0.34.4", pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$", description="huggingface_hub the Job installs (into /tmp) when the image has none.")
-    retries: int = Field(6, ge=0, le=100, description="Job backoffLimit: pod restarts allowed; each retry resumes the partial files on the volume.")
-    timeout_minutes: int = Field(360, ge=10, description="How long `pulumi up` waits for the download Job to complete before it fails the update.")
+    source: Literal["pvc", "download"] = Field(
+        "pvc",
+        description="`pvc`: the existing PVC `weights.pvc`, loaded beforehand (nothing created); `download`: the stack creates that PVC and a Job fills it before the engines start.",
+    )
+    pvc: Dns1123Subdomain = Field(
+        "model-weights", description="PVC holding the Hugging Face cache (HF_HOME), mounted read-only by the engines."
+    )
+    revision: str = Field(
+        UNPINNED,
+        min_length=1,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$",
+        description="Revision of `model.name` on the Hub: a 40-hex commit id pins it; `main` follows the branch (refused for a prod download).",
+    )
+    draft_revision: str = Field(
+        UNPINNED,
+        min_length=1,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$",
+        description="Revision of the EAGLE-3 draft model (`engine.speculative.model`), pinned the same way.",
+    )
+    size: PositiveQuantity = Field(
+        "600Gi",
+        description="Size of the PVC the stack creates for a download (checked against the known model sizes with headroom).",
+    )
+    gated: bool = Field(
+        False,
+        description="The model or draft is a gated repository: the download needs the token Secret (`hfTokenSecret`).",
+    )
+    token_secret_exists: bool = Field(
+        False,
+        description="The Secret `hfTokenSecret` was created outside the stack (else a gated download needs `rebel100:hfToken`).",
+    )
+    downloader_image: Image = Field(
+        "python:3.12.11-slim",
+        min_length=1,
+        description="Image of the download Job and of the engines' wait-for-weights init container (Python 3).",
+    )
+    huggingface_hub_version: str = Field(
+        "0.34.4",
+        pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$",
+        description="huggingface_hub the Job installs (into /tmp) when the image has none.",
+    )
+    retries: int = Field(
+        6,
+        ge=0,
+        le=100,
+        description="Job backoffLimit: pod restarts allowed; each retry resumes the partial files on the volume.",
+    )
+    timeout_minutes: int = Field(
+        360,
+        ge=10,
+        description="How long `pulumi up` waits for the download Job to complete before it fails the update.",
+    )
 
 
 class Storage(Section):
-    compile_cache_size: PositiveQuantity = Field("200Gi", description="Size of each role's compile-cache PVC (VLLM_CACHE_ROOT).")
-    storage_class: Optional[Dns1123Subdomain] = Field(None, description="StorageClass of the PVCs (ReadWriteMany); null uses the cluster default.")
-    retain_on_delete: bool = Field(True, description="Keep the data volumes (weights, compile caches) in the cluster when `pulumi destroy` or a replacement deletes them from the stack.")
+    compile_cache_size: PositiveQuantity = Field(
+        "200Gi", description="Size of each role's compile-cache PVC (VLLM_CACHE_ROOT)."
+    )
+    storage_class: Optional[Dns1123Subdomain] = Field(
+        None, description="StorageClass of the PVCs (ReadWriteMany); null uses the cluster default."
+    )
+    retain_on_delete: bool = Field(
+        True,
+        description="Keep the data volumes (weights, compile caches) in the cluster when `pulumi destroy` or a replacement deletes them from the stack.",
+    )
 
 
 class Security(Section):
     """Least privilege and isolation (on by default; the exceptions the NPU runtime needs are explicit)."""
 
-    network_policies: bool = Field(True, description="Render NetworkPolicies: default deny, then only the paths the serving flow uses.")
-    monitoring_namespace: Dns1123Label = Field("monitoring", min_length=1, description="Namespace whose Prometheus may scrape metrics ports.")
-    gateway_pod_label: LabelKey = Field("gateway.networking.k8s.io/gateway-name", min_length=1, description="Label the gateway implementation puts on its pods (value: the Gateway's name).")
-    engine_run_as_root: bool = Field(True, description="Exception: the RBLN runtime and NIXL/RDMA need root in the engine containers (recorded in an annotation).")
-    engine_capabilities: list[Capability] = Field(["IPC_LOCK"], description="Exception: capabilities added to engines after dropping ALL (IPC_LOCK pins RDMA buffers); Linux capability names without `CAP_`.")
+    network_policies: bool = Field(
+        True, description="Render NetworkPolicies: default deny, then only the paths the serving flow uses."
+    )
+    monitoring_namespace: Dns1123Label = Field(
+        "monitoring", min_length=1, description="Namespace whose Prometheus may scrape metrics ports."
+    )
+    gateway_pod_label: LabelKey = Field(
+        "gateway.networking.k8s.io/gateway-name",
+        min_length=1,
+        description="Label the gateway implementation puts on its pods (value: the Gateway's name).",
+    )
+    engine_run_as_root: bool = Field(
+        True,
+        description="Exception: the RBLN runtime and NIXL/RDMA need root in the engine containers (recorded in an annotation).",
+    )
+    engine_capabilities: list[Capability] = Field(
+        ["IPC_LOCK"],
+        description="Exception: capabilities added to engines after dropping ALL (IPC_LOCK pins RDMA buffers); Linux capability names without `CAP_`.",
+    )
 
 
 class Observability(Section):
-    pod_monitors: bool = Field(True, description="Render PodMonitors (monitoring.coreos.com/v1) for prefill, decode and the EPP.")
-    grafana_dashboard: bool = Field(True, description="Render the P/D Grafana dashboard as a ConfigMap labelled grafana_dashboard=1.")
-    scrape_interval: PrometheusDuration = Field("30s", description="Prometheus scrape interval (a Prometheus duration: `30s`, `1m30s`, `1h`).")
-    prometheus_address: Optional[str] = Field(None, pattern=r"^https?://[^\s/]+(/\S*)?$", description="Prometheus HTTP API the autoscalers' triggers query; null: the Prometheus Operator's `http://prometheus-operated.<security.monitoringNamespace>.svc:9090`.")
+    pod_monitors: bool = Field(
+        True, description="Render PodMonitors (monitoring.coreos.com/v1) for prefill, decode and the EPP."
+    )
+    grafana_dashboard: bool = Field(
+        True, description="Render the P/D Grafana dashboard as a ConfigMap labelled grafana_dashboard=1."
+    )
+    scrape_interval: PrometheusDuration = Field(
+        "30s", description="Prometheus scrape interval (a Prometheus duration: `30s`, `1m30s`, `1h`)."
+    )
+    prometheus_address: Optional[str] = Field(
+        None,
+        pattern=r"^https?://[^\s/]+(/\S*)?$",
+        description="Prometheus HTTP API the autoscalers' triggers query; null: the Prometheus Operator's `http://prometheus-operated.<security.monitoringNamespace>.svc:9090`.",
+    )
 
 
 class Placement(Section):
-    groups: int = Field(1, ge=1, le=512, description="Node groups: each role is split into this many pools (Deployments), one per group.")
-    group_label: LabelKey = Field("rebel100.ai/pool-group", min_length=1, description="Node label naming a node's group (values g0, g1, ...); used when groups > 1.")
-    spread_roles: bool = Field(True, description="At most one pod of a role per node, so one node failure takes at most one P and one D.")
+    groups: int = Field(
+        1,
+        ge=1,
+        le=512,
+        description="Node groups: each role is split into this many pools (Deployments), one per group.",
+    )
+    group_label: LabelKey = Field(
+        "rebel100.ai/pool-group",
+        min_length=1,
+        description="Node label naming a node's group (values g0, g1, ...); used when groups > 1.",
+    )
+    spread_roles: bool = Field(
+        True, description="At most one pod of a role per node, so one node failure takes at most one P and one D."
+    )
 
 
 class Rollout(Section):
-    strategy: Literal["Recreate", "RollingUpdate"] = Field("Recreate", description="Engine Deployment strategy; RollingUpdate replaces one pod at a time (maxSurge 0: no spare NPUs needed).")
-    pool_at_a_time: bool = Field(True, description="Update decode only after prefill finished rolling out (Pulumi dependency), never both pools at once.")
+    strategy: Literal["Recreate", "RollingUpdate"] = Field(
+        "Recreate",
+        description="Engine Deployment strategy; RollingUpdate replaces one pod at a time (maxSurge 0: no spare NPUs needed).",
+    )
+    pool_at_a_time: bool = Field(
+        True,
+        description="Update decode only after prefill finished rolling out (Pulumi dependency), never both pools at once.",
+    )
     max_unavailable: int = Field(1, ge=1, description="PodDisruptionBudget maxUnavailable of every role.")
 
 
 class StackConfig(Section):
     """The whole `rebel100:` namespace of one stack."""
 
-    name: str = Field("minimax-m27", pattern=r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$", description="Prefix of every object name.")
+    name: str = Field(
+        "minimax-m27", pattern=r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$", description="Prefix of every object name."
+    )
     namespace: Dns1123Label = Field("rebel100", description="Kubernetes namespace (created by the stack).")
-    environment: Literal["dev", "prod"] = Field("prod", description="dev relaxes hygiene policies to advisory; prod makes them mandatory.")
-    topology: Literal["pd", "agg"] = Field("pd", description="`pd`: prefill/decode disaggregation; `agg`: aggregated engines, no prefill pods.")
-    render_directory: Optional[str] = Field(None, description="Render YAML to this folder instead of a cluster (no kubeconfig needed).")
+    environment: Literal["dev", "prod"] = Field(
+        "prod", description="dev relaxes hygiene policies to advisory; prod makes them mandatory."
+    )
+    topology: Literal["pd", "agg"] = Field(
+        "pd", description="`pd`: prefill/decode disaggregation; `agg`: aggregated engines, no prefill pods."
+    )
+    render_directory: Optional[str] = Field(
+        None, description="Render YAML to this folder instead of a cluster (no kubeconfig needed)."
+    )
     kube_context: Optional[str] = Field(None, description="kubeconfig context to deploy to; null uses the current one.")
-    hf_token_secret: Dns1123Subdomain = Field("hf-token", min_length=1, description="Secret holding the Hugging Face token under key `token`; created from `rebel100:hfToken` when that secret is set.")
+    hf_token_secret: Dns1123Subdomain = Field(
+        "hf-token",
+        min_length=1,
+        description="Secret holding the Hugging Face token under key `token`; created from `rebel100:hfToken` when that secret is set.",
+    )
     hardware: Hardware = Field(Hardware(), description="Hardware profile.")
     model: ModelSpec = Field(ModelSpec(), description="Served model.")
     engine: Engine = Field(Engine(), description="Serving arguments common to both roles.")
@@ -327,7 +609,7 @@ MOVED_KEYS = {
     "storage.modelPvcSize": "weights.size",
     "storage.createModelPvc": "weights.source (download creates the PVC; pvc uses an existing one)",
     "engine.lmcacheRblnVersion": "engine.image (the lmcache-rbln version is a fact of the image's vllm-rbln version, "
-                                 "not a setting that can disagree with it)",
+    "not a setting that can disagree with it)",
 }
 # Where the reader learns more about a moved key (by the section it was in).
 MOVED_KEYS_DOCS = {"storage": "docs/model-weights.md", "engine": "docs/consumers-engine.md"}

@@ -4,6 +4,7 @@ Devices per pod, ports, KV bytes per token, the RDS budget and the LMCache envir
 out here and nowhere else; the config gate checks them, the components render them, the plan and
 the stack outputs print them.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -81,8 +82,9 @@ def pool_ports(cfg: StackConfig) -> PoolPorts:
         ranks = serving.role_serving(cfg.engine, cfg.decode).rank_ports
         return PoolPorts(target=ranks, serving={"decode": ranks})
     sidecar = serving.sidecar_ports(cfg.decode)
-    return PoolPorts(target=sidecar, serving={"prefill": serving.role_serving(cfg.engine, cfg.prefill).rank_ports,
-                                              "decode": sidecar})
+    return PoolPorts(
+        target=sidecar, serving={"prefill": serving.role_serving(cfg.engine, cfg.prefill).rank_ports, "decode": sidecar}
+    )
 
 
 def rds_drives(cfg: StackConfig) -> int:
@@ -94,16 +96,26 @@ def rds_budget(cfg: StackConfig) -> sizing.RdsBudget:
     """The section 5 budget of this stack's prefill engines."""
     tier = cfg.kv_tier
     return sizing.rds_budget(
-        rds_max_chunks=tier.rds_max_chunks, chunk_overhead_mib=tier.rds_chunk_overhead_mib, drives=rds_drives(cfg),
-        staging_mib=tier.staging_buffer_mib, hbm_per_chiplet_gib=cfg.hardware.hbm_per_chiplet_gib,
-        gpu_memory_utilization=cfg.prefill.gpu_memory_utilization)
+        rds_max_chunks=tier.rds_max_chunks,
+        chunk_overhead_mib=tier.rds_chunk_overhead_mib,
+        drives=rds_drives(cfg),
+        staging_mib=tier.staging_buffer_mib,
+        hbm_per_chiplet_gib=cfg.hardware.hbm_per_chiplet_gib,
+        gpu_memory_utilization=cfg.prefill.gpu_memory_utilization,
+    )
 
 
 def derive(cfg: StackConfig) -> StackFacts:
     scalings = autoscaling.role_scalings(cfg)
-    roles = {name: RoleFacts(name, scalings[name].max_replicas if name in scalings else role.replicas,
-                             serving.role_serving(cfg.engine, role), scalings.get(name))
-             for name, role in cfg.engine_roles()}
+    roles = {
+        name: RoleFacts(
+            name,
+            scalings[name].max_replicas if name in scalings else role.replicas,
+            serving.role_serving(cfg.engine, role),
+            scalings.get(name),
+        )
+        for name, role in cfg.engine_roles()
+    }
     decode = serving.role_serving(cfg.engine, cfg.decode)
     pd = cfg.topology == "pd" and "prefill" in roles
     tier = cfg.kv_tier.mode if pd else "off"
@@ -112,14 +124,18 @@ def derive(cfg: StackConfig) -> StackFacts:
         pd=cfg.topology == "pd",
         roles=roles,
         decode=decode,
-        kv_bytes_per_token=sizing.kv_bytes_per_token(cfg.model.layers, cfg.model.kv_heads, cfg.model.head_dim,
-                                                     decode.kv_cache_dtype),
-        prefix_reuse_unit=sizing.prefix_reuse_unit(cfg.engine.block_size, cfg.engine.max_num_batched_tokens,
-                                                   cfg.engine.sub_block_cache),
+        kv_bytes_per_token=sizing.kv_bytes_per_token(
+            cfg.model.layers, cfg.model.kv_heads, cfg.model.head_dim, decode.kv_cache_dtype
+        ),
+        prefix_reuse_unit=sizing.prefix_reuse_unit(
+            cfg.engine.block_size, cfg.engine.max_num_batched_tokens, cfg.engine.sub_block_cache
+        ),
         kv_tier=tier,
         rds_drives=rds_drives(cfg),
         rds_budget=rds_budget(cfg) if on_rds else None,
-        rds_tokens_per_rank=sizing.rds_tokens_per_rank(cfg.kv_tier.rds_max_chunks, cfg.kv_tier.chunk_size) if on_rds else 0,
+        rds_tokens_per_rank=sizing.rds_tokens_per_rank(cfg.kv_tier.rds_max_chunks, cfg.kv_tier.chunk_size)
+        if on_rds
+        else 0,
         lmcache_env=serving.lmcache_env(cfg.kv_tier) if pd else {},
         weights=weights.plan(cfg, serving.HF_HOME),
     )
@@ -132,8 +148,15 @@ def engine_commands(cfg: StackConfig) -> dict[str, serving.EngineCommand]:
     plan = facts.weights
     commands = {}
     if "prefill" in facts.roles:
-        commands["prefill"] = serving.prefill_command(cfg.model, cfg.engine, cfg.prefill, lmcache=facts.kv_tier != "off",
-                                                      revision=plan.revision, draft_revision=plan.draft_revision)
-    commands["decode"] = serving.decode_command(cfg.model, cfg.engine, cfg.decode, nixl=facts.pd,
-                                                revision=plan.revision, draft_revision=plan.draft_revision)
+        commands["prefill"] = serving.prefill_command(
+            cfg.model,
+            cfg.engine,
+            cfg.prefill,
+            lmcache=facts.kv_tier != "off",
+            revision=plan.revision,
+            draft_revision=plan.draft_revision,
+        )
+    commands["decode"] = serving.decode_command(
+        cfg.model, cfg.engine, cfg.decode, nixl=facts.pd, revision=plan.revision, draft_revision=plan.draft_revision
+    )
     return commands

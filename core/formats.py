@@ -13,6 +13,7 @@ the server and the format disagree, so a format that Kubernetes changes or that 
 Where a format is deliberately stricter than the server (it must never be looser), `STRICTER` says
 which values and why; the agreement test holds the server to "accepts" on exactly those.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -56,6 +57,7 @@ class Format:
 
     def type(self) -> object:
         """The pydantic type: a `str` refused with the rule in words."""
+
         def check(value: str) -> str:
             problem = self.problem(value)
             if problem is not None:
@@ -63,6 +65,7 @@ class Format:
                 text = f"{problem}: {self.rule} ({self.source})".replace("{", "(").replace("}", ")")
                 raise PydanticCustomError("kubernetes_format", text)
             return value
+
         check.format = self  # lets tools (the generated-config tests) find the format of a field
         return Annotated[str, AfterValidator(check)]
 
@@ -110,9 +113,15 @@ def label_key_problem(value: str) -> Optional[str]:
     name = parts[-1]
     if not name:
         return "an empty name"
-    return _first(_too_long(name, 63) and f"name {name!r}: {_too_long(name, 63)}",
-                  _matches(_LABEL_NAME, name, f"name {name!r} has characters other than alphanumerics, '-', '_' "
-                           f"and '.', or does not start and end with an alphanumeric"))
+    return _first(
+        _too_long(name, 63) and f"name {name!r}: {_too_long(name, 63)}",
+        _matches(
+            _LABEL_NAME,
+            name,
+            f"name {name!r} has characters other than alphanumerics, '-', '_' "
+            f"and '.', or does not start and end with an alphanumeric",
+        ),
+    )
 
 
 def go_lower(value: str) -> str:
@@ -126,9 +135,14 @@ def annotation_key_problem(value: str) -> Optional[str]:
 
 
 def label_value_problem(value: str) -> Optional[str]:
-    return _first(_too_long(value, 63), _matches(f"({_LABEL_NAME})?", value,
-                                                 "characters other than alphanumerics, '-', '_' and '.', or does not "
-                                                 "start and end with an alphanumeric"))
+    return _first(
+        _too_long(value, 63),
+        _matches(
+            f"({_LABEL_NAME})?",
+            value,
+            "characters other than alphanumerics, '-', '_' and '.', or does not start and end with an alphanumeric",
+        ),
+    )
 
 
 def env_var_name_problem(value: str) -> Optional[str]:
@@ -155,17 +169,21 @@ def dra_attribute_problem(value: str) -> Optional[str]:
         return f"domain {domain!r}: {problem}"
     if not name:
         return "an empty name after '/'"
-    return _first(_too_long(name, 32) and f"name {name!r}: {_too_long(name, 32)}",
-                  _matches(_C_IDENTIFIER, name, f"name {name!r} is not a C identifier"))
+    return _first(
+        _too_long(name, 32) and f"name {name!r}: {_too_long(name, 32)}",
+        _matches(_C_IDENTIFIER, name, f"name {name!r} is not a C identifier"),
+    )
 
 
 def port_name_problem(value: str) -> Optional[str]:
     """validation.IsValidPortName."""
-    return _first(_too_long(value, 15),
-                  None if re.fullmatch(r"[-a-z0-9]+", value) else "characters other than a-z, 0-9 and '-'",
-                  None if re.search(r"[a-z]", value) else "no letter",
-                  "consecutive '-'" if "--" in value else None,
-                  "starts or ends with '-'" if value[:1] == "-" or value[-1:] == "-" else None)
+    return _first(
+        _too_long(value, 15),
+        None if re.fullmatch(r"[-a-z0-9]+", value) else "characters other than a-z, 0-9 and '-'",
+        None if re.search(r"[a-z]", value) else "no letter",
+        "consecutive '-'" if "--" in value else None,
+        "starts or ends with '-'" if value[:1] == "-" or value[-1:] == "-" else None,
+    )
 
 
 def _numeric_last_label(value: str) -> bool:
@@ -175,8 +193,10 @@ def _numeric_last_label(value: str) -> bool:
 def gateway_hostname_problem(value: str) -> Optional[str]:
     if not value:
         return "empty"
-    problem = _first(_too_long(value, GATEWAY_HOSTNAME_MAX_LENGTH),
-                     _matches(GATEWAY_HOSTNAME_PATTERN[1:-1], value, "does not match the CRD's pattern"))
+    problem = _first(
+        _too_long(value, GATEWAY_HOSTNAME_MAX_LENGTH),
+        _matches(GATEWAY_HOSTNAME_PATTERN[1:-1], value, "does not match the CRD's pattern"),
+    )
     if problem is None and _numeric_last_label(value):
         # The CRD's pattern lets `10.0.0.1` through; the type it validates says "IPs are not allowed"
         # (sigs.k8s.io/gateway-api apis/v1 shared_types.go, type Hostname), and a name whose last label is all
@@ -190,11 +210,46 @@ def gateway_hostname_problem(value: str) -> Optional[str]:
 # Every capability of Linux 5.9 to 6.x (CAP_CHOWN 0 ... CAP_CHECKPOINT_RESTORE 40, CAP_LAST_CAP), in number order,
 # without the CAP_ prefix: include/uapi/linux/capability.h; containerd v1.7.29 pkg/cap/cap_linux.go lists the same 41.
 LINUX_CAPABILITIES = (
-    "CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "SETPCAP",
-    "LINUX_IMMUTABLE", "NET_BIND_SERVICE", "NET_BROADCAST", "NET_ADMIN", "NET_RAW", "IPC_LOCK", "IPC_OWNER",
-    "SYS_MODULE", "SYS_RAWIO", "SYS_CHROOT", "SYS_PTRACE", "SYS_PACCT", "SYS_ADMIN", "SYS_BOOT", "SYS_NICE",
-    "SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "MKNOD", "LEASE", "AUDIT_WRITE", "AUDIT_CONTROL", "SETFCAP",
-    "MAC_OVERRIDE", "MAC_ADMIN", "SYSLOG", "WAKE_ALARM", "BLOCK_SUSPEND", "AUDIT_READ", "PERFMON", "BPF",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "DAC_READ_SEARCH",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "SETGID",
+    "SETUID",
+    "SETPCAP",
+    "LINUX_IMMUTABLE",
+    "NET_BIND_SERVICE",
+    "NET_BROADCAST",
+    "NET_ADMIN",
+    "NET_RAW",
+    "IPC_LOCK",
+    "IPC_OWNER",
+    "SYS_MODULE",
+    "SYS_RAWIO",
+    "SYS_CHROOT",
+    "SYS_PTRACE",
+    "SYS_PACCT",
+    "SYS_ADMIN",
+    "SYS_BOOT",
+    "SYS_NICE",
+    "SYS_RESOURCE",
+    "SYS_TIME",
+    "SYS_TTY_CONFIG",
+    "MKNOD",
+    "LEASE",
+    "AUDIT_WRITE",
+    "AUDIT_CONTROL",
+    "SETFCAP",
+    "MAC_OVERRIDE",
+    "MAC_ADMIN",
+    "SYSLOG",
+    "WAKE_ALARM",
+    "BLOCK_SUSPEND",
+    "AUDIT_READ",
+    "PERFMON",
+    "BPF",
     "CHECKPOINT_RESTORE",
 )
 
@@ -206,8 +261,10 @@ def capability_problem(value: str) -> Optional[str]:
     containerd upper-cases it."""
     upper = value.upper()
     if upper.startswith("CAP_") and upper[4:] in LINUX_CAPABILITIES:
-        return (f"written with its CAP_ prefix: containerd adds CAP_ itself and the runtime gets CAP_{upper}, which "
-                f"no kernel has; write {upper[4:]!r}")
+        return (
+            f"written with its CAP_ prefix: containerd adds CAP_ itself and the runtime gets CAP_{upper}, which "
+            f"no kernel has; write {upper[4:]!r}"
+        )
     if upper == "ALL":
         return "ALL, which adds every capability (the engine would be as good as privileged); name the ones it needs"
     if upper not in LINUX_CAPABILITIES:
@@ -220,11 +277,20 @@ def capability_problem(value: str) -> Optional[str]:
 
 # crds/monitoring.coreos.com_podmonitors.yaml spec.podMetricsEndpoints[].interval (monitoringv1.Duration of the
 # Prometheus operator): a test reads the CRD and fails when its pattern is not this one.
-PROMETHEUS_DURATION_PATTERN = (r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?"
-                               r"(([0-9]+)ms)?)$")
+PROMETHEUS_DURATION_PATTERN = (
+    r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?"
+    r"(([0-9]+)ms)?)$"
+)
 # github.com/prometheus/common v0.67.5 model/time.go ParseDuration: each unit in milliseconds.
-_DURATION_UNITS_MS = {"y": 365 * 24 * 3600 * 1000, "w": 7 * 24 * 3600 * 1000, "d": 24 * 3600 * 1000,
-                      "h": 3600 * 1000, "m": 60 * 1000, "s": 1000, "ms": 1}
+_DURATION_UNITS_MS = {
+    "y": 365 * 24 * 3600 * 1000,
+    "w": 7 * 24 * 3600 * 1000,
+    "d": 24 * 3600 * 1000,
+    "h": 3600 * 1000,
+    "m": 60 * 1000,
+    "s": 1000,
+    "ms": 1,
+}
 _NANOSECONDS_MAX = 2**63 - 1  # a time.Duration
 
 
@@ -236,8 +302,10 @@ def prometheus_duration_problem(value: str) -> Optional[str]:
         return "empty"
     if not re.fullmatch(PROMETHEUS_DURATION_PATTERN[1:-1], value, flags=re.ASCII):
         return "not a Prometheus duration"
-    total = sum(int(number) * _DURATION_UNITS_MS[unit] * 1_000_000
-                for number, unit in re.findall(r"([0-9]+)(ms|y|w|d|h|m|s)", value))
+    total = sum(
+        int(number) * _DURATION_UNITS_MS[unit] * 1_000_000
+        for number, unit in re.findall(r"([0-9]+)(ms|y|w|d|h|m|s)", value)
+    )
     if total > _NANOSECONDS_MAX:
         return "longer than Prometheus can hold (about 292 years)"
     return None
@@ -307,16 +375,23 @@ def _parse_image(value: str) -> "ImageReference | str":
     if _IMAGE_ID.fullmatch(value):
         return "a 64-digit hexadecimal string, which the runtime takes for an image ID, not a repository name"
     domain = _docker_domain(value)
-    remainder = value[len(domain) + 1:] if domain else value
+    remainder = value[len(domain) + 1 :] if domain else value
     remote = remainder.split(":", 1)[0]
     if remote.lower() != remote:
         return f"repository name {remote!r} has capital letters (it must be lower case)"
-    if domain is not None and domain.lower() != domain and "." not in domain and ":" not in domain \
-            and domain != "localhost":
+    if (
+        domain is not None
+        and domain.lower() != domain
+        and "." not in domain
+        and ":" not in domain
+        and domain != "localhost"
+    ):
         # Taken by the kubelet (as a registry host named like that), never what is meant: Docker Hub namespaces
         # are lower case, and a registry host has a '.' or a port. Refused here on purpose.
-        return (f"the first component {domain!r} has capital letters, so the runtime reads it as a registry host "
-                f"and pulls from a machine named {domain!r} (a Docker Hub namespace is lower case)")
+        return (
+            f"the first component {domain!r} has capital letters, so the runtime reads it as a registry host "
+            f"and pulls from a machine named {domain!r} (a Docker Hub namespace is lower case)"
+        )
     if domain is not None and not re.fullmatch(_DOMAIN, domain, flags=re.ASCII):
         return f"registry {domain!r} is not a host name or [IPv6 address], with an optional :port"
     match = _REMOTE.fullmatch(remainder)
@@ -482,66 +557,101 @@ def positive_quantity_problem(text: str) -> Optional[str]:
 # --- the formats --------------------------------------------------------------------------
 
 _APIMACHINERY = "k8s.io/apimachinery v0.35.4"
-_QUANTITY_RULE = ("a Kubernetes quantity is a decimal number (optional sign, digits, optional '.' and digits) "
-                  "followed by nothing, a decimal suffix n u m k M G T P E, a binary suffix Ki Mi Gi Ti Pi Ei, "
-                  "or an exponent e<N> / E<N>, with no spaces (e.g. 256Gi, 500m, 1e3; not 256GB)")
+_QUANTITY_RULE = (
+    "a Kubernetes quantity is a decimal number (optional sign, digits, optional '.' and digits) "
+    "followed by nothing, a decimal suffix n u m k M G T P E, a binary suffix Ki Mi Gi Ti Pi Ei, "
+    "or an exponent e<N> / E<N>, with no spaces (e.g. 256Gi, 500m, 1e3; not 256GB)"
+)
 
 DNS1123_LABEL = Format(
-    "DNS-1123 label", "a DNS-1123 label has at most 63 characters: lower-case letters, digits and '-', starting "
+    "DNS-1123 label",
+    "a DNS-1123 label has at most 63 characters: lower-case letters, digits and '-', starting "
     "and ending with a letter or digit (e.g. 'my-name')",
-    f"{_APIMACHINERY} pkg/api/validate/content/dns.go IsDNS1123Label", dns1123_label_problem)
+    f"{_APIMACHINERY} pkg/api/validate/content/dns.go IsDNS1123Label",
+    dns1123_label_problem,
+)
 DNS1123_SUBDOMAIN = Format(
-    "DNS-1123 subdomain", "an object name (DNS-1123 subdomain) has at most 253 characters: dot-separated DNS-1123 "
+    "DNS-1123 subdomain",
+    "an object name (DNS-1123 subdomain) has at most 253 characters: dot-separated DNS-1123 "
     "labels of lower-case letters, digits and '-', starting and ending with a letter or digit (e.g. 'my-name.v1')",
-    f"{_APIMACHINERY} pkg/api/validate/content/dns.go IsDNS1123Subdomain", dns1123_subdomain_problem)
+    f"{_APIMACHINERY} pkg/api/validate/content/dns.go IsDNS1123Subdomain",
+    dns1123_subdomain_problem,
+)
 DNS1035_LABEL = Format(
-    "DNS-1035 label", "a DNS-1035 label (Service name) has at most 63 characters: lower-case letters, digits and "
+    "DNS-1035 label",
+    "a DNS-1035 label (Service name) has at most 63 characters: lower-case letters, digits and "
     "'-', starting with a letter and ending with a letter or digit",
-    f"{_APIMACHINERY} pkg/util/validation/validation.go IsDNS1035Label", dns1035_label_problem)
+    f"{_APIMACHINERY} pkg/util/validation/validation.go IsDNS1035Label",
+    dns1035_label_problem,
+)
 LABEL_KEY = Format(
-    "label key", "a label key (qualified name) is an optional DNS-1123 subdomain prefix and '/', then a name of "
+    "label key",
+    "a label key (qualified name) is an optional DNS-1123 subdomain prefix and '/', then a name of "
     "1-63 characters: letters, digits, '-', '_' and '.', starting and ending with a letter or digit "
     "(e.g. 'example.com/my-key')",
-    f"{_APIMACHINERY} pkg/api/validate/content/kube.go IsLabelKey", label_key_problem)
+    f"{_APIMACHINERY} pkg/api/validate/content/kube.go IsLabelKey",
+    label_key_problem,
+)
 ANNOTATION_KEY = Format(
-    "annotation key", "an annotation key is a qualified name (any case): an optional DNS subdomain prefix and '/', "
+    "annotation key",
+    "an annotation key is a qualified name (any case): an optional DNS subdomain prefix and '/', "
     "then a name of 1-63 characters: letters, digits, '-', '_' and '.', starting and ending with a letter or digit",
-    f"{_APIMACHINERY} pkg/api/validation/objectmeta.go ValidateAnnotations", annotation_key_problem)
+    f"{_APIMACHINERY} pkg/api/validation/objectmeta.go ValidateAnnotations",
+    annotation_key_problem,
+)
 LABEL_VALUE = Format(
-    "label value", "a label value is empty or at most 63 characters: letters, digits, '-', '_' and '.', starting "
+    "label value",
+    "a label value is empty or at most 63 characters: letters, digits, '-', '_' and '.', starting "
     "and ending with a letter or digit (e.g. 'RBLN-CR13')",
-    f"{_APIMACHINERY} pkg/api/validate/content/kube.go IsLabelValue", label_value_problem)
+    f"{_APIMACHINERY} pkg/api/validate/content/kube.go IsLabelValue",
+    label_value_problem,
+)
 ENV_VAR_NAME = Format(
-    "environment variable name", "an environment variable name is non-empty printable ASCII without '='",
-    f"{_APIMACHINERY} pkg/util/validation/validation.go IsRelaxedEnvVarName", env_var_name_problem)
+    "environment variable name",
+    "an environment variable name is non-empty printable ASCII without '='",
+    f"{_APIMACHINERY} pkg/util/validation/validation.go IsRelaxedEnvVarName",
+    env_var_name_problem,
+)
 DRA_ATTRIBUTE = Format(
-    "DRA attribute name", "a DRA attribute name (matchAttribute) is 'domain/name': the domain a DNS subdomain of at "
+    "DRA attribute name",
+    "a DRA attribute name (matchAttribute) is 'domain/name': the domain a DNS subdomain of at "
     "most 63 characters, the name a C identifier (letters, digits, '_', not starting with a digit) of at most 32 "
     "(e.g. 'resource.kubernetes.io/numaNode')",
-    "k8s.io/kubernetes v1.35.4 pkg/apis/resource/validation validateFullyQualifiedName", dra_attribute_problem,
+    "k8s.io/kubernetes v1.35.4 pkg/apis/resource/validation validateFullyQualifiedName",
+    dra_attribute_problem,
     # 1.35 lets any text with two or more '/' through (a TODO in its validation); no driver publishes such a name.
-    stricter=lambda v: v.count("/") > 1)
+    stricter=lambda v: v.count("/") > 1,
+)
 PORT_NAME = Format(
-    "port name", "a port name (IANA service name) has at most 15 characters: lower-case letters, digits and '-', "
+    "port name",
+    "a port name (IANA service name) has at most 15 characters: lower-case letters, digits and '-', "
     "at least one letter, no '--', not starting or ending with '-'",
-    f"{_APIMACHINERY} pkg/util/validation/validation.go IsValidPortName", port_name_problem,
+    f"{_APIMACHINERY} pkg/util/validation/validation.go IsValidPortName",
+    port_name_problem,
     # The server takes an empty name as no name (the field is optional); a name the stack writes is never empty.
-    stricter=lambda v: v == "")
+    stricter=lambda v: v == "",
+)
 GATEWAY_HOSTNAME = Format(
-    "Gateway hostname", "a Gateway listener hostname is a lower-case DNS name, optionally starting with '*.', of at "
+    "Gateway hostname",
+    "a Gateway listener hostname is a lower-case DNS name, optionally starting with '*.', of at "
     "most 253 characters (no '_', no IP address; e.g. 'api.example.com')",
     "crds/gateway.networking.k8s.io_gateways.yaml spec.listeners[].hostname; sigs.k8s.io/gateway-api apis/v1 "
-    "shared_types.go type Hostname (IPs are not allowed)", gateway_hostname_problem,
+    "shared_types.go type Hostname (IPs are not allowed)",
+    gateway_hostname_problem,
     # The CRD's pattern takes `10.0.0.1`; the Gateway API says a listener hostname is never an IP.
-    stricter=lambda v: bool(re.fullmatch(GATEWAY_HOSTNAME_PATTERN[1:-1], v)) and _numeric_last_label(v))
+    stricter=lambda v: bool(re.fullmatch(GATEWAY_HOSTNAME_PATTERN[1:-1], v)) and _numeric_last_label(v),
+)
 IMAGE = Format(
-    "image reference", "an image reference is [registry[:port]/]path[:tag][@digest]: path components of lower-case "
+    "image reference",
+    "an image reference is [registry[:port]/]path[:tag][@digest]: path components of lower-case "
     "letters and digits joined by '.', '_', '__' or '-', a tag of at most 128 letters, digits, '_', '.' and '-', a "
     "sha256/sha384/sha512 digest in lower-case hex; a registry is a host with a '.' or a port, or localhost "
     "(e.g. 'ghcr.io/llm-d/llm-d-routing-sidecar:v0.3.0', 'rebellions/vllm-rbln:0.12.0@sha256:<64 hex>')",
     "github.com/distribution/reference v0.6.0 ParseNormalizedNamed, as the kubelet reads it (k8s.io/kubernetes v1.35.4 "
-    "pkg/util/parsers; InvalidImageName otherwise; the API server only refuses surrounding whitespace)", image_problem,
-    subset_only=True)
+    "pkg/util/parsers; InvalidImageName otherwise; the API server only refuses surrounding whitespace)",
+    image_problem,
+    subset_only=True,
+)
 
 
 def _padded_quantity(value: str) -> bool:
@@ -553,32 +663,64 @@ def _stricter_quantity(value: str) -> bool:
     return _padded_quantity(value) or (quantity_value(value.strip()) is not None and _huge_exponent(value))
 
 
-QUANTITY = Format("quantity", _QUANTITY_RULE, f"{_APIMACHINERY} pkg/api/resource/quantity.go ParseQuantity",
-                  quantity_problem, stricter=_stricter_quantity)
+QUANTITY = Format(
+    "quantity",
+    _QUANTITY_RULE,
+    f"{_APIMACHINERY} pkg/api/resource/quantity.go ParseQuantity",
+    quantity_problem,
+    stricter=_stricter_quantity,
+)
 NON_NEGATIVE_QUANTITY = Format(
-    "non-negative quantity", _QUANTITY_RULE + ", not negative (resource requests and limits, emptyDir sizeLimit)",
+    "non-negative quantity",
+    _QUANTITY_RULE + ", not negative (resource requests and limits, emptyDir sizeLimit)",
     f"{_APIMACHINERY} pkg/api/resource/quantity.go ParseQuantity; k8s.io/kubernetes pkg/apis/core/validation",
-    non_negative_quantity_problem, stricter=lambda v: _stricter_quantity(v) and quantity_value(v.strip()) >= 0)
+    non_negative_quantity_problem,
+    stricter=lambda v: _stricter_quantity(v) and quantity_value(v.strip()) >= 0,
+)
 POSITIVE_QUANTITY = Format(
-    "positive quantity", _QUANTITY_RULE + ", greater than zero (a PersistentVolumeClaim's storage request)",
+    "positive quantity",
+    _QUANTITY_RULE + ", greater than zero (a PersistentVolumeClaim's storage request)",
     f"{_APIMACHINERY} pkg/api/resource/quantity.go ParseQuantity; k8s.io/kubernetes pkg/apis/core/validation",
-    positive_quantity_problem, stricter=lambda v: _stricter_quantity(v) and quantity_value(v.strip()) > 0)
+    positive_quantity_problem,
+    stricter=lambda v: _stricter_quantity(v) and quantity_value(v.strip()) > 0,
+)
 
 # Not read by the API server (which takes any capability name and, for a PodMonitor, the pattern alone): their
 # consumers are the container runtime and Prometheus, and tests/core/test_formats.py holds their tables.
 CAPABILITY = Format(
-    "Linux capability", "a capability is one of the Linux capability names of linux/capability.h without CAP_ "
+    "Linux capability",
+    "a capability is one of the Linux capability names of linux/capability.h without CAP_ "
     "(e.g. 'IPC_LOCK', 'NET_BIND_SERVICE')",
-    "include/uapi/linux/capability.h; containerd v1.7.29 pkg/cri/opts/spec_opts.go WithCapabilities", capability_problem,
-    subset_only=True)
+    "include/uapi/linux/capability.h; containerd v1.7.29 pkg/cri/opts/spec_opts.go WithCapabilities",
+    capability_problem,
+    subset_only=True,
+)
 PROMETHEUS_DURATION = Format(
-    "Prometheus duration", "a Prometheus duration is 0 or numbers with units in this order, each at most once: y w d "
+    "Prometheus duration",
+    "a Prometheus duration is 0 or numbers with units in this order, each at most once: y w d "
     "h m s ms (e.g. '30s', '1m30s', '1h')",
     "crds/monitoring.coreos.com_podmonitors.yaml spec.podMetricsEndpoints[].interval; github.com/prometheus/common "
-    "model/time.go ParseDuration", prometheus_duration_problem, subset_only=True)
+    "model/time.go ParseDuration",
+    prometheus_duration_problem,
+    subset_only=True,
+)
 
-FORMATS = (DNS1123_LABEL, DNS1123_SUBDOMAIN, DNS1035_LABEL, LABEL_KEY, ANNOTATION_KEY, LABEL_VALUE, ENV_VAR_NAME,
-           DRA_ATTRIBUTE, PORT_NAME, GATEWAY_HOSTNAME, IMAGE, QUANTITY, NON_NEGATIVE_QUANTITY, POSITIVE_QUANTITY)
+FORMATS = (
+    DNS1123_LABEL,
+    DNS1123_SUBDOMAIN,
+    DNS1035_LABEL,
+    LABEL_KEY,
+    ANNOTATION_KEY,
+    LABEL_VALUE,
+    ENV_VAR_NAME,
+    DRA_ATTRIBUTE,
+    PORT_NAME,
+    GATEWAY_HOSTNAME,
+    IMAGE,
+    QUANTITY,
+    NON_NEGATIVE_QUANTITY,
+    POSITIVE_QUANTITY,
+)
 
 # The pydantic types of the schema.
 Dns1123Label = DNS1123_LABEL.type()

@@ -4,6 +4,7 @@
 each with the full key path, the value, the rule and the fix. Nothing is registered before this
 returns, so a bad stack file changes nothing. Warnings (advice, not errors) come back separately.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -55,6 +56,7 @@ def key(path: str) -> str:
 
 # --- parsing -------------------------------------------------------------------------------
 
+
 def namespace_values(raw: dict[str, Any]) -> dict[str, Any]:
     """The `rebel100:` keys of a Pulumi config map, objects decoded from their JSON text."""
     values: dict[str, Any] = {}
@@ -62,7 +64,7 @@ def namespace_values(raw: dict[str, Any]) -> dict[str, Any]:
     for full_key, value in raw.items():
         if not full_key.startswith(prefix):
             continue
-        name = full_key[len(prefix):]
+        name = full_key[len(prefix) :]
         if name in SECRET_KEYS:
             continue
         if isinstance(value, str) and value[:1] in "{[":
@@ -118,7 +120,11 @@ def _allowed(info) -> str:
         pattern = getattr(constraint, "pattern", None)
         if pattern:
             parts.append(f"matching {pattern}")
-    literal = [a for a in typing.get_args(unwrap_optional(info.annotation))] if typing.get_origin(unwrap_optional(info.annotation)) is typing.Literal else []
+    literal = (
+        [a for a in typing.get_args(unwrap_optional(info.annotation))]
+        if typing.get_origin(unwrap_optional(info.annotation)) is typing.Literal
+        else []
+    )
     if literal:
         return "allowed: " + ", ".join(repr(v) for v in literal)
     return ("allowed: " + " and ".join(parts)) if parts else ""
@@ -171,6 +177,7 @@ def _pydantic_issues(error: pydantic.ValidationError) -> list[Issue]:
 
 # --- rules across fields --------------------------------------------------------------------
 
+
 def rule_pp_with_dp(cfg: StackConfig) -> Iterable[Issue]:
     for name, role in cfg.engine_roles():
         problem = rules.pp_with_dp(role.pipeline_parallel_size, role.data_parallel_size)
@@ -182,17 +189,23 @@ def rule_devices_fit_node(cfg: StackConfig) -> Iterable[Issue]:
     per_node = cfg.hardware.npus_per_node
     facts = derive(cfg)
     for name, role in cfg.engine_roles():
-        problem = rules.devices_fit_node(role.tensor_parallel_size, role.pipeline_parallel_size,
-                                         facts.roles[name].serving.data_parallel_local, per_node,
-                                         per_node_name="hardware.npusPerNode")
+        problem = rules.devices_fit_node(
+            role.tensor_parallel_size,
+            role.pipeline_parallel_size,
+            facts.roles[name].serving.data_parallel_local,
+            per_node,
+            per_node_name="hardware.npusPerNode",
+        )
         if problem:
             yield Issue(key(name), problem, "npu-devices-fit-node")
     nodes = cfg.hardware.nodes
     # With an autoscaled role the total is at its maximum, judged at that maximum by rule_autoscaling.
     if nodes is not None and facts.total_devices > nodes * per_node and not autoscaling.role_scalings(cfg):
-        yield Issue(key("hardware.nodes"),
-                    f"the stack needs {facts.total_devices} NPUs but {nodes} nodes x {per_node} NPUs = {nodes * per_node}: "
-                    f"lower the replicas or add nodes.")
+        yield Issue(
+            key("hardware.nodes"),
+            f"the stack needs {facts.total_devices} NPUs but {nodes} nodes x {per_node} NPUs = {nodes * per_node}: "
+            f"lower the replicas or add nodes.",
+        )
 
 
 def rule_pipeline_and_experts(cfg: StackConfig) -> Iterable[Issue]:
@@ -202,8 +215,9 @@ def rule_pipeline_and_experts(cfg: StackConfig) -> Iterable[Issue]:
         if problem:
             yield Issue(key(f"{name}.pipelineParallelSize"), problem, "parallelism-fits-model")
         if role.enable_expert_parallel:
-            problem = rules.experts_divide(model.experts, role.data_parallel_size, role.tensor_parallel_size,
-                                           experts_name="model.experts")
+            problem = rules.experts_divide(
+                model.experts, role.data_parallel_size, role.tensor_parallel_size, experts_name="model.experts"
+            )
             if problem:
                 yield Issue(key(f"{name}.enableExpertParallel"), problem, "parallelism-fits-model")
     problem = rules.decode_without_pipeline(cfg.decode.pipeline_parallel_size)
@@ -216,10 +230,13 @@ def rule_block_and_memory(cfg: StackConfig) -> Iterable[Issue]:
     for name, role in cfg.engine_roles():
         resolved = role_serving(engine, role)
         if engine.sub_block_cache:
-            problem = rules.block_holds_sub_blocks(resolved.block_size, engine.max_num_batched_tokens,
-                                                   sub_block_name="engine.maxNumBatchedTokens")
+            problem = rules.block_holds_sub_blocks(
+                resolved.block_size, engine.max_num_batched_tokens, sub_block_name="engine.maxNumBatchedTokens"
+            )
             if problem:
-                yield Issue(key(f"{name}.blockSize" if role.block_size else "engine.blockSize"), problem, "engine-args-in-range")
+                yield Issue(
+                    key(f"{name}.blockSize" if role.block_size else "engine.blockSize"), problem, "engine-args-in-range"
+                )
         if role.gpu_memory_utilization is not None:
             problem = rules.utilization_in_range(role.gpu_memory_utilization)
             if problem:
@@ -237,30 +254,43 @@ def rule_kv_tier(cfg: StackConfig) -> Iterable[Issue]:
     if tier.mode == "off":
         return
     if cfg.topology != "pd" or cfg.prefill.replicas == 0:
-        yield Issue(key("kvTier.mode"),
-                    f"kvTier.mode {tier.mode!r} offloads prefill KV, but this stack has no prefill pods "
-                    f"(topology {cfg.topology!r}, prefill.replicas {cfg.prefill.replicas}): set kvTier.mode off.")
+        yield Issue(
+            key("kvTier.mode"),
+            f"kvTier.mode {tier.mode!r} offloads prefill KV, but this stack has no prefill pods "
+            f"(topology {cfg.topology!r}, prefill.replicas {cfg.prefill.replicas}): set kvTier.mode off.",
+        )
         return
     if tier.mode == "rds":
         facts = derive(cfg)
         if facts.rds_drives == 0:
-            yield Issue(key("hardware.nvmeDrivesPerNode"), "RDS needs NVMe drives: set hardware.nvmeDrivesPerNode or kvTier.rdsDrives, or use kvTier.mode cpu.")
+            yield Issue(
+                key("hardware.nvmeDrivesPerNode"),
+                "RDS needs NVMe drives: set hardware.nvmeDrivesPerNode or kvTier.rdsDrives, or use kvTier.mode cpu.",
+            )
         elif facts.rds_budget is not None:
-            problem = rules.rds_budget_fits(facts.rds_budget, chunks_name="kvTier.rdsMaxChunks",
-                                            utilization_name="prefill.gpuMemoryUtilization")
+            problem = rules.rds_budget_fits(
+                facts.rds_budget, chunks_name="kvTier.rdsMaxChunks", utilization_name="prefill.gpuMemoryUtilization"
+            )
             if problem:
                 yield Issue(key("kvTier.rdsMaxChunks"), problem, "rds-memory-budget")
             lmcache_rbln = engine_versions.lmcache_rbln_version(image_version(cfg.engine.image))
-            problem = rules.lmcache_reads_rds_max_chunks(str(lmcache_rbln) if lmcache_rbln else None, tier.rds_max_chunks)
+            problem = rules.lmcache_reads_rds_max_chunks(
+                str(lmcache_rbln) if lmcache_rbln else None, tier.rds_max_chunks
+            )
             if problem:
-                yield Issue(key("engine.image"), f"{cfg.engine.image} ships lmcache-rbln {lmcache_rbln}: {problem}",
-                            "lmcache-reads-rds-max-chunks")
+                yield Issue(
+                    key("engine.image"),
+                    f"{cfg.engine.image} ships lmcache-rbln {lmcache_rbln}: {problem}",
+                    "lmcache-reads-rds-max-chunks",
+                )
     if tier.mode == "cpu":
         limit = sizing.parse_quantity(cfg.prefill.resources.memory)
         if tier.cpu_size_gib * sizing.GIB >= limit:
-            yield Issue(key("kvTier.cpuSizeGib"),
-                        f"the CPU KV tier of {tier.cpu_size_gib:g} GiB does not fit in the prefill memory limit "
-                        f"{cfg.prefill.resources.memory} (prefill.resources.memory): raise the limit or shrink the tier.")
+            yield Issue(
+                key("kvTier.cpuSizeGib"),
+                f"the CPU KV tier of {tier.cpu_size_gib:g} GiB does not fit in the prefill memory limit "
+                f"{cfg.prefill.resources.memory} (prefill.resources.memory): raise the limit or shrink the tier.",
+            )
 
 
 def rule_roles_agree(cfg: StackConfig) -> Iterable[Issue]:
@@ -271,52 +301,76 @@ def rule_roles_agree(cfg: StackConfig) -> Iterable[Issue]:
     for field, label in (("block_size", "blockSize"), ("kv_cache_dtype", "kvCacheDtype")):
         p, d = getattr(prefill, field), getattr(decode, field)
         if p != d:
-            yield Issue(key(f"decode.{label}"),
-                        f"prefill {label} {p!r} and decode {label} {d!r} differ: NIXL moves KV blocks as they are, "
-                        f"so both roles need the same value (set it once in engine.{label}).")
+            yield Issue(
+                key(f"decode.{label}"),
+                f"prefill {label} {p!r} and decode {label} {d!r} differ: NIXL moves KV blocks as they are, "
+                f"so both roles need the same value (set it once in engine.{label}).",
+            )
     if prefill.speculative != decode.speculative:
+
         def show(s):
             return "off" if s is None else json.dumps(s.model_dump(by_alias=True))
-        yield Issue(key("decode.speculative"),
-                    f"prefill speculative {show(prefill.speculative)} and decode speculative {show(decode.speculative)} "
-                    f"differ: EAGLE-3's draft head fills its own KV during prefill, so both roles need the same "
-                    f"config (set it once in engine.speculative).")
+
+        yield Issue(
+            key("decode.speculative"),
+            f"prefill speculative {show(prefill.speculative)} and decode speculative {show(decode.speculative)} "
+            f"differ: EAGLE-3's draft head fills its own KV during prefill, so both roles need the same "
+            f"config (set it once in engine.speculative).",
+        )
 
 
 def rule_pd_wiring(cfg: StackConfig) -> Iterable[Issue]:
     if cfg.topology == "pd" and cfg.prefill.replicas == 0:
-        yield Issue(key("prefill.replicas"),
-                    "topology 'pd' needs at least one prefill pod; use topology 'agg' for a stack without prefill.")
+        yield Issue(
+            key("prefill.replicas"),
+            "topology 'pd' needs at least one prefill pod; use topology 'agg' for a stack without prefill.",
+        )
     if cfg.topology == "agg" and cfg.prefill.replicas > 0:
-        yield Issue(key("prefill.replicas"),
-                    f"topology 'agg' runs no prefill pods but prefill.replicas is {cfg.prefill.replicas}: set it to 0.")
+        yield Issue(
+            key("prefill.replicas"),
+            f"topology 'agg' runs no prefill pods but prefill.replicas is {cfg.prefill.replicas}: set it to 0.",
+        )
     decode = role_serving(cfg.engine, cfg.decode)
     if len(decode.rank_ports) > sizing.MAX_POOL_TARGET_PORTS:
-        yield Issue(key("decode.dataParallelSizeLocal"),
-                    f"{len(decode.rank_ports)} DP ranks per decode pod need as many InferencePool targetPorts, "
-                    f"but the pool allows {sizing.MAX_POOL_TARGET_PORTS}.")
+        yield Issue(
+            key("decode.dataParallelSizeLocal"),
+            f"{len(decode.rank_ports)} DP ranks per decode pod need as many InferencePool targetPorts, "
+            f"but the pool allows {sizing.MAX_POOL_TARGET_PORTS}.",
+        )
     if cfg.topology == "pd":
         sidecar = sidecar_ports(cfg.decode)
         used: dict[int, str] = {}
-        groups = [("decode.sidecar.port", sidecar), ("decode.port", decode.rank_ports),
-                  ("decode.dataParallelRpcPort", [cfg.decode.data_parallel_rpc_port]),
-                  ("engine.nixlSideChannelPort", decode.side_channel_ports)]
+        groups = [
+            ("decode.sidecar.port", sidecar),
+            ("decode.port", decode.rank_ports),
+            ("decode.dataParallelRpcPort", [cfg.decode.data_parallel_rpc_port]),
+            ("engine.nixlSideChannelPort", decode.side_channel_ports),
+        ]
         for name, ports in groups:
             for port in ports:
                 if port in used:
-                    yield Issue(key(name), f"port {port} is used by both {used[port]} and {name} in the decode pod: "
-                                           f"choose ranges that do not overlap (sidecar 8000-8003, ranks 8200-8203).")
+                    yield Issue(
+                        key(name),
+                        f"port {port} is used by both {used[port]} and {name} in the decode pod: "
+                        f"choose ranges that do not overlap (sidecar 8000-8003, ranks 8200-8203).",
+                    )
                 used.setdefault(port, name)
         if cfg.router.decider == "prefix-based" and cfg.router.non_cached_tokens == 0:
-            yield Issue(key("router.nonCachedTokens"),
-                        "nonCachedTokens 0 disables the prefix-based decider: no request would ever be prefilled "
-                        "remotely and P/D silently becomes decode-only. Use a positive value, or decider always-disagg.")
+            yield Issue(
+                key("router.nonCachedTokens"),
+                "nonCachedTokens 0 disables the prefix-based decider: no request would ever be prefilled "
+                "remotely and P/D silently becomes decode-only. Use a positive value, or decider always-disagg.",
+            )
     if not cfg.router.auto_tune:
-        unit = sizing.prefix_reuse_unit(cfg.engine.block_size, cfg.engine.max_num_batched_tokens, cfg.engine.sub_block_cache)
+        unit = sizing.prefix_reuse_unit(
+            cfg.engine.block_size, cfg.engine.max_num_batched_tokens, cfg.engine.sub_block_cache
+        )
         if cfg.router.block_size_tokens != unit:
-            yield Issue(key("router.blockSizeTokens"),
-                        f"with autoTune off the router hashes blockSizeTokens {cfg.router.block_size_tokens}-token "
-                        f"units but the engine reuses prefixes in {unit}-token units: set it to {unit}.")
+            yield Issue(
+                key("router.blockSizeTokens"),
+                f"with autoTune off the router hashes blockSizeTokens {cfg.router.block_size_tokens}-token "
+                f"units but the engine reuses prefixes in {unit}-token units: set it to {unit}.",
+            )
 
 
 def rule_pool_endpoints(cfg: StackConfig) -> Iterable[Issue]:
@@ -327,36 +381,51 @@ def rule_pool_endpoints(cfg: StackConfig) -> Iterable[Issue]:
     sidecar = cfg.topology == "pd"
     for name, _ in cfg.engine_roles():
         field = "decode.sidecar.port" if sidecar and name == "decode" else f"{name}.port"
-        targets_are = ("the decode sidecar's: decode.sidecar.port and up" if sidecar
-                       else "the decode ranks: decode.port and up")
+        targets_are = (
+            "the decode sidecar's: decode.sidecar.port and up" if sidecar else "the decode ranks: decode.port and up"
+        )
         problem = rules.pool_endpoints_serve(
-            "the stack's InferencePool", f"every {name} pod", ports.target, ports.serving[name], ports.active(name),
-            serving_name=f"{field} and its DP ranks", active_name="active-ports annotations",
-            fix=f"Set {field} to one of the target ports {ports.target} ({targets_are}).")
+            "the stack's InferencePool",
+            f"every {name} pod",
+            ports.target,
+            ports.serving[name],
+            ports.active(name),
+            serving_name=f"{field} and its DP ranks",
+            active_name="active-ports annotations",
+            fix=f"Set {field} to one of the target ports {ports.target} ({targets_are}).",
+        )
         if problem:
             yield Issue(key(field), problem, "pool-endpoints-serve")
 
 
 def rendered_sidecar_args(cfg: StackConfig) -> list[str]:
     """The decode sidecar's flags as objects.stack renders them (the pool it allowlists is the stack's own)."""
-    return serving.sidecar_args(cfg.decode, pool_namespace=cfg.namespace, pool_name=labels.inference_pool_name(cfg.name))
+    return serving.sidecar_args(
+        cfg.decode, pool_namespace=cfg.namespace, pool_name=labels.inference_pool_name(cfg.name)
+    )
 
 
 def rule_router_images(cfg: StackConfig) -> Iterable[Issue]:
     """The EPP and sidecar pins know every feature their render uses (the facts: core/versions/router.py); the
     features are read from the render itself, so a plugin or flag added to the render is judged too."""
     epp = cfg.router.image
-    problem = rules.image_has_features(epp, image_version(epp),
-                                       router_versions.epp_features_used(routing.endpoint_picker_config(cfg.router, cfg.topology)),
-                                       image_name="router.image")
+    problem = rules.image_has_features(
+        epp,
+        image_version(epp),
+        router_versions.epp_features_used(routing.endpoint_picker_config(cfg.router, cfg.topology)),
+        image_name="router.image",
+    )
     if problem:
         yield Issue(key("router.image"), problem, "router-images-have-features")
     if cfg.topology != "pd":
         return
     sidecar = cfg.decode.sidecar.image
-    problem = rules.image_has_features(sidecar, image_version(sidecar),
-                                       router_versions.sidecar_features_used(rendered_sidecar_args(cfg)),
-                                       image_name="decode.sidecar.image")
+    problem = rules.image_has_features(
+        sidecar,
+        image_version(sidecar),
+        router_versions.sidecar_features_used(rendered_sidecar_args(cfg)),
+        image_name="decode.sidecar.image",
+    )
     if problem:
         yield Issue(key("decode.sidecar.image"), problem, "router-images-have-features")
 
@@ -366,9 +435,13 @@ def _sidecar_ssrf(cfg: StackConfig) -> tuple[dict, Optional[str]]:
     which pool it allowlists, the pool that fronts it, whether the pin can protect."""
     image = cfg.decode.sidecar.image
     flags = router_versions.sidecar_flags(rendered_sidecar_args(cfg))
-    return dict(image=image, pinned=image_version(image), protected=router_versions.ssrf_protection_on(flags),
-                can_protect=router_versions.sidecar_can_protect(image_version(image)),
-                since=router_versions.SSRF_ALLOWLIST.since), router_versions.ssrf_pool(flags)
+    return dict(
+        image=image,
+        pinned=image_version(image),
+        protected=router_versions.ssrf_protection_on(flags),
+        can_protect=router_versions.sidecar_can_protect(image_version(image)),
+        since=router_versions.SSRF_ALLOWLIST.since,
+    ), router_versions.ssrf_pool(flags)
 
 
 def rule_sidecar_ssrf(cfg: StackConfig) -> Iterable[Issue]:
@@ -395,22 +468,30 @@ def _router_field(settings: Router, problem: epp_schema.Problem) -> str:
 def rule_router_plugin_parameters(cfg: StackConfig) -> Iterable[Issue]:
     """`router.pluginParameters` adds to what the render declares; it may not add a plugin or redefine a
     generated parameter (the gates would judge one value and the EPP read another)."""
-    declared = {p["type"] for p in routing.endpoint_picker_config(cfg.router.model_copy(update={"plugin_parameters": {}}),
-                                                                  cfg.topology)["plugins"]}
+    declared = {
+        p["type"]
+        for p in routing.endpoint_picker_config(cfg.router.model_copy(update={"plugin_parameters": {}}), cfg.topology)[
+            "plugins"
+        ]
+    }
     generated = routing.parameter_fields(cfg.router)
     for plugin_type, params in cfg.router.plugin_parameters.items():
         if plugin_type not in declared:
-            yield Issue(key(f"router.pluginParameters.{plugin_type}"),
-                        f"plugin type {plugin_type!r} is not in this stack's EndpointPickerConfig (topology "
-                        f"{cfg.topology!r} declares {', '.join(sorted(declared))}): its parameters would configure "
-                        f"nothing. Use one of those types.")
+            yield Issue(
+                key(f"router.pluginParameters.{plugin_type}"),
+                f"plugin type {plugin_type!r} is not in this stack's EndpointPickerConfig (topology "
+                f"{cfg.topology!r} declares {', '.join(sorted(declared))}): its parameters would configure "
+                f"nothing. Use one of those types.",
+            )
             continue
         for name in params:
             field = generated.get((plugin_type, name))
             if field:
-                yield Issue(key(f"router.pluginParameters.{plugin_type}.{name}"),
-                            f"{name} of {plugin_type} is generated by the program from {field}, where the gates "
-                            f"check it. Set {field} instead.")
+                yield Issue(
+                    key(f"router.pluginParameters.{plugin_type}.{name}"),
+                    f"{name} of {plugin_type} is generated by the program from {field}, where the gates "
+                    f"check it. Set {field} instead.",
+                )
 
 
 def missing_features_of(image: str, used: list[Feature]) -> list[Feature]:
@@ -429,12 +510,18 @@ def rule_router_schema(cfg: StackConfig) -> Iterable[Issue]:
     data = None if too_old else epp_schema.data_for("epp", image_version(image))
     if data:
         for problem in epp_schema.check_epp_config(config, data):
-            yield Issue(key(_router_field(cfg.router, problem)),
-                        rules.program_refuses(f"the EPP {data['version']}", image, f"{problem.path} of the rendered "
-                                              f"EndpointPickerConfig", problem.message,
-                                              data_source=f"core/versions/data/epp-v{data['version']}.json",
-                                              fix="Remove or correct the parameter, or pin an EPP that has it."),
-                        "router-config-schema")
+            yield Issue(
+                key(_router_field(cfg.router, problem)),
+                rules.program_refuses(
+                    f"the EPP {data['version']}",
+                    image,
+                    f"{problem.path} of the rendered EndpointPickerConfig",
+                    problem.message,
+                    data_source=f"core/versions/data/epp-v{data['version']}.json",
+                    fix="Remove or correct the parameter, or pin an EPP that has it.",
+                ),
+                "router-config-schema",
+            )
     if cfg.topology != "pd":
         return
     sidecar = cfg.decode.sidecar.image
@@ -442,20 +529,29 @@ def rule_router_schema(cfg: StackConfig) -> Iterable[Issue]:
     too_old = missing_features_of(sidecar, router_versions.sidecar_features_used(args))
     data = None if too_old else epp_schema.data_for("sidecar", image_version(sidecar))
     for problem in epp_schema.check_sidecar_args(args, data) if data else []:
-        yield Issue(key("decode.sidecar.image"),
-                    rules.program_refuses(f"the P/D sidecar {data['version']}", sidecar, f"flag {problem.path}",
-                                          problem.message, data_source=f"core/versions/data/sidecar-v{data['version']}.json",
-                                          fix="Pin a sidecar that has the flag."),
-                    "router-config-schema")
+        yield Issue(
+            key("decode.sidecar.image"),
+            rules.program_refuses(
+                f"the P/D sidecar {data['version']}",
+                sidecar,
+                f"flag {problem.path}",
+                problem.message,
+                data_source=f"core/versions/data/sidecar-v{data['version']}.json",
+                fix="Pin a sidecar that has the flag.",
+            ),
+            "router-config-schema",
+        )
 
 
 def rule_groups(cfg: StackConfig) -> Iterable[Issue]:
     groups = cfg.placement.groups
     for name, role in cfg.engine_roles():
         if role.replicas % groups and not role.autoscaled:  # autoscaled: its bounds, in rule_autoscaling
-            yield Issue(key(f"{name}.replicas"),
-                        f"{name}.replicas {role.replicas} cannot be split evenly over placement.groups {groups} node "
-                        f"groups: use a multiple of {groups}.")
+            yield Issue(
+                key(f"{name}.replicas"),
+                f"{name}.replicas {role.replicas} cannot be split evenly over placement.groups {groups} node "
+                f"groups: use a multiple of {groups}.",
+            )
 
 
 def _flag_name(token: str) -> str:
@@ -471,32 +567,40 @@ def rule_overrides(cfg: StackConfig) -> Iterable[Issue]:
             flag = _flag_name(token)
             if flag in serving.FLAG_FIELDS:
                 field = serving.FLAG_FIELDS[flag].format(role=name)
-                yield Issue(key(f"{name}.extraArgs[{index}]"),
-                            f"{token!r} redefines {flag}, which the program generates from {field}: the gates would "
-                            f"check one value and the engine run another. Set {field} instead.")
+                yield Issue(
+                    key(f"{name}.extraArgs[{index}]"),
+                    f"{token!r} redefines {flag}, which the program generates from {field}: the gates would "
+                    f"check one value and the engine run another. Set {field} instead.",
+                )
         for env_name, value in role.extra_env.items():
             if env_name in serving.ENV_FIELDS:
                 field = serving.ENV_FIELDS[env_name]
                 fix = f"Set {field.format(role=name)} instead." if field else "It is fixed by the design; remove it."
-                yield Issue(key(f"{name}.extraEnv.{env_name}"),
-                            f"{env_name} is generated by the program, and a second entry of one name is refused by the "
-                            f"API server (duplicate entries for key [name={env_name!r}]). {fix}")
+                yield Issue(
+                    key(f"{name}.extraEnv.{env_name}"),
+                    f"{env_name} is generated by the program, and a second entry of one name is refused by the "
+                    f"API server (duplicate entries for key [name={env_name!r}]). {fix}",
+                )
                 continue
             problem = rules.literal_secret(env_name, str(value))
             if problem:
                 yield Issue(key(f"{name}.extraEnv.{env_name}"), problem, "no-literal-secrets")
     for annotation in cfg.engine.pod_annotations:
         if annotation in router_versions.every_active_ports_annotation():
-            yield Issue(key("engine.podAnnotations"),
-                        f"{annotation!r} is written by the program: the target ports of the InferencePool each engine "
-                        f"pod serves on (from prefill.port, decode.sidecar.port and the DP ranks), which the EPP makes "
-                        f"its endpoints of; the value here would be replaced. Remove it.")
+            yield Issue(
+                key("engine.podAnnotations"),
+                f"{annotation!r} is written by the program: the target ports of the InferencePool each engine "
+                f"pod serves on (from prefill.port, decode.sidecar.port and the DP ranks), which the EPP makes "
+                f"its endpoints of; the value here would be replaced. Remove it.",
+            )
     for extra_key in cfg.kv_tier.extra_config:
         if extra_key in serving.EXTRA_CONFIG_FIELDS:
             field = serving.EXTRA_CONFIG_FIELDS[extra_key]
-            yield Issue(key(f"kvTier.extraConfig.{extra_key}"),
-                        f"{extra_key} is set by the program from {field}, where the RDS memory budget checks it; "
-                        f"here it would silently replace the checked value. Set {field} instead.")
+            yield Issue(
+                key(f"kvTier.extraConfig.{extra_key}"),
+                f"{extra_key} is set by the program from {field}, where the RDS memory budget checks it; "
+                f"here it would silently replace the checked value. Set {field} instead.",
+            )
 
 
 def rule_vllm_args(cfg: StackConfig) -> Iterable[Issue]:
@@ -535,9 +639,13 @@ def rule_engine_image(cfg: StackConfig) -> Iterable[Issue]:
         return
     used: set = set()
     for command in engine_commands(cfg).values():
-        used.update(engine_versions.features_used(engine_versions.flag_names(command.args),
-                                                  serving.connector_classes(serving.kv_transfer_in(command.args)),
-                                                  command.env))
+        used.update(
+            engine_versions.features_used(
+                engine_versions.flag_names(command.args),
+                serving.connector_classes(serving.kv_transfer_in(command.args)),
+                command.env,
+            )
+        )
     problem = rules.image_has_features(image, image_version(image), used, image_name=engine_versions.VLLM_RBLN)
     if problem:
         yield Issue(key("engine.image"), problem, "engine-image-has-features")
@@ -552,8 +660,13 @@ def rule_weights(cfg: StackConfig, *, hf_token_set: bool = False) -> Iterable[Is
     needed = weights.needed_bytes(cfg.model.name, draft)
     if needed is not None:
         problem = rules.weights_volume_fits(
-            int(sizing.parse_quantity(settings.size)), needed, weights.HEADROOM, size_name="weights.size",
-            size_text=settings.size, what=" + ".join([cfg.model.name] + ([draft] if draft else [])))
+            int(sizing.parse_quantity(settings.size)),
+            needed,
+            weights.HEADROOM,
+            size_name="weights.size",
+            size_text=settings.size,
+            what=" + ".join([cfg.model.name] + ([draft] if draft else [])),
+        )
         if problem:
             yield Issue(key("weights.size"), problem)
     if cfg.environment == "prod":
@@ -564,9 +677,13 @@ def rule_weights(cfg: StackConfig, *, hf_token_set: bool = False) -> Iterable[Is
             problem = rules.revision_pinned(revision, revision_name=name, repository=repository)
             if problem:
                 yield Issue(key(name), problem)
-    problem = rules.gated_download_token(settings.gated, hf_token_set or settings.token_secret_exists,
-                                         secret=cfg.hf_token_secret, token_name=key("hfToken"),
-                                         exists_name="weights.tokenSecretExists")
+    problem = rules.gated_download_token(
+        settings.gated,
+        hf_token_set or settings.token_secret_exists,
+        secret=cfg.hf_token_secret,
+        token_name=key("hfToken"),
+        exists_name="weights.tokenSecretExists",
+    )
     if problem:
         yield Issue(key("weights.gated"), problem)
 
@@ -575,10 +692,12 @@ def rule_autoscaling(cfg: StackConfig) -> Iterable[Issue]:
     """An autoscaled role: bounds the autoscaler can keep, split over the node groups, held by the site at the
     maximum, a rollout that survives a changing count, and a signal the pinned images serve and Prometheus scrapes."""
     if cfg.prefill.autoscaling is not None and "prefill" not in dict(cfg.engine_roles()):
-        yield Issue(key("prefill.autoscaling"),
-                    f"prefill.autoscaling is set but this stack runs no prefill pods (topology {cfg.topology!r}, "
-                    f"prefill.replicas {cfg.prefill.replicas}): nothing would be scaled. Remove it, or use topology "
-                    f"'pd' with prefill pods.")
+        yield Issue(
+            key("prefill.autoscaling"),
+            f"prefill.autoscaling is set but this stack runs no prefill pods (topology {cfg.topology!r}, "
+            f"prefill.replicas {cfg.prefill.replicas}): nothing would be scaled. Remove it, or use topology "
+            f"'pd' with prefill pods.",
+        )
     scalings = autoscaling.role_scalings(cfg)
     if not scalings:
         return
@@ -588,26 +707,43 @@ def rule_autoscaling(cfg: StackConfig) -> Iterable[Issue]:
         base = f"{name}.autoscaling"
         min_name, max_name = f"{base}.minReplicas", f"{base}.maxReplicas"
         if "replicas" in getattr(cfg, name).model_fields_set:
-            yield Issue(key(f"{name}.replicas"),
-                        f"{name}.replicas is left to the autoscaler when {base} is set (it keeps the Deployment between "
-                        f"{min_name} {scale.min_replicas} and {max_name} {scale.max_replicas}): the value here would "
-                        f"be ignored. Remove it.")
-        problem = rules.autoscaling_bounds(name, scale.min_replicas, scale.max_replicas, min_name=min_name,
-                                           max_name=max_name)
+            yield Issue(
+                key(f"{name}.replicas"),
+                f"{name}.replicas is left to the autoscaler when {base} is set (it keeps the Deployment between "
+                f"{min_name} {scale.min_replicas} and {max_name} {scale.max_replicas}): the value here would "
+                f"be ignored. Remove it.",
+            )
+        problem = rules.autoscaling_bounds(
+            name, scale.min_replicas, scale.max_replicas, min_name=min_name, max_name=max_name
+        )
         if problem:
             yield Issue(key(min_name), problem, "autoscaling-bounds")
         elif groups > 1:
-            problem = rules.autoscaling_groups_divide(name, scale.min_replicas, scale.max_replicas, groups,
-                                                      min_name=min_name, max_name=max_name,
-                                                      groups_name="placement.groups")
+            problem = rules.autoscaling_groups_divide(
+                name,
+                scale.min_replicas,
+                scale.max_replicas,
+                groups,
+                min_name=min_name,
+                max_name=max_name,
+                groups_name="placement.groups",
+            )
             if problem:
                 yield Issue(key(min_name if scale.min_replicas % groups else max_name), problem, "autoscaling-bounds")
         if cfg.hardware.nodes is not None:
             role = facts.roles[name]
             problem = rules.autoscaling_fits_site(
-                name, scale.max_replicas, role.serving.devices, facts.total_devices - role.devices, cfg.hardware.nodes,
-                cfg.hardware.npus_per_node, cfg.placement.spread_roles, max_name=max_name, nodes_name="hardware.nodes",
-                spread_name="placement.spreadRoles")
+                name,
+                scale.max_replicas,
+                role.serving.devices,
+                facts.total_devices - role.devices,
+                cfg.hardware.nodes,
+                cfg.hardware.npus_per_node,
+                cfg.placement.spread_roles,
+                max_name=max_name,
+                nodes_name="hardware.nodes",
+                spread_name="placement.spreadRoles",
+            )
             if problem:
                 yield Issue(key(max_name), problem, "autoscaling-fits-site")
         problem = rules.autoscaling_rollout(name, cfg.rollout.strategy, strategy_name="rollout.strategy")
@@ -617,38 +753,64 @@ def rule_autoscaling(cfg: StackConfig) -> Iterable[Issue]:
         from_epp = signal.source == "epp"
         image = cfg.router.image if from_epp else cfg.engine.image
         problem = rules.autoscaling_signal(
-            name, scale.metric, signal.roles, scraped=cfg.observability.pod_monitors,
+            name,
+            scale.metric,
+            signal.roles,
+            scraped=cfg.observability.pod_monitors,
             series=autoscaling.series_for(signal, cfg.router.image),
-            decider_feeds=not from_epp or autoscaling.decider_feeds_prefill(cfg.router.decider,
-                                                                             cfg.router.non_cached_tokens),
-            image=image, metric_name=f"{base}.metric",
+            decider_feeds=not from_epp
+            or autoscaling.decider_feeds_prefill(cfg.router.decider, cfg.router.non_cached_tokens),
+            image=image,
+            metric_name=f"{base}.metric",
             fix_scrape="Set observability.podMonitors true: its PodMonitors are how Prometheus scrapes the engines "
-                       "and the EPP.")
+            "and the EPP.",
+        )
         if problem:
             yield Issue(key(f"{base}.metric"), problem, "autoscaling-signal")
             continue
         if from_epp or engine_versions.is_engine_image(image):
             feature = autoscaling.signal_feature(signal, cfg.router.image)
-            problem = rules.image_has_features(image, image_version(image), [feature],
-                                               image_name="router.image" if from_epp else "engine.image")
+            problem = rules.image_has_features(
+                image, image_version(image), [feature], image_name="router.image" if from_epp else "engine.image"
+            )
             if problem:
                 yield Issue(key("router.image" if from_epp else "engine.image"), problem, "autoscaling-signal")
 
 
-RULES = (rule_overrides, rule_engine_image, rule_vllm_args, rule_lmcache_names, rule_groups, rule_pp_with_dp,
-         rule_devices_fit_node, rule_pipeline_and_experts, rule_block_and_memory, rule_kv_tier, rule_roles_agree,
-         rule_pd_wiring, rule_pool_endpoints, rule_router_images, rule_router_plugin_parameters, rule_router_schema,
-         rule_sidecar_ssrf, rule_autoscaling)
+RULES = (
+    rule_overrides,
+    rule_engine_image,
+    rule_vllm_args,
+    rule_lmcache_names,
+    rule_groups,
+    rule_pp_with_dp,
+    rule_devices_fit_node,
+    rule_pipeline_and_experts,
+    rule_block_and_memory,
+    rule_kv_tier,
+    rule_roles_agree,
+    rule_pd_wiring,
+    rule_pool_endpoints,
+    rule_router_images,
+    rule_router_plugin_parameters,
+    rule_router_schema,
+    rule_sidecar_ssrf,
+    rule_autoscaling,
+)
 
 
 def warnings_for(cfg: StackConfig) -> list[Issue]:
     """Advice that does not stop a deployment."""
     advice = []
     if cfg.router.auto_tune:
-        advice.append(Issue(key("router.autoTune"),
-                            f"autoTune reads vllm:cache_config_info, where vllm-rbln reports --block-size "
-                            f"{cfg.engine.block_size}: the router tracks prefixes in {cfg.engine.block_size}-token units "
-                            f"while the engine reuses {cfg.engine.max_num_batched_tokens}-token sub-blocks."))
+        advice.append(
+            Issue(
+                key("router.autoTune"),
+                f"autoTune reads vllm:cache_config_info, where vllm-rbln reports --block-size "
+                f"{cfg.engine.block_size}: the router tracks prefixes in {cfg.engine.block_size}-token units "
+                f"while the engine reuses {cfg.engine.max_num_batched_tokens}-token sub-blocks.",
+            )
+        )
     if cfg.topology == "pd":
         judged, _pool = _sidecar_ssrf(cfg)
         problem = rules.sidecar_ssrf_capable(**judged, image_name="decode.sidecar.image")
@@ -656,14 +818,22 @@ def warnings_for(cfg: StackConfig) -> list[Issue]:
             advice.append(Issue(key("decode.sidecar.image"), problem, "sidecar-ssrf-capable"))
     settings = cfg.weights
     if settings.source == "download" and weights.needed_bytes(cfg.model.name, weights.draft_model(cfg)) is None:
-        advice.append(Issue(key("weights.size"),
-                            f"the size of {cfg.model.name} (or its draft) is not in core.weights.MODEL_BYTES: "
-                            f"weights.size {settings.size} is not checked against it."))
+        advice.append(
+            Issue(
+                key("weights.size"),
+                f"the size of {cfg.model.name} (or its draft) is not in core.weights.MODEL_BYTES: "
+                f"weights.size {settings.size} is not checked against it.",
+            )
+        )
     if settings.source == "pvc" and cfg.environment == "prod" and not weights.is_pinned(settings.revision):
-        advice.append(Issue(key("weights.revision"),
-                            f"weights.revision {settings.revision!r} is not a commit id: the engines serve whatever "
-                            f"refs/{settings.revision} points at on the pre-loaded PVC {settings.pvc}. Set the commit "
-                            f"you loaded, so that the engines, the policy pack and a later bump name it."))
+        advice.append(
+            Issue(
+                key("weights.revision"),
+                f"weights.revision {settings.revision!r} is not a commit id: the engines serve whatever "
+                f"refs/{settings.revision} points at on the pre-loaded PVC {settings.pvc}. Set the commit "
+                f"you loaded, so that the engines, the policy pack and a later bump name it.",
+            )
+        )
     return advice
 
 
@@ -679,15 +849,21 @@ def validate(cfg: StackConfig, *, hf_token_set: bool = False) -> list[Issue]:
 def plain_secret_issues(plain: Iterable[str]) -> list[Issue]:
     """A secret key (core.keys.SECRET_KEYS) written in plain text in the stack file: refused at its key with the
     command that stores it encrypted. The value is never part of the message (it is not even passed here)."""
-    return [Issue(full, f"{full} is a secret but the stack file holds it in plain text (not `secure:`): anyone who can "
-                        f"read the file or its history has it, and it would be deployed as it is. Delete the line, "
-                        f"store the value encrypted with `pulumi config set --secret {full} <value>` (`-s STACK`), "
-                        f"and revoke the exposed one (the value is not shown here).")
-            for full in plain]
+    return [
+        Issue(
+            full,
+            f"{full} is a secret but the stack file holds it in plain text (not `secure:`): anyone who can "
+            f"read the file or its history has it, and it would be deployed as it is. Delete the line, "
+            f"store the value encrypted with `pulumi config set --secret {full} <value>` (`-s STACK`), "
+            f"and revoke the exposed one (the value is not shown here).",
+        )
+        for full in plain
+    ]
 
 
-def load_config(raw: dict[str, Any], source: str = "stack configuration", *,
-                plain_secrets: Iterable[str] = ()) -> StackConfig:
+def load_config(
+    raw: dict[str, Any], source: str = "stack configuration", *, plain_secrets: Iterable[str] = ()
+) -> StackConfig:
     """Parse and check one stack's config map; raise ConfigError with every problem at once. `plain_secrets`: the
     secret keys the stack file holds in plain text (core.keys.plain_secret_keys), refused first."""
     plain = plain_secret_issues(plain_secrets)

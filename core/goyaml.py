@@ -8,6 +8,7 @@ anchors and aliases) comes from PyYAML's parser, a port of libyaml like yaml.v3'
 ported here from yaml.v3 (resolve.go `resolve`, decode.go `scalar`, `mapping`, `merge`). The differential
 test `tests/e2e/test_stackfile_cli.py` holds the port to the real CLI on a corpus of tricky files.
 """
+
 from __future__ import annotations
 
 import base64
@@ -20,17 +21,27 @@ from typing import Any, Optional
 
 import yaml
 
-STR, BOOL, INT, FLOAT, NULL, TIMESTAMP, MERGE, BINARY = ("!!str", "!!bool", "!!int", "!!float", "!!null",
-                                                          "!!timestamp", "!!merge", "!!binary")
+STR, BOOL, INT, FLOAT, NULL, TIMESTAMP, MERGE, BINARY = (
+    "!!str",
+    "!!bool",
+    "!!int",
+    "!!float",
+    "!!null",
+    "!!timestamp",
+    "!!merge",
+    "!!binary",
+)
 _LONG_PREFIX = "tag:yaml.org,2002:"
 _RESOLVABLE = {"", STR, BOOL, INT, FLOAT, NULL, TIMESTAMP}
-_MAP_VALUES = {**{s: (BOOL, True) for s in ("true", "True", "TRUE")},
-               **{s: (BOOL, False) for s in ("false", "False", "FALSE")},
-               **{s: (NULL, None) for s in ("", "~", "null", "Null", "NULL")},
-               **{s: (FLOAT, math.nan) for s in (".nan", ".NaN", ".NAN")},
-               **{s: (FLOAT, math.inf) for s in (".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF")},
-               **{s: (FLOAT, -math.inf) for s in ("-.inf", "-.Inf", "-.INF")},
-               "<<": (MERGE, "<<")}
+_MAP_VALUES = {
+    **{s: (BOOL, True) for s in ("true", "True", "TRUE")},
+    **{s: (BOOL, False) for s in ("false", "False", "FALSE")},
+    **{s: (NULL, None) for s in ("", "~", "null", "Null", "NULL")},
+    **{s: (FLOAT, math.nan) for s in (".nan", ".NaN", ".NAN")},
+    **{s: (FLOAT, math.inf) for s in (".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF")},
+    **{s: (FLOAT, -math.inf) for s in ("-.inf", "-.Inf", "-.INF")},
+    "<<": (MERGE, "<<"),
+}
 _HINTS = {**{c: "S" for c in "+-"}, **{c: "D" for c in "0123456789"}, **{c: "M" for c in "yYnNtTfFoO~"}, ".": "."}
 _YAML_STYLE_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
 _INT64, _UINT64 = 2**63, 2**64
@@ -111,7 +122,7 @@ class Node:
 def _short(tag: Optional[str]) -> str:
     if not tag:
         return ""
-    return "!!" + tag[len(_LONG_PREFIX):] if tag.startswith(_LONG_PREFIX) else tag
+    return "!!" + tag[len(_LONG_PREFIX) :] if tag.startswith(_LONG_PREFIX) else tag
 
 
 # --- composing nodes from PyYAML's events -----------------------------------------------------
@@ -127,11 +138,17 @@ def compose(text: str) -> Optional[Node]:
             break
         line = event.start_mark.line + 1
         if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-            node = Node("mapping" if isinstance(event, yaml.MappingStartEvent) else "sequence", line,
-                        tag=_short(event.tag))
+            node = Node(
+                "mapping" if isinstance(event, yaml.MappingStartEvent) else "sequence", line, tag=_short(event.tag)
+            )
         elif isinstance(event, yaml.ScalarEvent):
-            node = Node("scalar", line, tag=_short(event.tag), value=event.value,
-                        quoted=bool(event.style) and event.style in "'\"|>")
+            node = Node(
+                "scalar",
+                line,
+                tag=_short(event.tag),
+                value=event.value,
+                quoted=bool(event.style) and event.style in "'\"|>",
+            )
         elif isinstance(event, yaml.AliasEvent):
             if event.anchor not in anchors:
                 raise YamlError(f"line {line}: unknown anchor '{event.anchor}' referenced")
@@ -205,8 +222,16 @@ def _timestamp(text: str) -> Optional[Timestamp]:
             offset = datetime.timedelta(hours=hours, minutes=minutes)
             tz = datetime.timezone(offset if zone[0] == "+" else -offset)
         try:
-            moment = datetime.datetime(int(year), int(month), int(day), int(hour or 0), int(minute or 0),
-                                       int(second or 0), int(((fraction or ".0")[1:] + "000000")[:6]), tzinfo=tz)
+            moment = datetime.datetime(
+                int(year),
+                int(month),
+                int(day),
+                int(hour or 0),
+                int(minute or 0),
+                int(second or 0),
+                int(((fraction or ".0")[1:] + "000000")[:6]),
+                tzinfo=tz,
+            )
         except ValueError:
             continue
         return Timestamp(moment)
@@ -323,8 +348,9 @@ class _Decoder:
             for j in range(i + 2, len(content), 2):
                 first, again = content[i], content[j]
                 if first.kind == again.kind and first.value == again.value:
-                    self.errors.append(f"line {again.line}: mapping key {_go_quote(again.value)} already defined at "
-                                       f"line {first.line}")
+                    self.errors.append(
+                        f"line {again.line}: mapping key {_go_quote(again.value)} already defined at line {first.line}"
+                    )
         if len(self.errors) > before:
             return {}
         if into is None:
@@ -352,9 +378,11 @@ class _Decoder:
 
     def merge(self, parent: Node, merge: Node, out: dict, merged: Optional[set]) -> None:
         if merged is None:
-            merged = {self.key(parent.content[i], not isinstance(out, GeneralMap))
-                      for i in range(0, len(parent.content), 2)
-                      if not _is_merge(parent.content[i])}
+            merged = {
+                self.key(parent.content[i], not isinstance(out, GeneralMap))
+                for i in range(0, len(parent.content), 2)
+                if not _is_merge(parent.content[i])
+            }
         targets = merge.content if merge.kind == "sequence" else [merge]
         for target in targets:
             mapping = target.alias if target.kind == "alias" else target

@@ -1,13 +1,16 @@
 """The config namespace and its secret keys: constants that `core.config` (the schema) and `core.stackfile`
 (reading a stack file) share. A module of its own so that reading a stack file (`python -m stacks secrets`,
 run by every `scripts/preview` and `scripts/up`) does not build the pydantic schema."""
+
 from __future__ import annotations
 
 from typing import Callable, Mapping
 
 NAMESPACE = "rebel100"
 # Keys of the namespace that are not part of the schema but are read by the program.
-SECRET_KEYS = {"hfToken": "Hugging Face token, only encrypted: `pulumi config set --secret rebel100:hfToken <value>` (written in plain text in the stack file, it is refused)."}
+SECRET_KEYS = {
+    "hfToken": "Hugging Face token, only encrypted: `pulumi config set --secret rebel100:hfToken <value>` (written in plain text in the stack file, it is refused)."
+}
 
 
 def plain_secret_keys(written: Mapping[str, object], is_secure: Callable[[str], bool]) -> list[str]:

@@ -1,6 +1,7 @@
 """Names on the objects: the labels and annotations the components write and the policy pack, the
 placement check and the site reader look for, and the names of a role's pools. Written once here so
 that a writer and its readers cannot drift apart."""
+
 from __future__ import annotations
 
 import json

@@ -7,6 +7,7 @@ up` changes anything, naming the pod and the reason. It counts the site's device
 use by other workloads: passing is necessary, not sufficient (the scheduler's own verdict during `up`
 covers the rest). Pure: the site comes in as data (`stacks.site` reads it from a cluster).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -15,7 +16,6 @@ from typing import Optional
 from core.config import StackConfig
 from core.derive import derive
 from core.labels import NPU_PRESENT_LABEL, NPU_PRODUCT_LABEL, RDS_PRESENT_LABEL, pool_names
-
 
 
 @dataclasses.dataclass
@@ -61,8 +61,17 @@ def needs(cfg: StackConfig) -> list[PodNeed]:
         for group, pool in pool_names(cfg.name, name, groups):
             group_labels = {**labels, cfg.placement.group_label: group} if group else labels
             for index in range(facts.roles[name].replicas // groups):  # an autoscaled role at its maximum
-                pods.append(PodNeed(name, pool, index, facts.roles[name].serving.devices, cfg.hardware.rdma_nics_per_pod,
-                                    group_labels, cfg.placement.spread_roles))
+                pods.append(
+                    PodNeed(
+                        name,
+                        pool,
+                        index,
+                        facts.roles[name].serving.devices,
+                        cfg.hardware.rdma_nics_per_pod,
+                        group_labels,
+                        cfg.placement.spread_roles,
+                    )
+                )
     return pods
 
 
@@ -88,7 +97,9 @@ def place(cfg: StackConfig, nodes: list[SiteNode]) -> tuple[list[Placed], list[s
         for node in nodes:
             why = _why_not(pod, node, roles_on[node.name])
             if why is None:
-                numa_id, numa = next((i, n) for i, n in sorted(node.numa.items()) if n.npus >= pod.npus and n.nics >= pod.nics)
+                numa_id, numa = next(
+                    (i, n) for i, n in sorted(node.numa.items()) if n.npus >= pod.npus and n.nics >= pod.nics
+                )
                 numa.npus -= pod.npus
                 numa.nics -= pod.nics
                 roles_on[node.name].add(pod.role)
@@ -101,5 +112,6 @@ def place(cfg: StackConfig, nodes: list[SiteNode]) -> tuple[list[Placed], list[s
             problems.append(
                 f"{name} ({pod.npus} NPUs + {pod.nics} NICs on one NUMA node, nodes labelled {labels}) fits no node of "
                 f"the site's {len(nodes)}: {detail or 'there are no nodes'}. It would stay Pending "
-                f"(\"0/{len(nodes)} nodes are available\"); lower {pod.role}.replicas, or add nodes.")
+                f'("0/{len(nodes)} nodes are available"); lower {pod.role}.replicas, or add nodes.'
+            )
     return placed, problems

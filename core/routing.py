@@ -2,6 +2,7 @@
 or the AGG one, from the router section, in the shape the pinned EPP's generation reads (core/versions/router.py
 GENERATIONS). Plain values only (no Pulumi): the Router component renders it.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -26,7 +27,8 @@ def _generated(settings: Router) -> dict[str, dict[str, tuple[str, Any]]]:
             "autoTune": ("router.autoTune", settings.auto_tune),
         },
         "prefix-cache-affinity-filter": {
-            "peakPrefillThroughput": ("router.peakPrefillThroughput", settings.peak_prefill_throughput)},
+            "peakPrefillThroughput": ("router.peakPrefillThroughput", settings.peak_prefill_throughput)
+        },
         "prefix-based-pd-decider": {"nonCachedTokens": ("router.nonCachedTokens", settings.non_cached_tokens)},
         "disagg-profile-handler": {"deciders": ("router.decider", {"prefill": _decider(settings)})},
     }
@@ -34,8 +36,11 @@ def _generated(settings: Router) -> dict[str, dict[str, tuple[str, Any]]]:
 
 def parameter_fields(settings: Router) -> dict[tuple[str, str], str]:
     """(plugin type, parameter) -> the router field it is generated from, for the generation `settings` pins."""
-    return {(plugin_type, name): field for plugin_type, params in _generated(settings).items()
-            for name, (field, _value) in params.items()}
+    return {
+        (plugin_type, name): field
+        for plugin_type, params in _generated(settings).items()
+        for name, (field, _value) in params.items()
+    }
 
 
 def _decider(settings: Router) -> str:
@@ -51,8 +56,11 @@ def _plugin(plugin_type: str, generated: dict[str, dict[str, tuple[str, Any]]]) 
 
 def _profile_entry(plugin_type: str, settings: Router) -> dict:
     # Scorers carry a weight; filters and pickers do not. token-load-scorer is the AGG profile's only scorer.
-    weights = {"prefix-cache-scorer": settings.prefix_scorer_weight, "queue-scorer": settings.queue_scorer_weight,
-               "token-load-scorer": 1}
+    weights = {
+        "prefix-cache-scorer": settings.prefix_scorer_weight,
+        "queue-scorer": settings.queue_scorer_weight,
+        "token-load-scorer": 1,
+    }
     return {"pluginRef": plugin_type, **({"weight": weights[plugin_type]} if plugin_type in weights else {})}
 
 
@@ -67,13 +75,25 @@ def endpoint_picker_config(settings: Router = Router(), topology: str = "pd") ->
     else:
         types = [_decider(settings) if t == router_versions.DECIDER else t for t in gen.pd_plugins]
         # Both generations: each role's filter, the picker, then the two scorers.
-        profiles = [{"name": name, "plugins": [_profile_entry(t, settings) for t in (
-            f"{name}-filter", "max-score-picker", "prefix-cache-scorer", "queue-scorer")]}
-            for name in ("prefill", "decode")]
+        profiles = [
+            {
+                "name": name,
+                "plugins": [
+                    _profile_entry(t, settings)
+                    for t in (f"{name}-filter", "max-score-picker", "prefix-cache-scorer", "queue-scorer")
+                ],
+            }
+            for name in ("prefill", "decode")
+        ]
     plugins = [_with_extra_parameters(_plugin(t, generated), settings) for t in types]
     gates = {"featureGates": list(gen.feature_gates)} if gen.feature_gates and topology != "agg" else {}
-    return {"apiVersion": settings.config_api_version or gen.api_version, "kind": "EndpointPickerConfig", **gates,
-            "plugins": plugins, "schedulingProfiles": profiles}
+    return {
+        "apiVersion": settings.config_api_version or gen.api_version,
+        "kind": "EndpointPickerConfig",
+        **gates,
+        "plugins": plugins,
+        "schedulingProfiles": profiles,
+    }
 
 
 def _with_extra_parameters(plugin: dict, settings: Router) -> dict:

@@ -6,6 +6,7 @@ file's key path in front, the policy pack (`policy/`) the resource and its field
 come from the caller (`kvTier.rdsMaxChunks` in a stack file, `rds_max_chunks` in a manifest), so one
 sentence reads right in both places.
 """
+
 from __future__ import annotations
 
 import re
@@ -19,9 +20,11 @@ from core.weights import is_pinned
 def pp_with_dp(pp: int, dp: int) -> Optional[str]:
     """vLLM's entrypoint refuses pipeline parallelism together with data parallelism."""
     if pp > 1 and dp > 1:
-        return (f"pipeline parallel size {pp} together with data parallel size {dp}: the vLLM entrypoint refuses "
-                f"PP > 1 with DP > 1, so the engine never starts. Use PP with DP 1 (prefill: PP4/DP1) or DP with "
-                f"PP 1 (decode: DP4/PP1).")
+        return (
+            f"pipeline parallel size {pp} together with data parallel size {dp}: the vLLM entrypoint refuses "
+            f"PP > 1 with DP > 1, so the engine never starts. Use PP with DP 1 (prefill: PP4/DP1) or DP with "
+            f"PP 1 (decode: DP4/PP1)."
+        )
     return None
 
 
@@ -29,16 +32,20 @@ def devices_fit_node(tp: int, pp: int, dp_local: int, npus_per_node: int, *, per
     """A pod cannot span nodes: TP x PP x DP-local NPUs must fit on one."""
     devices = sizing.devices_per_pod(tp, pp, dp_local)
     if devices > npus_per_node:
-        return (f"TP {tp} x PP {pp} x DP-local {dp_local} = {devices} NPUs per pod, more than the {npus_per_node} "
-                f"NPUs of a node ({per_node_name}): the pod stays Pending forever. Lower the parallelism or the "
-                f"DP ranks per pod to at most {npus_per_node} NPUs.")
+        return (
+            f"TP {tp} x PP {pp} x DP-local {dp_local} = {devices} NPUs per pod, more than the {npus_per_node} "
+            f"NPUs of a node ({per_node_name}): the pod stays Pending forever. Lower the parallelism or the "
+            f"DP ranks per pod to at most {npus_per_node} NPUs."
+        )
     return None
 
 
 def pipeline_fits_layers(pp: int, layers: int, *, layers_name: str) -> Optional[str]:
     if pp > layers:
-        return (f"pipeline parallel size {pp} exceeds the model's {layers} layers ({layers_name}): every pipeline "
-                f"stage needs at least one layer. Use at most {layers} stages.")
+        return (
+            f"pipeline parallel size {pp} exceeds the model's {layers} layers ({layers_name}): every pipeline "
+            f"stage needs at least one layer. Use at most {layers} stages."
+        )
     return None
 
 
@@ -46,40 +53,50 @@ def experts_divide(experts: int, dp: int, tp: int, *, experts_name: str) -> Opti
     """Expert parallel spreads the routed experts evenly over DP x TP devices."""
     shards = dp * tp
     if experts == 0 or experts % shards:
-        return (f"expert parallel spreads the model's {experts} experts ({experts_name}) over data parallel {dp} x "
-                f"tensor parallel {tp} = {shards} devices, which does not divide evenly. Choose DP x TP dividing "
-                f"{experts}, or turn expert parallel off.")
+        return (
+            f"expert parallel spreads the model's {experts} experts ({experts_name}) over data parallel {dp} x "
+            f"tensor parallel {tp} = {shards} devices, which does not divide evenly. Choose DP x TP dividing "
+            f"{experts}, or turn expert parallel off."
+        )
     return None
 
 
 def decode_without_pipeline(pp: int) -> Optional[str]:
     if pp > 1:
-        return (f"pipeline parallel size {pp} on decode: one token per step crosses every stage, so PP is not usable "
-                f"for decode. Use PP 1 with data parallel and expert parallel (decode: DP4 + EP).")
+        return (
+            f"pipeline parallel size {pp} on decode: one token per step crosses every stage, so PP is not usable "
+            f"for decode. Use PP 1 with data parallel and expert parallel (decode: DP4 + EP)."
+        )
     return None
 
 
 def utilization_in_range(utilization: float) -> Optional[str]:
     if not 0 < utilization <= 1:
-        return (f"gpu-memory-utilization {utilization:g} is outside (0, 1]: it is the share of device memory the "
-                f"engine may take. Use a fraction such as 0.8 (prefill with RDS) or 0.9.")
+        return (
+            f"gpu-memory-utilization {utilization:g} is outside (0, 1]: it is the share of device memory the "
+            f"engine may take. Use a fraction such as 0.8 (prefill with RDS) or 0.9."
+        )
     return None
 
 
 def block_holds_sub_blocks(block_size: int, sub_block: int, *, sub_block_name: str) -> Optional[str]:
     """With sub-block caching each KV block splits into whole sub-blocks of max-num-batched-tokens."""
     if block_size % sub_block:
-        return (f"block size {block_size} is not a multiple of the sub-block size {sub_block} ({sub_block_name}) "
-                f"while sub-block caching is on: each KV block must split into whole sub-blocks. Choose a block size "
-                f"divisible by {sub_block}, or turn sub-block caching off.")
+        return (
+            f"block size {block_size} is not a multiple of the sub-block size {sub_block} ({sub_block_name}) "
+            f"while sub-block caching is on: each KV block must split into whole sub-blocks. Choose a block size "
+            f"divisible by {sub_block}, or turn sub-block caching off."
+        )
     return None
 
 
 def max_model_len_fits(max_model_len: int, max_context: int, *, context_name: str) -> Optional[str]:
     if max_model_len > max_context:
-        return (f"max-model-len {max_model_len} exceeds the model's context of {max_context} tokens ({context_name}): "
-                f"the engine refuses it, or serves positions the model was not trained for. Set it to at most "
-                f"{max_context}.")
+        return (
+            f"max-model-len {max_model_len} exceeds the model's context of {max_context} tokens ({context_name}): "
+            f"the engine refuses it, or serves positions the model was not trained for. Set it to at most "
+            f"{max_context}."
+        )
     return None
 
 
@@ -91,27 +108,39 @@ def rds_budget_fits(budget: sizing.RdsBudget, *, chunks_name: str, utilization_n
     """Reference design section 5: the RDS chunk index and staging buffer live in chiplet-0 memory."""
     if budget.fits:
         return None
-    return (f"RDS needs {chunks_name} {budget.rds_max_chunks} x {budget.chunk_overhead_mib:g} MiB x {budget.drives} "
-            f"NVMe drives + {budget.staging_mib:g} MiB staging = {_mib(budget.used_mib)} MiB of chiplet-0 memory, but "
-            f"{utilization_name} {budget.gpu_memory_utilization:g} leaves {_mib(budget.chiplet0_mib)} MiB x "
-            f"(1 - {budget.gpu_memory_utilization:g}) = {_mib(budget.free_mib)} MiB (rule: chunks x chunk overhead x "
-            f"drives + staging <= chiplet-0 HBM x (1 - gpu-memory-utilization)). Lower {chunks_name} to at most "
-            f"{budget.max_chunks_that_fit} or {utilization_name} to at most {budget.max_utilization_that_fits:g} "
-            f"(change the two together).")
+    return (
+        f"RDS needs {chunks_name} {budget.rds_max_chunks} x {budget.chunk_overhead_mib:g} MiB x {budget.drives} "
+        f"NVMe drives + {budget.staging_mib:g} MiB staging = {_mib(budget.used_mib)} MiB of chiplet-0 memory, but "
+        f"{utilization_name} {budget.gpu_memory_utilization:g} leaves {_mib(budget.chiplet0_mib)} MiB x "
+        f"(1 - {budget.gpu_memory_utilization:g}) = {_mib(budget.free_mib)} MiB (rule: chunks x chunk overhead x "
+        f"drives + staging <= chiplet-0 HBM x (1 - gpu-memory-utilization)). Lower {chunks_name} to at most "
+        f"{budget.max_chunks_that_fit} or {utilization_name} to at most {budget.max_utilization_that_fits:g} "
+        f"(change the two together)."
+    )
 
 
 def lmcache_reads_rds_max_chunks(version: Optional[str], rds_max_chunks: int) -> Optional[str]:
     if sizing.lmcache_reads_rds_max_chunks(version) is not False:
         return None
     minimum = ".".join(str(part) for part in sizing.LMCACHE_RBLN_MIN_FOR_RDS_MAX_CHUNKS)
-    return (f"rds_max_chunks {rds_max_chunks} is ignored by lmcache-rbln {version}: only {minimum} and later read it, "
-            f"so the RDS index is not bounded by the budget it was checked against. Use an image with lmcache-rbln "
-            f"{minimum} or later.")
+    return (
+        f"rds_max_chunks {rds_max_chunks} is ignored by lmcache-rbln {version}: only {minimum} and later read it, "
+        f"so the RDS index is not bounded by the budget it was checked against. Use an image with lmcache-rbln "
+        f"{minimum} or later."
+    )
 
 
-def pool_endpoints_serve(pool: str, pod: str, target_ports: Sequence[int], serving_ports: Sequence[int],
-                         active_ports: Optional[Sequence[int]], *, serving_name: str, active_name: str,
-                         fix: str) -> Optional[str]:
+def pool_endpoints_serve(
+    pool: str,
+    pod: str,
+    target_ports: Sequence[int],
+    serving_ports: Sequence[int],
+    active_ports: Optional[Sequence[int]],
+    *,
+    serving_name: str,
+    active_name: str,
+    fix: str,
+) -> Optional[str]:
     """The EPP makes one endpoint per pod the pool selects and per target port, or, when the pod lists its active
     ports (core.labels), per target port it lists: each must lead to a port the pod serves on, and a pod needs one.
     `active_ports` None: the pod lists none."""
@@ -125,16 +154,20 @@ def pool_endpoints_serve(pool: str, pod: str, target_ports: Sequence[int], servi
     dropped = [port for port in active_ports or () if port not in targets]
     clauses = []
     if dead:
-        clauses.append(f"so the endpoints on {dead} lead nowhere and a request the router sends there fails (a P/D "
-                       f"prefill pick: 502 from the decode sidecar)")
+        clauses.append(
+            f"so the endpoints on {dead} lead nowhere and a request the router sends there fails (a P/D "
+            f"prefill pick: 502 from the decode sidecar)"
+        )
     if not endpoints:
         clauses.append("so the pod gets no endpoint: the router never sends it a request")
     if dropped:
         clauses.append(f"and {dropped} are no target ports of the pool: the EPP drops them")
     if not clauses:
         return None
-    return (f"{pool} targets ports {targets} and selects {pod}, which serves on {serving} ({serving_name}): the EPP "
-            f"makes {made}, {'; '.join(clauses)}. {fix}")
+    return (
+        f"{pool} targets ports {targets} and selects {pod}, which serves on {serving} ({serving_name}): the EPP "
+        f"makes {made}, {'; '.join(clauses)}. {fix}"
+    )
 
 
 # A name segment, not a substring: MAX_NUM_BATCHED_TOKENS and TOKENIZERS_PARALLELISM are not secrets.
@@ -150,58 +183,72 @@ def is_secret_name(name: str) -> bool:
 def literal_secret(name: str, value: str) -> Optional[str]:
     """A literal value under a secret-looking name ends up in state, renders and `kubectl get -o yaml`."""
     if value and is_secret_name(name):
-        return (f"{name} is a literal value ({len(value)} characters, not shown) but its name says it is a secret: "
-                f"a literal ends up in the stack state, the rendered YAML and anyone's `kubectl get -o yaml`. Take it "
-                f"from a Secret (valueFrom.secretKeyRef), or rename it if it is not a secret.")
+        return (
+            f"{name} is a literal value ({len(value)} characters, not shown) but its name says it is a secret: "
+            f"a literal ends up in the stack state, the rendered YAML and anyone's `kubectl get -o yaml`. Take it "
+            f"from a Secret (valueFrom.secretKeyRef), or rename it if it is not a secret."
+        )
     return None
 
 
 def _gb(value: float) -> str:
-    return f"{value / 1000 ** 3:,.1f}".removesuffix(".0")
+    return f"{value / 1000**3:,.1f}".removesuffix(".0")
 
 
-def weights_volume_fits(size_bytes: int, needed_bytes: int, headroom: float, *, size_name: str,
-                        size_text: str, what: str) -> Optional[str]:
+def weights_volume_fits(
+    size_bytes: int, needed_bytes: int, headroom: float, *, size_name: str, size_text: str, what: str
+) -> Optional[str]:
     """A download must fit its volume with headroom, found out before it starts, not when the disk fills."""
     minimum = needed_bytes * headroom
     if size_bytes >= minimum:
         return None
     gib = -(-int(minimum) // sizing.GIB)
-    return (f"{size_name} {size_text} ({_gb(size_bytes)} GB) is below {what} ({_gb(needed_bytes)} GB) x headroom "
-            f"{headroom:g} = {_gb(minimum)} GB: the download would fill the volume part way and fail. Set {size_name} "
-            f"to at least {gib}Gi.")
+    return (
+        f"{size_name} {size_text} ({_gb(size_bytes)} GB) is below {what} ({_gb(needed_bytes)} GB) x headroom "
+        f"{headroom:g} = {_gb(minimum)} GB: the download would fill the volume part way and fail. Set {size_name} "
+        f"to at least {gib}Gi."
+    )
 
 
 def revision_pinned(revision: str, *, revision_name: str, repository: str) -> Optional[str]:
     """A prod download at a branch gets whatever the Hub has on the day the Job runs."""
     if is_pinned(revision):
         return None
-    return (f"{revision_name} {revision!r} of {repository} is not a commit id: a download in prod would take whatever "
-            f"the branch points at on the day the Job runs, so two environments (or a re-created Job) can serve "
-            f"different weights. Set {revision_name} to the 40-hex commit id to serve.")
+    return (
+        f"{revision_name} {revision!r} of {repository} is not a commit id: a download in prod would take whatever "
+        f"the branch points at on the day the Job runs, so two environments (or a re-created Job) can serve "
+        f"different weights. Set {revision_name} to the 40-hex commit id to serve."
+    )
 
 
-def gated_download_token(gated: bool, token_known: bool, *, secret: str, token_name: str, exists_name: str) -> Optional[str]:
+def gated_download_token(
+    gated: bool, token_known: bool, *, secret: str, token_name: str, exists_name: str
+) -> Optional[str]:
     """A gated repository answers 401 without a token; the gate cannot see the cluster's Secrets, so it asks to be told."""
     if not gated or token_known:
         return None
-    return (f"the weights are gated but the stack neither creates the Secret {secret} ({token_name} is not set) nor is "
-            f"told it exists ({exists_name} false): the download Job would fail with 401 on its first file. Set the "
-            f"token with `pulumi config set --secret {token_name} hf_...`, or create the Secret and set {exists_name} true.")
+    return (
+        f"the weights are gated but the stack neither creates the Secret {secret} ({token_name} is not set) nor is "
+        f"told it exists ({exists_name} false): the download Job would fail with 401 on its first file. Set the "
+        f"token with `pulumi config set --secret {token_name} hf_...`, or create the Secret and set {exists_name} true."
+    )
 
 
 def weights_match(what: str, engine_value: str, held_value: str, *, held_by: str) -> Optional[str]:
     """An engine must serve what its weights volume holds: with HF_HUB_OFFLINE it cannot fetch anything else."""
     if engine_value == held_value:
         return None
-    return (f"the engine serves {what} {engine_value} but its weights volume holds {held_value} ({held_by}): with "
-            f"HF_HUB_OFFLINE the engine finds no files for what it serves and fails at start, or serves a revision "
-            f"nobody downloaded on purpose. Serve {held_value}, or change the download to {engine_value} (in the stack: "
-            f"one weights.revision / weights.draftRevision for both).")
+    return (
+        f"the engine serves {what} {engine_value} but its weights volume holds {held_value} ({held_by}): with "
+        f"HF_HUB_OFFLINE the engine finds no files for what it serves and fails at start, or serves a revision "
+        f"nobody downloaded on purpose. Serve {held_value}, or change the download to {engine_value} (in the stack: "
+        f"one weights.revision / weights.draftRevision for both)."
+    )
 
 
-def image_has_features(image: str, pinned: Optional[Version], used: Iterable[Feature], *,
-                       image_name: str) -> Optional[str]:
+def image_has_features(
+    image: str, pinned: Optional[Version], used: Iterable[Feature], *, image_name: str
+) -> Optional[str]:
     """An image pin must be at least the first version of every feature its render uses (one home of the facts:
     `core.versions`). An image whose tag is no version (`latest`, a digest) cannot be judged here: image hygiene
     refuses unpinned tags elsewhere."""
@@ -212,19 +259,32 @@ def image_has_features(image: str, pinned: Optional[Version], used: Iterable[Fea
         return None
     needed = max(f.since for f in missing)
     listed = "; ".join(f"{f.kind} {f.name} needs {f.consumer} {f.since} or later ({f.source})" for f in missing)
-    return (f"{image} ({image_name}) is {pinned}, older than features the render uses: {listed}. The program "
-            f"would refuse its configuration and the pod would crash-loop. Pin {needed} or later.")
+    return (
+        f"{image} ({image_name}) is {pinned}, older than features the render uses: {listed}. The program "
+        f"would refuse its configuration and the pod would crash-loop. Pin {needed} or later."
+    )
 
 
 def program_refuses(program: str, image: str, what: str, problem: str, *, data_source: str, fix: str) -> str:
     """A program at the pinned image would refuse what the stack gives it (its schema as data: core/versions/data,
     checked against the real v0.7.1 programs by tests/consumers)."""
-    return (f"{program} {image} would refuse {what}: {problem} (its own rule, from {data_source}). The pod would "
-            f"crash-loop. {fix}")
+    return (
+        f"{program} {image} would refuse {what}: {problem} (its own rule, from {data_source}). The pod would "
+        f"crash-loop. {fix}"
+    )
 
 
-def sidecar_ssrf_protection(image: str, pinned: Optional[Version], *, protected: bool, pool: Optional[str],
-                            fronting: Sequence[str], can_protect: bool, since: Version, fix_pool: str) -> Optional[str]:
+def sidecar_ssrf_protection(
+    image: str,
+    pinned: Optional[Version],
+    *,
+    protected: bool,
+    pool: Optional[str],
+    fronting: Sequence[str],
+    can_protect: bool,
+    since: Version,
+    fix_pool: str,
+) -> Optional[str]:
     """A P/D routing sidecar that can protect itself against a prefiller named by the client runs with SSRF
     protection on, allowlisting the pods of the InferencePool that fronts it (`fronting`: namespace/name of each pool
     that selects its pod; empty: unknown). The EPP only sets x-prefiller-host-port on a P/D decision, so on a
@@ -235,70 +295,104 @@ def sidecar_ssrf_protection(image: str, pinned: Optional[Version], *, protected:
     if not can_protect:
         if not protected:
             return None
-        return (f"SSRF protection is on but {version}, whose allowlist reads an InferencePool's spec.selector as a "
-                f"flat map: from the GA pool (spec.selector.matchLabels) it builds a selector the API server refuses, "
-                f"lists no pod and refuses every prefill, the EPP's own picks included (403). Pin {since} or later.")
+        return (
+            f"SSRF protection is on but {version}, whose allowlist reads an InferencePool's spec.selector as a "
+            f"flat map: from the GA pool (spec.selector.matchLabels) it builds a selector the API server refuses, "
+            f"lists no pod and refuses every prefill, the EPP's own picks included (403). Pin {since} or later."
+        )
     if not protected:
-        return (f"the sidecar runs without SSRF protection: on a decode-only request it POSTs the prompt to whatever "
-                f"host:port a client sends in x-prefiller-host-port (the EPP sets that header only when it picks a "
-                f"prefill pod), a request forged from inside the cluster. Set --enable-ssrf-protection=true and "
-                f"--inference-pool {fix_pool}: it then calls only pods of that pool and answers 403 to anything else.")
+        return (
+            f"the sidecar runs without SSRF protection: on a decode-only request it POSTs the prompt to whatever "
+            f"host:port a client sends in x-prefiller-host-port (the EPP sets that header only when it picks a "
+            f"prefill pod), a request forged from inside the cluster. Set --enable-ssrf-protection=true and "
+            f"--inference-pool {fix_pool}: it then calls only pods of that pool and answers 403 to anything else."
+        )
     if pool is None:
-        return (f"SSRF protection is on but no InferencePool is named: the sidecar refuses to start. Set "
-                f"--inference-pool {fix_pool}.")
+        return (
+            f"SSRF protection is on but no InferencePool is named: the sidecar refuses to start. Set "
+            f"--inference-pool {fix_pool}."
+        )
     if fronting and pool not in fronting:
-        return (f"SSRF protection allowlists the pods of InferencePool {pool}, which does not select this pod; the "
-                f"pool that does is {' or '.join(fronting)}: the prefill pods its EPP picks are refused (403) unless "
-                f"{pool} happens to select them too. Set --inference-pool {fix_pool}.")
+        return (
+            f"SSRF protection allowlists the pods of InferencePool {pool}, which does not select this pod; the "
+            f"pool that does is {' or '.join(fronting)}: the prefill pods its EPP picks are refused (403) unless "
+            f"{pool} happens to select them too. Set --inference-pool {fix_pool}."
+        )
     return None
 
 
-def sidecar_ssrf_capable(image: str, pinned: Optional[Version], *, protected: bool, can_protect: bool,
-                         since: Version, image_name: str) -> Optional[str]:
+def sidecar_ssrf_capable(
+    image: str, pinned: Optional[Version], *, protected: bool, can_protect: bool, since: Version, image_name: str
+) -> Optional[str]:
     """Advice: a P/D sidecar pinned before it could protect itself runs without SSRF protection."""
     if can_protect or protected:
         return None
-    return (f"{image} ({image_name}) is {pinned}: its SSRF allowlist cannot read the GA InferencePool's "
-            f"spec.selector.matchLabels (it would refuse every prefill), so it runs without the protection and, on a "
-            f"decode-only request, POSTs the prompt to any host:port a client sends in x-prefiller-host-port. Pin "
-            f"{since} or later: the render then turns --enable-ssrf-protection on.")
+    return (
+        f"{image} ({image_name}) is {pinned}: its SSRF allowlist cannot read the GA InferencePool's "
+        f"spec.selector.matchLabels (it would refuse every prefill), so it runs without the protection and, on a "
+        f"decode-only request, POSTs the prompt to any host:port a client sends in x-prefiller-host-port. Pin "
+        f"{since} or later: the render then turns --enable-ssrf-protection on."
+    )
 
 
 # --- autoscaling (core/autoscaling.py has the signals; the gate and policy/autoscaling.py call these) ---------------
 
-def autoscaling_bounds(role: str, min_replicas: int, max_replicas: int, *, min_name: str,
-                       max_name: str) -> Optional[str]:
+
+def autoscaling_bounds(
+    role: str, min_replicas: int, max_replicas: int, *, min_name: str, max_name: str
+) -> Optional[str]:
     """The autoscaler keeps a role between its bounds: at least one pod (with none no signal ever brings one back),
     and a minimum not above the maximum."""
     if min_replicas < 1:
-        why = ("every request is refused (the EPP finds no decode worker: 429, or 503 with no pod at all)"
-               if role == "decode" else
-               "the EPP decides decode-only for every request, so neither a prefill queue nor a P/D decision ever "
-               "rises to bring a prefill pod back")
-        return (f"{min_name} {min_replicas} lets the autoscaler remove every {role} pod: {why}, and with no pod "
-                f"there is no engine signal to scale up on. Set {min_name} to at least 1.")
+        why = (
+            "every request is refused (the EPP finds no decode worker: 429, or 503 with no pod at all)"
+            if role == "decode"
+            else "the EPP decides decode-only for every request, so neither a prefill queue nor a P/D decision ever "
+            "rises to bring a prefill pod back"
+        )
+        return (
+            f"{min_name} {min_replicas} lets the autoscaler remove every {role} pod: {why}, and with no pod "
+            f"there is no engine signal to scale up on. Set {min_name} to at least 1."
+        )
     if min_replicas > max_replicas:
-        return (f"{min_name} {min_replicas} is above {max_name} {max_replicas}: the bounds are inverted and KEDA "
-                f"refuses the ScaledObject (\"MinReplicaCount={min_replicas} must be less than MaxReplicaCount="
-                f"{max_replicas}\", keda v2.18.1 apis/keda/v1alpha1/scaledobject_types.go:294), so the {role} pods "
-                f"are never scaled. Swap them, or set {max_name} to at least {min_replicas}.")
+        return (
+            f"{min_name} {min_replicas} is above {max_name} {max_replicas}: the bounds are inverted and KEDA "
+            f'refuses the ScaledObject ("MinReplicaCount={min_replicas} must be less than MaxReplicaCount='
+            f'{max_replicas}", keda v2.18.1 apis/keda/v1alpha1/scaledobject_types.go:294), so the {role} pods '
+            f"are never scaled. Swap them, or set {max_name} to at least {min_replicas}."
+        )
     return None
 
 
-def autoscaling_groups_divide(role: str, min_replicas: int, max_replicas: int, groups: int, *, min_name: str,
-                              max_name: str, groups_name: str) -> Optional[str]:
+def autoscaling_groups_divide(
+    role: str, min_replicas: int, max_replicas: int, groups: int, *, min_name: str, max_name: str, groups_name: str
+) -> Optional[str]:
     """Each node group is a Deployment with its own ScaledObject: the role's bounds split evenly over them."""
-    uneven = [f"{name} {value}" for name, value in ((min_name, min_replicas), (max_name, max_replicas)) if value % groups]
+    uneven = [
+        f"{name} {value}" for name, value in ((min_name, min_replicas), (max_name, max_replicas)) if value % groups
+    ]
     if not uneven:
         return None
-    return (f"{' and '.join(uneven)} cannot be split evenly over {groups_name} {groups} node groups: each group's "
-            f"Deployment is scaled by its own ScaledObject between the role's bounds / {groups}. Use multiples of "
-            f"{groups}.")
+    return (
+        f"{' and '.join(uneven)} cannot be split evenly over {groups_name} {groups} node groups: each group's "
+        f"Deployment is scaled by its own ScaledObject between the role's bounds / {groups}. Use multiples of "
+        f"{groups}."
+    )
 
 
-def autoscaling_fits_site(role: str, max_replicas: int, devices_per_pod: int, other_devices: int, nodes: int,
-                          npus_per_node: int, spread: bool, *, max_name: str, nodes_name: str,
-                          spread_name: str) -> Optional[str]:
+def autoscaling_fits_site(
+    role: str,
+    max_replicas: int,
+    devices_per_pod: int,
+    other_devices: int,
+    nodes: int,
+    npus_per_node: int,
+    spread: bool,
+    *,
+    max_name: str,
+    nodes_name: str,
+    spread_name: str,
+) -> Optional[str]:
     """At its maximum the role, beside everything else at its own maximum (`other_devices`), holds whole claims of
     NPUs on the site's nodes, and at most one pod per node when the role is spread."""
     capacity = nodes * npus_per_node
@@ -309,12 +403,16 @@ def autoscaling_fits_site(role: str, max_replicas: int, devices_per_pod: int, ot
     needed = max_replicas * devices_per_pod + other_devices
     reasons = []
     if needed > capacity:
-        reasons.append(f"{max_replicas} pods x {devices_per_pod} NPUs + {other_devices} NPUs of the other engine pods "
-                       f"= {needed} NPUs, more than {nodes_name} {nodes} x {npus_per_node} = {capacity}")
+        reasons.append(
+            f"{max_replicas} pods x {devices_per_pod} NPUs + {other_devices} NPUs of the other engine pods "
+            f"= {needed} NPUs, more than {nodes_name} {nodes} x {npus_per_node} = {capacity}"
+        )
     if spread and max_replicas > nodes:
         reasons.append(f"one {role} pod per node ({spread_name}) allows {nodes} on {nodes} nodes")
-    return (f"{max_name} {max_replicas} does not fit the site: {'; and '.join(reasons)}. The pods above {fit} would "
-            f"stay Pending while the load that asked for them waits. Set {max_name} to at most {fit}, or add nodes.")
+    return (
+        f"{max_name} {max_replicas} does not fit the site: {'; and '.join(reasons)}. The pods above {fit} would "
+        f"stay Pending while the load that asked for them waits. Set {max_name} to at most {fit}, or add nodes."
+    )
 
 
 def autoscaling_rollout(role: str, strategy: str, *, strategy_name: str) -> Optional[str]:
@@ -322,28 +420,48 @@ def autoscaling_rollout(role: str, strategy: str, *, strategy_name: str) -> Opti
     and the autoscaler takes the role down to its minimum, where the rollout then ends."""
     if strategy == "RollingUpdate":
         return None
-    return (f"{strategy_name} {strategy} with an autoscaled {role}: a rollout stops every pod first, their signal "
-            f"vanishes (the trigger reads 0) while the new pods compile, and after the scale-down window the "
-            f"autoscaler shrinks the role to its minimum, so the rollout ends with the capacity the load had asked "
-            f"for gone. Set {strategy_name} RollingUpdate (one pod at a time, no surge).")
+    return (
+        f"{strategy_name} {strategy} with an autoscaled {role}: a rollout stops every pod first, their signal "
+        f"vanishes (the trigger reads 0) while the new pods compile, and after the scale-down window the "
+        f"autoscaler shrinks the role to its minimum, so the rollout ends with the capacity the load had asked "
+        f"for gone. Set {strategy_name} RollingUpdate (one pod at a time, no surge)."
+    )
 
 
-def autoscaling_signal(role: str, metric: str, roles: Sequence[str], *, scraped: bool, series: Optional[str],
-                       decider_feeds: bool, image: str, metric_name: str, fix_scrape: str) -> Optional[str]:
+def autoscaling_signal(
+    role: str,
+    metric: str,
+    roles: Sequence[str],
+    *,
+    scraped: bool,
+    series: Optional[str],
+    decider_feeds: bool,
+    image: str,
+    metric_name: str,
+    fix_scrape: str,
+) -> Optional[str]:
     """The signal exists for the role: a signal of that role, scraped, served by the pinned image (`series` None: it
     serves none known), and for the P/D decision rate a decider that takes prefill-decode decisions."""
     if role not in roles:
-        return (f"{metric_name} {metric} cannot scale {role}: it is a signal of {' and '.join(roles)} only, so "
-                f"the {role} pods would follow another role's load. Use engineQueue or kvCacheUsage.")
+        return (
+            f"{metric_name} {metric} cannot scale {role}: it is a signal of {' and '.join(roles)} only, so "
+            f"the {role} pods would follow another role's load. Use engineQueue or kvCacheUsage."
+        )
     if series is None:
-        return (f"{metric_name} {metric} reads the EPP's P/D decision counter, but {image} belongs to no router "
-                f"generation whose counter is known (core/versions/router.py GENERATIONS): the trigger would read "
-                f"nothing and the role never scales. Pin an EPP of a known generation, or use engineQueue.")
+        return (
+            f"{metric_name} {metric} reads the EPP's P/D decision counter, but {image} belongs to no router "
+            f"generation whose counter is known (core/versions/router.py GENERATIONS): the trigger would read "
+            f"nothing and the role never scales. Pin an EPP of a known generation, or use engineQueue."
+        )
     if not decider_feeds:
-        return (f"{metric_name} {metric} counts the P/D decider's prefill-decode picks, but the decider takes none "
-                f"(prefix-based with nonCachedTokens 0): the rate stays 0 and prefill never scales up. Use "
-                f"engineQueue, or a decider that sends requests through prefill.")
+        return (
+            f"{metric_name} {metric} counts the P/D decider's prefill-decode picks, but the decider takes none "
+            f"(prefix-based with nonCachedTokens 0): the rate stays 0 and prefill never scales up. Use "
+            f"engineQueue, or a decider that sends requests through prefill."
+        )
     if not scraped:
-        return (f"{metric_name} {metric} is read from Prometheus, but nothing scrapes {series}: the trigger reads "
-                f"0 (KEDA's ignoreNullValues) and the {role} pods never scale up. {fix_scrape}")
+        return (
+            f"{metric_name} {metric} is read from Prometheus, but nothing scrapes {series}: the trigger reads "
+            f"0 (KEDA's ignoreNullValues) and the {role} pods never scale up. {fix_scrape}"
+        )
     return None

@@ -8,6 +8,7 @@ key-management service (`secretsprovider: awskms://...` and the like in its stac
 passes the stack file's values and the environment (scripts/up and scripts/preview through
 `python -m stacks secrets`, the program itself for a bare `pulumi up`).
 """
+
 from __future__ import annotations
 
 import json
@@ -17,9 +18,11 @@ from typing import Mapping, Optional
 BUILTIN_PASSPHRASE = "rebel100-local"  # scripts/pulumi-env's default; keep the two in step
 # Backends whose stacks use the passphrase provider when the stack file names no other (Pulumi Cloud does not).
 SELF_MANAGED_BACKENDS = ("file://", "s3://", "gs://", "azblob://", "postgres://")
-FIX = ("Set PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE) to your team's passphrase, kept out of "
-       "the repository, or move the stack to a key-management service: `pulumi stack change-secrets-provider -s "
-       "{stack} awskms://alias/NAME?region=REGION` (docs/recovery.md, Secrets).")
+FIX = (
+    "Set PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE) to your team's passphrase, kept out of "
+    "the repository, or move the stack to a key-management service: `pulumi stack change-secrets-provider -s "
+    "{stack} awskms://alias/NAME?region=REGION` (docs/recovery.md, Secrets)."
+)
 
 
 def uses_passphrase(secrets_provider: Optional[str], backend_url: Optional[str]) -> bool:
@@ -58,14 +61,16 @@ def passphrase_of(environ: Mapping[str, str]) -> Optional[str]:
         return None
 
 
-def refusal_for(stack: str, environment: str, secrets_provider: Optional[str],
-                environ: Mapping[str, str]) -> Optional[str]:
+def refusal_for(
+    stack: str, environment: str, secrets_provider: Optional[str], environ: Mapping[str, str]
+) -> Optional[str]:
     """prod_secrets_refusal with the backend and passphrase read from the environment."""
     return prod_secrets_refusal(stack, environment, secrets_provider, backend_url(environ), passphrase_of(environ))
 
 
-def prod_secrets_refusal(stack: str, environment: str, secrets_provider: Optional[str],
-                         backend_url: Optional[str], passphrase: Optional[str]) -> Optional[str]:
+def prod_secrets_refusal(
+    stack: str, environment: str, secrets_provider: Optional[str], backend_url: Optional[str], passphrase: Optional[str]
+) -> Optional[str]:
     """None when the stack's secrets are safe to write, else one sentence: what, why, and the fix."""
     if environment != "prod" or not uses_passphrase(secrets_provider, backend_url):
         return None
@@ -74,9 +79,13 @@ def prod_secrets_refusal(stack: str, environment: str, secrets_provider: Optiona
     elif passphrase == "":
         why = "the passphrase is empty"
     elif passphrase == BUILTIN_PASSPHRASE:
-        why = (f"the passphrase is the built-in {BUILTIN_PASSPHRASE!r} of scripts/pulumi-env, which anyone with "
-               f"the repository has: a secret set under it is readable by all of them")
+        why = (
+            f"the passphrase is the built-in {BUILTIN_PASSPHRASE!r} of scripts/pulumi-env, which anyone with "
+            f"the repository has: a secret set under it is readable by all of them"
+        )
     else:
         return None
-    return (f"stack {stack!r} is a prod stack (rebel100:environment: prod) whose secrets use the passphrase "
-            f"provider, and {why}. Nothing was changed. " + FIX.format(stack=stack))
+    return (
+        f"stack {stack!r} is a prod stack (rebel100:environment: prod) whose secrets use the passphrase "
+        f"provider, and {why}. Nothing was changed. " + FIX.format(stack=stack)
+    )

@@ -4,6 +4,7 @@ Both roles are built here from the same inputs, so the arguments the reference d
 common (section 4) cannot drift between prefill and decode. Plain values only (no Pulumi): the
 components turn them into Kubernetes objects, the config gate checks overrides against them.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -114,20 +115,36 @@ def kv_transfer_in(args: list[str]) -> object:
     return None
 
 
-def serve_args(model: ModelSpec, engine: Engine, role: Role, *, kv_transfer: Optional[dict], role_args: list[str],
-               revision: str = "main", draft_revision: str = "main") -> list[str]:
+def serve_args(
+    model: ModelSpec,
+    engine: Engine,
+    role: Role,
+    *,
+    kv_transfer: Optional[dict],
+    role_args: list[str],
+    revision: str = "main",
+    draft_revision: str = "main",
+) -> list[str]:
     """Arguments of `vllm serve`: the model at its revision, the common arguments, then the role's own."""
     serving = role_serving(engine, role)
     args = [
         model.name,
-        "--revision", revision,
-        "--served-model-name", model.served_name or model.name,
-        "--port", str(role.port),
-        "--block-size", str(serving.block_size),
-        "--max-model-len", str(engine.max_model_len),
-        "--max-num-batched-tokens", str(engine.max_num_batched_tokens),
-        "--max-num-seqs", str(role.max_num_seqs),
-        "--kv-cache-dtype", serving.kv_cache_dtype,
+        "--revision",
+        revision,
+        "--served-model-name",
+        model.served_name or model.name,
+        "--port",
+        str(role.port),
+        "--block-size",
+        str(serving.block_size),
+        "--max-model-len",
+        str(engine.max_model_len),
+        "--max-num-batched-tokens",
+        str(engine.max_num_batched_tokens),
+        "--max-num-seqs",
+        str(role.max_num_seqs),
+        "--kv-cache-dtype",
+        serving.kv_cache_dtype,
     ]
     if role.tensor_parallel_size > 1:
         args += ["--tensor-parallel-size", str(role.tensor_parallel_size)]
@@ -181,15 +198,22 @@ FLAG_FIELDS = {
     "--kv-transfer-config": "kvTier (the connectors follow the topology and kvTier.mode)",
 }
 # vLLM's short aliases of generated flags.
-FLAG_ALIASES = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size", "-dp": "--data-parallel-size",
-                "-dpl": "--data-parallel-size-local", "-ep": "--enable-expert-parallel"}
+FLAG_ALIASES = {
+    "-tp": "--tensor-parallel-size",
+    "-pp": "--pipeline-parallel-size",
+    "-dp": "--data-parallel-size",
+    "-dpl": "--data-parallel-size-local",
+    "-ep": "--enable-expert-parallel",
+}
 
 
 def data_parallel_args(role: Role, *, dp_local: int, rpc_port: Optional[int]) -> list[str]:
     """Data-parallel arguments: one external-LB port per rank (decode), the RPC port when given."""
     args = [
-        "--data-parallel-size", str(role.data_parallel_size),
-        "--data-parallel-size-local", str(dp_local),
+        "--data-parallel-size",
+        str(role.data_parallel_size),
+        "--data-parallel-size-local",
+        str(dp_local),
     ]
     if role.data_parallel_size > 1:
         args.append("--data-parallel-multi-port-external-lb")
@@ -200,15 +224,26 @@ def data_parallel_args(role: Role, *, dp_local: int, rpc_port: Optional[int]) ->
 
 # Every env name the program generates, and the config field that sets it (None: fixed by design).
 ENV_FIELDS = {
-    "RBLN_FORCE_CCL_ASYNC": None, "VLLM_RBLN_USE_DEVICE_TENSOR": None, "VLLM_RBLN_USE_VLLM_MODEL": None,
-    "VLLM_RBLN_AUTO_PORT": None, "VLLM_RBLN_SUB_BLOCK_CACHE": "engine.subBlockCache",
-    "VLLM_ENGINE_READY_TIMEOUT_S": "engine.engineReadyTimeoutS", "VLLM_RPC_TIMEOUT": "engine.rpcTimeoutMs",
-    "VLLM_CACHE_ROOT": None, "HF_HOME": None, "HF_HUB_OFFLINE": None, "VLLM_NIXL_SIDE_CHANNEL_PORT": "engine.nixlSideChannelPort",
-    "VLLM_NIXL_SIDE_CHANNEL_HOST": None, "HF_TOKEN": "the secret rebel100:hfToken (or hfTokenSecret)",
+    "RBLN_FORCE_CCL_ASYNC": None,
+    "VLLM_RBLN_USE_DEVICE_TENSOR": None,
+    "VLLM_RBLN_USE_VLLM_MODEL": None,
+    "VLLM_RBLN_AUTO_PORT": None,
+    "VLLM_RBLN_SUB_BLOCK_CACHE": "engine.subBlockCache",
+    "VLLM_ENGINE_READY_TIMEOUT_S": "engine.engineReadyTimeoutS",
+    "VLLM_RPC_TIMEOUT": "engine.rpcTimeoutMs",
+    "VLLM_CACHE_ROOT": None,
+    "HF_HOME": None,
+    "HF_HUB_OFFLINE": None,
+    "VLLM_NIXL_SIDE_CHANNEL_PORT": "engine.nixlSideChannelPort",
+    "VLLM_NIXL_SIDE_CHANNEL_HOST": None,
+    "HF_TOKEN": "the secret rebel100:hfToken (or hfTokenSecret)",
     "RBLN_DEVICES": "{role}.tensorParallelSize / pipelineParallelSize",
-    "LMCACHE_CHUNK_SIZE": "kvTier.chunkSize", "LMCACHE_ENABLE_KV_EVENTS": "kvTier.enableKvEvents",
-    "LMCACHE_PRE_CACHING_HASH_ALGORITHM": "kvTier.hashAlgorithm", "LMCACHE_LOCAL_CPU": "kvTier.mode",
-    "LMCACHE_MAX_LOCAL_CPU_SIZE": "kvTier.cpuSizeGib", "LMCACHE_EXTRA_CONFIG": "kvTier.extraConfig",
+    "LMCACHE_CHUNK_SIZE": "kvTier.chunkSize",
+    "LMCACHE_ENABLE_KV_EVENTS": "kvTier.enableKvEvents",
+    "LMCACHE_PRE_CACHING_HASH_ALGORITHM": "kvTier.hashAlgorithm",
+    "LMCACHE_LOCAL_CPU": "kvTier.mode",
+    "LMCACHE_MAX_LOCAL_CPU_SIZE": "kvTier.cpuSizeGib",
+    "LMCACHE_EXTRA_CONFIG": "kvTier.extraConfig",
 }
 # `LMCACHE_EXTRA_CONFIG` keys the program sets from a checked field.
 EXTRA_CONFIG_FIELDS = {"rds_max_chunks": "kvTier.rdsMaxChunks"}
@@ -266,27 +301,51 @@ class EngineCommand:
     ports: list[tuple[str, int]]
 
 
-def prefill_command(model: ModelSpec, engine: Engine, role: Prefill, *, lmcache: bool,
-                    revision: str = "main", draft_revision: str = "main") -> EngineCommand:
+def prefill_command(
+    model: ModelSpec,
+    engine: Engine,
+    role: Prefill,
+    *,
+    lmcache: bool,
+    revision: str = "main",
+    draft_revision: str = "main",
+) -> EngineCommand:
     """Prefill: NIXL (and LMCache with a KV tier); one HTTP port and one NIXL side channel."""
     serving = role_serving(engine, role)
     # DP is rare on prefill (PP4/DP1 is the reference) but, when configured, reaches the engine.
-    dp_args = (data_parallel_args(role, dp_local=serving.data_parallel_local, rpc_port=None)
-               if role.data_parallel_size > 1 else [])
-    args = serve_args(model, engine, role, kv_transfer=kv_transfer_config(nixl=True, lmcache=lmcache), role_args=dp_args,
-                      revision=revision, draft_revision=draft_revision)
+    dp_args = (
+        data_parallel_args(role, dp_local=serving.data_parallel_local, rpc_port=None)
+        if role.data_parallel_size > 1
+        else []
+    )
+    args = serve_args(
+        model,
+        engine,
+        role,
+        kv_transfer=kv_transfer_config(nixl=True, lmcache=lmcache),
+        role_args=dp_args,
+        revision=revision,
+        draft_revision=draft_revision,
+    )
     # The pipeline spans every NPU the pod claims.
     env = {**engine_env(engine), "RBLN_DEVICES": ",".join(str(i) for i in range(serving.devices)), **role.extra_env}
     return EngineCommand(args=args, env=env, ports=[("http", role.port), ("nixl", serving.side_channel_ports[0])])
 
 
-def decode_command(model: ModelSpec, engine: Engine, role: Decode, *, nixl: bool,
-                   revision: str = "main", draft_revision: str = "main") -> EngineCommand:
+def decode_command(
+    model: ModelSpec, engine: Engine, role: Decode, *, nixl: bool, revision: str = "main", draft_revision: str = "main"
+) -> EngineCommand:
     """Decode: the DP ranks' HTTP ports, the DP RPC port, one NIXL side channel per rank; NIXL only in P/D."""
     serving = role_serving(engine, role)
-    args = serve_args(model, engine, role, kv_transfer=kv_transfer_config(nixl=nixl, lmcache=False),
-                      role_args=data_parallel_args(role, dp_local=serving.data_parallel_local, rpc_port=role.data_parallel_rpc_port),
-                      revision=revision, draft_revision=draft_revision)
+    args = serve_args(
+        model,
+        engine,
+        role,
+        kv_transfer=kv_transfer_config(nixl=nixl, lmcache=False),
+        role_args=data_parallel_args(role, dp_local=serving.data_parallel_local, rpc_port=role.data_parallel_rpc_port),
+        revision=revision,
+        draft_revision=draft_revision,
+    )
     ports = [(f"http-{i}", p) for i, p in enumerate(serving.rank_ports)]
     if role.data_parallel_size > 1:
         ports.append(("dp-rpc", role.data_parallel_rpc_port))
@@ -306,13 +365,20 @@ def sidecar_args(role: Decode, *, pool_namespace: str, pool_name: str) -> list[s
     version = image_version(role.sidecar.image)
     generation = router_versions.generation_for_pin(version)
     args = [
-        "--port", str(role.sidecar.port),
-        generation.engine_port_flag, str(role.port),
-        "--data-parallel-size", str(len(sidecar_ports(role))),
-        "--kv-connector", role.sidecar.kv_connector,
+        "--port",
+        str(role.sidecar.port),
+        generation.engine_port_flag,
+        str(role.port),
+        "--data-parallel-size",
+        str(len(sidecar_ports(role))),
+        "--kv-connector",
+        role.sidecar.kv_connector,
         "--secure-proxy=false",
     ]
     if router_versions.sidecar_can_protect(version):
-        args += [f"{router_versions.SSRF_PROTECTION_FLAG}=true", router_versions.SSRF_POOL_FLAG,
-                 f"{pool_namespace}/{pool_name}"]
+        args += [
+            f"{router_versions.SSRF_PROTECTION_FLAG}=true",
+            router_versions.SSRF_POOL_FLAG,
+            f"{pool_namespace}/{pool_name}",
+        ]
     return args

@@ -5,6 +5,7 @@ Pure functions of plain values, with no Pulumi import, so that the config gate, 
 all compute a figure the same way. The figures of the reference design are asserted in
 `tests/core/test_sizing.py` (each figure at its boundaries).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -108,7 +109,10 @@ class RdsBudget:
         return [
             ("chiplet-0 HBM", f"{self.chiplet0_mib:,.0f} MiB"),
             ("left by --gpu-memory-utilization", f"{self.free_mib:,.1f} MiB (x (1 - {self.gpu_memory_utilization:g}))"),
-            ("RDS chunk index", f"{self.chunks_mib:,.0f} MiB ({self.rds_max_chunks} chunks x {self.chunk_overhead_mib:g} MiB x {self.drives} drives)"),
+            (
+                "RDS chunk index",
+                f"{self.chunks_mib:,.0f} MiB ({self.rds_max_chunks} chunks x {self.chunk_overhead_mib:g} MiB x {self.drives} drives)",
+            ),
             ("staging buffer", f"{self.staging_mib:,.0f} MiB"),
             ("used", f"{self.used_mib:,.1f} MiB"),
             ("headroom", f"{self.headroom_mib:,.1f} MiB ({'fits' if self.fits else 'OVER BUDGET'})"),
@@ -167,7 +171,7 @@ def parse_quantity(quantity: str) -> float:
 
 
 def version_tuple(version: str) -> tuple[int, ...]:
-    """"0.12.0" -> (0, 12, 0), "v0.12" -> (0, 12, 0); anything after the numbers ("rc1") is ignored."""
+    """ "0.12.0" -> (0, 12, 0), "v0.12" -> (0, 12, 0); anything after the numbers ("rc1") is ignored."""
     parts = []
     for piece in version.lstrip("v").split("."):
         digits = ""

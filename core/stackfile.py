@@ -11,6 +11,7 @@ into what `pulumi.Config` resolves (`PULUMI_CONFIG_<KEY>`, then `PULUMI_CONFIG`)
 Whatever the file holds, reading it either succeeds or raises `StackFileError` with one line that
 names the file and what is wrong with it: no traceback reaches a user for a malformed stack file.
 """
+
 from __future__ import annotations
 
 import decimal
@@ -45,7 +46,7 @@ def stack_file(stack: str) -> pathlib.Path:
 
 
 def available_stacks() -> list[str]:
-    return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in PROJECT_ROOT.glob("Pulumi.*.yaml"))
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in PROJECT_ROOT.glob("Pulumi.*.yaml"))
 
 
 def go_json_float(number: float) -> str:
@@ -152,8 +153,10 @@ def parse_key(path: pathlib.Path, key: str) -> str:
         return key
     if len(parts) == 3 and parts[1] == "config" and all(parts):
         return f"{parts[0]}:{parts[2]}"
-    raise StackFileError(f"{path}: could not parse {key} as a configuration key (configuration keys should be of "
-                         f"the form `<namespace>:<name>`)")
+    raise StackFileError(
+        f"{path}: could not parse {key} as a configuration key (configuration keys should be of "
+        f"the form `<namespace>:<name>`)"
+    )
 
 
 def project_name(root: pathlib.Path = PROJECT_ROOT) -> str:
@@ -165,19 +168,23 @@ def _config_map(path: pathlib.Path, document: Any, project: str) -> tuple[dict[s
     """The `config:` map of a decoded stack file, as LoadProjectStackBytes turns it into config.Map."""
     if document is None:
         return {}, []
-    if not isinstance(document, dict) or (isinstance(document, goyaml.GeneralMap)
-                                          and not all(isinstance(k, str) for k in document)):
+    if not isinstance(document, dict) or (
+        isinstance(document, goyaml.GeneralMap) and not all(isinstance(k, str) for k in document)
+    ):
         raise StackFileError(f"{path}: expected a mapping with a `config:` key, got a YAML {type(document).__name__}")
     if document.get("environment"):
-        raise StackFileError(f"{path}: `environment:` imports Pulumi ESC environments, whose values only the "
-                             f"Pulumi service can resolve; the offline tools would judge other values than the "
-                             f"program gets. Put the values in `config:`.")
+        raise StackFileError(
+            f"{path}: `environment:` imports Pulumi ESC environments, whose values only the "
+            f"Pulumi service can resolve; the offline tools would judge other values than the "
+            f"program gets. Put the values in `config:`."
+        )
     config = document.get("config")
     if config is None:
         return {}, []
     if not isinstance(config, dict):
-        raise StackFileError(f"{path}: `config:` must be a mapping of `namespace:key: value`, got a YAML "
-                             f"{type(config).__name__}")
+        raise StackFileError(
+            f"{path}: `config:` must be a mapping of `namespace:key: value`, got a YAML {type(config).__name__}"
+        )
     if isinstance(config, goyaml.GeneralMap):
         # Not namespaced by the CLI either; a key that is not a string never parses as `namespace:name`.
         odd = next(k for k in config if not isinstance(k, str))
@@ -226,15 +233,18 @@ def read_config(path: pathlib.Path, root: pathlib.Path = PROJECT_ROOT) -> tuple[
 
 def _env_key(key: str) -> str:
     """pulumi.runtime.config.get_config_env_key: `rebel100:decode` -> PULUMI_CONFIG_REBEL100_DECODE."""
-    return "PULUMI_CONFIG_" + "".join(c.upper() if c.isascii() and c.isalnum() else ("_" if c != "_" else c)
-                                      for c in key)
+    return "PULUMI_CONFIG_" + "".join(
+        c.upper() if c.isascii() and c.isalnum() else ("_" if c != "_" else c) for c in key
+    )
 
 
 def namespace_keys() -> list[str]:
     """Every key of the `rebel100:` namespace a program reads."""
     from core.config import StackConfig
-    return [f"{NAMESPACE}:{info.alias or name}" for name, info in StackConfig.model_fields.items()] + \
-        [f"{NAMESPACE}:{name}" for name in SECRET_KEYS]
+
+    return [f"{NAMESPACE}:{info.alias or name}" for name, info in StackConfig.model_fields.items()] + [
+        f"{NAMESPACE}:{name}" for name in SECRET_KEYS
+    ]
 
 
 def program_config(explicit: Mapping[str, Any], environ: Optional[Mapping[str, str]] = None) -> dict[str, Any]:
@@ -266,12 +276,17 @@ def environment(config: dict[str, str]) -> str:
     if config.get(f"{NAMESPACE}:environment"):
         return config[f"{NAMESPACE}:environment"]
     from core.config import StackConfig
+
     return StackConfig.model_fields["environment"].default
 
 
 def load_stack(path: pathlib.Path, name: str) -> "StackConfig":
     """Read and check one stack file: StackFileError or ConfigError, else the typed config."""
     from core.gate import load_config
+
     config, secure = read_config(path)
-    return load_config(program_config(config), source=f"stack {name!r}",
-                       plain_secrets=plain_secret_keys(config, set(secure).__contains__))
+    return load_config(
+        program_config(config),
+        source=f"stack {name!r}",
+        plain_secrets=plain_secret_keys(config, set(secure).__contains__),
+    )

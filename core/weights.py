@@ -9,6 +9,7 @@ A download is keyed by a digest of (model, revision, draft, draft revision): the
 completion marker it writes last both carry it, so a changed revision is a new Job (a replacement in
 `pulumi preview`) and engines wait for the new marker, not the old one. Plain values only (no Pulumi).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -20,7 +21,7 @@ from typing import Optional
 from core import serving
 from core.config import COMMIT_SHA, StackConfig, Weights
 
-GB = 1000 ** 3
+GB = 1000**3
 
 # Bytes of the weights in a Hugging Face repository, as downloaded (all files of one revision).
 # Unverified: MiniMax-M2.7 is taken to be the ~230B-parameter MoE of MiniMax-M2 in FP8 (one byte per
@@ -105,8 +106,13 @@ class Plan:
         return found
 
     def output(self) -> dict[str, object]:
-        return {"source": self.source, "pvc": self.claim_name, "model": f"{self.model}@{self.revision}",
-                "draft": f"{self.draft}@{self.draft_revision}" if self.draft else None, "key": self.key}
+        return {
+            "source": self.source,
+            "pvc": self.claim_name,
+            "model": f"{self.model}@{self.revision}",
+            "draft": f"{self.draft}@{self.draft_revision}" if self.draft else None,
+            "key": self.key,
+        }
 
 
 def draft_model(cfg: StackConfig) -> Optional[str]:
@@ -123,8 +129,16 @@ def plan_for(model: str, settings: Weights, draft: Optional[str], hf_home: str) 
     else:
         repos = [(model, settings.revision)] + ([(draft, settings.draft_revision)] if draft else [])
         waits = tuple(revision_path(hf_home, repo, revision) for repo, revision in repos)
-    return Plan(source=settings.source, claim_name=settings.pvc, model=model, revision=settings.revision,
-                draft=draft, draft_revision=settings.draft_revision, key=key, wait_paths=waits)
+    return Plan(
+        source=settings.source,
+        claim_name=settings.pvc,
+        model=model,
+        revision=settings.revision,
+        draft=draft,
+        draft_revision=settings.draft_revision,
+        key=key,
+        wait_paths=waits,
+    )
 
 
 def plan(cfg: StackConfig, hf_home: str) -> Plan:
@@ -137,7 +151,7 @@ def plan(cfg: StackConfig, hf_home: str) -> Plan:
 # its revision into $HF_HOME/hub and write the marker last. A retried pod finds the finished files in
 # place and resumes the `.incomplete` ones (huggingface_hub resumes partial blobs).
 DOWNLOAD_SHELL = (
-    'set -eu\n'
+    "set -eu\n"
     'python3 -c "import huggingface_hub" 2>/dev/null || '
     'pip install --quiet --no-cache-dir --target /tmp/pip "huggingface_hub==$HUB_VERSION"\n'
     'exec python3 -c "$DOWNLOAD" "$@"\n'
@@ -173,5 +187,5 @@ def download_args(weights: Plan, hf_home: str) -> list[str]:
 WAIT_SHELL = (
     'for path in "$@"; do\n'
     '  until [ -e "$path" ]; do echo "waiting for $path (model weights not on the volume yet)"; sleep 30; done\n'
-    'done\n'
+    "done\n"
 )

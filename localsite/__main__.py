@@ -1,17 +1,18 @@
 """python -m localsite: serve a deployed stack's requests on the local site (see docs/serving-locally.md).
 
-    python -m localsite run --kubeconfig K [--namespace rebel100] [--dir D] [--port 0]
-        start the site's programs for the namespace's Running pods and the gateway role; once the EPP behind the
-        gateway listens, print the OpenAI base URL (http://127.0.0.1:PORT/v1) on a line of its own; run until
-        SIGINT or SIGTERM, then stop everything it started, by pid
-    python -m localsite stop [--dir D]
-        stop what a site recorded under D that still runs (a site killed with SIGKILL leaves its programs)
-    python -m localsite stack
-        the stack whose render the EPP reads (its generation: pd-router07 for v0.7.x, prod-4p4d for v0.9+)
-    python -m localsite binaries
-        where the programs the images map to are (REBEL100_EPP_BINARY and REBEL100_SIDECAR_BINARY, else the
-        builds of scripts/consumers)
+python -m localsite run --kubeconfig K [--namespace rebel100] [--dir D] [--port 0]
+    start the site's programs for the namespace's Running pods and the gateway role; once the EPP behind the
+    gateway listens, print the OpenAI base URL (http://127.0.0.1:PORT/v1) on a line of its own; run until
+    SIGINT or SIGTERM, then stop everything it started, by pid
+python -m localsite stop [--dir D]
+    stop what a site recorded under D that still runs (a site killed with SIGKILL leaves its programs)
+python -m localsite stack
+    the stack whose render the EPP reads (its generation: pd-router07 for v0.7.x, prod-4p4d for v0.9+)
+python -m localsite binaries
+    where the programs the images map to are (REBEL100_EPP_BINARY and REBEL100_SIDECAR_BINARY, else the
+    builds of scripts/consumers)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         logging.warning("stopped what an earlier site left running: %s", ", ".join(leftover))
     listener = netns.listener_in(None, "127.0.0.1", args.port)
     host, port = listener.getsockname()
-    agent = Agent(folder, args.kubeconfig, args.namespace, found.programs, found.gateway, listener,
-                  tuple(args.sim_arg))
+    agent = Agent(folder, args.kubeconfig, args.namespace, found.programs, found.gateway, listener, tuple(args.sim_arg))
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
@@ -71,8 +71,12 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 def cmd_binaries(args: argparse.Namespace) -> int:
     found = site_binaries.find()
-    for name, path in (("sim", found.programs.sim), ("epp", found.programs.epp), ("sidecar", found.programs.sidecar),
-                       ("gateway", found.gateway)):
+    for name, path in (
+        ("sim", found.programs.sim),
+        ("epp", found.programs.epp),
+        ("sidecar", found.programs.sidecar),
+        ("gateway", found.gateway),
+    ):
         print(f"{name}\t{path}")
     return 0
 
@@ -91,8 +95,12 @@ def main(argv: list[str]) -> int:
     p.add_argument("--namespace", default="rebel100")
     p.add_argument("--dir", default=str(DEFAULT_DIR), help="logs, pid files and status.json of the site")
     p.add_argument("--port", type=int, default=0, help="the gateway's port on 127.0.0.1 (0: a free one)")
-    p.add_argument("--sim-arg", action="append", default=[],
-                   help="an extra simulator flag for every engine (e.g. --sim-arg=--time-to-first-token=20)")
+    p.add_argument(
+        "--sim-arg",
+        action="append",
+        default=[],
+        help="an extra simulator flag for every engine (e.g. --sim-arg=--time-to-first-token=20)",
+    )
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("stop", help="stop what a site left running")
     p.add_argument("--dir", default=str(DEFAULT_DIR))

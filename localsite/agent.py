@@ -7,6 +7,7 @@ site, where the EPP reaches it with its own ServiceAccount's token.
 
 Everything it starts is recorded by pid (procs.Registry) and stopped by pid, newest first, when it ends.
 """
+
 from __future__ import annotations
 
 import json
@@ -94,8 +95,16 @@ def _selects(selector: dict, pod: dict) -> bool:
 
 
 class Agent:
-    def __init__(self, folder: pathlib.Path, kubeconfig: str, namespace: str, binaries: programs.Binaries,
-                 gateway: str, listener: socket.socket, sim_extra: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        folder: pathlib.Path,
+        kubeconfig: str,
+        namespace: str,
+        binaries: programs.Binaries,
+        gateway: str,
+        listener: socket.socket,
+        sim_extra: tuple[str, ...] = (),
+    ):
         self.dir = folder
         self.client = kube.Client(kubeconfig)
         self.namespace = namespace
@@ -115,8 +124,9 @@ class Agent:
         self.site = netns.Site(self.registry)
         api = urllib.parse.urlsplit(self.client.server)
         api_listener = netns.listener_in(self.site.ns, str(netns.SITE_ADDRESS), API_PORT_IN_SITE)
-        threading.Thread(target=relay, args=(api_listener, (api.hostname, api.port or 443), self.stop_event),
-                         daemon=True).start()
+        threading.Thread(
+            target=relay, args=(api_listener, (api.hostname, api.port or 443), self.stop_event), daemon=True
+        ).start()
 
     def run(self, until: Callable[[], bool]) -> None:
         while not until():
@@ -139,9 +149,13 @@ class Agent:
     # --- pods --------------------------------------------------------------------------------------------------
     def reconcile(self) -> None:
         pods = self.client.items(f"/api/v1/namespaces/{self.namespace}/pods")
-        wanted = {p["metadata"]["name"]: p for p in pods
-                  if p.get("status", {}).get("phase") == "Running" and p["status"].get("podIP")
-                  and not p["metadata"].get("deletionTimestamp")}
+        wanted = {
+            p["metadata"]["name"]: p
+            for p in pods
+            if p.get("status", {}).get("phase") == "Running"
+            and p["status"].get("podIP")
+            and not p["metadata"].get("deletionTimestamp")
+        }
         for name, run in list(self.pods.items()):
             pod = wanted.get(name)
             if pod is None or pod["metadata"]["uid"] != run.uid or pod["status"]["podIP"] != run.ip:
@@ -159,8 +173,9 @@ class Agent:
         run = PodRun(meta["name"], meta["uid"], pod["status"]["podIP"])
         self.pods[run.name] = run
         try:
-            config_maps = {c["metadata"]["name"]: c for c in
-                           self.client.items(f"/api/v1/namespaces/{self.namespace}/configmaps")}
+            config_maps = {
+                c["metadata"]["name"]: c for c in self.client.items(f"/api/v1/namespaces/{self.namespace}/configmaps")
+            }
             plan = programs.plan(pod, self.binaries, config_maps)
         except programs.Unsupported as err:
             run.problem = str(err)
@@ -186,8 +201,11 @@ class Agent:
                 token = self.client.service_account_token(self.namespace, program.service_account)
                 config = folder / "kubeconfig"
                 config.parent.mkdir(parents=True, exist_ok=True)
-                config.write_text(self.client.kubeconfig_for(
-                    token, f"https://{netns.SITE_ADDRESS}:{API_PORT_IN_SITE}", API_SERVER_NAME))
+                config.write_text(
+                    self.client.kubeconfig_for(
+                        token, f"https://{netns.SITE_ADDRESS}:{API_PORT_IN_SITE}", API_SERVER_NAME
+                    )
+                )
                 config.chmod(0o600)
                 program.env["KUBECONFIG"] = str(config)
             run.programs.append(Running(program))
@@ -205,16 +223,23 @@ class Agent:
                 item.restarts += 1
                 item.not_before = now + min(BACKOFF_MAX, 0.5 * 2 ** min(item.restarts, 5))
                 # The simulator exits 0 on a configuration it refuses: its last line says why, not its code.
-                log.warning("pod %s: %s exited (%s), restart %d in %.1fs; its last line: %s", run.name,
-                            item.program.container, code, item.restarts, item.not_before - now,
-                            self.last_line(f"pod-{run.name}-{item.program.container}"))
+                log.warning(
+                    "pod %s: %s exited (%s), restart %d in %.1fs; its last line: %s",
+                    run.name,
+                    item.program.container,
+                    code,
+                    item.restarts,
+                    item.not_before - now,
+                    self.last_line(f"pod-{run.name}-{item.program.container}"),
+                )
                 item.process = None
             if now < item.not_before:
                 continue
             run.listening = False
             env = {"PATH": "/usr/bin:/bin", **item.program.env}
-            item.process = self.registry.start(f"pod-{run.name}-{item.program.container}",
-                                               run.ns.command(item.program.argv), env=env)
+            item.process = self.registry.start(
+                f"pod-{run.name}-{item.program.container}", run.ns.command(item.program.argv), env=env
+            )
 
     def last_line(self, name: str) -> str:
         try:
@@ -240,8 +265,15 @@ class Agent:
         if target is None:
             return
         address, failure_mode, fallbacks = target
-        args = [self.gateway_binary, "--listen-fd", str(self.listener.fileno()), "--epp", address, "--failure-mode",
-                failure_mode]
+        args = [
+            self.gateway_binary,
+            "--listen-fd",
+            str(self.listener.fileno()),
+            "--epp",
+            address,
+            "--failure-mode",
+            failure_mode,
+        ]
         if failure_mode == "FailOpen":  # Envoy then routes to the pool's endpoints without the EPP
             args += ["--fallback-endpoints", ",".join(fallbacks)]
         if self.gateway_process and self.gateway_process.alive() and args == self.gateway_args:
@@ -249,27 +281,38 @@ class Agent:
         if self.gateway_process:
             self.registry.stop("gateway")
         self.gateway_args = args
-        self.gateway_process = self.registry.start("gateway", self.site.ns.command(args), pass_fds=(self.listener.fileno(),))
+        self.gateway_process = self.registry.start(
+            "gateway", self.site.ns.command(args), pass_fds=(self.listener.fileno(),)
+        )
         log.info("gateway: EPP %s (%s)", address, failure_mode)
 
     def epp_target(self, pods: list[dict]) -> Optional[tuple[str, str, list[str]]]:
         """The EPP's pod address, the pool's failure mode and its endpoints, from HTTPRoute -> InferencePool ->
         Service -> pod."""
         base = f"/apis/gateway.networking.k8s.io/v1/namespaces/{self.namespace}/httproutes"
-        pools = [ref["name"] for route in self.client.items(base) for rule in route["spec"].get("rules") or []
-                 for ref in rule.get("backendRefs") or [] if ref.get("kind") == "InferencePool"]
+        pools = [
+            ref["name"]
+            for route in self.client.items(base)
+            for rule in route["spec"].get("rules") or []
+            for ref in rule.get("backendRefs") or []
+            if ref.get("kind") == "InferencePool"
+        ]
         if not pools:
             return None
-        pool = self.client.get(f"/apis/inference.networking.k8s.io/v1/namespaces/{self.namespace}/inferencepools/"
-                               f"{pools[0]}")
+        pool = self.client.get(
+            f"/apis/inference.networking.k8s.io/v1/namespaces/{self.namespace}/inferencepools/{pools[0]}"
+        )
         picker = pool["spec"]["endpointPickerRef"]
         service = self.client.get(f"/api/v1/namespaces/{self.namespace}/services/{picker['name']}")
         port = next(p for p in service["spec"]["ports"] if p["port"] == picker["port"]["number"])
         selector = service["spec"].get("selector") or {}
         failure_mode = picker.get("failureMode", "FailClose")
-        fallbacks = sorted(f"{run.ip}:{p['number']}" for pod in pods if _selects(pool["spec"]["selector"], pod)
-                           and (run := self.pods.get(pod["metadata"]["name"])) and run.ns
-                           for p in pool["spec"]["targetPorts"][:1])
+        fallbacks = sorted(
+            f"{run.ip}:{p['number']}"
+            for pod in pods
+            if _selects(pool["spec"]["selector"], pod) and (run := self.pods.get(pod["metadata"]["name"])) and run.ns
+            for p in pool["spec"]["targetPorts"][:1]
+        )
         for pod in pods:
             run = self.pods.get(pod["metadata"]["name"])
             if _selects(selector, pod) and run and run.ns and run.ip:
@@ -303,15 +346,30 @@ class Agent:
         return any(run.ip == address.rsplit(":", 1)[0] and self.listening(run) for run in self.pods.values())
 
     def write_status(self) -> None:
-        status = {"pods": {name: {
-            "ip": run.ip, "problem": run.problem, "listening": self.listening(run),
-            "programs": {r.program.container: {"pid": r.process.pid if r.process and r.process.alive() else None,
-                                                "restarts": r.restarts, "binary": r.program.argv[0],
-                                                "ports": list(r.program.ports)} for r in run.programs}}
-            for name, run in self.pods.items()},
-            "gateway": {"pid": self.gateway_process.pid if self.gateway_process and self.gateway_process.alive()
-                        else None, "args": self.gateway_args},
-            "site_netns_pid": self.site.ns.anchor.pid if self.site else None}
+        status = {
+            "pods": {
+                name: {
+                    "ip": run.ip,
+                    "problem": run.problem,
+                    "listening": self.listening(run),
+                    "programs": {
+                        r.program.container: {
+                            "pid": r.process.pid if r.process and r.process.alive() else None,
+                            "restarts": r.restarts,
+                            "binary": r.program.argv[0],
+                            "ports": list(r.program.ports),
+                        }
+                        for r in run.programs
+                    },
+                }
+                for name, run in self.pods.items()
+            },
+            "gateway": {
+                "pid": self.gateway_process.pid if self.gateway_process and self.gateway_process.alive() else None,
+                "args": self.gateway_args,
+            },
+            "site_netns_pid": self.site.ns.anchor.pid if self.site else None,
+        }
         tmp = self.dir / "status.json.tmp"
         tmp.write_text(json.dumps(status, indent=1))
         tmp.replace(self.dir / "status.json")

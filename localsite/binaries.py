@@ -1,6 +1,7 @@
 """Where the site's programs are: the router's two programs from REBEL100_EPP_BINARY and REBEL100_SIDECAR_BINARY
 (any build of a supported generation: a user or a release job proving a new pin), else the builds of
 `scripts/consumers` (the v0.7.1 programs, the simulator and the gateway role, cached outside the project)."""
+
 from __future__ import annotations
 
 import os
@@ -13,8 +14,12 @@ from localsite.programs import Binaries
 PROJECT = pathlib.Path(__file__).resolve().parent.parent
 CONSUMERS = PROJECT / "scripts" / "consumers"
 # Builds other than scripts/consumers' (the last two for working on the site itself).
-OVERRIDES = {"epp": "REBEL100_EPP_BINARY", "pd-sidecar": "REBEL100_SIDECAR_BINARY",
-             "llm-d-inference-sim": "REBEL100_SIM_BINARY", "gateway": "REBEL100_GATEWAY_BINARY"}
+OVERRIDES = {
+    "epp": "REBEL100_EPP_BINARY",
+    "pd-sidecar": "REBEL100_SIDECAR_BINARY",
+    "llm-d-inference-sim": "REBEL100_SIM_BINARY",
+    "gateway": "REBEL100_GATEWAY_BINARY",
+}
 
 
 class Missing(RuntimeError):
@@ -46,12 +51,17 @@ def program(name: str) -> str:
 
 
 def find() -> Found:
-    return Found(Binaries(sim=program("llm-d-inference-sim"), epp=program("epp"), sidecar=program("pd-sidecar")),
-                 gateway=program("gateway"))
+    return Found(
+        Binaries(sim=program("llm-d-inference-sim"), epp=program("epp"), sidecar=program("pd-sidecar")),
+        gateway=program("gateway"),
+    )
 
 
 # The stack the site serves for each generation of the router programs: the render must be what that EPP reads.
-STACK_BY_MODULE = {"github.com/llm-d/llm-d-inference-scheduler": "pd-router07", "github.com/llm-d/llm-d-router": "prod-4p4d"}
+STACK_BY_MODULE = {
+    "github.com/llm-d/llm-d-inference-scheduler": "pd-router07",
+    "github.com/llm-d/llm-d-router": "prod-4p4d",
+}
 
 
 def main_module(binary: str) -> str:
@@ -71,5 +81,7 @@ def stack_for(epp: str) -> str:
         return os.environ["REBEL100_SERVE_STACK"]
     module = main_module(epp)
     if module not in STACK_BY_MODULE:
-        raise Missing(f"{epp} was built from {module}, not a router module the site knows ({', '.join(STACK_BY_MODULE)})")
+        raise Missing(
+            f"{epp} was built from {module}, not a router module the site knows ({', '.join(STACK_BY_MODULE)})"
+        )
     return STACK_BY_MODULE[module]

@@ -2,6 +2,7 @@
 plane (scripts/cluster, in a folder of its own, pod IPs on loopback), the stack's offline render applied with
 kubectl (deploying it is what tests/cluster proves; here the requests are judged), and `python -m localsite run`.
 Everything is stopped by pid on exit; `leftovers()` names anything recorded that still runs."""
+
 from __future__ import annotations
 
 import http.client
@@ -73,8 +74,14 @@ def free_port_base(span: int = 6) -> int:
 class ServedSite:
     """Start with `with ServedSite(folder, stack, namespace, sim_args) as site:`."""
 
-    def __init__(self, folder: pathlib.Path, stack: str, namespace: str = "rebel100",
-                 sim_args: tuple[str, ...] = (), render: Optional[pathlib.Path] = None):
+    def __init__(
+        self,
+        folder: pathlib.Path,
+        stack: str,
+        namespace: str = "rebel100",
+        sim_args: tuple[str, ...] = (),
+        render: Optional[pathlib.Path] = None,
+    ):
         self.folder = folder
         self.stack = stack
         self.namespace = namespace
@@ -97,21 +104,42 @@ class ServedSite:
         return self
 
     def _start(self) -> None:
-        proc = subprocess.run([str(CLUSTER), "start", "--dir", str(self.cluster_dir), "--port", str(free_port_base())],
-                              capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [str(CLUSTER), "start", "--dir", str(self.cluster_dir), "--port", str(free_port_base())],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         if proc.returncode != 0:
             raise RuntimeError(f"scripts/cluster start failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
         self.kubeconfig = pathlib.Path(proc.stdout.strip().splitlines()[-1])
-        self.kubectl_path = str(pathlib.Path(json.loads((self.cluster_dir / "instance.json").read_text())["bin_dir"])
-                                / "kubectl")
+        self.kubectl_path = str(
+            pathlib.Path(json.loads((self.cluster_dir / "instance.json").read_text())["bin_dir"]) / "kubectl"
+        )
         self.deploy()
         self.wait_for("every engine pod Running with an IP", self.engines_running)
         self.site_dir.mkdir(parents=True, exist_ok=True)
         with open(self.site_dir / "site.log", "wb") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "localsite", "run", "--kubeconfig", str(self.kubeconfig), "--namespace",
-                 self.namespace, "--dir", str(self.site_dir), *[f"--sim-arg={a}" for a in self.sim_args]],
-                cwd=PROJECT, stdout=subprocess.PIPE, stderr=log, start_new_session=True, text=True)
+                [
+                    sys.executable,
+                    "-m",
+                    "localsite",
+                    "run",
+                    "--kubeconfig",
+                    str(self.kubeconfig),
+                    "--namespace",
+                    self.namespace,
+                    "--dir",
+                    str(self.site_dir),
+                    *[f"--sim-arg={a}" for a in self.sim_args],
+                ],
+                cwd=PROJECT,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                start_new_session=True,
+                text=True,
+            )
         self.base_url = self._first_line(READY_TIMEOUT)
         if not self.base_url.startswith("http://127."):
             raise RuntimeError(f"the site did not start serving: {self.base_url!r}\n{self.log()}")
@@ -143,8 +171,13 @@ class ServedSite:
 
     # --- the cluster -------------------------------------------------------------------------------------------
     def kubectl(self, *args: str, input: Optional[str] = None, check: bool = True) -> subprocess.CompletedProcess:
-        proc = subprocess.run([self.kubectl_path, f"--kubeconfig={self.kubeconfig}", *args], input=input,
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [self.kubectl_path, f"--kubeconfig={self.kubeconfig}", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if check and proc.returncode != 0:
             raise RuntimeError(f"kubectl {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
         return proc
@@ -158,30 +191,44 @@ class ServedSite:
         ServiceAccounts (the token controller deletes a token Secret whose account does not exist yet), then the
         rest."""
         out = self.render or self.folder / "render"
-        proc = subprocess.run([sys.executable, "-m", "stacks", "render", self.stack, "--out", str(out)], cwd=PROJECT,
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "stacks", "render", self.stack, "--out", str(out)],
+            cwd=PROJECT,
+            capture_output=True,
+            text=True,
+        )
         if proc.returncode != 0:
             raise RuntimeError(f"python -m stacks render {self.stack} failed:\n{proc.stdout}{proc.stderr}")
         files = {f: (yaml.safe_load(f.read_text()) or {}).get("kind") for f in sorted(out.rglob("*.yaml"))}
         for wave in ({"Namespace"}, {"ServiceAccount"}, None):
-            batch = [f for f, kind in files.items() if (kind in wave if wave else kind not in ("Namespace",
-                                                                                                "ServiceAccount"))]
+            batch = [
+                f
+                for f, kind in files.items()
+                if (kind in wave if wave else kind not in ("Namespace", "ServiceAccount"))
+            ]
             if batch:
                 self.kubectl("apply", "--server-side", *[f"--filename={f}" for f in batch])
 
     def pods(self, role: Optional[str] = None) -> list[dict]:
-        return [p for p in self.get("pods")
-                if role is None or (p["metadata"].get("labels") or {}).get("llm-d.ai/role") == role]
+        return [
+            p
+            for p in self.get("pods")
+            if role is None or (p["metadata"].get("labels") or {}).get("llm-d.ai/role") == role
+        ]
 
     def ips(self, role: str) -> dict[str, str]:
         """Pod IP -> name of the role's Running pods."""
-        return {p["status"]["podIP"]: p["metadata"]["name"] for p in self.pods(role)
-                if p["status"].get("phase") == "Running" and p["status"].get("podIP")}
+        return {
+            p["status"]["podIP"]: p["metadata"]["name"]
+            for p in self.pods(role)
+            if p["status"].get("phase") == "Running" and p["status"].get("podIP")
+        }
 
     def engines_running(self) -> bool:
         engines = self.pods("prefill") + self.pods("decode")
-        return bool(engines) and all(p["status"].get("phase") == "Running" and p["status"].get("podIP")
-                                     for p in engines)
+        return bool(engines) and all(
+            p["status"].get("phase") == "Running" and p["status"].get("podIP") for p in engines
+        )
 
     # --- the site ----------------------------------------------------------------------------------------------
     def status(self) -> dict:
@@ -193,22 +240,35 @@ class ServedSite:
 
     def simulator_endpoints(self, sim_binary: str) -> list[tuple[str, int]]:
         """(pod IP, port) of every engine rank the site serves with the simulator `sim_binary`."""
-        return [(pod["ip"], port) for pod in self.served().values() if pod["ip"]
-                for program in pod["programs"].values() if program.get("binary") == sim_binary
-                for port in program.get("ports", ())]
+        return [
+            (pod["ip"], port)
+            for pod in self.served().values()
+            if pod["ip"]
+            for program in pod["programs"].values()
+            if program.get("binary") == sim_binary
+            for port in program.get("ports", ())
+        ]
 
     def site_ns(self) -> netns.Namespace:
         pid = self.status()["site_netns_pid"]
         return netns.Namespace(procs.Recorded("site-netns", pid, procs.start_time(pid)))
 
-    def post(self, path: str, body: dict, timeout: float = 30, conn: Optional[http.client.HTTPConnection] = None,
-             headers: Optional[dict[str, str]] = None) -> Answer:
+    def post(
+        self,
+        path: str,
+        body: dict,
+        timeout: float = 30,
+        conn: Optional[http.client.HTTPConnection] = None,
+        headers: Optional[dict[str, str]] = None,
+    ) -> Answer:
         """POST `body` as JSON through the gateway, with the client's own `headers` besides."""
         url = urllib.parse.urlsplit(self.base_url)
         own = conn is None
         conn = conn or http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
         try:
-            conn.request("POST", url.path + path, json.dumps(body), {"Content-Type": "application/json", **(headers or {})})
+            conn.request(
+                "POST", url.path + path, json.dumps(body), {"Content-Type": "application/json", **(headers or {})}
+            )
             resp = conn.getresponse()
             return Answer(resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read())
         finally:

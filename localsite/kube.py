@@ -1,5 +1,6 @@
 """The few Kubernetes API calls the local site makes, over the admin kubeconfig scripts/cluster writes (a bearer
 token and a CA file). Standard library and pyyaml only."""
+
 from __future__ import annotations
 
 import base64
@@ -35,13 +36,23 @@ class Client:
 
     def request(self, method: str, path: str, body: Optional[dict] = None, timeout: float = 10) -> Any:
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.server + path, data=data, method=method, headers={
-            "Authorization": f"Bearer {self.token}", "Content-Type": "application/json", "Accept": "application/json"})
+        req = urllib.request.Request(
+            self.server + path,
+            data=data,
+            method=method,
+            headers={
+                "Authorization": f"Bearer {self.token}",
+                "Content-Type": "application/json",
+                "Accept": "application/json",
+            },
+        )
         try:
             with urllib.request.urlopen(req, timeout=timeout, context=self.ssl) as resp:
                 return json.loads(resp.read() or b"null")
         except urllib.error.HTTPError as err:
-            raise ApiError(err.code, f"{method} {path}: {err.code} {err.read()[:300].decode(errors='replace')}") from None
+            raise ApiError(
+                err.code, f"{method} {path}: {err.code} {err.read()[:300].decode(errors='replace')}"
+            ) from None
 
     def get(self, path: str) -> Any:
         return self.request("GET", path)
@@ -51,29 +62,61 @@ class Client:
 
     def service_account_token(self, namespace: str, name: str, seconds: int = 86400) -> str:
         """A token of the ServiceAccount (TokenRequest), what the kubelet mounts into a pod."""
-        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                "spec": {"expirationSeconds": seconds}}
-        return self.request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token", body)["status"]["token"]
+        body = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": seconds},
+        }
+        return self.request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token", body)["status"][
+            "token"
+        ]
 
     def kubeconfig_for(self, token: str, server: str, server_name: str) -> str:
         """A kubeconfig for a program of the site: `server` as seen from its pod, the apiserver's CA, the token."""
-        return yaml.safe_dump({
-            "apiVersion": "v1", "kind": "Config", "current-context": "site",
-            "clusters": [{"name": "site", "cluster": {
-                "server": server, "tls-server-name": server_name,
-                "certificate-authority-data": base64.b64encode(self.ca_pem).decode()}}],
-            "users": [{"name": "site", "user": {"token": token}}],
-            "contexts": [{"name": "site", "context": {"cluster": "site", "user": "site"}}],
-        })
+        return yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "site",
+                "clusters": [
+                    {
+                        "name": "site",
+                        "cluster": {
+                            "server": server,
+                            "tls-server-name": server_name,
+                            "certificate-authority-data": base64.b64encode(self.ca_pem).decode(),
+                        },
+                    }
+                ],
+                "users": [{"name": "site", "user": {"token": token}}],
+                "contexts": [{"name": "site", "context": {"cluster": "site", "user": "site"}}],
+            }
+        )
 
     def event(self, pod: dict, reason: str, message: str, kind: str = "Warning") -> None:
         """An Event on the pod, as the kubelet writes for a failed image pull (`kubectl describe pod` shows it)."""
         meta = pod["metadata"]
         now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        self.request("POST", f"/api/v1/namespaces/{meta['namespace']}/events", {
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
-            "involvedObject": {"kind": "Pod", "name": meta["name"], "namespace": meta["namespace"],
-                               "uid": meta["uid"], "apiVersion": "v1"},
-            "reason": reason, "message": message, "type": kind, "source": {"component": "rebel100-localsite"},
-            "firstTimestamp": now, "lastTimestamp": now, "count": 1})
+        self.request(
+            "POST",
+            f"/api/v1/namespaces/{meta['namespace']}/events",
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+                "involvedObject": {
+                    "kind": "Pod",
+                    "name": meta["name"],
+                    "namespace": meta["namespace"],
+                    "uid": meta["uid"],
+                    "apiVersion": "v1",
+                },
+                "reason": reason,
+                "message": message,
+                "type": kind,
+                "source": {"component": "rebel100-localsite"},
+                "firstTimestamp": now,
+                "lastTimestamp": now,
+                "count": 1,
+            },
+        )

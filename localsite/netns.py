@@ -15,6 +15,7 @@ and the API server's relay into the site are made.
 Each namespace lives as long as its anchor process (the pod's "pause" process); stopping the anchor by its pid
 removes the namespace with its veth. Needs root, util-linux (unshare, nsenter) and iproute2 (ip).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -117,8 +118,7 @@ class Site:
             self.ns.run("ip", "link", "del", veth)
         pod = new_namespace(self.registry, name)
         try:
-            self.ns.run("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns",
-                        str(pod.anchor.pid))
+            self.ns.run("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", str(pod.anchor.pid))
             self.ns.run("ip", "link", "set", veth, "master", "br0", "up")
             pod.loopback_only_local()
             pod.run("sysctl", "-qw", "net.ipv4.conf.eth0.route_localnet=1")

@@ -4,6 +4,7 @@
 later one that got its pid); `<dir>/logs/<name>.log` its output. `stop_recorded(dir)` stops whatever a site left
 behind (`make down`, or a site killed with SIGKILL), newest first, by pid.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -25,7 +26,7 @@ def start_time(pid: int) -> Optional[str]:
         stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "
+    fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "
     return None if fields[0] in ("Z", "X") else fields[19]
 
 
@@ -79,14 +80,28 @@ class Registry:
         self.logs.mkdir(parents=True, exist_ok=True)
         self.processes: dict[str, Recorded] = {}
 
-    def start(self, name: str, argv: list[str], env: Optional[dict[str, str]] = None,
-              pass_fds: tuple[int, ...] = (), cwd: Optional[pathlib.Path] = None) -> Recorded:
+    def start(
+        self,
+        name: str,
+        argv: list[str],
+        env: Optional[dict[str, str]] = None,
+        pass_fds: tuple[int, ...] = (),
+        cwd: Optional[pathlib.Path] = None,
+    ) -> Recorded:
         """Start `argv` in a session of its own (a Ctrl-C of the terminal reaches the site, which stops it)."""
         if name in self.processes and self.processes[name].alive():
             raise RuntimeError(f"{name} is already running (pid {self.processes[name].pid})")
         with open(self.logs / f"{name}.log", "ab") as out:
-            popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                     pass_fds=pass_fds, cwd=cwd, start_new_session=True)
+            popen = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                pass_fds=pass_fds,
+                cwd=cwd,
+                start_new_session=True,
+            )
         started = None
         for _ in range(200):
             started = start_time(popen.pid)

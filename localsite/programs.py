@@ -16,6 +16,7 @@ serviceAccountToken volume it mounts) runs with `KUBECONFIG` holding a token of 
 asks the API for one), so the rendered Role is what it gets: the EPP, and the P/D sidecar, whose SSRF protection
 lists the InferencePool's pods. Client-go reads `KUBECONFIG` before the in-cluster files the site cannot mount.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -85,9 +86,9 @@ class Program:
     container: str
     argv: list[str]
     env: dict[str, str]
-    files: dict[str, str] = field(default_factory=dict)   # relative path under the pod's folder -> content
-    service_account: Optional[str] = None                  # runs with this ServiceAccount's token (api_account)
-    ports: tuple[int, ...] = ()                            # where it serves once up (the site's readiness)
+    files: dict[str, str] = field(default_factory=dict)  # relative path under the pod's folder -> content
+    service_account: Optional[str] = None  # runs with this ServiceAccount's token (api_account)
+    ports: tuple[int, ...] = ()  # where it serves once up (the site's readiness)
 
 
 def flag_value(args: list[str], name: str) -> Optional[str]:
@@ -116,8 +117,9 @@ def sim_args(command: list[str], args: list[str]) -> list[str]:
     except vllm_args.Refused as refused:
         raise Unsupported(f"`vllm serve` would refuse the engine's arguments: {refused}") from None
     if unknown:
-        raise Unsupported(f"`vllm serve` would refuse the engine's arguments: unrecognized arguments: "
-                          f"{' '.join(unknown)}")
+        raise Unsupported(
+            f"`vllm serve` would refuse the engine's arguments: unrecognized arguments: {' '.join(unknown)}"
+        )
     out = ["--model", parsed.model_tag]
     for token in tokens:
         if not token.startswith("--"):
@@ -128,15 +130,21 @@ def sim_args(command: list[str], args: list[str]) -> list[str]:
         if name in SIM_FLAGS:
             out += [SIM_FLAGS[name], ",".join(value) if isinstance(value, list) else str(value)]
         elif name not in NOT_SIMULATED:
-            raise Unsupported(f"the vllm flag {name} has no meaning the site knows (localsite/programs.py SIM_FLAGS "
-                              "or NOT_SIMULATED must say what the simulator makes of it)")
+            raise Unsupported(
+                f"the vllm flag {name} has no meaning the site knows (localsite/programs.py SIM_FLAGS "
+                "or NOT_SIMULATED must say what the simulator makes of it)"
+            )
     return [*out, *SIM_FIXED]
 
 
 def literal_env(container: dict, pod: dict) -> dict[str, str]:
     """The container's env with plain values and the downward API fields a pod's programs read."""
-    fields = {"metadata.name": pod["metadata"]["name"], "metadata.namespace": pod["metadata"]["namespace"],
-              "status.podIP": pod["status"].get("podIP", ""), "spec.nodeName": pod["spec"].get("nodeName", "")}
+    fields = {
+        "metadata.name": pod["metadata"]["name"],
+        "metadata.namespace": pod["metadata"]["namespace"],
+        "status.podIP": pod["status"].get("podIP", ""),
+        "spec.nodeName": pod["spec"].get("nodeName", ""),
+    }
     env = {}
     for item in container.get("env") or []:
         if "value" in item:
@@ -199,20 +207,44 @@ def plan(pod: dict, binaries: Binaries, config_maps: dict[str, dict]) -> list[Pr
         env = {**base_env, **literal_env(container, pod)}
         if engine.is_engine_image(image):
             argv = [binaries.sim, *sim_args(container.get("command") or [], container.get("args") or [])]
-            programs.append(Program(name, argv, env, service_account=api_account(pod, container),
-                                    ports=rank_ports(argv[1:], "--port", 8000)))
+            programs.append(
+                Program(
+                    name,
+                    argv,
+                    env,
+                    service_account=api_account(pod, container),
+                    ports=rank_ports(argv[1:], "--port", 8000),
+                )
+            )
         elif repository in router.SIDECAR_IMAGE_NAMES:
             args = container.get("args") or []
-            programs.append(Program(name, [binaries.sidecar, *args], env, service_account=api_account(pod, container),
-                                    ports=rank_ports(args, "--port", 8000)))
+            programs.append(
+                Program(
+                    name,
+                    [binaries.sidecar, *args],
+                    env,
+                    service_account=api_account(pod, container),
+                    ports=rank_ports(args, "--port", 8000),
+                )
+            )
         elif repository in router.EPP_IMAGE_NAMES:
             files, mounts = _mounted_config(pod, container, config_maps)
             args = [_local_path(arg, mounts) for arg in container.get("args") or []]
-            programs.append(Program(name, [binaries.epp, *args], env, files, api_account(pod, container),
-                                    (int(flag_value(args, "--grpc-port") or 9002),)))
+            programs.append(
+                Program(
+                    name,
+                    [binaries.epp, *args],
+                    env,
+                    files,
+                    api_account(pod, container),
+                    (int(flag_value(args, "--grpc-port") or 9002),),
+                )
+            )
         else:
-            raise Unsupported(f"container {name}: the site has no program for image {image!r} "
-                              "(localsite/programs.py maps vllm-rbln, the llm-d EPP and the P/D sidecar)")
+            raise Unsupported(
+                f"container {name}: the site has no program for image {image!r} "
+                "(localsite/programs.py maps vllm-rbln, the llm-d EPP and the P/D sidecar)"
+            )
     return programs
 
 
@@ -222,5 +254,5 @@ def _local_path(arg: str, mounts: dict[str, str]) -> str:
     flag, eq, value = arg.partition("=") if arg.startswith("-") else ("", "", arg)
     for mount_path, folder in mounts.items():
         if value.startswith(mount_path + "/"):
-            return flag + eq + "{pod}/" + folder + value[len(mount_path):]
+            return flag + eq + "{pod}/" + folder + value[len(mount_path) :]
     return arg

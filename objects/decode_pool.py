@@ -10,6 +10,7 @@ the decode pods, a Role that may list and watch pods and InferencePools of the n
 RoleBinding. Only the sidecar mounts the account's token (a projected volume); the pod mounts none, so the engine
 container has no API credential.
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -24,25 +25,49 @@ from objects.router import POOL_GROUP, RBAC_API_VERSION
 API_TOKEN_VOLUME = "api-token"  # the sidecar's projected ServiceAccount token
 # What the sidecar's allowlist does through the API (pkg/sidecar/proxy/allowlist.go of v0.7.1 and v0.10.0): list and
 # watch the one InferencePool (a field selector on its name) and the pods its selector matches, in the pool's namespace.
-ALLOWLIST_RULES = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
-                   {"apiGroups": [POOL_GROUP], "resources": ["inferencepools"], "verbs": ["list", "watch"]}]
+ALLOWLIST_RULES = [
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
+    {"apiGroups": [POOL_GROUP], "resources": ["inferencepools"], "verbs": ["list", "watch"]},
+]
 
 
 class SidecarSpec(pod.Spec):
     """The llm-d routing sidecar of each decode pod, its values already worked out (core.serving)."""
 
     image: str = Field(router_versions.SIDECAR_IMAGE, min_length=1, description="Routing sidecar image.")
-    args: list[str] = Field(["--port", "8000", "--vllm-port", "8200", "--data-parallel-size", "4",
-                             "--kv-connector", "nixlv2", "--secure-proxy=false", "--enable-ssrf-protection=true",
-                             "--inference-pool", "rebel100/minimax-m27-pool"],
-                            description="Arguments of the sidecar (core.serving.sidecar_args).")
-    ports: list[int] = Field([8000, 8001, 8002, 8003], min_length=1, description="Ports it listens on, one per DP rank: what the InferencePool targets.")
+    args: list[str] = Field(
+        [
+            "--port",
+            "8000",
+            "--vllm-port",
+            "8200",
+            "--data-parallel-size",
+            "4",
+            "--kv-connector",
+            "nixlv2",
+            "--secure-proxy=false",
+            "--enable-ssrf-protection=true",
+            "--inference-pool",
+            "rebel100/minimax-m27-pool",
+        ],
+        description="Arguments of the sidecar (core.serving.sidecar_args).",
+    )
+    ports: list[int] = Field(
+        [8000, 8001, 8002, 8003],
+        min_length=1,
+        description="Ports it listens on, one per DP rank: what the InferencePool targets.",
+    )
 
 
 class DecodePoolArgs(pod.EnginePoolArgs):
-    sidecar: Optional[SidecarSpec] = Field(SidecarSpec(), description="The routing sidecar (P/D); None for AGG, where the pool targets the ranks.")
-    active_ports: list[int] = Field([8000, 8001, 8002, 8003], description="The InferencePool's target ports the pods "
-                                    "serve on (the sidecar's in P/D), declared in the active-ports annotations.")
+    sidecar: Optional[SidecarSpec] = Field(
+        SidecarSpec(), description="The routing sidecar (P/D); None for AGG, where the pool targets the ranks."
+    )
+    active_ports: list[int] = Field(
+        [8000, 8001, 8002, 8003],
+        description="The InferencePool's target ports the pods "
+        "serve on (the sidecar's in P/D), declared in the active-ports annotations.",
+    )
 
 
 def reads_api(sidecar: SidecarSpec) -> bool:
@@ -63,7 +88,8 @@ def sidecar_container(sidecar: SidecarSpec) -> dict:
         "readinessProbe": {"tcpSocket": {"port": sidecar.ports[0]}, "periodSeconds": 10},
         "securityContext": pod.restricted_security_context(),
         "volumeMounts": [{"name": API_TOKEN_VOLUME, "mountPath": pod.API_TOKEN_MOUNT, "readOnly": True}]
-                        if reads_api(sidecar) else None,
+        if reads_api(sidecar)
+        else None,
     }
 
 
@@ -80,11 +106,17 @@ def sidecar_access(name: str, args: DecodePoolArgs) -> list[Child]:
     return [
         Child(f"{name}-sa", manifest("v1", "ServiceAccount", meta, automountServiceAccountToken=False)),
         Child(f"{name}-role", manifest(RBAC_API_VERSION, "Role", meta, rules=ALLOWLIST_RULES)),
-        Child(f"{name}-rolebinding", manifest(
-            RBAC_API_VERSION, "RoleBinding", meta,
-            roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
-            subjects=[{"kind": "ServiceAccount", "name": account, "namespace": args.namespace}]),
-            after=(f"{name}-sa", f"{name}-role")),
+        Child(
+            f"{name}-rolebinding",
+            manifest(
+                RBAC_API_VERSION,
+                "RoleBinding",
+                meta,
+                roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
+                subjects=[{"kind": "ServiceAccount", "name": account, "namespace": args.namespace}],
+            ),
+            after=(f"{name}-sa", f"{name}-role"),
+        ),
     ]
 
 
@@ -102,6 +134,12 @@ def decode_pool(name: str, args: DecodePoolArgs) -> list[Child]:
     # After the RoleBinding, which is after the account and the Role: one edge per Deployment, not three (with
     # one Deployment per node group, each edge is paid once per group).
     return access + pod.engine_pool(
-        name, role_name="decode", args=args, containers=[container], init_containers=[sidecar_container(args.sidecar)],
-        service_account=sidecar_account(args.stack_name), volumes=[pod.api_token_volume(API_TOKEN_VOLUME)],
-        after=tuple(child.resource_name for child in access if child.kind == "RoleBinding"))
+        name,
+        role_name="decode",
+        args=args,
+        containers=[container],
+        init_containers=[sidecar_container(args.sidecar)],
+        service_account=sidecar_account(args.stack_name),
+        volumes=[pod.api_token_volume(API_TOKEN_VOLUME)],
+        after=tuple(child.resource_name for child in access if child.kind == "RoleBinding"),
+    )

@@ -1,4 +1,5 @@
 """Gateway's objects: the client entry point (Gateway API) and the HTTPRoute that sends traffic to the pool."""
+
 from __future__ import annotations
 
 from typing import Optional
@@ -14,7 +15,9 @@ GATEWAY_API_VERSION = "gateway.networking.k8s.io/v1"
 
 class GatewayArgs(pod.StackArgs):
     pool_name: str = Field(description="InferencePool the route sends every request to.")
-    class_name: str = Field("istio", min_length=1, description="GatewayClass of the Gateway (`istio` or `agentgateway`).")
+    class_name: str = Field(
+        "istio", min_length=1, description="GatewayClass of the Gateway (`istio` or `agentgateway`)."
+    )
     port: int = Field(80, ge=1, le=65535, description="Client port of the HTTP listener.")
     hostname: Optional[str] = Field(None, description="Listener hostname; None accepts any.")
 
@@ -44,16 +47,39 @@ def gateway(name: str, args: GatewayArgs) -> list[Child]:
     entry_name = gateway_name(args.stack_name)
     route = route_name(args.stack_name)
     labels = {pod.PART_OF_LABEL: args.stack_name, pod.COMPONENT_LABEL: "gateway"}
-    listener = {"name": "http", "port": args.port, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "Same"}},
-                "hostname": args.hostname or None}
+    listener = {
+        "name": "http",
+        "port": args.port,
+        "protocol": "HTTP",
+        "allowedRoutes": {"namespaces": {"from": "Same"}},
+        "hostname": args.hostname or None,
+    }
     return [
-        Child(entry_name, manifest(GATEWAY_API_VERSION, "Gateway", object_meta(entry_name, args.namespace, labels),
-                                   spec={"gatewayClassName": args.class_name, "listeners": [listener]})),
-        Child(route, manifest(GATEWAY_API_VERSION, "HTTPRoute", object_meta(route, args.namespace, labels), spec={
-            "parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": entry_name}],
-            "rules": [{
-                "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
-                "backendRefs": [{"group": POOL_GROUP, "kind": "InferencePool", "name": args.pool_name}],
-            }],
-        }), after=(entry_name,)),
+        Child(
+            entry_name,
+            manifest(
+                GATEWAY_API_VERSION,
+                "Gateway",
+                object_meta(entry_name, args.namespace, labels),
+                spec={"gatewayClassName": args.class_name, "listeners": [listener]},
+            ),
+        ),
+        Child(
+            route,
+            manifest(
+                GATEWAY_API_VERSION,
+                "HTTPRoute",
+                object_meta(route, args.namespace, labels),
+                spec={
+                    "parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": entry_name}],
+                    "rules": [
+                        {
+                            "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
+                            "backendRefs": [{"group": POOL_GROUP, "kind": "InferencePool", "name": args.pool_name}],
+                        }
+                    ],
+                },
+            ),
+            after=(entry_name,),
+        ),
     ]

@@ -1,5 +1,6 @@
 """What every component's objects are made of: a `Child` (a manifest and how Pulumi registers it),
 object metadata, and the plain form a manifest is compared and written in."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -29,11 +30,16 @@ class Child:
         return self.manifest["metadata"]["name"]
 
 
-def object_meta(name: str, namespace: Optional[str], labels: dict[str, str],
-                annotations: Optional[dict[str, str]] = None) -> dict:
+def object_meta(
+    name: str, namespace: Optional[str], labels: dict[str, str], annotations: Optional[dict[str, str]] = None
+) -> dict:
     """Metadata of a top-level object: the patch-force annotation on every one of them."""
-    return {"name": name, "namespace": namespace, "labels": labels,
-            "annotations": {PATCH_FORCE_ANNOTATION: "true", **(annotations or {})}}
+    return {
+        "name": name,
+        "namespace": namespace,
+        "labels": labels,
+        "annotations": {PATCH_FORCE_ANNOTATION: "true", **(annotations or {})},
+    }
 
 
 def cluster_scoped_name(namespace: str, stack_name: str, suffix: str) -> str:

@@ -9,6 +9,7 @@ a replacement in `pulumi preview`, and the engines depend on it (Pulumi waits fo
 complete before it updates them) and wait in an init container for its marker (the cluster enforces
 it, also for a render applied with kubectl).
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -30,9 +31,15 @@ REPLACE_UNREADY_ANNOTATION = "pulumi.com/replaceUnready"
 class ModelWeightsArgs(pod.StackArgs):
     settings: Weights = Field(Weights(), description="The `weights` section: source, PVC, revisions, size, downloader.")
     model: str = Field("MiniMaxAI/MiniMax-M2.7", description="Hugging Face id of the served model.")
-    draft_model: Optional[str] = Field(None, description="Hugging Face id of the EAGLE-3 draft model; None without one.")
-    storage_class: Optional[str] = Field(None, description="StorageClass of the PVC the stack creates (ReadWriteMany); None: the cluster default.")
-    retain_on_delete: bool = Field(True, description="Keep the downloaded volume in the cluster when the stack deletes it.")
+    draft_model: Optional[str] = Field(
+        None, description="Hugging Face id of the EAGLE-3 draft model; None without one."
+    )
+    storage_class: Optional[str] = Field(
+        None, description="StorageClass of the PVC the stack creates (ReadWriteMany); None: the cluster default."
+    )
+    retain_on_delete: bool = Field(
+        True, description="Keep the downloaded volume in the cluster when the stack deletes it."
+    )
     hf_token_secret: str = Field("hf-token", description="Secret with the Hugging Face token under key `token`.")
 
 
@@ -43,8 +50,13 @@ def plan(args: ModelWeightsArgs) -> weight_files.Plan:
 def engine_weights(args: ModelWeightsArgs) -> pod.EngineWeights:
     """What the engine pods are told about their weights: the volume, the revisions, the paths to wait for."""
     settings = args.settings
-    return pod.EngineWeights(claim_name=settings.pvc, revision=settings.revision, draft_revision=settings.draft_revision,
-                             wait_paths=list(plan(args).wait_paths), waiter_image=settings.downloader_image)
+    return pod.EngineWeights(
+        claim_name=settings.pvc,
+        revision=settings.revision,
+        draft_revision=settings.draft_revision,
+        wait_paths=list(plan(args).wait_paths),
+        waiter_image=settings.downloader_image,
+    )
 
 
 def download_container(args: ModelWeightsArgs, plan: weight_files.Plan) -> dict:
@@ -62,8 +74,12 @@ def download_container(args: ModelWeightsArgs, plan: weight_files.Plan) -> dict:
             {"name": "HUB_VERSION", "value": args.settings.huggingface_hub_version},
             {"name": "DOWNLOAD", "value": weight_files.DOWNLOAD_PYTHON},
             # Public repositories download without a token, so the Secret may be absent unless they are gated.
-            {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": args.hf_token_secret, "key": "token",
-                                                                "optional": not args.settings.gated}}},
+            {
+                "name": "HF_TOKEN",
+                "valueFrom": {
+                    "secretKeyRef": {"name": args.hf_token_secret, "key": "token", "optional": not args.settings.gated}
+                },
+            },
         ],
         "volumeMounts": [{"name": "model", "mountPath": hf_home}, {"name": "tmp", "mountPath": "/tmp"}],
         "resources": {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"cpu": "4", "memory": "8Gi"}},
@@ -82,28 +98,52 @@ def model_weights(name: str, args: ModelWeightsArgs) -> list[Child]:
         return []
     settings = args.settings
     labels = {pod.PART_OF_LABEL: args.stack_name, pod.COMPONENT_LABEL: "model-weights"}
-    volume = Child(f"{name}-pvc", pod.volume_claim(
-        name=settings.pvc, namespace=args.namespace, labels=labels, size=settings.size, storage_class=args.storage_class,
-        annotations=weights_plan.annotations()), retain_on_delete=args.retain_on_delete)
-    job = manifest("batch/v1", "Job", object_meta(f"{args.stack_name}-weights-{weights_plan.key}", args.namespace, labels,
-                                                  {**weights_plan.annotations(), REPLACE_UNREADY_ANNOTATION: "true"}), spec={
-        "backoffLimit": settings.retries,
-        "template": {
-            "metadata": {"labels": labels},
-            "spec": {
-                "restartPolicy": "OnFailure",
-                "automountServiceAccountToken": False,
-                "securityContext": {
-                    "seccompProfile": {"type": "RuntimeDefault"},
-                    "runAsNonRoot": True, "runAsUser": DOWNLOADER_UID, "runAsGroup": DOWNLOADER_UID,
-                    "fsGroup": DOWNLOADER_UID, "fsGroupChangePolicy": "OnRootMismatch"},
-                "containers": [download_container(args, weights_plan)],
-                "volumes": [
-                    {"name": "model", "persistentVolumeClaim": {"claimName": settings.pvc}},
-                    {"name": "tmp", "emptyDir": {"sizeLimit": "2Gi"}},
-                ],
+    volume = Child(
+        f"{name}-pvc",
+        pod.volume_claim(
+            name=settings.pvc,
+            namespace=args.namespace,
+            labels=labels,
+            size=settings.size,
+            storage_class=args.storage_class,
+            annotations=weights_plan.annotations(),
+        ),
+        retain_on_delete=args.retain_on_delete,
+    )
+    job = manifest(
+        "batch/v1",
+        "Job",
+        object_meta(
+            f"{args.stack_name}-weights-{weights_plan.key}",
+            args.namespace,
+            labels,
+            {**weights_plan.annotations(), REPLACE_UNREADY_ANNOTATION: "true"},
+        ),
+        spec={
+            "backoffLimit": settings.retries,
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "restartPolicy": "OnFailure",
+                    "automountServiceAccountToken": False,
+                    "securityContext": {
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                        "runAsNonRoot": True,
+                        "runAsUser": DOWNLOADER_UID,
+                        "runAsGroup": DOWNLOADER_UID,
+                        "fsGroup": DOWNLOADER_UID,
+                        "fsGroupChangePolicy": "OnRootMismatch",
+                    },
+                    "containers": [download_container(args, weights_plan)],
+                    "volumes": [
+                        {"name": "model", "persistentVolumeClaim": {"claimName": settings.pvc}},
+                        {"name": "tmp", "emptyDir": {"sizeLimit": "2Gi"}},
+                    ],
+                },
             },
         },
-    })
-    return [volume, Child(job_resource_name(name), job, after=(volume.resource_name,),
-                          timeout=f"{settings.timeout_minutes}m")]
+    )
+    return [
+        volume,
+        Child(job_resource_name(name), job, after=(volume.resource_name,), timeout=f"{settings.timeout_minutes}m"),
+    ]

@@ -8,6 +8,7 @@ The EPP answers /metrics only to a bearer token whose account may `get` the non-
 PodMonitor sends the token of a metrics-reader ServiceAccount (a service-account-token Secret the token controller
 fills), bound to a ClusterRole that allows that and nothing else (non-resource URLs are cluster-wide RBAC only).
 """
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,11 @@ class MonitoredRole(BaseModel):
     role: str = Field(description="Value of llm-d.ai/role, or `router` for the EPP.")
     selector: dict[str, str] = Field(description="Labels of the pods to scrape.")
     port_names: list[str] = Field(description="Container port names that serve /metrics.")
-    token: bool = Field(False, description="The target checks a bearer token on /metrics (the EPP's "
-                                           "--metrics-endpoint-auth): the PodMonitor sends the metrics reader's.")
+    token: bool = Field(
+        False,
+        description="The target checks a bearer token on /metrics (the EPP's "
+        "--metrics-endpoint-auth): the PodMonitor sends the metrics reader's.",
+    )
 
 
 class MonitoringArgs(pod.StackArgs):
@@ -42,10 +46,15 @@ class MonitoringArgs(pod.StackArgs):
     pod_monitors: bool = Field(True, description="Render the PodMonitors.")
     dashboard: bool = Field(True, description="Render the dashboard ConfigMap.")
     scrape_interval: str = Field("30s", description="Scrape interval.")
-    decision_metric: str = Field(description="The EPP's P/D decision counter (core/versions/router.py, per "
-                                             "generation), which the dashboard's P/D panel queries.")
-    autoscaled: list[str] = Field(default_factory=list, description="Deployments a ScaledObject scales (of the same "
-                                  "name): the dashboard gets their desired vs current pods and their signal.")
+    decision_metric: str = Field(
+        description="The EPP's P/D decision counter (core/versions/router.py, per "
+        "generation), which the dashboard's P/D panel queries."
+    )
+    autoscaled: list[str] = Field(
+        default_factory=list,
+        description="Deployments a ScaledObject scales (of the same "
+        "name): the dashboard gets their desired vs current pods and their signal.",
+    )
 
 
 def metrics_reader_name(stack_name: str) -> str:
@@ -63,18 +72,43 @@ def metrics_reader(args: MonitoringArgs, labels: dict[str, str]) -> list[Child]:
     cluster_name = cluster_scoped_name(ns, args.stack_name, "metrics-reader")
     rbac = "rbac.authorization.k8s.io/v1"
     return [
-        Child(f"{reader}-sa", manifest("v1", "ServiceAccount", object_meta(reader, ns, labels),
-                                       automountServiceAccountToken=False)),
+        Child(
+            f"{reader}-sa",
+            manifest("v1", "ServiceAccount", object_meta(reader, ns, labels), automountServiceAccountToken=False),
+        ),
         # The token controller fills it, and deletes a token whose account does not exist: created after it.
-        Child(f"{reader}-token", manifest("v1", "Secret", object_meta(
-            metrics_reader_token(args.stack_name), ns, labels, {"kubernetes.io/service-account.name": reader}),
-            type="kubernetes.io/service-account-token"), after=(f"{reader}-sa",)),
-        Child(reader, manifest(rbac, "ClusterRole", object_meta(cluster_name, None, labels),
-                               rules=[{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}])),
-        Child(f"{reader}-binding", manifest(
-            rbac, "ClusterRoleBinding", object_meta(cluster_name, None, labels),
-            roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_name},
-            subjects=[{"kind": "ServiceAccount", "name": reader, "namespace": ns}]), after=(f"{reader}-sa", reader)),
+        Child(
+            f"{reader}-token",
+            manifest(
+                "v1",
+                "Secret",
+                object_meta(
+                    metrics_reader_token(args.stack_name), ns, labels, {"kubernetes.io/service-account.name": reader}
+                ),
+                type="kubernetes.io/service-account-token",
+            ),
+            after=(f"{reader}-sa",),
+        ),
+        Child(
+            reader,
+            manifest(
+                rbac,
+                "ClusterRole",
+                object_meta(cluster_name, None, labels),
+                rules=[{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
+            ),
+        ),
+        Child(
+            f"{reader}-binding",
+            manifest(
+                rbac,
+                "ClusterRoleBinding",
+                object_meta(cluster_name, None, labels),
+                roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_name},
+                subjects=[{"kind": "ServiceAccount", "name": reader, "namespace": ns}],
+            ),
+            after=(f"{reader}-sa", reader),
+        ),
     ]
 
 
@@ -89,16 +123,43 @@ def monitoring(name: str, args: MonitoringArgs) -> list[Child]:
         token = {"authorization": {"credentials": {"name": metrics_reader_token(args.stack_name), "key": "token"}}}
         for target in args.targets:
             monitor_name = f"{args.stack_name}-{target.role}"
-            children.append(Child(f"{monitor_name}-podmonitor", manifest(
-                "monitoring.coreos.com/v1", "PodMonitor", object_meta(monitor_name, args.namespace, labels), spec={
-                    "selector": pod.match_labels(target.selector),
-                    "podMetricsEndpoints": [{"port": port, "path": "/metrics", "interval": args.scrape_interval,
-                                             **(token if target.token else {})} for port in target.port_names],
-                }), after=(f"{metrics_reader_name(args.stack_name)}-token",) if target.token else ()))
+            children.append(
+                Child(
+                    f"{monitor_name}-podmonitor",
+                    manifest(
+                        "monitoring.coreos.com/v1",
+                        "PodMonitor",
+                        object_meta(monitor_name, args.namespace, labels),
+                        spec={
+                            "selector": pod.match_labels(target.selector),
+                            "podMetricsEndpoints": [
+                                {
+                                    "port": port,
+                                    "path": "/metrics",
+                                    "interval": args.scrape_interval,
+                                    **(token if target.token else {}),
+                                }
+                                for port in target.port_names
+                            ],
+                        },
+                    ),
+                    after=(f"{metrics_reader_name(args.stack_name)}-token",) if target.token else (),
+                )
+            )
     if args.dashboard:
-        children.append(Child(f"{args.stack_name}-dashboard", manifest("v1", "ConfigMap", object_meta(
-            f"{args.stack_name}-grafana-dashboard", args.namespace, {**labels, "grafana_dashboard": "1"}),
-            data={"rebel100-pd.json": dashboard(args)})))
+        children.append(
+            Child(
+                f"{args.stack_name}-dashboard",
+                manifest(
+                    "v1",
+                    "ConfigMap",
+                    object_meta(
+                        f"{args.stack_name}-grafana-dashboard", args.namespace, {**labels, "grafana_dashboard": "1"}
+                    ),
+                    data={"rebel100-pd.json": dashboard(args)},
+                ),
+            )
+        )
     return children
 
 

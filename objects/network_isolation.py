@@ -8,6 +8,7 @@
 RDMA traffic itself runs on the dranet NICs, outside the pod network, and is not affected.
 Egress is left open: engines may fetch weights and the draft model.
 """
+
 from __future__ import annotations
 
 from typing import Literal, Optional
@@ -19,14 +20,20 @@ from objects.kube import Child, manifest, object_meta
 
 
 class NetworkIsolationArgs(pod.StackArgs):
-    topology: Literal["pd", "agg"] = Field("pd", description="P/D has prefill pods and decode sidecars; AGG has neither.")
+    topology: Literal["pd", "agg"] = Field(
+        "pd", description="P/D has prefill pods and decode sidecars; AGG has neither."
+    )
     gateway_name: str = Field(description="Name of the Gateway; its pods carry it in `gateway_pod_label`.")
-    gateway_pod_label: str = Field("gateway.networking.k8s.io/gateway-name", description="Label of the gateway implementation's pods.")
+    gateway_pod_label: str = Field(
+        "gateway.networking.k8s.io/gateway-name", description="Label of the gateway implementation's pods."
+    )
     monitoring_namespace: str = Field("monitoring", description="Namespace allowed to scrape metrics ports.")
     epp_labels: dict[str, str] = Field(description="Labels of the EPP pods.")
     epp_grpc_port: int = Field(9002, description="EPP ext-proc port.")
     epp_metrics_port: int = Field(9090, description="EPP metrics port.")
-    entry_ports: list[int] = Field(description="Ports the gateway reaches in decode pods (sidecar in P/D, ranks in AGG).")
+    entry_ports: list[int] = Field(
+        description="Ports the gateway reaches in decode pods (sidecar in P/D, ranks in AGG)."
+    )
     decode_ports: list[int] = Field(description="Decode rank ports (EPP and Prometheus read metrics there).")
     decode_nixl_ports: list[int] = Field(description="Decode NIXL side-channel ports.")
     prefill_port: Optional[int] = Field(None, description="Prefill engine port (P/D).")
@@ -60,23 +67,40 @@ def network_isolation(name: str, args: NetworkIsolationArgs) -> list[Child]:
 
     def policy(suffix: str, selector: dict[str, str], rules: list[dict]) -> Child:
         policy_name = f"{args.stack_name}-{suffix}"
-        return Child(policy_name, manifest("networking.k8s.io/v1", "NetworkPolicy",
-                                           object_meta(policy_name, args.namespace, labels),
-                                           spec={"podSelector": pod.match_labels(selector), "policyTypes": ["Ingress"],
-                                                 "ingress": rules or None}))
+        return Child(
+            policy_name,
+            manifest(
+                "networking.k8s.io/v1",
+                "NetworkPolicy",
+                object_meta(policy_name, args.namespace, labels),
+                spec={"podSelector": pod.match_labels(selector), "policyTypes": ["Ingress"], "ingress": rules or None},
+            ),
+        )
 
     children = [policy("default-deny", stack, [])]
-    children.append(policy("epp", args.epp_labels, [
-        _rule([gateway], [args.epp_grpc_port]),
-        _rule([monitoring], [args.epp_metrics_port]),
-    ]))
+    children.append(
+        policy(
+            "epp",
+            args.epp_labels,
+            [
+                _rule([gateway], [args.epp_grpc_port]),
+                _rule([monitoring], [args.epp_metrics_port]),
+            ],
+        )
+    )
     decode_rules = [_rule([gateway], args.entry_ports), _rule([epp, monitoring], args.decode_ports)]
     if args.topology == "pd":
         decode_rules.append(_rule([prefill], args.decode_nixl_ports))
     children.append(policy("decode", {**stack, pod.ROLE_LABEL: "decode"}, decode_rules))
     if args.topology == "pd":
-        children.append(policy("prefill", {**stack, pod.ROLE_LABEL: "prefill"}, [
-            _rule([decode], [args.prefill_port, *args.prefill_nixl_ports]),
-            _rule([epp, monitoring], [args.prefill_port]),
-        ]))
+        children.append(
+            policy(
+                "prefill",
+                {**stack, pod.ROLE_LABEL: "prefill"},
+                [
+                    _rule([decode], [args.prefill_port, *args.prefill_nixl_ports]),
+                    _rule([epp, monitoring], [args.prefill_port]),
+                ],
+            )
+        )
     return children

@@ -3,6 +3,7 @@
 PrefillPool and DecodePool differ only in their containers and a few arguments; everything
 else about an engine pod is built here, once.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -12,8 +13,16 @@ from typing import Literal, Optional, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from core import autoscaling, serving, sizing
-from core.labels import (NPU_PRESENT_LABEL, NPU_PRODUCT_LABEL, PART_OF_LABEL,
-                         RDS_PRESENT_LABEL, ROLE_LABEL, active_ports_annotation, compile_cache_pvc_name, pool_names)
+from core.labels import (
+    NPU_PRESENT_LABEL,
+    NPU_PRODUCT_LABEL,
+    PART_OF_LABEL,
+    RDS_PRESENT_LABEL,
+    ROLE_LABEL,
+    active_ports_annotation,
+    compile_cache_pvc_name,
+    pool_names,
+)
 from core.versions import engine as engine_versions
 from core.versions import router as router_versions
 from core import weights as weight_files
@@ -64,25 +73,53 @@ def match_labels(labels: dict[str, str]) -> dict:
 
 def claim_template(*, name: str, namespace: str, labels: dict[str, str], claim: ClaimSpec) -> dict:
     """DRA ResourceClaimTemplate: all NPUs in one request, the RDMA NICs in another, one NUMA node."""
-    requests = [{"name": "npu", "exactly": {"deviceClassName": claim.npu_device_class,
-                                            "allocationMode": "ExactCount", "count": claim.npus}}]
+    requests = [
+        {
+            "name": "npu",
+            "exactly": {"deviceClassName": claim.npu_device_class, "allocationMode": "ExactCount", "count": claim.npus},
+        }
+    ]
     devices: dict = {"requests": requests}
     if claim.rdma_nics > 0:
-        requests.append({"name": "rdma", "exactly": {"deviceClassName": claim.nic_device_class,
-                                                     "allocationMode": "ExactCount", "count": claim.rdma_nics}})
+        requests.append(
+            {
+                "name": "rdma",
+                "exactly": {
+                    "deviceClassName": claim.nic_device_class,
+                    "allocationMode": "ExactCount",
+                    "count": claim.rdma_nics,
+                },
+            }
+        )
         devices["constraints"] = [{"requests": ["npu", "rdma"], "matchAttribute": claim.numa_attribute}]
-    return manifest("resource.k8s.io/v1", "ResourceClaimTemplate", object_meta(name, namespace, labels),
-                    spec={"metadata": {"labels": labels}, "spec": {"devices": devices}})
+    return manifest(
+        "resource.k8s.io/v1",
+        "ResourceClaimTemplate",
+        object_meta(name, namespace, labels),
+        spec={"metadata": {"labels": labels}, "spec": {"devices": devices}},
+    )
 
 
-def volume_claim(*, name: str, namespace: str, labels: dict[str, str], size: str, storage_class: Optional[str],
-                 annotations: Optional[dict[str, str]] = None) -> dict:
+def volume_claim(
+    *,
+    name: str,
+    namespace: str,
+    labels: dict[str, str],
+    size: str,
+    storage_class: Optional[str],
+    annotations: Optional[dict[str, str]] = None,
+) -> dict:
     """A ReadWriteMany PersistentVolumeClaim (the compile cache, the downloaded weights)."""
-    return manifest("v1", "PersistentVolumeClaim", object_meta(name, namespace, labels, annotations), spec={
-        "accessModes": ["ReadWriteMany"],
-        "storageClassName": storage_class,
-        "resources": {"requests": {"storage": size}},
-    })
+    return manifest(
+        "v1",
+        "PersistentVolumeClaim",
+        object_meta(name, namespace, labels, annotations),
+        spec={
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": storage_class,
+            "resources": {"requests": {"storage": size}},
+        },
+    )
 
 
 class EngineWeights(BaseModel):
@@ -90,11 +127,18 @@ class EngineWeights(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    claim_name: str = Field("model-weights", description="PVC holding the Hugging Face cache, mounted read-only as HF_HOME.")
+    claim_name: str = Field(
+        "model-weights", description="PVC holding the Hugging Face cache, mounted read-only as HF_HOME."
+    )
     revision: str = Field("main", description="`--revision` of the served model (the one on the volume).")
     draft_revision: str = Field("main", description="Revision of the EAGLE-3 draft in `--speculative-config`.")
-    wait_paths: list[str] = Field(default_factory=list, description="Paths the init container waits for before the engine starts (a download's marker, or the pre-loaded snapshots).")
-    waiter_image: str = Field("python:3.12.11-slim", description="Image of the wait-for-weights init container (needs a POSIX shell).")
+    wait_paths: list[str] = Field(
+        default_factory=list,
+        description="Paths the init container waits for before the engine starts (a download's marker, or the pre-loaded snapshots).",
+    )
+    waiter_image: str = Field(
+        "python:3.12.11-slim", description="Image of the wait-for-weights init container (needs a POSIX shell)."
+    )
 
 
 def wait_for_weights_container(weights: EngineWeights) -> dict:
@@ -126,11 +170,16 @@ API_TOKEN_SECONDS = 3600  # the kubelet renews a projected token at 80% of its l
 def api_token_volume(name: str) -> dict:
     """What the kubelet mounts for an automounted token, as a volume one container can mount alone: the pod's
     ServiceAccount token, the cluster's CA and the namespace."""
-    return {"name": name, "projected": {"sources": [
-        {"serviceAccountToken": {"path": "token", "expirationSeconds": API_TOKEN_SECONDS}},
-        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-        {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}},
-    ]}}
+    return {
+        "name": name,
+        "projected": {
+            "sources": [
+                {"serviceAccountToken": {"path": "token", "expirationSeconds": API_TOKEN_SECONDS}},
+                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}},
+            ]
+        },
+    }
 
 
 ENGINE_VOLUME_MOUNTS = (
@@ -142,9 +191,13 @@ ENGINE_VOLUME_MOUNTS = (
 
 def startup_probe(port: int, failure_threshold: int) -> dict:
     """Compilation on first start takes long: 15 s + 30 s x failure_threshold (the llm-d overlay's 240)."""
-    return {"httpGet": {"path": "/health", "port": port},
-            "initialDelaySeconds": sizing.STARTUP_INITIAL_DELAY_S, "periodSeconds": sizing.STARTUP_PERIOD_S,
-            "timeoutSeconds": 5, "failureThreshold": failure_threshold}
+    return {
+        "httpGet": {"path": "/health", "port": port},
+        "initialDelaySeconds": sizing.STARTUP_INITIAL_DELAY_S,
+        "periodSeconds": sizing.STARTUP_PERIOD_S,
+        "timeoutSeconds": 5,
+        "failureThreshold": failure_threshold,
+    }
 
 
 # How `up` knows an engine rollout is over. The provider's own Deployment check can read the status the
@@ -155,14 +208,16 @@ WAIT_FOR_ANNOTATION = "pulumi.com/waitFor"
 
 def rollout_complete(replicas: int) -> str:
     """Every pod is of the new template, and all of them are available (no old pod left)."""
-    return json.dumps([f"jsonpath={{.status.{field}}}={replicas}"
-                       for field in ("updatedReplicas", "availableReplicas", "replicas")])
+    return json.dumps(
+        [f"jsonpath={{.status.{field}}}={replicas}" for field in ("updatedReplicas", "availableReplicas", "replicas")]
+    )
 
 
 # An autoscaled Deployment's count moves, so no count can be waited for: the controller's own verdict that the
 # new ReplicaSet is rolled out and available (kubectl's `rollout status` reads the same reason).
-ROLLOUT_DONE_AUTOSCALED = json.dumps(['jsonpath={.status.conditions[?(@.type=="Progressing")].reason}'
-                                      '=NewReplicaSetAvailable'])
+ROLLOUT_DONE_AUTOSCALED = json.dumps(
+    ['jsonpath={.status.conditions[?(@.type=="Progressing")].reason}=NewReplicaSetAvailable']
+)
 
 
 def rollout_timeout(failure_threshold: int) -> str:
@@ -171,26 +226,45 @@ def rollout_timeout(failure_threshold: int) -> str:
 
 
 def liveness_probe(port: int) -> dict:
-    return {"httpGet": {"path": "/health", "port": port}, "periodSeconds": 30, "timeoutSeconds": 5, "failureThreshold": 3}
+    return {
+        "httpGet": {"path": "/health", "port": port},
+        "periodSeconds": 30,
+        "timeoutSeconds": 5,
+        "failureThreshold": 3,
+    }
 
 
 def readiness_probe(ports: Sequence[int]) -> dict:
     """Ready when every DP rank answers /v1/models (one rank: a plain HTTP check)."""
     if len(ports) == 1:
-        return {"httpGet": {"path": "/v1/models", "port": ports[0]}, "periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 3}
+        return {
+            "httpGet": {"path": "/v1/models", "port": ports[0]},
+            "periodSeconds": 10,
+            "timeoutSeconds": 5,
+            "failureThreshold": 3,
+        }
     check = (
         "import sys, urllib.request\n"
         "for port in sys.argv[1:]:\n"
         "    urllib.request.urlopen(f'http://127.0.0.1:{port}/v1/models', timeout=4)\n"
     )
-    return {"exec": {"command": ["python3", "-c", check, *[str(p) for p in ports]]},
-            "periodSeconds": 10, "timeoutSeconds": 10, "failureThreshold": 3}
+    return {
+        "exec": {"command": ["python3", "-c", check, *[str(p) for p in ports]]},
+        "periodSeconds": 10,
+        "timeoutSeconds": 10,
+        "failureThreshold": 3,
+    }
 
 
 def restricted_security_context() -> dict:
     """Containers that need nothing special (EPP, routing sidecar): the `restricted` profile."""
-    return {"runAsNonRoot": True, "runAsUser": NON_ROOT_UID, "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": NON_ROOT_UID,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
 
 
 def engine_security_context(engine: EngineSpec) -> dict:
@@ -205,9 +279,13 @@ def engine_security_context(engine: EngineSpec) -> dict:
 
 def engine_security_exceptions(engine: EngineSpec) -> str:
     """The annotation that records, on the pod, why an engine is not fully restricted."""
-    reasons = ["readOnlyRootFilesystem=false: vLLM and the RBLN compiler write caches and temp files outside the mounted volumes"]
+    reasons = [
+        "readOnlyRootFilesystem=false: vLLM and the RBLN compiler write caches and temp files outside the mounted volumes"
+    ]
     if engine.run_as_root:
-        reasons.insert(0, "runAsRoot: the RBLN runtime opens the NPU device nodes and NIXL registers RDMA memory as root")
+        reasons.insert(
+            0, "runAsRoot: the RBLN runtime opens the NPU device nodes and NIXL registers RDMA memory as root"
+        )
     if engine.capabilities:
         reasons.append(f"capabilities {','.join(engine.capabilities)}: pin RDMA buffers for NIXL")
     return "; ".join(reasons)
@@ -230,8 +308,9 @@ def engine_env(literal: dict[str, str], *, hf_token_secret: str) -> list[dict]:
     return env
 
 
-def engine_container(engine: EngineSpec, *, name: str, hf_token_secret: str,
-                     env_from_config_map: Optional[str] = None) -> dict:
+def engine_container(
+    engine: EngineSpec, *, name: str, hf_token_secret: str, env_from_config_map: Optional[str] = None
+) -> dict:
     """The `vllm serve` container; it consumes the pod's DRA claim."""
     amounts = {"cpu": engine.cpu, "memory": engine.memory}
     return {
@@ -263,11 +342,15 @@ def affinity(placement: PlacementSpec, *, group: Optional[str], role_selector: d
         expressions.append({"key": placement.group_label, "operator": "In", "values": [group]})
     anti = None
     if placement.spread:
-        anti = {"requiredDuringSchedulingIgnoredDuringExecution": [
-            {"labelSelector": match_labels(role_selector), "topologyKey": "kubernetes.io/hostname"}]}
+        anti = {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": match_labels(role_selector), "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
     return {
-        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchExpressions": expressions}]}},
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": expressions}]}
+        },
         "podAntiAffinity": anti,
     }
 
@@ -279,11 +362,16 @@ def deployment_strategy(rollout: RolloutSpec) -> dict:
     return {"type": "Recreate"}
 
 
-def disruption_budget(*, name: str, namespace: str, labels: dict[str, str], selector: dict[str, str],
-                      max_unavailable: int) -> dict:
+def disruption_budget(
+    *, name: str, namespace: str, labels: dict[str, str], selector: dict[str, str], max_unavailable: int
+) -> dict:
     """Voluntary evictions (drains, upgrades) take at most max_unavailable pods of a pool at a time."""
-    return manifest("policy/v1", "PodDisruptionBudget", object_meta(name, namespace, labels),
-                    spec={"maxUnavailable": max_unavailable, "selector": match_labels(selector)})
+    return manifest(
+        "policy/v1",
+        "PodDisruptionBudget",
+        object_meta(name, namespace, labels),
+        spec={"maxUnavailable": max_unavailable, "selector": match_labels(selector)},
+    )
 
 
 def engine_deployment(
@@ -306,26 +394,30 @@ def engine_deployment(
     leaves spec.replicas out, so that Pulumi's server-side apply never claims the field (docs/what-it-deploys.md)."""
     selector = {k: labels[k] for k in (PART_OF_LABEL, ROLE_LABEL, POOL_LABEL)}
     done = ROLLOUT_DONE_AUTOSCALED if replicas is None else rollout_complete(replicas)
-    return manifest("apps/v1", "Deployment", object_meta(name, namespace, labels, {WAIT_FOR_ANNOTATION: done}),
-                    spec={
-                        "replicas": replicas,
-                        "strategy": strategy,
-                        "selector": match_labels(selector),
-                        "template": {
-                            "metadata": {"labels": labels, "annotations": annotations},
-                            "spec": {
-                                "serviceAccountName": service_account,
-                                "automountServiceAccountToken": False,
-                                "terminationGracePeriodSeconds": 120,
-                                "securityContext": pod_security_context(),
-                                "affinity": affinity,
-                                "resourceClaims": [{"name": CLAIM_NAME, "resourceClaimTemplateName": claim_template_name}],
-                                "initContainers": init_containers,
-                                "containers": containers,
-                                "volumes": volumes,
-                            },
-                        },
-                    })
+    return manifest(
+        "apps/v1",
+        "Deployment",
+        object_meta(name, namespace, labels, {WAIT_FOR_ANNOTATION: done}),
+        spec={
+            "replicas": replicas,
+            "strategy": strategy,
+            "selector": match_labels(selector),
+            "template": {
+                "metadata": {"labels": labels, "annotations": annotations},
+                "spec": {
+                    "serviceAccountName": service_account,
+                    "automountServiceAccountToken": False,
+                    "terminationGracePeriodSeconds": 120,
+                    "securityContext": pod_security_context(),
+                    "affinity": affinity,
+                    "resourceClaims": [{"name": CLAIM_NAME, "resourceClaimTemplateName": claim_template_name}],
+                    "initContainers": init_containers,
+                    "containers": containers,
+                    "volumes": volumes,
+                },
+            },
+        },
+    )
 
 
 class Spec(BaseModel):
@@ -340,17 +432,34 @@ class EngineSpec(Spec):
     """The `vllm serve` container of a role's pods, its values already worked out (core.serving)."""
 
     image: str = Field(engine_versions.DEFAULT_IMAGE, min_length=1, description="RBLN vLLM image of the engine.")
-    args: list[str] = Field(default_factory=list, description="Arguments of `vllm serve` (core.serving.prefill_command / decode_command).")
-    env: dict[str, str] = Field(default_factory=dict, description="Literal environment; the pod IP and HF_TOKEN are added by reference.")
-    ports: list[tuple[str, int]] = Field([("http", 8000)], min_length=1, description="Named container ports (HTTP ranks, DP RPC, NIXL side channels).")
-    rank_ports: list[int] = Field([8000], min_length=1, description="HTTP port of each DP rank: probed for startup, readiness and liveness.")
+    args: list[str] = Field(
+        default_factory=list, description="Arguments of `vllm serve` (core.serving.prefill_command / decode_command)."
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Literal environment; the pod IP and HF_TOKEN are added by reference."
+    )
+    ports: list[tuple[str, int]] = Field(
+        [("http", 8000)], min_length=1, description="Named container ports (HTTP ranks, DP RPC, NIXL side channels)."
+    )
+    rank_ports: list[int] = Field(
+        [8000], min_length=1, description="HTTP port of each DP rank: probed for startup, readiness and liveness."
+    )
     cpu: str = Field("32", description="CPU request and limit of the engine container.")
     memory: str = Field("256Gi", description="Memory request and limit of the engine container.")
-    startup_failure_threshold: int = Field(240, ge=1, description="Startup probe periods allowed for compilation; also bounds how long `up` waits.")
+    startup_failure_threshold: int = Field(
+        240, ge=1, description="Startup probe periods allowed for compilation; also bounds how long `up` waits."
+    )
     shm_size: str = Field("32Gi", description="Size of the /dev/shm memory volume.")
-    run_as_root: bool = Field(True, description="Exception: the engine runs as root (recorded in the security-exceptions annotation).")
-    capabilities: list[str] = Field(["IPC_LOCK"], description="Exception: capabilities added after dropping ALL (recorded in the annotation).")
-    annotations: dict[str, str] = Field(default_factory=dict, description="More annotations on the pod template (pod annotations, the lmcache-rbln version).")
+    run_as_root: bool = Field(
+        True, description="Exception: the engine runs as root (recorded in the security-exceptions annotation)."
+    )
+    capabilities: list[str] = Field(
+        ["IPC_LOCK"], description="Exception: capabilities added after dropping ALL (recorded in the annotation)."
+    )
+    annotations: dict[str, str] = Field(
+        default_factory=dict,
+        description="More annotations on the pod template (pod annotations, the lmcache-rbln version).",
+    )
 
 
 class ClaimSpec(Spec):
@@ -360,23 +469,35 @@ class ClaimSpec(Spec):
     npu_device_class: str = Field("npu.rebellions.ai", min_length=1, description="DRA DeviceClass of the NPUs.")
     rdma_nics: int = Field(2, ge=0, description="RDMA NICs each pod claims; 0: no NIC request and no NUMA constraint.")
     nic_device_class: str = Field("dranet", min_length=1, description="DRA DeviceClass of the RDMA NICs.")
-    numa_attribute: str = Field("resource.kubernetes.io/numaNode", min_length=1, description="Device attribute NPUs and NICs must share.")
+    numa_attribute: str = Field(
+        "resource.kubernetes.io/numaNode", min_length=1, description="Device attribute NPUs and NICs must share."
+    )
 
 
 class PlacementSpec(Spec):
     """Which nodes a role's pods may land on, and how they spread."""
 
-    npu_product: str = Field("RBLN-CR13", min_length=1, description="Required value of the node label rebellions.ai/npu.product.")
-    rds_nodes: bool = Field(False, description="Also require rebellions.ai/rds.present=true (a prefill with the RDS tier).")
+    npu_product: str = Field(
+        "RBLN-CR13", min_length=1, description="Required value of the node label rebellions.ai/npu.product."
+    )
+    rds_nodes: bool = Field(
+        False, description="Also require rebellions.ai/rds.present=true (a prefill with the RDS tier)."
+    )
     groups: int = Field(1, ge=1, description="Node groups: one Deployment per group, the replicas split evenly.")
-    group_label: str = Field("rebel100.ai/pool-group", min_length=1, description="Node label naming a node's group (g0, g1, ...) when groups > 1.")
+    group_label: str = Field(
+        "rebel100.ai/pool-group",
+        min_length=1,
+        description="Node label naming a node's group (g0, g1, ...) when groups > 1.",
+    )
     spread: bool = Field(True, description="At most one pod of the role per node (required pod anti-affinity).")
 
 
 class RolloutSpec(Spec):
     """How a role's Deployments change and how many pods a voluntary eviction may take."""
 
-    strategy: Literal["Recreate", "RollingUpdate"] = Field("Recreate", description="Deployment strategy; RollingUpdate is one pod at a time, no surge.")
+    strategy: Literal["Recreate", "RollingUpdate"] = Field(
+        "Recreate", description="Deployment strategy; RollingUpdate is one pod at a time, no surge."
+    )
     max_unavailable: int = Field(1, ge=1, description="PodDisruptionBudget maxUnavailable of each pool.")
 
 
@@ -400,17 +521,36 @@ def scaled_object(*, name: str, namespace: str, labels: dict[str, str], scaling:
     signal = autoscaling.SIGNALS[scaling.metric]
     query = autoscaling.query(signal, series=scaling.series, namespace=namespace, pool=name, groups=groups)
     low, high = autoscaling.per_pool(scaling.min_replicas, scaling.max_replicas, groups)
-    return manifest(autoscaling.KEDA_API_VERSION, "ScaledObject", object_meta(name, namespace, labels), spec={
-        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
-        "pollingInterval": scaling.polling_interval_seconds,
-        "minReplicaCount": low,
-        "maxReplicaCount": high,
-        "advanced": {"horizontalPodAutoscalerConfig": {"behavior": {
-            "scaleUp": {"stabilizationWindowSeconds": scaling.scale_up_stabilization_seconds},
-            "scaleDown": {"stabilizationWindowSeconds": scaling.scale_down_stabilization_seconds}}}},
-        "triggers": [{"type": "prometheus", "metricType": "AverageValue", "metadata": {
-            "serverAddress": scaling.server_address, "query": query, "threshold": f"{scaling.target:g}"}}],
-    })
+    return manifest(
+        autoscaling.KEDA_API_VERSION,
+        "ScaledObject",
+        object_meta(name, namespace, labels),
+        spec={
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+            "pollingInterval": scaling.polling_interval_seconds,
+            "minReplicaCount": low,
+            "maxReplicaCount": high,
+            "advanced": {
+                "horizontalPodAutoscalerConfig": {
+                    "behavior": {
+                        "scaleUp": {"stabilizationWindowSeconds": scaling.scale_up_stabilization_seconds},
+                        "scaleDown": {"stabilizationWindowSeconds": scaling.scale_down_stabilization_seconds},
+                    }
+                }
+            },
+            "triggers": [
+                {
+                    "type": "prometheus",
+                    "metricType": "AverageValue",
+                    "metadata": {
+                        "serverAddress": scaling.server_address,
+                        "query": query,
+                        "threshold": f"{scaling.target:g}",
+                    },
+                }
+            ],
+        },
+    )
 
 
 class CompileCacheSpec(Spec):
@@ -430,12 +570,18 @@ class EnginePoolArgs(StackArgs):
     placement: PlacementSpec = Field(PlacementSpec(), description="Node labels required, node groups and spread.")
     rollout: RolloutSpec = Field(RolloutSpec(), description="Deployment strategy and disruption budget.")
     compile_cache: CompileCacheSpec = Field(CompileCacheSpec(), description="The compile-cache volume.")
-    weights: EngineWeights = Field(EngineWeights(), description="The weights volume, revisions and the wait before the engine starts.")
+    weights: EngineWeights = Field(
+        EngineWeights(), description="The weights volume, revisions and the wait before the engine starts."
+    )
     hf_token_secret: str = Field("hf-token", description="Secret with the Hugging Face token under key `token`.")
-    active_ports: list[int] = Field([8000], description="The InferencePool's target ports the pods serve on, "
-                                    "declared in the active-ports annotations: the EPP makes endpoints of these only.")
-    autoscaling: Optional[ScalingSpec] = Field(None, description="KEDA scales the role between bounds; None: "
-                                               "`replicas` pods.")
+    active_ports: list[int] = Field(
+        [8000],
+        description="The InferencePool's target ports the pods serve on, "
+        "declared in the active-ports annotations: the EPP makes endpoints of these only.",
+    )
+    autoscaling: Optional[ScalingSpec] = Field(
+        None, description="KEDA scales the role between bounds; None: `replicas` pods."
+    )
 
 
 def claim_digest(claim: ClaimSpec) -> str:
@@ -444,9 +590,17 @@ def claim_digest(claim: ClaimSpec) -> str:
     return hashlib.sha256(json.dumps(wanted).encode()).hexdigest()[:8]
 
 
-def engine_pool(name: str, *, role_name: str, args: EnginePoolArgs, containers: list[dict],
-                init_containers: Optional[list[dict]] = None, service_account: Optional[str] = None,
-                volumes: Sequence[dict] = (), after: tuple[str, ...] = ()) -> list[Child]:
+def engine_pool(
+    name: str,
+    *,
+    role_name: str,
+    args: EnginePoolArgs,
+    containers: list[dict],
+    init_containers: Optional[list[dict]] = None,
+    service_account: Optional[str] = None,
+    volumes: Sequence[dict] = (),
+    after: tuple[str, ...] = (),
+) -> list[Child]:
     """The objects of one engine role: DRA claim template, compile-cache PVC, then per node group a
     Deployment and its PodDisruptionBudget (one group: one Deployment named after the role). `service_account`,
     `volumes` (besides the engine's) and `after` (siblings the Deployments wait for) are the role's own."""
@@ -457,38 +611,84 @@ def engine_pool(name: str, *, role_name: str, args: EnginePoolArgs, containers: 
     claim_template_name = f"{base}-{CLAIM_NAME}-{claim_digest(args.claim)}"
     cache = args.compile_cache
     children = [
-        Child(f"{name}-claim", claim_template(name=claim_template_name, namespace=args.namespace, labels=role_labels,
-                                              claim=args.claim)),
-        Child(f"{name}-compile-cache", volume_claim(
-            name=compile_cache_pvc_name(args.stack_name, role_name), namespace=args.namespace, labels=role_labels,
-            size=cache.size, storage_class=cache.storage_class), retain_on_delete=cache.retain_on_delete),
+        Child(
+            f"{name}-claim",
+            claim_template(name=claim_template_name, namespace=args.namespace, labels=role_labels, claim=args.claim),
+        ),
+        Child(
+            f"{name}-compile-cache",
+            volume_claim(
+                name=compile_cache_pvc_name(args.stack_name, role_name),
+                namespace=args.namespace,
+                labels=role_labels,
+                size=cache.size,
+                storage_class=cache.storage_class,
+            ),
+            retain_on_delete=cache.retain_on_delete,
+        ),
     ]
     pools = pool_names(args.stack_name, role_name, args.placement.groups)
-    annotations = {**args.engine.annotations,
-                   SECURITY_EXCEPTIONS_ANNOTATION: engine_security_exceptions(args.engine),
-                   MODEL_REVISION_ANNOTATION: args.weights.revision,
-                   **{key: active_ports_annotation(args.active_ports) for key in
-                      router_versions.every_active_ports_annotation()}}
+    annotations = {
+        **args.engine.annotations,
+        SECURITY_EXCEPTIONS_ANNOTATION: engine_security_exceptions(args.engine),
+        MODEL_REVISION_ANNOTATION: args.weights.revision,
+        **{key: active_ports_annotation(args.active_ports) for key in router_versions.every_active_ports_annotation()},
+    }
     for group, pool in pools:
         resource = name if group is None else f"{name}-{group}"
         labels = {**role_labels, POOL_LABEL: pool}
-        children.append(Child(resource, engine_deployment(
-            name=pool, namespace=args.namespace, labels=labels,
-            replicas=None if args.autoscaling else args.replicas // len(pools),
-            containers=containers, init_containers=[wait_for_weights_container(args.weights), *(init_containers or [])],
-            claim_template_name=claim_template_name,
-            volumes=[*engine_volumes(shm_size=args.engine.shm_size, model_pvc=args.weights.claim_name,
-                                     compile_cache_pvc_name=f"{base}-compile-cache"), *volumes],
-            affinity=affinity(args.placement, group=group,
-                              role_selector={PART_OF_LABEL: args.stack_name, ROLE_LABEL: role_name}),
-            strategy=deployment_strategy(args.rollout), annotations=annotations, service_account=service_account),
-            after=after, timeout=rollout_timeout(args.engine.startup_failure_threshold)))
-        children.append(Child(f"{resource}-pdb", disruption_budget(
-            name=pool, namespace=args.namespace, labels=labels,
-            selector={k: labels[k] for k in (PART_OF_LABEL, ROLE_LABEL, POOL_LABEL)},
-            max_unavailable=args.rollout.max_unavailable)))
+        children.append(
+            Child(
+                resource,
+                engine_deployment(
+                    name=pool,
+                    namespace=args.namespace,
+                    labels=labels,
+                    replicas=None if args.autoscaling else args.replicas // len(pools),
+                    containers=containers,
+                    init_containers=[wait_for_weights_container(args.weights), *(init_containers or [])],
+                    claim_template_name=claim_template_name,
+                    volumes=[
+                        *engine_volumes(
+                            shm_size=args.engine.shm_size,
+                            model_pvc=args.weights.claim_name,
+                            compile_cache_pvc_name=f"{base}-compile-cache",
+                        ),
+                        *volumes,
+                    ],
+                    affinity=affinity(
+                        args.placement,
+                        group=group,
+                        role_selector={PART_OF_LABEL: args.stack_name, ROLE_LABEL: role_name},
+                    ),
+                    strategy=deployment_strategy(args.rollout),
+                    annotations=annotations,
+                    service_account=service_account,
+                ),
+                after=after,
+                timeout=rollout_timeout(args.engine.startup_failure_threshold),
+            )
+        )
+        children.append(
+            Child(
+                f"{resource}-pdb",
+                disruption_budget(
+                    name=pool,
+                    namespace=args.namespace,
+                    labels=labels,
+                    selector={k: labels[k] for k in (PART_OF_LABEL, ROLE_LABEL, POOL_LABEL)},
+                    max_unavailable=args.rollout.max_unavailable,
+                ),
+            )
+        )
         if args.autoscaling:
-            children.append(Child(f"{resource}-scaledobject", scaled_object(
-                name=pool, namespace=args.namespace, labels=labels, scaling=args.autoscaling, groups=len(pools)),
-                after=(resource,)))
+            children.append(
+                Child(
+                    f"{resource}-scaledobject",
+                    scaled_object(
+                        name=pool, namespace=args.namespace, labels=labels, scaling=args.autoscaling, groups=len(pools)
+                    ),
+                    after=(resource,),
+                )
+            )
     return children

@@ -3,6 +3,7 @@
 Prefill computes the prompt's KV; decode pulls it over NIXL. With a KV tier, prefill also
 stores and looks up KV in LMCache (RDS or CPU) through a MultiConnector.
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -14,10 +15,13 @@ from objects.kube import Child
 
 
 class PrefillPoolArgs(pod.EnginePoolArgs):
-    kv_tier_config_map: Optional[str] = Field(None, description="ConfigMap with the LMCache environment (RdsTier's); None: no KV tier.")
+    kv_tier_config_map: Optional[str] = Field(
+        None, description="ConfigMap with the LMCache environment (RdsTier's); None: no KV tier."
+    )
 
 
 def prefill_pool(name: str, args: PrefillPoolArgs) -> list[Child]:
-    container = pod.engine_container(args.engine, name="vllm", hf_token_secret=args.hf_token_secret,
-                                     env_from_config_map=args.kv_tier_config_map)
+    container = pod.engine_container(
+        args.engine, name="vllm", hf_token_secret=args.hf_token_secret, env_from_config_map=args.kv_tier_config_map
+    )
     return pod.engine_pool(name, role_name="prefill", args=args, containers=[container])

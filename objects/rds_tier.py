@@ -4,6 +4,7 @@ It owns the ConfigMap that prefill takes its LMCache environment from (`envFrom`
 the chiplet-0 budget the values were checked against, so that the policy pack judges the same
 drives, chunk overhead, staging buffer and HBM as the config gate did.
 """
+
 from __future__ import annotations
 
 from typing import Literal, Optional
@@ -19,9 +20,15 @@ from objects.kube import Child, manifest, object_meta
 class RdsTierArgs(pod.StackArgs):
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
-    mode: Literal["rds", "cpu"] = Field("rds", description="`rds`: NVMe via Rebellions Direct Storage; `cpu`: host memory.")
-    env: dict[str, str] = Field(default_factory=dict, description="LMCache environment of prefill (core.serving.lmcache_env).")
-    budget: Optional[sizing.RdsBudget] = Field(None, description="Chiplet-0 budget of the RDS tier (core.derive); None for the CPU tier.")
+    mode: Literal["rds", "cpu"] = Field(
+        "rds", description="`rds`: NVMe via Rebellions Direct Storage; `cpu`: host memory."
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict, description="LMCache environment of prefill (core.serving.lmcache_env)."
+    )
+    budget: Optional[sizing.RdsBudget] = Field(
+        None, description="Chiplet-0 budget of the RDS tier (core.derive); None for the CPU tier."
+    )
     hbm_per_chiplet_gib: float = Field(36.0, description="HBM per chiplet the budget was computed with, GiB.")
     tokens_per_rank: int = Field(0, description="Tokens each engine rank keeps on RDS (0 for the CPU tier).")
 
@@ -36,7 +43,17 @@ def needs_rds_nodes(args: RdsTierArgs) -> bool:
 
 
 def rds_tier(name: str, args: RdsTierArgs) -> list[Child]:
-    annotations = {RDS_BUDGET_ANNOTATION: rds_budget_annotation(args.budget, args.hbm_per_chiplet_gib)} if args.budget else None
-    return [Child(f"{name}-lmcache", manifest(
-        "v1", "ConfigMap", object_meta(config_map_name(args), args.namespace, {PART_OF_LABEL: args.stack_name}, annotations),
-        data=args.env))]
+    annotations = (
+        {RDS_BUDGET_ANNOTATION: rds_budget_annotation(args.budget, args.hbm_per_chiplet_gib)} if args.budget else None
+    )
+    return [
+        Child(
+            f"{name}-lmcache",
+            manifest(
+                "v1",
+                "ConfigMap",
+                object_meta(config_map_name(args), args.namespace, {PART_OF_LABEL: args.stack_name}, annotations),
+                data=args.env,
+            ),
+        )
+    ]

@@ -9,6 +9,7 @@ a SubjectAccessReview of `get /metrics` for its user), so its ServiceAccount may
 cluster-wide as they are (a ClusterRole named after the namespace and the stack). Who may read the metrics is the
 monitoring's (objects/monitoring.py).
 """
+
 from __future__ import annotations
 
 from typing import Any, Literal
@@ -28,20 +29,28 @@ CONFIG_FILE = "epp-config.yaml"
 CONFIG_MOUNT = "/etc/epp"
 RBAC_API_VERSION = "rbac.authorization.k8s.io/v1"
 # What controller-runtime's metrics filter creates to check a scrape's token: it asks, the API server stores nothing.
-REVIEW_RULES = [{"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
-                {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]}]
+REVIEW_RULES = [
+    {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+    {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+]
 
 
 class RouterArgs(pod.StackArgs):
-    target_ports: list[int] = Field(description="Ports of the serving pods the pool targets (the decode sidecar in P/D).")
+    target_ports: list[int] = Field(
+        description="Ports of the serving pods the pool targets (the decode sidecar in P/D)."
+    )
     image: str = Field(router_versions.EPP_IMAGE, min_length=1, description="EPP image.")
     replicas: int = Field(1, ge=1, description="EPP replicas.")
-    epp_config: dict[str, Any] = Field(default_factory=lambda: routing.endpoint_picker_config(),
-                                       description="The EndpointPickerConfig document (core.routing.endpoint_picker_config); default: the P/D one.")
+    epp_config: dict[str, Any] = Field(
+        default_factory=lambda: routing.endpoint_picker_config(),
+        description="The EndpointPickerConfig document (core.routing.endpoint_picker_config); default: the P/D one.",
+    )
     grpc_port: int = Field(9002, description="EPP ext-proc port (the pool's endpointPickerRef).")
     health_port: int = Field(9003, description="EPP gRPC health port (the probes').")
     metrics_port: int = Field(9090, description="EPP metrics port.")
-    failure_mode: Literal["FailClose", "FailOpen"] = Field("FailClose", description="What the gateway does when the EPP is unreachable.")
+    failure_mode: Literal["FailClose", "FailOpen"] = Field(
+        "FailClose", description="What the gateway does when the EPP is unreachable."
+    )
     max_unavailable: int = Field(1, ge=1, description="PodDisruptionBudget maxUnavailable of the EPP.")
 
 
@@ -67,7 +76,9 @@ def router(name: str, args: RouterArgs) -> list[Child]:
     if not args.target_ports:
         raise ValueError(f"Router {name}: the pool needs at least one target port.")
     if len(args.target_ports) > sizing.MAX_POOL_TARGET_PORTS:
-        raise ValueError(f"Router {name}: {len(args.target_ports)} target ports; an InferencePool allows at most {sizing.MAX_POOL_TARGET_PORTS}.")
+        raise ValueError(
+            f"Router {name}: {len(args.target_ports)} target ports; an InferencePool allows at most {sizing.MAX_POOL_TARGET_PORTS}."
+        )
     base = epp_name(args.stack_name)
     ns = args.namespace
     labels = epp_labels(args.stack_name)
@@ -75,82 +86,180 @@ def router(name: str, args: RouterArgs) -> list[Child]:
     read = ["get", "list", "watch"]
     auth = metrics_auth_name(ns, args.stack_name)
     grpc_health = {"port": args.health_port, "service": "inference-extension"}
-    deployment = manifest("apps/v1", "Deployment", meta, spec={
-        "replicas": args.replicas,
-        "selector": pod.match_labels(labels),
-        "template": {
-            "metadata": {"labels": labels},
-            "spec": {
-                "serviceAccountName": base,
-                "securityContext": pod.pod_security_context(),
-                "containers": [{
-                    "name": "epp",
-                    "image": args.image,
-                    "args": [
-                        "--pool-name", pool_name(args.stack_name),
-                        "--pool-namespace", ns,
-                        "--pool-group", POOL_GROUP,
-                        "--config-file", f"{CONFIG_MOUNT}/{CONFIG_FILE}",
-                        "--grpc-port", str(args.grpc_port),
-                        "--grpc-health-port", str(args.health_port),
-                        "--metrics-port", str(args.metrics_port),
-                        "--zap-encoder", "json",
-                        # Tracing off, as upstream's chart renders it unless tracing is configured: on by default
-                        # (--tracing, a bool: one token), the EPP exports spans with the `console` exporter unless
-                        # OTEL_TRACES_EXPORTER says otherwise, pretty-printed into the JSON log above, for every
-                        # request a tracing gateway samples (parent-based sampler) and 1 in 10 of the others: about
-                        # 1,500 lines a sampled request at v0.10.0 (tests/localsite). GIE v1.4.0 (the runner of
-                        # llm-d-inference-scheduler v0.7.1) and llm-d-router v0.10.0 pkg/epp/server/options.go,
-                        # pkg/common/observability/tracing/telemetry.go; v0.10.0 config/charts/routerlib.
-                        "--tracing=false",
+    deployment = manifest(
+        "apps/v1",
+        "Deployment",
+        meta,
+        spec={
+            "replicas": args.replicas,
+            "selector": pod.match_labels(labels),
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "serviceAccountName": base,
+                    "securityContext": pod.pod_security_context(),
+                    "containers": [
+                        {
+                            "name": "epp",
+                            "image": args.image,
+                            "args": [
+                                "--pool-name",
+                                pool_name(args.stack_name),
+                                "--pool-namespace",
+                                ns,
+                                "--pool-group",
+                                POOL_GROUP,
+                                "--config-file",
+                                f"{CONFIG_MOUNT}/{CONFIG_FILE}",
+                                "--grpc-port",
+                                str(args.grpc_port),
+                                "--grpc-health-port",
+                                str(args.health_port),
+                                "--metrics-port",
+                                str(args.metrics_port),
+                                "--zap-encoder",
+                                "json",
+                                # Tracing off, as upstream's chart renders it unless tracing is configured: on by default
+                                # (--tracing, a bool: one token), the EPP exports spans with the `console` exporter unless
+                                # OTEL_TRACES_EXPORTER says otherwise, pretty-printed into the JSON log above, for every
+                                # request a tracing gateway samples (parent-based sampler) and 1 in 10 of the others: about
+                                # 1,500 lines a sampled request at v0.10.0 (tests/localsite). GIE v1.4.0 (the runner of
+                                # llm-d-inference-scheduler v0.7.1) and llm-d-router v0.10.0 pkg/epp/server/options.go,
+                                # pkg/common/observability/tracing/telemetry.go; v0.10.0 config/charts/routerlib.
+                                "--tracing=false",
+                            ],
+                            "ports": pod.container_ports(
+                                [
+                                    ("grpc", args.grpc_port),
+                                    ("grpc-health", args.health_port),
+                                    ("metrics", args.metrics_port),
+                                ]
+                            ),
+                            "readinessProbe": {"grpc": grpc_health, "periodSeconds": 5},
+                            "livenessProbe": {"grpc": grpc_health, "periodSeconds": 10},
+                            "resources": {
+                                "requests": {"cpu": "2", "memory": "2Gi"},
+                                "limits": {"cpu": "4", "memory": "4Gi"},
+                            },
+                            "volumeMounts": [{"name": "config", "mountPath": CONFIG_MOUNT, "readOnly": True}],
+                            "securityContext": pod.restricted_security_context(),
+                        }
                     ],
-                    "ports": pod.container_ports([("grpc", args.grpc_port), ("grpc-health", args.health_port),
-                                                  ("metrics", args.metrics_port)]),
-                    "readinessProbe": {"grpc": grpc_health, "periodSeconds": 5},
-                    "livenessProbe": {"grpc": grpc_health, "periodSeconds": 10},
-                    "resources": {"requests": {"cpu": "2", "memory": "2Gi"}, "limits": {"cpu": "4", "memory": "4Gi"}},
-                    "volumeMounts": [{"name": "config", "mountPath": CONFIG_MOUNT, "readOnly": True}],
-                    "securityContext": pod.restricted_security_context(),
-                }],
-                "volumes": [{"name": "config", "configMap": {"name": f"{base}-config"}}],
+                    "volumes": [{"name": "config", "configMap": {"name": f"{base}-config"}}],
+                },
             },
         },
-    })
+    )
     return [
         Child(f"{base}-sa", manifest("v1", "ServiceAccount", meta)),
-        Child(f"{base}-role", manifest("rbac.authorization.k8s.io/v1", "Role", meta, rules=[
-            {"apiGroups": [""], "resources": ["pods"], "verbs": read},
-            {"apiGroups": [POOL_GROUP], "resources": ["inferencepools"], "verbs": read},
-            {"apiGroups": ["inference.networking.x-k8s.io"], "resources": ["inferenceobjectives"], "verbs": read},
-        ])),
-        Child(f"{base}-rolebinding", manifest(
-            "rbac.authorization.k8s.io/v1", "RoleBinding", meta,
-            roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": base},
-            subjects=[{"kind": "ServiceAccount", "name": base, "namespace": ns}]),
-            after=(f"{base}-sa", f"{base}-role")),
-        Child(f"{base}-metrics-auth", manifest(RBAC_API_VERSION, "ClusterRole", object_meta(auth, None, labels),
-                                               rules=REVIEW_RULES)),
-        Child(f"{base}-metrics-auth-binding", manifest(
-            RBAC_API_VERSION, "ClusterRoleBinding", object_meta(auth, None, labels),
-            roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": auth},
-            subjects=[{"kind": "ServiceAccount", "name": base, "namespace": ns}]),
-            after=(f"{base}-sa", f"{base}-metrics-auth")),
-        Child(f"{base}-config", manifest("v1", "ConfigMap", object_meta(f"{base}-config", ns, labels),
-                                         data={CONFIG_FILE: yaml.safe_dump(args.epp_config, sort_keys=False)})),
+        Child(
+            f"{base}-role",
+            manifest(
+                "rbac.authorization.k8s.io/v1",
+                "Role",
+                meta,
+                rules=[
+                    {"apiGroups": [""], "resources": ["pods"], "verbs": read},
+                    {"apiGroups": [POOL_GROUP], "resources": ["inferencepools"], "verbs": read},
+                    {
+                        "apiGroups": ["inference.networking.x-k8s.io"],
+                        "resources": ["inferenceobjectives"],
+                        "verbs": read,
+                    },
+                ],
+            ),
+        ),
+        Child(
+            f"{base}-rolebinding",
+            manifest(
+                "rbac.authorization.k8s.io/v1",
+                "RoleBinding",
+                meta,
+                roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": base},
+                subjects=[{"kind": "ServiceAccount", "name": base, "namespace": ns}],
+            ),
+            after=(f"{base}-sa", f"{base}-role"),
+        ),
+        Child(
+            f"{base}-metrics-auth",
+            manifest(RBAC_API_VERSION, "ClusterRole", object_meta(auth, None, labels), rules=REVIEW_RULES),
+        ),
+        Child(
+            f"{base}-metrics-auth-binding",
+            manifest(
+                RBAC_API_VERSION,
+                "ClusterRoleBinding",
+                object_meta(auth, None, labels),
+                roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": auth},
+                subjects=[{"kind": "ServiceAccount", "name": base, "namespace": ns}],
+            ),
+            after=(f"{base}-sa", f"{base}-metrics-auth"),
+        ),
+        Child(
+            f"{base}-config",
+            manifest(
+                "v1",
+                "ConfigMap",
+                object_meta(f"{base}-config", ns, labels),
+                data={CONFIG_FILE: yaml.safe_dump(args.epp_config, sort_keys=False)},
+            ),
+        ),
         Child(base, deployment, after=(f"{base}-config",)),
-        Child(f"{base}-pdb", pod.disruption_budget(name=base, namespace=ns, labels=labels, selector=labels,
-                                                   max_unavailable=args.max_unavailable)),
-        Child(f"{base}-svc", manifest("v1", "Service", meta, spec={"type": "ClusterIP", "selector": labels, "ports": [
-            {"name": "grpc-ext-proc", "port": args.grpc_port, "targetPort": args.grpc_port, "protocol": "TCP", "appProtocol": "http2"},
-            {"name": "grpc-health", "port": args.health_port, "targetPort": args.health_port, "protocol": "TCP"},
-            {"name": "metrics", "port": args.metrics_port, "targetPort": args.metrics_port, "protocol": "TCP"},
-        ]})),
-        Child(f"{args.stack_name}-pool", manifest(
-            POOL_API_VERSION, "InferencePool",
-            object_meta(pool_name(args.stack_name), ns, {pod.PART_OF_LABEL: args.stack_name}),
-            spec={
-                "selector": pod.match_labels(pod.pool_selector(args.stack_name)),
-                "targetPorts": [{"number": port} for port in args.target_ports],
-                "endpointPickerRef": {"name": base, "port": {"number": args.grpc_port}, "failureMode": args.failure_mode},
-            }), after=(f"{base}-svc",)),
+        Child(
+            f"{base}-pdb",
+            pod.disruption_budget(
+                name=base, namespace=ns, labels=labels, selector=labels, max_unavailable=args.max_unavailable
+            ),
+        ),
+        Child(
+            f"{base}-svc",
+            manifest(
+                "v1",
+                "Service",
+                meta,
+                spec={
+                    "type": "ClusterIP",
+                    "selector": labels,
+                    "ports": [
+                        {
+                            "name": "grpc-ext-proc",
+                            "port": args.grpc_port,
+                            "targetPort": args.grpc_port,
+                            "protocol": "TCP",
+                            "appProtocol": "http2",
+                        },
+                        {
+                            "name": "grpc-health",
+                            "port": args.health_port,
+                            "targetPort": args.health_port,
+                            "protocol": "TCP",
+                        },
+                        {
+                            "name": "metrics",
+                            "port": args.metrics_port,
+                            "targetPort": args.metrics_port,
+                            "protocol": "TCP",
+                        },
+                    ],
+                },
+            ),
+        ),
+        Child(
+            f"{args.stack_name}-pool",
+            manifest(
+                POOL_API_VERSION,
+                "InferencePool",
+                object_meta(pool_name(args.stack_name), ns, {pod.PART_OF_LABEL: args.stack_name}),
+                spec={
+                    "selector": pod.match_labels(pod.pool_selector(args.stack_name)),
+                    "targetPorts": [{"number": port} for port in args.target_ports],
+                    "endpointPickerRef": {
+                        "name": base,
+                        "port": {"number": args.grpc_port},
+                        "failureMode": args.failure_mode,
+                    },
+                },
+            ),
+            after=(f"{base}-svc",),
+        ),
     ]

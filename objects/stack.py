@@ -4,6 +4,7 @@
 their order; `stacks.render` writes `StackObjects.manifests()`. So the objects a render shows are the
 objects `pulumi up` registers, worked out once.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -55,8 +56,16 @@ class StackObjects:
     outputs: dict[str, Any]
 
     def children(self) -> list[Child]:
-        parts = [self.weights, self.kv_tier, self.prefill, self.decode, self.router, self.gateway, self.network,
-                 self.monitoring]
+        parts = [
+            self.weights,
+            self.kv_tier,
+            self.prefill,
+            self.decode,
+            self.router,
+            self.gateway,
+            self.network,
+            self.monitoring,
+        ]
         loose = [self.namespace] + ([self.hf_token] if self.hf_token else [])
         return loose + [child for part in parts if part is not None for child in part.children]
 
@@ -64,27 +73,59 @@ class StackObjects:
         return [child.manifest for child in self.children()]
 
 
-def engine_pool_args(cfg: StackConfig, role: Role, command: engine_serving.EngineCommand, weights: pod.EngineWeights,
-                     *, rds_nodes: bool = False) -> dict:
+def engine_pool_args(
+    cfg: StackConfig,
+    role: Role,
+    command: engine_serving.EngineCommand,
+    weights: pod.EngineWeights,
+    *,
+    rds_nodes: bool = False,
+) -> dict:
     """The args both engine pools take, worked out from the config sections they draw on."""
     resolved = engine_serving.role_serving(cfg.engine, role)
     # No lmcache-rbln version annotation: the policy pack derives it from the image tag (core.versions.engine).
     annotations = dict(cfg.engine.pod_annotations)
     hardware, security = cfg.hardware, cfg.security
     return dict(
-        stack_name=cfg.name, namespace=cfg.namespace, replicas=role.replicas, weights=weights, hf_token_secret=cfg.hf_token_secret,
+        stack_name=cfg.name,
+        namespace=cfg.namespace,
+        replicas=role.replicas,
+        weights=weights,
+        hf_token_secret=cfg.hf_token_secret,
         engine=pod.EngineSpec(
-            image=cfg.engine.image, args=command.args, env=command.env, ports=command.ports, rank_ports=resolved.rank_ports,
-            cpu=role.resources.cpu, memory=role.resources.memory, startup_failure_threshold=cfg.engine.startup_failure_threshold,
-            shm_size=cfg.engine.shm_size, run_as_root=security.engine_run_as_root, capabilities=security.engine_capabilities,
-            annotations=annotations),
-        claim=pod.ClaimSpec(npus=resolved.devices, npu_device_class=hardware.npu_device_class, rdma_nics=hardware.rdma_nics_per_pod,
-                            nic_device_class=hardware.nic_device_class, numa_attribute=hardware.numa_attribute),
-        placement=pod.PlacementSpec(npu_product=hardware.npu_product, rds_nodes=rds_nodes, groups=cfg.placement.groups,
-                                    group_label=cfg.placement.group_label, spread=cfg.placement.spread_roles),
+            image=cfg.engine.image,
+            args=command.args,
+            env=command.env,
+            ports=command.ports,
+            rank_ports=resolved.rank_ports,
+            cpu=role.resources.cpu,
+            memory=role.resources.memory,
+            startup_failure_threshold=cfg.engine.startup_failure_threshold,
+            shm_size=cfg.engine.shm_size,
+            run_as_root=security.engine_run_as_root,
+            capabilities=security.engine_capabilities,
+            annotations=annotations,
+        ),
+        claim=pod.ClaimSpec(
+            npus=resolved.devices,
+            npu_device_class=hardware.npu_device_class,
+            rdma_nics=hardware.rdma_nics_per_pod,
+            nic_device_class=hardware.nic_device_class,
+            numa_attribute=hardware.numa_attribute,
+        ),
+        placement=pod.PlacementSpec(
+            npu_product=hardware.npu_product,
+            rds_nodes=rds_nodes,
+            groups=cfg.placement.groups,
+            group_label=cfg.placement.group_label,
+            spread=cfg.placement.spread_roles,
+        ),
         rollout=pod.RolloutSpec(strategy=cfg.rollout.strategy, max_unavailable=cfg.rollout.max_unavailable),
-        compile_cache=pod.CompileCacheSpec(size=cfg.storage.compile_cache_size, storage_class=cfg.storage.storage_class,
-                                           retain_on_delete=cfg.storage.retain_on_delete),
+        compile_cache=pod.CompileCacheSpec(
+            size=cfg.storage.compile_cache_size,
+            storage_class=cfg.storage.storage_class,
+            retain_on_delete=cfg.storage.retain_on_delete,
+        ),
     )
 
 
@@ -94,35 +135,59 @@ def scaling_spec(cfg: StackConfig, role: str) -> Optional[pod.ScalingSpec]:
     if found is None:
         return None
     return pod.ScalingSpec(
-        min_replicas=found.min_replicas, max_replicas=found.max_replicas, metric=found.metric,
-        series=autoscaling.series_for(found.signal, cfg.router.image) or found.signal.series, target=found.target,
+        min_replicas=found.min_replicas,
+        max_replicas=found.max_replicas,
+        metric=found.metric,
+        series=autoscaling.series_for(found.signal, cfg.router.image) or found.signal.series,
+        target=found.target,
         server_address=autoscaling.prometheus_address(cfg),
         scale_up_stabilization_seconds=found.scale_up_stabilization_seconds,
         scale_down_stabilization_seconds=found.scale_down_stabilization_seconds,
-        polling_interval_seconds=found.polling_interval_seconds)
+        polling_interval_seconds=found.polling_interval_seconds,
+    )
 
 
-def prefill_pool_args(cfg: StackConfig, weights: pod.EngineWeights, *, kv_tier_config_map: Optional[str] = None,
-                      rds_nodes: bool = False) -> PrefillPoolArgs:
-    command = engine_serving.prefill_command(cfg.model, cfg.engine, cfg.prefill, lmcache=kv_tier_config_map is not None,
-                                             revision=weights.revision, draft_revision=weights.draft_revision)
-    return PrefillPoolArgs(**engine_pool_args(cfg, cfg.prefill, command, weights, rds_nodes=rds_nodes),
-                           active_ports=pool_ports(cfg).active("prefill"), kv_tier_config_map=kv_tier_config_map,
-                           autoscaling=scaling_spec(cfg, "prefill"))
+def prefill_pool_args(
+    cfg: StackConfig, weights: pod.EngineWeights, *, kv_tier_config_map: Optional[str] = None, rds_nodes: bool = False
+) -> PrefillPoolArgs:
+    command = engine_serving.prefill_command(
+        cfg.model,
+        cfg.engine,
+        cfg.prefill,
+        lmcache=kv_tier_config_map is not None,
+        revision=weights.revision,
+        draft_revision=weights.draft_revision,
+    )
+    return PrefillPoolArgs(
+        **engine_pool_args(cfg, cfg.prefill, command, weights, rds_nodes=rds_nodes),
+        active_ports=pool_ports(cfg).active("prefill"),
+        kv_tier_config_map=kv_tier_config_map,
+        autoscaling=scaling_spec(cfg, "prefill"),
+    )
 
 
 def decode_pool_args(cfg: StackConfig, weights: pod.EngineWeights) -> DecodePoolArgs:
     """P/D: the routing sidecar and the NIXL connector; AGG: neither."""
     pd = cfg.topology == "pd"
     role = cfg.decode
-    command = engine_serving.decode_command(cfg.model, cfg.engine, role, nixl=pd,
-                                            revision=weights.revision, draft_revision=weights.draft_revision)
-    sidecar = SidecarSpec(image=role.sidecar.image, args=engine_serving.sidecar_args(
-                              role, pool_namespace=cfg.namespace, pool_name=pool_name(cfg.name)),
-                          ports=engine_serving.sidecar_ports(role)) if pd else None
-    return DecodePoolArgs(**engine_pool_args(cfg, role, command, weights),
-                          active_ports=pool_ports(cfg).active("decode"), sidecar=sidecar,
-                          autoscaling=scaling_spec(cfg, "decode"))
+    command = engine_serving.decode_command(
+        cfg.model, cfg.engine, role, nixl=pd, revision=weights.revision, draft_revision=weights.draft_revision
+    )
+    sidecar = (
+        SidecarSpec(
+            image=role.sidecar.image,
+            args=engine_serving.sidecar_args(role, pool_namespace=cfg.namespace, pool_name=pool_name(cfg.name)),
+            ports=engine_serving.sidecar_ports(role),
+        )
+        if pd
+        else None
+    )
+    return DecodePoolArgs(
+        **engine_pool_args(cfg, role, command, weights),
+        active_ports=pool_ports(cfg).active("decode"),
+        sidecar=sidecar,
+        autoscaling=scaling_spec(cfg, "decode"),
+    )
 
 
 def hf_token_withheld(cfg: StackConfig, stack: str) -> Optional[str]:
@@ -130,9 +195,11 @@ def hf_token_withheld(cfg: StackConfig, stack: str) -> Optional[str]:
     if not cfg.render_directory:
         return None
     # The provider writes every object of a render-mode stack, a Secret's data included, to plain files.
-    return (f"rebel100:hfToken is set, but stack {stack!r} renders to {cfg.render_directory}, which would hold the "
-            f"token in plain text: the Secret {cfg.hf_token_secret} is not rendered. Create it where the render is "
-            f"applied: kubectl create secret generic {cfg.hf_token_secret} --from-literal=token=... -n {cfg.namespace}")
+    return (
+        f"rebel100:hfToken is set, but stack {stack!r} renders to {cfg.render_directory}, which would hold the "
+        f"token in plain text: the Secret {cfg.hf_token_secret} is not rendered. Create it where the render is "
+        f"applied: kubectl create secret generic {cfg.hf_token_secret} --from-literal=token=... -n {cfg.namespace}"
+    )
 
 
 def _part(name: str, args: BaseModel, build) -> Part:
@@ -148,65 +215,173 @@ def stack_objects(cfg: StackConfig, *, hf_token: Any = None) -> StackObjects:
     pd = cfg.topology == "pd"
 
     # The namespace holds the retained volumes: deleting it would delete them, so it is retained with them.
-    namespace = Child("namespace", manifest("v1", "Namespace", {"name": ns, "labels": labels}),
-                      retain_on_delete=cfg.storage.retain_on_delete)
+    namespace = Child(
+        "namespace",
+        manifest("v1", "Namespace", {"name": ns, "labels": labels}),
+        retain_on_delete=cfg.storage.retain_on_delete,
+    )
     secret = None
     if hf_token is not None:
-        secret = Child("hf-token", manifest("v1", "Secret", object_meta(cfg.hf_token_secret, ns, labels),
-                                            type="Opaque", stringData={"token": hf_token}))
-    weights = _part(f"{cfg.name}-weights", ModelWeightsArgs(
-        stack_name=cfg.name, namespace=ns, settings=cfg.weights, model=cfg.model.name,
-        draft_model=weight_files.draft_model(cfg), storage_class=cfg.storage.storage_class,
-        retain_on_delete=cfg.storage.retain_on_delete, hf_token_secret=cfg.hf_token_secret), model_weights)
+        secret = Child(
+            "hf-token",
+            manifest(
+                "v1",
+                "Secret",
+                object_meta(cfg.hf_token_secret, ns, labels),
+                type="Opaque",
+                stringData={"token": hf_token},
+            ),
+        )
+    weights = _part(
+        f"{cfg.name}-weights",
+        ModelWeightsArgs(
+            stack_name=cfg.name,
+            namespace=ns,
+            settings=cfg.weights,
+            model=cfg.model.name,
+            draft_model=weight_files.draft_model(cfg),
+            storage_class=cfg.storage.storage_class,
+            retain_on_delete=cfg.storage.retain_on_delete,
+            hf_token_secret=cfg.hf_token_secret,
+        ),
+        model_weights,
+    )
     on_volume = engine_weights(weights.args)
 
     kv_tier = prefill = None
     if pd:
         if facts.kv_tier != "off":
-            kv_tier = _part(f"{cfg.name}-kv-tier", RdsTierArgs(
-                stack_name=cfg.name, namespace=ns, mode=facts.kv_tier, env=facts.lmcache_env, budget=facts.rds_budget,
-                hbm_per_chiplet_gib=cfg.hardware.hbm_per_chiplet_gib, tokens_per_rank=facts.rds_tokens_per_rank), rds_tier)
-        prefill = _part(f"{cfg.name}-prefill", prefill_pool_args(
-            cfg, on_volume, kv_tier_config_map=config_map_name(kv_tier.args) if kv_tier else None,
-            rds_nodes=kv_tier is not None and needs_rds_nodes(kv_tier.args)), prefill_pool)
+            kv_tier = _part(
+                f"{cfg.name}-kv-tier",
+                RdsTierArgs(
+                    stack_name=cfg.name,
+                    namespace=ns,
+                    mode=facts.kv_tier,
+                    env=facts.lmcache_env,
+                    budget=facts.rds_budget,
+                    hbm_per_chiplet_gib=cfg.hardware.hbm_per_chiplet_gib,
+                    tokens_per_rank=facts.rds_tokens_per_rank,
+                ),
+                rds_tier,
+            )
+        prefill = _part(
+            f"{cfg.name}-prefill",
+            prefill_pool_args(
+                cfg,
+                on_volume,
+                kv_tier_config_map=config_map_name(kv_tier.args) if kv_tier else None,
+                rds_nodes=kv_tier is not None and needs_rds_nodes(kv_tier.args),
+            ),
+            prefill_pool,
+        )
     decode = _part(f"{cfg.name}-decode", decode_pool_args(cfg, on_volume), decode_pool)
     epp = cfg.router
     entry_ports = target_ports(decode.args)
-    routed = _part(f"{cfg.name}-router", RouterArgs(
-        stack_name=cfg.name, namespace=ns, target_ports=entry_ports, image=epp.image, replicas=epp.replicas,
-        epp_config=routing.endpoint_picker_config(epp, cfg.topology), grpc_port=epp.grpc_port, health_port=epp.health_port,
-        metrics_port=epp.metrics_port, failure_mode=epp.failure_mode, max_unavailable=cfg.rollout.max_unavailable), router)
-    entry = _part(f"{cfg.name}-gateway", GatewayArgs(
-        stack_name=cfg.name, namespace=ns, pool_name=pool_name(cfg.name), class_name=cfg.gateway.class_name,
-        port=cfg.gateway.port, hostname=cfg.gateway.hostname), gateway)
+    routed = _part(
+        f"{cfg.name}-router",
+        RouterArgs(
+            stack_name=cfg.name,
+            namespace=ns,
+            target_ports=entry_ports,
+            image=epp.image,
+            replicas=epp.replicas,
+            epp_config=routing.endpoint_picker_config(epp, cfg.topology),
+            grpc_port=epp.grpc_port,
+            health_port=epp.health_port,
+            metrics_port=epp.metrics_port,
+            failure_mode=epp.failure_mode,
+            max_unavailable=cfg.rollout.max_unavailable,
+        ),
+        router,
+    )
+    entry = _part(
+        f"{cfg.name}-gateway",
+        GatewayArgs(
+            stack_name=cfg.name,
+            namespace=ns,
+            pool_name=pool_name(cfg.name),
+            class_name=cfg.gateway.class_name,
+            port=cfg.gateway.port,
+            hostname=cfg.gateway.hostname,
+        ),
+        gateway,
+    )
 
     serving = facts.decode
     prefill_serving = facts.roles["prefill"].serving if pd else None
     network = None
     if cfg.security.network_policies:
-        network = _part(f"{cfg.name}-network", NetworkIsolationArgs(
-            stack_name=cfg.name, namespace=ns, topology=cfg.topology, gateway_name=gateway_name(cfg.name),
-            gateway_pod_label=cfg.security.gateway_pod_label, monitoring_namespace=cfg.security.monitoring_namespace,
-            epp_labels=epp_labels(cfg.name), epp_grpc_port=epp.grpc_port, epp_metrics_port=epp.metrics_port,
-            entry_ports=entry_ports, decode_ports=serving.rank_ports, decode_nixl_ports=serving.side_channel_ports,
-            prefill_port=cfg.prefill.port if pd else None,
-            prefill_nixl_ports=prefill_serving.side_channel_ports if prefill_serving else []), network_isolation)
+        network = _part(
+            f"{cfg.name}-network",
+            NetworkIsolationArgs(
+                stack_name=cfg.name,
+                namespace=ns,
+                topology=cfg.topology,
+                gateway_name=gateway_name(cfg.name),
+                gateway_pod_label=cfg.security.gateway_pod_label,
+                monitoring_namespace=cfg.security.monitoring_namespace,
+                epp_labels=epp_labels(cfg.name),
+                epp_grpc_port=epp.grpc_port,
+                epp_metrics_port=epp.metrics_port,
+                entry_ports=entry_ports,
+                decode_ports=serving.rank_ports,
+                decode_nixl_ports=serving.side_channel_ports,
+                prefill_port=cfg.prefill.port if pd else None,
+                prefill_nixl_ports=prefill_serving.side_channel_ports if prefill_serving else [],
+            ),
+            network_isolation,
+        )
     observability = cfg.observability
     watched = None
     if observability.pod_monitors or observability.grafana_dashboard:
-        targets = [MonitoredRole(role="decode", selector={PART_OF_LABEL: cfg.name, ROLE_LABEL: "decode"},
-                                 port_names=[f"http-{i}" for i in range(len(serving.rank_ports))]),
-                   MonitoredRole(role="epp", selector=epp_labels(cfg.name), port_names=["metrics"], token=True)]
+        targets = [
+            MonitoredRole(
+                role="decode",
+                selector={PART_OF_LABEL: cfg.name, ROLE_LABEL: "decode"},
+                port_names=[f"http-{i}" for i in range(len(serving.rank_ports))],
+            ),
+            MonitoredRole(role="epp", selector=epp_labels(cfg.name), port_names=["metrics"], token=True),
+        ]
         if pd:
-            targets.insert(0, MonitoredRole(role="prefill", selector={PART_OF_LABEL: cfg.name, ROLE_LABEL: "prefill"},
-                                            port_names=["http"]))
-        watched = _part(f"{cfg.name}-monitoring", MonitoringArgs(
-            stack_name=cfg.name, namespace=ns, targets=targets, pod_monitors=observability.pod_monitors,
-            dashboard=observability.grafana_dashboard, scrape_interval=observability.scrape_interval,
-            decision_metric=routing.generation_of(cfg.router).decision_metric,
-            autoscaled=[pool for name in autoscaling.role_scalings(cfg)
-                        for _, pool in pool_names(cfg.name, name, cfg.placement.groups)]), monitoring)
-    outputs = {**facts.outputs(), "openaiBaseUrl": base_url(entry.args),
-               "servedModelName": cfg.model.served_name or cfg.model.name}
-    return StackObjects(namespace=namespace, hf_token=secret, weights=weights, kv_tier=kv_tier, prefill=prefill,
-                        decode=decode, router=routed, gateway=entry, network=network, monitoring=watched, outputs=outputs)
+            targets.insert(
+                0,
+                MonitoredRole(
+                    role="prefill", selector={PART_OF_LABEL: cfg.name, ROLE_LABEL: "prefill"}, port_names=["http"]
+                ),
+            )
+        watched = _part(
+            f"{cfg.name}-monitoring",
+            MonitoringArgs(
+                stack_name=cfg.name,
+                namespace=ns,
+                targets=targets,
+                pod_monitors=observability.pod_monitors,
+                dashboard=observability.grafana_dashboard,
+                scrape_interval=observability.scrape_interval,
+                decision_metric=routing.generation_of(cfg.router).decision_metric,
+                autoscaled=[
+                    pool
+                    for name in autoscaling.role_scalings(cfg)
+                    for _, pool in pool_names(cfg.name, name, cfg.placement.groups)
+                ],
+            ),
+            monitoring,
+        )
+    outputs = {
+        **facts.outputs(),
+        "openaiBaseUrl": base_url(entry.args),
+        "servedModelName": cfg.model.served_name or cfg.model.name,
+    }
+    return StackObjects(
+        namespace=namespace,
+        hf_token=secret,
+        weights=weights,
+        kv_tier=kv_tier,
+        prefill=prefill,
+        decode=decode,
+        router=routed,
+        gateway=entry,
+        network=network,
+        monitoring=watched,
+        outputs=outputs,
+    )

@@ -3,6 +3,7 @@
 The engine starts it as `python -u -m pulumi.policy <engine> policy/`, with only `policy/` on the
 path; the rules import `core.sizing` and `core.config`, so the project root goes first.
 """
+
 import pathlib
 import sys
 

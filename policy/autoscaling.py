@@ -8,6 +8,7 @@ Pulumi the pack reads a Deployment as the API server's dry run returns it, with 
 render leaves it out, objects/pod.py; tests/cluster/test_autoscaling.py shows Pulumi owning no count). KEDA's own defaults apply to what a ScaledObject leaves out: minReplicaCount 0,
 maxReplicaCount 100 (keda v2.18.1 apis/keda/v1alpha1/scaledobject_types.go: GetHPAMinReplicas, GetHPAMaxReplicas).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -19,8 +20,20 @@ from core.versions import engine as engine_versions
 from core.versions import router as router_versions
 from core.versions import image_name
 from policy.facts import Facts
-from policy.manifests import (Finding, PodTemplate, claimed_npus, find, is_rebel100, label_selector_matches,
-                              namespace_of, of_kind, pod_templates, replicas, resource_id, template_engines)
+from policy.manifests import (
+    Finding,
+    PodTemplate,
+    claimed_npus,
+    find,
+    is_rebel100,
+    label_selector_matches,
+    namespace_of,
+    of_kind,
+    pod_templates,
+    replicas,
+    resource_id,
+    template_engines,
+)
 
 ENGINE_ROLES = ("prefill", "decode")
 KEDA_DEFAULT_MIN, KEDA_DEFAULT_MAX = 0, 100
@@ -64,8 +77,9 @@ def scaled_engines(manifests: list[dict]) -> Iterator[Scaled]:
     """Every ScaledObject whose target is a prefill or decode workload among the manifests."""
     for scaled_object in of_kind(manifests, "ScaledObject"):
         target = (scaled_object.get("spec") or {}).get("scaleTargetRef") or {}
-        workload = find(manifests, str(target.get("kind") or "Deployment"), namespace_of(scaled_object),
-                        str(target.get("name", "")))
+        workload = find(
+            manifests, str(target.get("kind") or "Deployment"), namespace_of(scaled_object), str(target.get("name", ""))
+        )
         if workload is None:
             continue
         template = next(pod_templates([workload]), None)
@@ -77,8 +91,13 @@ def autoscaling_bounds(manifests: list[dict], facts: Facts) -> list[Finding]:
     """At least one pod of an engine role, and bounds that are not inverted."""
     found = []
     for scaled in scaled_engines(manifests):
-        problem = rules.autoscaling_bounds(scaled.role, scaled.min_replicas, scaled.max_replicas,
-                                           min_name="spec.minReplicaCount", max_name="spec.maxReplicaCount")
+        problem = rules.autoscaling_bounds(
+            scaled.role,
+            scaled.min_replicas,
+            scaled.max_replicas,
+            min_name="spec.minReplicaCount",
+            max_name="spec.maxReplicaCount",
+        )
         if problem:
             found.append(Finding(scaled.resource, problem))
     return found
@@ -91,8 +110,9 @@ def _devices(template: PodTemplate, manifests: list[dict], facts: Facts) -> int:
 
 def _spread(template: PodTemplate) -> bool:
     """Required pod anti-affinity on the hostname: one pod of the role per node."""
-    terms = (((template.spec.get("affinity") or {}).get("podAntiAffinity") or {})
-             .get("requiredDuringSchedulingIgnoredDuringExecution") or [])
+    terms = ((template.spec.get("affinity") or {}).get("podAntiAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or []
     return any(term.get("topologyKey") == "kubernetes.io/hostname" for term in terms)
 
 
@@ -107,18 +127,28 @@ def autoscaling_fits_site(manifests: list[dict], facts: Facts) -> list[Finding]:
     pods = {}
     for template in pod_templates(manifests):
         if is_rebel100(template, manifests, facts.npu_device_class):
-            pods[template.resource] = (_devices(template, manifests, facts),
-                                       maxima.get(template.resource, replicas(template.owner)))
+            pods[template.resource] = (
+                _devices(template, manifests, facts),
+                maxima.get(template.resource, replicas(template.owner)),
+            )
     total = sum(devices * count for devices, count in pods.values())
     found = []
     for one in scaled:
         if one.template.resource not in pods:
             continue
         devices, count = pods[one.template.resource]
-        problem = rules.autoscaling_fits_site(one.role, one.max_replicas, devices, total - devices * count, facts.nodes,
-                                              facts.npus_per_node, _spread(one.template),
-                                              max_name="spec.maxReplicaCount", nodes_name="nodes",
-                                              spread_name="required pod anti-affinity on kubernetes.io/hostname")
+        problem = rules.autoscaling_fits_site(
+            one.role,
+            one.max_replicas,
+            devices,
+            total - devices * count,
+            facts.nodes,
+            facts.npus_per_node,
+            _spread(one.template),
+            max_name="spec.maxReplicaCount",
+            nodes_name="nodes",
+            spread_name="required pod anti-affinity on kubernetes.io/hostname",
+        )
         if problem:
             found.append(Finding(one.resource, problem))
     return found
@@ -174,27 +204,53 @@ def autoscaling_signal(manifests: list[dict], facts: Facts) -> list[Finding]:
             where = f"triggers[{index}] (query {series})"
             from_epp = signal.source == "epp"
             namespace = namespace_of(scaled.scaled_object)
-            image = _epp_image(manifests, namespace) if from_epp else next(
-                (str(e.container.get("image", "")) for e in template_engines(scaled.template)), "")
+            image = (
+                _epp_image(manifests, namespace)
+                if from_epp
+                else next((str(e.container.get("image", "")) for e in template_engines(scaled.template)), "")
+            )
             served: Optional[str] = series
             if from_epp and image:
                 generation = router_versions.generation(image_version(image))
                 served = generation.decision_metric if generation else None
-            epp = next((t for t in pod_templates(manifests) if t.namespace == namespace and image and any(
-                c.get("image") == image for c in t.containers())), None) if from_epp else scaled.template
+            epp = (
+                next(
+                    (
+                        t
+                        for t in pod_templates(manifests)
+                        if t.namespace == namespace and image and any(c.get("image") == image for c in t.containers())
+                    ),
+                    None,
+                )
+                if from_epp
+                else scaled.template
+            )
             problem = rules.autoscaling_signal(
-                scaled.role, signal.name, signal.roles, scraped=_scraped(manifests, epp), series=served,
-                decider_feeds=True, image=image or "the EPP", metric_name=where,
-                fix_scrape="Add a PodMonitor that selects those pods.")
+                scaled.role,
+                signal.name,
+                signal.roles,
+                scraped=_scraped(manifests, epp),
+                series=served,
+                decider_feeds=True,
+                image=image or "the EPP",
+                metric_name=where,
+                fix_scrape="Add a PodMonitor that selects those pods.",
+            )
             if problem is None and served is not None and served != series:
-                problem = (f"{where} reads {series}, but {image} serves the P/D decision counter as {served} (its "
-                           f"router generation, core/versions/router.py): the query reads nothing and the role never "
-                           f"scales up. Query {served}.")
+                problem = (
+                    f"{where} reads {series}, but {image} serves the P/D decision counter as {served} (its "
+                    f"router generation, core/versions/router.py): the query reads nothing and the role never "
+                    f"scales up. Query {served}."
+                )
             if problem is None and (from_epp or engine_versions.is_engine_image(image)):
                 feature = autoscaling.signal_feature(signal, image)
                 if feature is not None:
-                    problem = rules.image_has_features(image, image_version(image), [feature],
-                                                       image_name="the EPP's image" if from_epp else "engine image")
+                    problem = rules.image_has_features(
+                        image,
+                        image_version(image),
+                        [feature],
+                        image_name="the EPP's image" if from_epp else "engine image",
+                    )
             if problem:
                 found.append(Finding(scaled.resource, problem))
     return found

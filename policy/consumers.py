@@ -3,6 +3,7 @@ apiVersion of the EndpointPickerConfig it mounts, the routing sidecar image know
 (facts: core/versions/router.py; the same rule as the config gate's `router.image` and
 `decode.sidecar.image`: core.rules.image_has_features).
 """
+
 from __future__ import annotations
 
 from core import rules
@@ -21,16 +22,18 @@ def router_images_have_features(manifests: list[dict], facts: Facts) -> list[Fin
         used = router_versions.epp_features_used(config)
         for template, container in epp_containers(manifests, config_map):
             image = str(container.get("image", ""))
-            problem = rules.image_has_features(image, image_version(image), used,
-                                               image_name=f"container {container.get('name', '?')} image")
+            problem = rules.image_has_features(
+                image, image_version(image), used, image_name=f"container {container.get('name', '?')} image"
+            )
             if problem:
                 found.append(Finding(template.resource, problem))
     for template in pod_templates(manifests):
         for sidecar in routing_sidecars(template):
             image = str(sidecar.container.get("image", ""))
             used = router_versions.sidecar_features_used(command_line(sidecar.container))
-            problem = rules.image_has_features(image, image_version(image), used,
-                                               image_name=f"container {sidecar.name} image")
+            problem = rules.image_has_features(
+                image, image_version(image), used, image_name=f"container {sidecar.name} image"
+            )
             if problem:
                 found.append(Finding(template.resource, problem))
     return found
@@ -47,10 +50,19 @@ def router_config_schema(manifests: list[dict], facts: Facts) -> list[Finding]:
                 continue  # router-images-have-features names the missing feature
             data = epp_schema.data_for("epp", image_version(image))
             for problem in epp_schema.check_epp_config(config, data) if data else []:
-                found.append(Finding(resource_id(config_map), rules.program_refuses(
-                    f"the EPP {data['version']}", image, f"data[{key}] {problem.path}", problem.message,
-                    data_source=f"core/versions/data/epp-v{data['version']}.json",
-                    fix="Remove or correct it, or pin an EPP that has it.")))
+                found.append(
+                    Finding(
+                        resource_id(config_map),
+                        rules.program_refuses(
+                            f"the EPP {data['version']}",
+                            image,
+                            f"data[{key}] {problem.path}",
+                            problem.message,
+                            data_source=f"core/versions/data/epp-v{data['version']}.json",
+                            fix="Remove or correct it, or pin an EPP that has it.",
+                        ),
+                    )
+                )
     for template in pod_templates(manifests):
         for sidecar in routing_sidecars(template):
             image = str(sidecar.container.get("image", ""))
@@ -59,10 +71,19 @@ def router_config_schema(manifests: list[dict], facts: Facts) -> list[Finding]:
                 continue
             data = epp_schema.data_for("sidecar", image_version(image))
             for problem in epp_schema.check_sidecar_args(args, data) if data else []:
-                found.append(Finding(template.resource, rules.program_refuses(
-                    f"the P/D sidecar {data['version']}", image, f"container {sidecar.name} flag {problem.path}",
-                    problem.message, data_source=f"core/versions/data/sidecar-v{data['version']}.json",
-                    fix="Remove it, or pin a sidecar that has it.")))
+                found.append(
+                    Finding(
+                        template.resource,
+                        rules.program_refuses(
+                            f"the P/D sidecar {data['version']}",
+                            image,
+                            f"container {sidecar.name} flag {problem.path}",
+                            problem.message,
+                            data_source=f"core/versions/data/sidecar-v{data['version']}.json",
+                            fix="Remove it, or pin a sidecar that has it.",
+                        ),
+                    )
+                )
     return found
 
 

@@ -5,6 +5,7 @@ A vllm-rbln image must be at least the first release of every flag, KV connector
 engine gets must be one lmcache reads (core.versions.lmcache, dumped from lmcache's own config definition), and every
 `vllm serve` argument one vLLM's own parser accepts (core.versions.vllm_args).
 """
+
 from __future__ import annotations
 
 from core import rules
@@ -60,5 +61,9 @@ def lmcache_env_known(manifests: list[dict], facts: Facts) -> list[Finding]:
         for extra_key in sorted(extra) if isinstance(extra, dict) else []:
             problem = lmcache_facts.misplaced_extra_config_key(str(extra_key))
             if problem:
-                found.append(Finding(engine.resource, f"container {engine.name} env LMCACHE_EXTRA_CONFIG key {extra_key}: {problem}"))
+                found.append(
+                    Finding(
+                        engine.resource, f"container {engine.name} env LMCACHE_EXTRA_CONFIG key {extra_key}: {problem}"
+                    )
+                )
     return found

@@ -5,6 +5,7 @@ HBM per chiplet, NVMe drives, the model's layers...). Their defaults and descrip
 the program's own config models (`core.config`), so the pack and the program's hardware profile
 cannot drift; a platform team overrides them per policy with `--policy-pack-config`.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -36,8 +37,10 @@ class Fact:
         if self.model is None:
             description = self.own_description
         else:
-            description = (f"{self.model.model_fields[self.field].description} "
-                           f"(default from core.config.{self.model.__name__}.{self.field})")
+            description = (
+                f"{self.model.model_fields[self.field].description} "
+                f"(default from core.config.{self.model.__name__}.{self.field})"
+            )
         default = list(self.default) if self.json_type == "array" else self.default
         prop: dict[str, Any] = {"type": self.json_type, "default": default, "description": description}
         if self.json_type in ("integer", "number"):
@@ -67,8 +70,15 @@ class Fact:
 # DP-local can be compared with what a GPU, Gaudi, XPU or ATOM pod gets. The Rebel100 class
 # (npuDeviceClass) always counts as well.
 ACCELERATOR_DEVICE_CLASSES = ("gpu.nvidia.com", "gpu.amd.com", "gpu.intel.com", "gaudi.intel.com")
-ACCELERATOR_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915", "gpu.intel.com/xe", "habana.ai/gaudi",
-                         "rebellions.ai/ATOM", "rebellions.ai/REBEL")
+ACCELERATOR_RESOURCES = (
+    "nvidia.com/gpu",
+    "amd.com/gpu",
+    "gpu.intel.com/i915",
+    "gpu.intel.com/xe",
+    "habana.ai/gaudi",
+    "rebellions.ai/ATOM",
+    "rebellions.ai/REBEL",
+)
 
 
 FACTS = (
@@ -76,19 +86,40 @@ FACTS = (
     Fact("hbmPerChipletGib", "hbm_per_chiplet_gib", "number", Hardware, "hbm_per_chiplet_gib"),
     Fact("nvmeDrivesPerNode", "nvme_drives_per_node", "integer", Hardware, "nvme_drives_per_node"),
     Fact("npuDeviceClass", "npu_device_class", "string", Hardware, "npu_device_class"),
-    Fact("acceleratorDeviceClasses", "accelerator_device_classes", "array", None, "", ACCELERATOR_DEVICE_CLASSES,
-         "DRA DeviceClasses whose devices count as accelerators of an engine besides npuDeviceClass (one device "
-         "each), so engines that are not Rebel100 are checked against what they claim (pack default)"),
-    Fact("acceleratorResources", "accelerator_resources", "array", None, "", ACCELERATOR_RESOURCES,
-         "Extended resources (limits/requests) whose count is an engine's accelerators, e.g. nvidia.com/gpu (pack default)"),
+    Fact(
+        "acceleratorDeviceClasses",
+        "accelerator_device_classes",
+        "array",
+        None,
+        "",
+        ACCELERATOR_DEVICE_CLASSES,
+        "DRA DeviceClasses whose devices count as accelerators of an engine besides npuDeviceClass (one device "
+        "each), so engines that are not Rebel100 are checked against what they claim (pack default)",
+    ),
+    Fact(
+        "acceleratorResources",
+        "accelerator_resources",
+        "array",
+        None,
+        "",
+        ACCELERATOR_RESOURCES,
+        "Extended resources (limits/requests) whose count is an engine's accelerators, e.g. nvidia.com/gpu (pack default)",
+    ),
     Fact("rdsChunkOverheadMib", "rds_chunk_overhead_mib", "number", KvTier, "rds_chunk_overhead_mib"),
     Fact("rdsStagingBufferMib", "rds_staging_buffer_mib", "number", KvTier, "staging_buffer_mib"),
     Fact("modelLayers", "model_layers", "integer", ModelSpec, "layers"),
     Fact("modelExperts", "model_experts", "integer", ModelSpec, "experts"),
     Fact("modelMaxContext", "model_max_context", "integer", ModelSpec, "max_context"),
-    Fact("nodes", "nodes", "integer", None, "", 0,
-         "NPU nodes of the site (hardware.nodes of the stack): autoscaled engines must fit them at their maximum; "
-         "0: not known, not checked (pack default)"),
+    Fact(
+        "nodes",
+        "nodes",
+        "integer",
+        None,
+        "",
+        0,
+        "NPU nodes of the site (hardware.nodes of the stack): autoscaled engines must fit them at their maximum; "
+        "0: not known, not checked (pack default)",
+    ),
 )
 BY_KEY = {fact.key: fact for fact in FACTS}
 # Where each config model of a fact sits in a stack's config.
@@ -98,8 +129,9 @@ _SECTIONS = {Hardware: "hardware", KvTier: "kv_tier", ModelSpec: "model"}
 def stack_values(cfg: StackConfig) -> dict[str, Any]:
     """The facts a stack's own config states (its hardware profile and model), by pack config key: what
     `python -m stacks check STACK` judges that stack's render with, so the pack and the gate agree."""
-    values = {fact.key: getattr(getattr(cfg, _SECTIONS[fact.model]), fact.field)
-              for fact in FACTS if fact.model is not None}
+    values = {
+        fact.key: getattr(getattr(cfg, _SECTIONS[fact.model]), fact.field) for fact in FACTS if fact.model is not None
+    }
     return {**values, "nodes": cfg.hardware.nodes or 0}
 
 

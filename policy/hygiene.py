@@ -7,12 +7,21 @@ them the scheduler packs engines onto nodes whose CPU the NPU runtime needs, and
 engines behind an ingress NetworkPolicy and scraped by a PodMonitor (a dev cluster may have neither:
 `policy/config/dev.json` makes these two advice, as the dev stack file says).
 """
+
 from __future__ import annotations
 
 from core import formats
 from policy.facts import Facts
-from policy.manifests import (Finding, engines, label_selector_matches, namespace_of, of_kind,
-                              pod_templates, show_labels, template_engines)
+from policy.manifests import (
+    Finding,
+    engines,
+    label_selector_matches,
+    namespace_of,
+    of_kind,
+    pod_templates,
+    show_labels,
+    template_engines,
+)
 
 TOKEN_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 
@@ -26,15 +35,23 @@ def hf_token_secret_ref(manifests: list[dict], facts: Facts) -> list[Finding]:
             for entry in (e for e in container.get("env") or [] if isinstance(e, dict) and e.get("name") in TOKEN_ENV):
                 name = entry["name"]
                 if "value" in entry:
-                    found.append(Finding(template.resource,
-                        f"container {container.get('name')} env {name} is a literal value: the token ends up in the "
-                        f"stack state, the rendered YAML and anyone's `kubectl get -o yaml`. Use valueFrom.secretKeyRef "
-                        f"to a Secret (rebel100:hfTokenSecret, key token)."))
+                    found.append(
+                        Finding(
+                            template.resource,
+                            f"container {container.get('name')} env {name} is a literal value: the token ends up in the "
+                            f"stack state, the rendered YAML and anyone's `kubectl get -o yaml`. Use valueFrom.secretKeyRef "
+                            f"to a Secret (rebel100:hfTokenSecret, key token).",
+                        )
+                    )
                 elif not (entry.get("valueFrom") or {}).get("secretKeyRef"):
                     source = ", ".join(entry.get("valueFrom") or {}) or "nothing"
-                    found.append(Finding(template.resource,
-                        f"container {container.get('name')} env {name} comes from {source}, not from a Secret: "
-                        f"ConfigMaps and fields are not access-controlled as secrets. Use valueFrom.secretKeyRef."))
+                    found.append(
+                        Finding(
+                            template.resource,
+                            f"container {container.get('name')} env {name} comes from {source}, not from a Secret: "
+                            f"ConfigMaps and fields are not access-controlled as secrets. Use valueFrom.secretKeyRef.",
+                        )
+                    )
     return found
 
 
@@ -46,10 +63,14 @@ def env_names_unique(manifests: list[dict], facts: Facts) -> list[Finding]:
             names = [str(e.get("name")) for e in container.get("env") or [] if isinstance(e, dict)]
             twice = sorted({name for name in names if names.count(name) > 1})
             if twice:
-                found.append(Finding(template.resource,
-                    f"container {container.get('name')} has more than one env entry named {', '.join(twice)}: the API "
-                    f"server's server-side apply refuses the object (duplicate entries for key [name=...]), so the "
-                    f"deployment fails half way. Keep one entry per name."))
+                found.append(
+                    Finding(
+                        template.resource,
+                        f"container {container.get('name')} has more than one env entry named {', '.join(twice)}: the API "
+                        f"server's server-side apply refuses the object (duplicate entries for key [name=...]), so the "
+                        f"deployment fails half way. Keep one entry per name.",
+                    )
+                )
     return found
 
 
@@ -66,11 +87,22 @@ def image_tag_pinned(manifests: list[dict], facts: Facts) -> list[Finding]:
             if reference and reference.digest:
                 continue
             if not image or tag is None or tag == "latest":
-                what = "has no image" if not image else (f"image {image} is untagged (pulls latest)" if tag is None
-                                                         else f"image {image} uses the latest tag")
-                found.append(Finding(template.resource,
-                    f"container {container.get('name')} {what}: the image can change under a running stack and a "
-                    f"rollback redeploys something else. Pin a version tag or a digest (image@sha256:...)."))
+                what = (
+                    "has no image"
+                    if not image
+                    else (
+                        f"image {image} is untagged (pulls latest)"
+                        if tag is None
+                        else f"image {image} uses the latest tag"
+                    )
+                )
+                found.append(
+                    Finding(
+                        template.resource,
+                        f"container {container.get('name')} {what}: the image can change under a running stack and a "
+                        f"rollback redeploys something else. Pin a version tag or a digest (image@sha256:...).",
+                    )
+                )
     return found
 
 
@@ -85,9 +117,13 @@ def runtime_accepts_container(manifests: list[dict], facts: Facts) -> list[Findi
             image = container.get("image")
             problem = formats.image_problem(str(image)) if image else None
             if problem:
-                found.append(Finding(template.resource,
-                    f"container {name} image {image!r} is not an image reference the kubelet can parse ({problem}): "
-                    f"the pod never starts (InvalidImageName). {formats.IMAGE.rule} ({formats.IMAGE.source})."))
+                found.append(
+                    Finding(
+                        template.resource,
+                        f"container {name} image {image!r} is not an image reference the kubelet can parse ({problem}): "
+                        f"the pod never starts (InvalidImageName). {formats.IMAGE.rule} ({formats.IMAGE.source}).",
+                    )
+                )
             capabilities = (container.get("securityContext") or {}).get("capabilities") or {}
             for field in ("add", "drop"):
                 for capability in capabilities.get(field) or []:
@@ -96,9 +132,13 @@ def runtime_accepts_container(manifests: list[dict], facts: Facts) -> list[Findi
                         continue  # the runtime's word for every capability; adding it is pod-security-context's
                     problem = formats.capability_problem(text)
                     if problem:
-                        found.append(Finding(template.resource,
-                            f"container {name} securityContext.capabilities.{field} {text!r}: {problem}. "
-                            f"{formats.CAPABILITY.rule}."))
+                        found.append(
+                            Finding(
+                                template.resource,
+                                f"container {name} securityContext.capabilities.{field} {text!r}: {problem}. "
+                                f"{formats.CAPABILITY.rule}.",
+                            )
+                        )
     return found
 
 
@@ -110,11 +150,15 @@ def engine_resource_requests(manifests: list[dict], facts: Facts) -> list[Findin
         requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
         missing = [name for name in ("cpu", "memory") if name not in requests and name not in limits]
         if missing:
-            found.append(Finding(engine.resource,
-                f"engine container {engine.name} sets no resources.requests.{' or '.join(missing)}: the scheduler "
-                f"may pack it next to other pods on a node whose CPU and memory the NPU runtime, tokenizer and "
-                f"KV offload need, and it is evicted first under pressure. Set resources.requests (and limits) "
-                f"{' and '.join(missing)}."))
+            found.append(
+                Finding(
+                    engine.resource,
+                    f"engine container {engine.name} sets no resources.requests.{' or '.join(missing)}: the scheduler "
+                    f"may pack it next to other pods on a node whose CPU and memory the NPU runtime, tokenizer and "
+                    f"KV offload need, and it is evicted first under pressure. Set resources.requests (and limits) "
+                    f"{' and '.join(missing)}.",
+                )
+            )
     return found
 
 
@@ -125,16 +169,26 @@ def _engine_templates(manifests: list[dict]):
 def engine_network_policy(manifests: list[dict], facts: Facts) -> list[Finding]:
     """Every engine pod is selected by an ingress NetworkPolicy of its namespace."""
     found = []
-    policies = [p for p in of_kind(manifests, "NetworkPolicy")
-                if "Ingress" in ((p.get("spec") or {}).get("policyTypes") or ["Ingress"])]
+    policies = [
+        p
+        for p in of_kind(manifests, "NetworkPolicy")
+        if "Ingress" in ((p.get("spec") or {}).get("policyTypes") or ["Ingress"])
+    ]
     for template in _engine_templates(manifests):
-        if not any(namespace_of(p) == template.namespace and
-                   label_selector_matches((p.get("spec") or {}).get("podSelector") or {}, template.labels) for p in policies):
-            found.append(Finding(template.resource,
-                f"no ingress NetworkPolicy in namespace {template.namespace} selects this engine pod template (labels "
-                f"{show_labels(template.labels)}): anything in the cluster can reach its serving, DP RPC and NIXL "
-                f"ports and bypass the gateway and router. Add a NetworkPolicy whose podSelector matches these labels "
-                f"(rebel100:security.networkPolicies true)."))
+        if not any(
+            namespace_of(p) == template.namespace
+            and label_selector_matches((p.get("spec") or {}).get("podSelector") or {}, template.labels)
+            for p in policies
+        ):
+            found.append(
+                Finding(
+                    template.resource,
+                    f"no ingress NetworkPolicy in namespace {template.namespace} selects this engine pod template (labels "
+                    f"{show_labels(template.labels)}): anything in the cluster can reach its serving, DP RPC and NIXL "
+                    f"ports and bypass the gateway and router. Add a NetworkPolicy whose podSelector matches these labels "
+                    f"(rebel100:security.networkPolicies true).",
+                )
+            )
     return found
 
 
@@ -143,14 +197,22 @@ def engine_metrics_scraped(manifests: list[dict], facts: Facts) -> list[Finding]
     found = []
     monitors = of_kind(manifests, "PodMonitor")
     for template in _engine_templates(manifests):
+
         def covers(monitor: dict) -> bool:
             spec = monitor.get("spec") or {}
             namespaces = spec.get("namespaceSelector") or {}
-            in_scope = namespaces.get("any") or template.namespace in (namespaces.get("matchNames") or [namespace_of(monitor)])
+            in_scope = namespaces.get("any") or template.namespace in (
+                namespaces.get("matchNames") or [namespace_of(monitor)]
+            )
             return bool(in_scope) and label_selector_matches(spec.get("selector") or {}, template.labels)
+
         if not any(covers(m) for m in monitors):
-            found.append(Finding(template.resource,
-                f"no PodMonitor selects this engine pod template (labels {show_labels(template.labels)}): vLLM's "
-                f"/metrics (KV cache usage, queue length, TTFT) are not scraped, so capacity and latency alerts are "
-                f"blind. Add a PodMonitor whose selector matches these labels (rebel100:observability.podMonitors true)."))
+            found.append(
+                Finding(
+                    template.resource,
+                    f"no PodMonitor selects this engine pod template (labels {show_labels(template.labels)}): vLLM's "
+                    f"/metrics (KV cache usage, queue length, TTFT) are not scraped, so capacity and latency alerts are "
+                    f"blind. Add a PodMonitor whose selector matches these labels (rebel100:observability.podMonitors true).",
+                )
+            )
     return found

@@ -1,6 +1,7 @@
 """The pack's enforcement files (`policy/config/dev.json`, `prod.json`) and which one a stack gets: read by
 `check`, and by scripts/up and scripts/preview through `python -m stacks policy-config` without loading the
 policies themselves."""
+
 from __future__ import annotations
 
 import pathlib

@@ -5,6 +5,7 @@ properties), never on the program's Python objects, so the same rules judge the 
 hand-edited copy or a Helm chart's output. This module is the one place that knows where things are
 in those dicts; the rule modules only decide.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -55,8 +56,11 @@ def of_kind(manifests: Iterable[dict], kind: str) -> list[dict]:
 
 def find(manifests: Iterable[dict], kind: str, namespace: str, name: str) -> Optional[dict]:
     for manifest in manifests:
-        if manifest.get("kind") == kind and namespace_of(manifest) == namespace \
-                and (manifest.get("metadata") or {}).get("name") == name:
+        if (
+            manifest.get("kind") == kind
+            and namespace_of(manifest) == namespace
+            and (manifest.get("metadata") or {}).get("name") == name
+        ):
             return manifest
     return None
 
@@ -76,10 +80,18 @@ def label_selector_matches(selector: dict, labels: dict) -> bool:
     if not all(labels.get(k) == str(v) for k, v in (selector.get("matchLabels") or {}).items()):
         return False
     for expression in selector.get("matchExpressions") or []:
-        key, operator, values = expression.get("key"), expression.get("operator"), [str(v) for v in expression.get("values") or []]
+        key, operator, values = (
+            expression.get("key"),
+            expression.get("operator"),
+            [str(v) for v in expression.get("values") or []],
+        )
         present = key in labels
-        if (operator == "In" and labels.get(key) not in values) or (operator == "NotIn" and present and labels[key] in values) \
-                or (operator == "Exists" and not present) or (operator == "DoesNotExist" and present):
+        if (
+            (operator == "In" and labels.get(key) not in values)
+            or (operator == "NotIn" and present and labels[key] in values)
+            or (operator == "Exists" and not present)
+            or (operator == "DoesNotExist" and present)
+        ):
             return False
     return True
 
@@ -96,7 +108,6 @@ def show_labels(labels: dict) -> str:
 
 
 # --- pod templates -------------------------------------------------------------------------
-
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,18 +189,44 @@ def service_account(template: PodTemplate) -> str:
 
 # vLLM flags that take no value: needed so that `--enable-prefix-caching MODEL` reads MODEL as the
 # positional model, not as the flag's value. Unknown bare flags are recognised by what follows them.
-VLLM_BOOLEAN_FLAGS = frozenset({
-    "--enable-prefix-caching", "--no-enable-prefix-caching", "--enable-chunked-prefill", "--no-enable-chunked-prefill",
-    "--enable-auto-tool-choice", "--enable-expert-parallel", "--data-parallel-multi-port-external-lb",
-    "--data-parallel-external-lb", "--data-parallel-hybrid-lb", "--trust-remote-code", "--enforce-eager",
-    "--disable-log-requests", "--disable-log-stats", "--enable-log-requests", "--headless", "--api-server-count-auto",
-    "--disable-custom-all-reduce", "--disable-sliding-window", "--skip-tokenizer-init", "--enable-lora",
-    "--enable-sleep-mode", "--disable-fastapi-docs", "--enable-server-load-tracking", "--enable-dbo",
-})
+VLLM_BOOLEAN_FLAGS = frozenset(
+    {
+        "--enable-prefix-caching",
+        "--no-enable-prefix-caching",
+        "--enable-chunked-prefill",
+        "--no-enable-chunked-prefill",
+        "--enable-auto-tool-choice",
+        "--enable-expert-parallel",
+        "--data-parallel-multi-port-external-lb",
+        "--data-parallel-external-lb",
+        "--data-parallel-hybrid-lb",
+        "--trust-remote-code",
+        "--enforce-eager",
+        "--disable-log-requests",
+        "--disable-log-stats",
+        "--enable-log-requests",
+        "--headless",
+        "--api-server-count-auto",
+        "--disable-custom-all-reduce",
+        "--disable-sliding-window",
+        "--skip-tokenizer-init",
+        "--enable-lora",
+        "--enable-sleep-mode",
+        "--disable-fastapi-docs",
+        "--enable-server-load-tracking",
+        "--enable-dbo",
+    }
+)
 # vLLM's short aliases.
-VLLM_ALIASES = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size", "-dp": "--data-parallel-size",
-                "-dpl": "--data-parallel-size-local", "-dpr": "--data-parallel-rank", "-ep": "--enable-expert-parallel",
-                "-q": "--quantization"}
+VLLM_ALIASES = {
+    "-tp": "--tensor-parallel-size",
+    "-pp": "--pipeline-parallel-size",
+    "-dp": "--data-parallel-size",
+    "-dpl": "--data-parallel-size-local",
+    "-dpr": "--data-parallel-rank",
+    "-ep": "--enable-expert-parallel",
+    "-q": "--quantization",
+}
 
 FlagValue = Union[str, bool]
 
@@ -245,8 +282,9 @@ class Flags:
             return None
 
 
-def parse_flags(argv: Iterable[str], *, boolean: frozenset = frozenset(), aliases: Optional[dict] = None,
-                go_style: bool = False) -> Flags:
+def parse_flags(
+    argv: Iterable[str], *, boolean: frozenset = frozenset(), aliases: Optional[dict] = None, go_style: bool = False
+) -> Flags:
     """Parse a command line. `go_style` accepts Go's single-dash long flags (`-vllm-port=8200`)."""
     aliases = aliases or {}
     values: dict[str, FlagValue] = {}
@@ -267,7 +305,9 @@ def parse_flags(argv: Iterable[str], *, boolean: frozenset = frozenset(), aliase
             name = "--" + name[2:].replace("_", "-")
         if has_value:
             values[name] = value
-        elif name in boolean or index >= len(tokens) or (tokens[index].startswith("-") and not _is_number(tokens[index])):
+        elif (
+            name in boolean or index >= len(tokens) or (tokens[index].startswith("-") and not _is_number(tokens[index]))
+        ):
             values[name] = True
         else:
             values[name] = tokens[index]
@@ -308,9 +348,9 @@ def serve_argv(container: dict) -> Optional[list[str]]:
     words = command_line(container)
     for index in range(len(words) - 1):
         if (words[index] == "vllm" or words[index].endswith("/vllm")) and words[index + 1] == "serve":
-            return words[index + 2:]
+            return words[index + 2 :]
         if words[index] == "-m" and words[index + 1] == VLLM_API_SERVER_MODULE:
-            return words[index + 2:]
+            return words[index + 2 :]
     return None
 
 
@@ -384,7 +424,9 @@ def template_engines(template: PodTemplate) -> list[Engine]:
     for container in template.containers():
         argv = serve_argv(container)
         if argv is not None:
-            found.append(Engine(template, container, parse_flags(argv, boolean=VLLM_BOOLEAN_FLAGS, aliases=VLLM_ALIASES)))
+            found.append(
+                Engine(template, container, parse_flags(argv, boolean=VLLM_BOOLEAN_FLAGS, aliases=VLLM_ALIASES))
+            )
     return found
 
 
@@ -429,7 +471,12 @@ def routing_sidecars(template: PodTemplate) -> list[Sidecar]:
             continue
         flags = parse_flags(command_line(container), go_style=True)
         image = str(container.get("image", ""))
-        if "--vllm-port" in flags.values or "routing-sidecar" in image or "disagg-sidecar" in image or container.get("name") == "routing-proxy":
+        if (
+            "--vllm-port" in flags.values
+            or "routing-sidecar" in image
+            or "disagg-sidecar" in image
+            or container.get("name") == "routing-proxy"
+        ):
             found.append(Sidecar(template, container, flags))
     return found
 
@@ -543,8 +590,9 @@ def _claim_source(template: PodTemplate, pod_claim: dict, manifests: list[dict])
     return (claim or {}).get("spec") if claim else None, f"ResourceClaim {name}"
 
 
-def claimed_devices(template: PodTemplate, manifests: list[dict], device_classes: Iterable[str],
-                    container: Optional[dict] = None) -> ClaimedDevices:
+def claimed_devices(
+    template: PodTemplate, manifests: list[dict], device_classes: Iterable[str], container: Optional[dict] = None
+) -> ClaimedDevices:
     """Devices of `device_classes` claimed through DRA by one container (through `resources.claims`) or,
     without a container, by the whole pod (every entry of `spec.resourceClaims`)."""
     classes = frozenset(device_classes)
@@ -572,13 +620,16 @@ def claimed_devices(template: PodTemplate, manifests: list[dict], device_classes
             elif number:
                 count += number
                 field = "exactly.count" if isinstance(request.get("exactly"), dict) else "count"
-                sources.append(f"{label} spec.spec.devices.requests[{request.get('name')}].{field} {number} "
-                               f"(deviceClassName {device_class})")
+                sources.append(
+                    f"{label} spec.spec.devices.requests[{request.get('name')}].{field} {number} "
+                    f"(deviceClassName {device_class})"
+                )
     return ClaimedDevices(count, sources, problems, unresolved)
 
 
-def claimed_npus(template: PodTemplate, manifests: list[dict], device_class: str,
-                 container: Optional[dict] = None) -> ClaimedDevices:
+def claimed_npus(
+    template: PodTemplate, manifests: list[dict], device_class: str, container: Optional[dict] = None
+) -> ClaimedDevices:
     """NPUs of the one DeviceClass `device_class` (claimed_devices with one class)."""
     return claimed_devices(template, manifests, (device_class,), container)
 
@@ -612,13 +663,22 @@ def extended_devices(container: dict, resource_names: Iterable[str]) -> ClaimedD
     return ClaimedDevices(count, sources, problems)
 
 
-def container_accelerators(template: PodTemplate, container: dict, manifests: list[dict], device_classes: Iterable[str],
-                           resource_names: Iterable[str]) -> ClaimedDevices:
+def container_accelerators(
+    template: PodTemplate,
+    container: dict,
+    manifests: list[dict],
+    device_classes: Iterable[str],
+    resource_names: Iterable[str],
+) -> ClaimedDevices:
     """Everything that gives one container accelerators: DRA claims of `device_classes` plus extended resources."""
     claimed = claimed_devices(template, manifests, device_classes, container)
     extended = extended_devices(container, resource_names)
-    return ClaimedDevices(claimed.count + extended.count, claimed.sources + extended.sources,
-                          claimed.problems + extended.problems, claimed.unresolved)
+    return ClaimedDevices(
+        claimed.count + extended.count,
+        claimed.sources + extended.sources,
+        claimed.problems + extended.problems,
+        claimed.unresolved,
+    )
 
 
 def runs_on_cpu(template: PodTemplate, resource_names: Iterable[str]) -> bool:
@@ -627,7 +687,8 @@ def runs_on_cpu(template: PodTemplate, resource_names: Iterable[str]) -> bool:
     claims anything through DRA is not read as CPU-only, so a class missing from the config is reported."""
     names = tuple(resource_names)
     return not template.spec.get("resourceClaims") and not any(
-        extended_devices(c, names).count or extended_devices(c, names).problems for c in template.containers())
+        extended_devices(c, names).count or extended_devices(c, names).problems for c in template.containers()
+    )
 
 
 def is_rebel100(template: PodTemplate, manifests: list[dict], npu_device_class: str) -> bool:

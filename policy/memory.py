@@ -7,6 +7,7 @@ in what `--gpu-memory-utilization` leaves free, and lmcache-rbln older than 0.12
 (its `envFrom` ConfigMaps included) and args, and the drives, chunk overhead, staging buffer and HBM
 from the annotation `rebel100.ai/rds-budget` of that ConfigMap (RdsTier writes it), else the pack config.
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -17,8 +18,16 @@ from core.formats import image_reference
 from core.versions import image_version
 from core.labels import LMCACHE_VERSION_ANNOTATION, RDS_BUDGET_ANNOTATION, RDS_BUDGET_KEYS
 from policy.facts import Facts
-from policy.manifests import (Engine, Finding, effective_env, env_flag_on, env_from_config_maps, engines,
-                              is_rebel100, parse_structured)
+from policy.manifests import (
+    Engine,
+    Finding,
+    effective_env,
+    env_flag_on,
+    env_from_config_maps,
+    engines,
+    is_rebel100,
+    parse_structured,
+)
 
 EXTRA_CONFIG_ENV = "LMCACHE_EXTRA_CONFIG"
 CHUNK_SIZE_ENV = "LMCACHE_CHUNK_SIZE"
@@ -28,13 +37,26 @@ SUB_BLOCK_ENV = "VLLM_RBLN_SUB_BLOCK_CACHE"
 def _budget_inputs(engine: Engine, manifests: list[dict], facts: Facts) -> tuple[dict, str]:
     """(drives, chunk overhead, staging, HBM) the budget is judged with, and where they came from:
     the annotation of the engine's LMCache ConfigMap (what the stack was checked against), else the pack config."""
-    inputs = dict(zip(RDS_BUDGET_KEYS, (facts.nvme_drives_per_node, facts.rds_chunk_overhead_mib,
-                                        facts.rds_staging_buffer_mib, facts.hbm_per_chiplet_gib)))
+    inputs = dict(
+        zip(
+            RDS_BUDGET_KEYS,
+            (
+                facts.nvme_drives_per_node,
+                facts.rds_chunk_overhead_mib,
+                facts.rds_staging_buffer_mib,
+                facts.hbm_per_chiplet_gib,
+            ),
+        )
+    )
     for config_map in env_from_config_maps(engine.template, engine.container, manifests):
         text = ((config_map.get("metadata") or {}).get("annotations") or {}).get(RDS_BUDGET_ANNOTATION)
         annotated = parse_structured(text) if text else None
         if isinstance(annotated, dict):
-            numbers = {k: v for k, v in annotated.items() if k in inputs and isinstance(v, (int, float)) and not isinstance(v, bool)}
+            numbers = {
+                k: v
+                for k, v in annotated.items()
+                if k in inputs and isinstance(v, (int, float)) and not isinstance(v, bool)
+            }
             name = (config_map.get("metadata") or {}).get("name")
             return {**inputs, **numbers}, f"ConfigMap {name} annotation {RDS_BUDGET_ANNOTATION}"
     return inputs, "the policy config"
@@ -47,12 +69,18 @@ def _rds_max_chunks(engine: Engine, manifests: list[dict]) -> tuple[Optional[int
         return None, None
     extra = parse_structured(text)
     if not isinstance(extra, dict):
-        return None, f"env {EXTRA_CONFIG_ENV} {text!r} is not a JSON object, so LMCache cannot read it. Write it as JSON, e.g. {{\"rds_max_chunks\": 1000}}."
+        return (
+            None,
+            f'env {EXTRA_CONFIG_ENV} {text!r} is not a JSON object, so LMCache cannot read it. Write it as JSON, e.g. {{"rds_max_chunks": 1000}}.',
+        )
     if "rds_max_chunks" not in extra:
         return None, None
     value = extra["rds_max_chunks"]
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        return None, f"env {EXTRA_CONFIG_ENV} rds_max_chunks {value!r} is not a positive integer. Set a chunk count such as 1000."
+        return (
+            None,
+            f"env {EXTRA_CONFIG_ENV} rds_max_chunks {value!r} is not a positive integer. Set a chunk count such as 1000.",
+        )
     return value, None
 
 
@@ -78,19 +106,29 @@ def rds_memory_budget(manifests: list[dict], facts: Facts) -> list[Finding]:
             continue  # not on RDS, or an unreadable utilization (engine-args-in-range reports it)
         inputs, source = _budget_inputs(engine, manifests, facts)
         budget = sizing.rds_budget(
-            rds_max_chunks=chunks, chunk_overhead_mib=inputs["chunkOverheadMib"], drives=int(inputs["nvmeDrives"]),
-            staging_mib=inputs["stagingBufferMib"], hbm_per_chiplet_gib=inputs["hbmPerChipletGib"],
-            gpu_memory_utilization=utilization)
-        utilization_name = "--gpu-memory-utilization" if utilization is not None else "the engine default --gpu-memory-utilization"
+            rds_max_chunks=chunks,
+            chunk_overhead_mib=inputs["chunkOverheadMib"],
+            drives=int(inputs["nvmeDrives"]),
+            staging_mib=inputs["stagingBufferMib"],
+            hbm_per_chiplet_gib=inputs["hbmPerChipletGib"],
+            gpu_memory_utilization=utilization,
+        )
+        utilization_name = (
+            "--gpu-memory-utilization" if utilization is not None else "the engine default --gpu-memory-utilization"
+        )
         verdict = rules.rds_budget_fits(budget, chunks_name="rds_max_chunks", utilization_name=utilization_name)
         if verdict:
             chunk_size = effective_env(engine.template, engine.container, manifests).get(CHUNK_SIZE_ENV)
             capacity = ""
             if chunk_size and chunk_size.isdigit():
                 capacity = f", {sizing.rds_tokens_per_rank(chunks, int(chunk_size))} tokens per rank at {CHUNK_SIZE_ENV} {chunk_size}"
-            found.append(Finding(engine.resource,
-                f"container {engine.name} env {EXTRA_CONFIG_ENV} (drives, overhead, staging and HBM from {source}"
-                f"{capacity}): {verdict}"))
+            found.append(
+                Finding(
+                    engine.resource,
+                    f"container {engine.name} env {EXTRA_CONFIG_ENV} (drives, overhead, staging and HBM from {source}"
+                    f"{capacity}): {verdict}",
+                )
+            )
     return found
 
 
@@ -119,7 +157,12 @@ def lmcache_reads_rds_max_chunks(manifests: list[dict], facts: Facts) -> list[Fi
         version, source = lmcache_version(engine)
         verdict = rules.lmcache_reads_rds_max_chunks(version, chunks) if chunks is not None else None
         if verdict:
-            found.append(Finding(engine.resource, f"container {engine.name} env {EXTRA_CONFIG_ENV} (version from {source}): {verdict}"))
+            found.append(
+                Finding(
+                    engine.resource,
+                    f"container {engine.name} env {EXTRA_CONFIG_ENV} (version from {source}): {verdict}",
+                )
+            )
     return found
 
 
@@ -131,15 +174,28 @@ def engine_args_in_range(manifests: list[dict], facts: Facts) -> list[Finding]:
         raw = flags.get("--gpu-memory-utilization")
         utilization = flags.number("--gpu-memory-utilization")
         if raw is not None:
-            verdict = (f"{raw!r} is not a number." if utilization is None else rules.utilization_in_range(utilization))
+            verdict = f"{raw!r} is not a number." if utilization is None else rules.utilization_in_range(utilization)
             if verdict:
-                found.append(Finding(engine.resource, f"container {engine.name} arg --gpu-memory-utilization: {verdict}"))
+                found.append(
+                    Finding(engine.resource, f"container {engine.name} arg --gpu-memory-utilization: {verdict}")
+                )
         block, batched = flags.integer("--block-size"), flags.integer("--max-num-batched-tokens")
-        for flag, value in (("--block-size", block), ("--max-num-batched-tokens", batched), ("--max-model-len", flags.integer("--max-model-len"))):
+        for flag, value in (
+            ("--block-size", block),
+            ("--max-num-batched-tokens", batched),
+            ("--max-model-len", flags.integer("--max-model-len")),
+        ):
             if flags.get(flag) is not None and value is None:
-                found.append(Finding(engine.resource, f"container {engine.name} arg {flag} {flags.get(flag)!r} is not an integer. Set a token count."))
+                found.append(
+                    Finding(
+                        engine.resource,
+                        f"container {engine.name} arg {flag} {flags.get(flag)!r} is not an integer. Set a token count.",
+                    )
+                )
         if env_flag_on(engine.container, SUB_BLOCK_ENV) and block and batched:
-            verdict = rules.block_holds_sub_blocks(block, batched, sub_block_name=f"--max-num-batched-tokens, with {SUB_BLOCK_ENV}=1")
+            verdict = rules.block_holds_sub_blocks(
+                block, batched, sub_block_name=f"--max-num-batched-tokens, with {SUB_BLOCK_ENV}=1"
+            )
             if verdict:
                 found.append(Finding(engine.resource, f"container {engine.name} arg --block-size: {verdict}"))
         max_len = flags.integer("--max-model-len")

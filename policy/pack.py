@@ -7,12 +7,13 @@ that names the resource and, for stack policies, with the URN of the resource it
 Values unknown during preview are not guessed: reading one raises pulumi_policy's UnknownValueError,
 which the SDK reports as "can't run policy during preview"; `pulumi up` evaluates with known values.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-from pulumi_policy import (EnforcementLevel, PolicyConfigSchema, ResourceValidationPolicy, StackValidationPolicy)
+from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ResourceValidationPolicy, StackValidationPolicy
 
 from policy import catalog
 from policy.facts import schema_properties
@@ -30,7 +31,7 @@ def api_version_kind(resource_type: str) -> Optional[tuple[str, str]]:
     """`kubernetes:apps/v1:Deployment` -> (`apps/v1`, `Deployment`); `core/v1` -> `v1`; None if not an object."""
     if not resource_type.startswith(KUBERNETES):
         return None
-    parts = resource_type[len(KUBERNETES):].split(":")
+    parts = resource_type[len(KUBERNETES) :].split(":")
     if len(parts) != 2 or parts[0] in COMPONENT_MODULES or "/" not in parts[0]:
         return None
     module, kind = parts
@@ -57,8 +58,11 @@ def to_manifest(resource_type: str, props: Mapping) -> Optional[dict]:
     identity = api_version_kind(resource_type)
     if identity is None:
         return None
-    manifest = {key: _plain(props[key]) for key in props if not str(key).startswith("__") and key not in SERVER_FIELDS
-                and key != "metadata"}
+    manifest = {
+        key: _plain(props[key])
+        for key in props
+        if not str(key).startswith("__") and key not in SERVER_FIELDS and key != "metadata"
+    }
     metadata = props.get("metadata") or {}
     manifest["metadata"] = {key: _plain(metadata[key]) for key in metadata if key not in SERVER_METADATA}
     manifest.setdefault("apiVersion", identity[0])
@@ -78,8 +82,13 @@ def _resource_policy(spec: catalog.PolicySpec) -> ResourceValidationPolicy:
         for finding in catalog.run_rule(spec, [manifest], args.get_config()):
             report_violation(finding.text, None)
 
-    return ResourceValidationPolicy(name=spec.name, description=spec.description, validate=validate,
-                                    enforcement_level=EnforcementLevel(spec.enforcement), config_schema=_schema(spec))
+    return ResourceValidationPolicy(
+        name=spec.name,
+        description=spec.description,
+        validate=validate,
+        enforcement_level=EnforcementLevel(spec.enforcement),
+        config_schema=_schema(spec),
+    )
 
 
 def _stack_policy(spec: catalog.PolicySpec) -> StackValidationPolicy:
@@ -93,8 +102,13 @@ def _stack_policy(spec: catalog.PolicySpec) -> StackValidationPolicy:
         for finding in catalog.run_rule(spec, manifests, args.get_config()):
             report_violation(finding.text, urns.get(finding.resource))
 
-    return StackValidationPolicy(name=spec.name, description=spec.description, validate=validate,
-                                 enforcement_level=EnforcementLevel(spec.enforcement), config_schema=_schema(spec))
+    return StackValidationPolicy(
+        name=spec.name,
+        description=spec.description,
+        validate=validate,
+        enforcement_level=EnforcementLevel(spec.enforcement),
+        config_schema=_schema(spec),
+    )
 
 
 def policies() -> list:

@@ -10,23 +10,46 @@ Foreign manifests (a GPU or ATOM chart's render) are judged by what applies to t
 count against whatever gives the engine its accelerators; the Rebel100 node fit (`npusPerNode`) only
 for Rebel100 engines (`manifests.is_rebel100`). `skip_note` says what was skipped, for `stacks check`.
 """
+
 from __future__ import annotations
 
 from typing import Mapping, Optional
 
 from core import rules
 from policy.facts import Facts
-from policy.manifests import (ClaimedDevices, Engine, Finding, claimed_npus, container_accelerators, engines, is_rebel100,
-                              name_list, pod_templates, runs_on_cpu, template_engines)
+from policy.manifests import (
+    ClaimedDevices,
+    Engine,
+    Finding,
+    claimed_npus,
+    container_accelerators,
+    engines,
+    is_rebel100,
+    name_list,
+    pod_templates,
+    runs_on_cpu,
+    template_engines,
+)
 
-READABLE_FLAGS = ("--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size", "--data-parallel-size-local")
+READABLE_FLAGS = (
+    "--tensor-parallel-size",
+    "--pipeline-parallel-size",
+    "--data-parallel-size",
+    "--data-parallel-size-local",
+)
 
 
 def _unreadable(engine: Engine) -> list[Finding]:
     """Parallelism flags that are not integers: reported once, by pp-with-dp."""
-    return [Finding(engine.resource, f"container {engine.name} arg {flag} {engine.flags.get(flag)!r} is not an integer; "
-                                     f"the engine refuses to start. Set it to a positive integer.")
-            for flag in READABLE_FLAGS if engine.flags.get(flag) is not None and engine.flags.integer(flag) is None]
+    return [
+        Finding(
+            engine.resource,
+            f"container {engine.name} arg {flag} {engine.flags.get(flag)!r} is not an integer; "
+            f"the engine refuses to start. Set it to a positive integer.",
+        )
+        for flag in READABLE_FLAGS
+        if engine.flags.get(flag) is not None and engine.flags.integer(flag) is None
+    ]
 
 
 def pp_with_dp(manifests: list[dict], facts: Facts) -> list[Finding]:
@@ -36,8 +59,12 @@ def pp_with_dp(manifests: list[dict], facts: Facts) -> list[Finding]:
         found += _unreadable(engine)
         verdict = rules.pp_with_dp(engine.pp or 1, engine.dp or 1)
         if verdict:
-            found.append(Finding(engine.resource,
-                f"container {engine.name} args --pipeline-parallel-size and --data-parallel-size: {verdict}"))
+            found.append(
+                Finding(
+                    engine.resource,
+                    f"container {engine.name} args --pipeline-parallel-size and --data-parallel-size: {verdict}",
+                )
+            )
     return found
 
 
@@ -52,9 +79,11 @@ def accelerator_classes(facts: Facts) -> tuple[str, ...]:
 
 def _none_text(facts: Facts) -> str:
     classes = accelerator_classes(facts)
-    return (f"no NPUs or other accelerators (resources.claims has no request of deviceClassName {classes[0]} or of "
-            f"acceleratorDeviceClasses {', '.join(classes[1:]) or '(none)'}, and limits/requests have none of "
-            f"acceleratorResources {', '.join(facts.accelerator_resources) or '(none)'})")
+    return (
+        f"no NPUs or other accelerators (resources.claims has no request of deviceClassName {classes[0]} or of "
+        f"acceleratorDeviceClasses {', '.join(classes[1:]) or '(none)'}, and limits/requests have none of "
+        f"acceleratorResources {', '.join(facts.accelerator_resources) or '(none)'})"
+    )
 
 
 def _fix(got: ClaimedDevices, need: int) -> str:
@@ -82,28 +111,46 @@ def npu_claims_match_parallelism(manifests: list[dict], facts: Facts) -> list[Fi
         rebel100 = is_rebel100(engine.template, manifests, facts.npu_device_class)
         unit = "NPUs" if rebel100 else "accelerators"
         for problem in got.problems:
-            found.append(Finding(engine.resource, f"container {engine.name}: {problem}; its {need} {unit} "
-                                                  f"({engine.parallelism_text()}) cannot be counted. Declare every claim "
-                                                  f"the container names in spec.resourceClaims, with allocationMode "
-                                                  f"ExactCount and a count, and extended resources as whole numbers."))
+            found.append(
+                Finding(
+                    engine.resource,
+                    f"container {engine.name}: {problem}; its {need} {unit} "
+                    f"({engine.parallelism_text()}) cannot be counted. Declare every claim "
+                    f"the container names in spec.resourceClaims, with allocationMode "
+                    f"ExactCount and a count, and extended resources as whole numbers.",
+                )
+            )
         if got.problems or got.count == need:
             continue
-        if got.unresolved and got.count < need:  # the missing claims may hold the rest; more than needed is wrong anyway
+        if (
+            got.unresolved and got.count < need
+        ):  # the missing claims may hold the rest; more than needed is wrong anyway
             for unresolved in got.unresolved:
-                found.append(Finding(engine.resource,
-                    f"container {engine.name}: {unresolved}; {got.count} {unit} can be read but its args need "
-                    f"{engine.parallelism_text()} = {need}, and the pod cannot get the rest. Declare the claim and its "
-                    f"ResourceClaimTemplate together."))
+                found.append(
+                    Finding(
+                        engine.resource,
+                        f"container {engine.name}: {unresolved}; {got.count} {unit} can be read but its args need "
+                        f"{engine.parallelism_text()} = {need}, and the pod cannot get the rest. Declare the claim and its "
+                        f"ResourceClaimTemplate together.",
+                    )
+                )
             continue
         if got.count == 0 and runs_on_cpu(engine.template, facts.accelerator_resources):
             continue  # a CPU engine: nothing to count (stacks check notes the skip)
         how = _none_text(facts) if got.count == 0 else f"{got.count} {unit} through " + " + ".join(got.sources)
-        effect = ("ranks without a device fail to start" if got.count < need
-                  else "the extra devices sit idle and keep other pods off the node")
-        found.append(Finding(engine.resource,
-            f"container {engine.name} claims {how} but its args need {engine.parallelism_text()} = {need} "
-            f"(--tensor-parallel-size, --pipeline-parallel-size, --data-parallel-size-local): every rank needs one "
-            f"{'NPU' if rebel100 else 'accelerator'}, so {effect}. {_fix(got, need)} or change the parallelism."))
+        effect = (
+            "ranks without a device fail to start"
+            if got.count < need
+            else "the extra devices sit idle and keep other pods off the node"
+        )
+        found.append(
+            Finding(
+                engine.resource,
+                f"container {engine.name} claims {how} but its args need {engine.parallelism_text()} = {need} "
+                f"(--tensor-parallel-size, --pipeline-parallel-size, --data-parallel-size-local): every rank needs one "
+                f"{'NPU' if rebel100 else 'accelerator'}, so {effect}. {_fix(got, need)} or change the parallelism.",
+            )
+        )
     return found
 
 
@@ -118,11 +165,15 @@ def npu_devices_fit_node(manifests: list[dict], facts: Facts) -> list[Finding]:
         needed = sum(e.devices for e in template_engines(template) if _readable(e))
         devices = max(claimed.count, needed)
         if devices > facts.npus_per_node:
-            found.append(Finding(template.resource,
-                f"the pod template claims {claimed.count} NPUs (spec.resourceClaims) and its engines need {needed} "
-                f"(TP x PP x DP-local), but a node has npusPerNode {facts.npus_per_node}: a pod cannot span nodes, so it "
-                f"stays Pending. Lower the parallelism (or --data-parallel-size-local) to at most {facts.npus_per_node} "
-                f"NPUs per pod, or set npusPerNode in the policy config if the nodes really have more."))
+            found.append(
+                Finding(
+                    template.resource,
+                    f"the pod template claims {claimed.count} NPUs (spec.resourceClaims) and its engines need {needed} "
+                    f"(TP x PP x DP-local), but a node has npusPerNode {facts.npus_per_node}: a pod cannot span nodes, so it "
+                    f"stays Pending. Lower the parallelism (or --data-parallel-size-local) to at most {facts.npus_per_node} "
+                    f"NPUs per pod, or set npusPerNode in the policy config if the nodes really have more.",
+                )
+            )
     return found
 
 
@@ -137,18 +188,26 @@ def skip_note(manifests: list[dict], facts_by_policy: Mapping[str, Facts]) -> Op
     for policy in REBEL100_ONLY:
         facts = facts_by_policy.get(policy)
         if facts is not None:
-            foreign = [e.resource for e in engines(manifests)
-                       if not is_rebel100(e.template, manifests, facts.npu_device_class)]
+            foreign = [
+                e.resource for e in engines(manifests) if not is_rebel100(e.template, manifests, facts.npu_device_class)
+            ]
             if foreign:
                 parts.append(f"{len(foreign)} non-Rebel100 engines ({name_list(foreign)}) for {policy}")
     facts = facts_by_policy.get("npu-claim-matches-parallelism")
     if facts is not None:
         classes = accelerator_classes(facts)
-        cpu = [e.resource for e in engines(manifests) if runs_on_cpu(e.template, facts.accelerator_resources)
-               and container_accelerators(e.template, e.container, manifests, classes, facts.accelerator_resources).count == 0]
+        cpu = [
+            e.resource
+            for e in engines(manifests)
+            if runs_on_cpu(e.template, facts.accelerator_resources)
+            and container_accelerators(e.template, e.container, manifests, classes, facts.accelerator_resources).count
+            == 0
+        ]
         if cpu:
-            parts.append(f"{len(cpu)} engines without accelerators, read as CPU engines ({name_list(cpu)}), "
-                         f"for npu-claim-matches-parallelism")
+            parts.append(
+                f"{len(cpu)} engines without accelerators, read as CPU engines ({name_list(cpu)}), "
+                f"for npu-claim-matches-parallelism"
+            )
     return "skipped: " + "; ".join(parts) if parts else None
 
 
@@ -159,11 +218,21 @@ def parallelism_fits_model(manifests: list[dict], facts: Facts) -> list[Finding]
         if not _readable(engine):
             continue
         verdicts = [
-            ("--pipeline-parallel-size", rules.pipeline_fits_layers(engine.pp, facts.model_layers, layers_name="modelLayers")),
-            ("--enable-expert-parallel", rules.experts_divide(facts.model_experts, engine.dp, engine.tp, experts_name="modelExperts")
-             if engine.flags.has("--enable-expert-parallel") else None),
+            (
+                "--pipeline-parallel-size",
+                rules.pipeline_fits_layers(engine.pp, facts.model_layers, layers_name="modelLayers"),
+            ),
+            (
+                "--enable-expert-parallel",
+                rules.experts_divide(facts.model_experts, engine.dp, engine.tp, experts_name="modelExperts")
+                if engine.flags.has("--enable-expert-parallel")
+                else None,
+            ),
             ("--pipeline-parallel-size", rules.decode_without_pipeline(engine.pp) if engine.role == "decode" else None),
         ]
-        found += [Finding(engine.resource, f"{engine.role or 'engine'} container {engine.name} arg {flag}: {verdict}")
-                  for flag, verdict in verdicts if verdict]
+        found += [
+            Finding(engine.resource, f"{engine.role or 'engine'} container {engine.name} arg {flag}: {verdict}")
+            for flag, verdict in verdicts
+            if verdict
+        ]
     return found

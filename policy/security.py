@@ -11,6 +11,7 @@ of one engine role spread one per node; no secret-looking env var holds a litera
 A dev cluster may run a single node without any of this: `policy/config/dev.json` makes the first four
 advice (as their built-in level is), `prod.json` makes them mandatory.
 """
+
 from __future__ import annotations
 
 import math
@@ -20,9 +21,25 @@ from typing import Any, Iterable, Optional
 from core import rules
 from policy import hygiene, wiring
 from policy.facts import Facts
-from policy.manifests import (ROLE_LABEL, WORKLOAD_KINDS, Finding, PodTemplate, command_line, label_selector_matches,
-                              name_list, namespace_of, of_kind, parse_flags, pod_templates, replicas, resource_id,
-                              selects, service_account, show_labels, template_engines)
+from policy.manifests import (
+    ROLE_LABEL,
+    WORKLOAD_KINDS,
+    Finding,
+    PodTemplate,
+    command_line,
+    label_selector_matches,
+    name_list,
+    namespace_of,
+    of_kind,
+    parse_flags,
+    pod_templates,
+    replicas,
+    resource_id,
+    selects,
+    service_account,
+    show_labels,
+    template_engines,
+)
 
 SECURITY_EXCEPTIONS_ANNOTATION = "rebel100.ai/security-exceptions"  # components/pod.py writes the same key
 
@@ -40,8 +57,11 @@ def is_epp(template: PodTemplate, manifests: list[dict]) -> bool:
         if not view.epp_name or namespace_of(pool) != template.namespace:
             continue
         for service in of_kind(manifests, "Service"):
-            if namespace_of(service) == template.namespace and service["metadata"].get("name") == view.epp_name \
-                    and selects((service.get("spec") or {}).get("selector") or {}, template.labels):
+            if (
+                namespace_of(service) == template.namespace
+                and service["metadata"].get("name") == view.epp_name
+                and selects((service.get("spec") or {}).get("selector") or {}, template.labels)
+            ):
                 return True
     return False
 
@@ -57,9 +77,11 @@ REVIEW_GROUPS = ("authentication.k8s.io", "authorization.k8s.io")
 REVIEW_RESOURCES = ("tokenreviews", "subjectaccessreviews")
 AUTH_DELEGATOR = "system:auth-delegator"
 # Built-in ClusterRoles whose rules are not among the resources but are known to write.
-BUILTIN_WRITERS = {"cluster-admin": "every verb on every resource of the cluster",
-                   "admin": "create, update, patch and delete on most namespaced resources, RBAC included",
-                   "edit": "create, update, patch and delete on most namespaced resources"}
+BUILTIN_WRITERS = {
+    "cluster-admin": "every verb on every resource of the cluster",
+    "admin": "create, update, patch and delete on most namespaced resources, RBAC included",
+    "edit": "create, update, patch and delete on most namespaced resources",
+}
 
 Account = tuple[str, str]  # (namespace, name)
 
@@ -80,7 +102,9 @@ def _granted(binding: dict, accounts: dict[Account, list[str]]) -> list[Account]
     for subject in binding.get("subjects") or []:
         kind, name = subject.get("kind"), str(subject.get("name") or "")
         if kind == "ServiceAccount":
-            namespace = subject.get("namespace") or (namespace_of(binding) if binding.get("kind") == "RoleBinding" else None)
+            namespace = subject.get("namespace") or (
+                namespace_of(binding) if binding.get("kind") == "RoleBinding" else None
+            )
             matched = [(namespace, name)] if namespace else []
         elif kind == "User" and name.startswith("system:serviceaccount:"):
             matched = [tuple(name.split(":", 3)[2:4])] if name.count(":") == 3 else []
@@ -99,7 +123,9 @@ def _role(manifests: list[dict], binding: dict) -> tuple[Optional[dict], str]:
     ref = binding.get("roleRef") or {}
     kind, name = ref.get("kind"), ref.get("name")
     for manifest in of_kind(manifests, kind or "?"):
-        if manifest["metadata"].get("name") == name and (kind == "ClusterRole" or namespace_of(manifest) == namespace_of(binding)):
+        if manifest["metadata"].get("name") == name and (
+            kind == "ClusterRole" or namespace_of(manifest) == namespace_of(binding)
+        ):
             return manifest, resource_id(manifest)
     return None, f"{kind}/{name}" if kind == "ClusterRole" else f"{kind}/{namespace_of(binding)}/{name}"
 
@@ -110,10 +136,13 @@ def _show_account(account: Account) -> str:
 
 def reviews_only(rule: dict) -> bool:
     """A rule that lets its holder create token and subject access reviews, and nothing else."""
-    return (bool(rule.get("resources")) and not rule.get("nonResourceURLs")
-            and {str(v).lower() for v in rule.get("verbs") or []} == {"create"}
-            and set(map(str, rule.get("apiGroups") or [])) <= set(REVIEW_GROUPS)
-            and set(map(str, rule.get("resources") or [])) <= set(REVIEW_RESOURCES))
+    return (
+        bool(rule.get("resources"))
+        and not rule.get("nonResourceURLs")
+        and {str(v).lower() for v in rule.get("verbs") or []} == {"create"}
+        and set(map(str, rule.get("apiGroups") or [])) <= set(REVIEW_GROUPS)
+        and set(map(str, rule.get("resources") or [])) <= set(REVIEW_RESOURCES)
+    )
 
 
 def _delegates_auth_only(role: Optional[dict], role_id: str) -> bool:
@@ -162,28 +191,48 @@ def rbac_least_privilege(manifests: list[dict], facts: Facts) -> list[Finding]:
         roles[role_id] = role
         for account in granted:
             grants.setdefault(role_id, []).append((binding, role_id, account))
-        cluster_wide = binding.get("kind") == "ClusterRoleBinding" or (binding.get("roleRef") or {}).get("kind") == "ClusterRole"
+        cluster_wide = (
+            binding.get("kind") == "ClusterRoleBinding" or (binding.get("roleRef") or {}).get("kind") == "ClusterRole"
+        )
         checks_tokens = binding.get("kind") == "ClusterRoleBinding" and _delegates_auth_only(role, role_id)
         for account in [a for a in granted if a in epp_accounts and cluster_wide and not checks_tokens]:
-            how = ("grants it across the whole cluster" if binding.get("kind") == "ClusterRoleBinding"
-                   else "grants a ClusterRole (a cluster-wide definition others may widen) in its namespace")
-            found.append(Finding(resource_id(binding),
-                f"{binding.get('kind')} {_qualified_name(binding)} binds {role_id.replace('/', ' ', 1)} to "
-                f"{_show_account(account)}, the EPP's ({name_list(accounts[account])}): it {how}, while the EPP only "
-                f"needs get/list/watch on pods and InferencePools of its own namespace (and, cluster-wide, create on "
-                f"tokenreviews and subjectaccessreviews, which check a metrics scrape's token). Bind a "
-                f"namespace-scoped Role in namespace {account[0]} with a RoleBinding instead."))
+            how = (
+                "grants it across the whole cluster"
+                if binding.get("kind") == "ClusterRoleBinding"
+                else "grants a ClusterRole (a cluster-wide definition others may widen) in its namespace"
+            )
+            found.append(
+                Finding(
+                    resource_id(binding),
+                    f"{binding.get('kind')} {_qualified_name(binding)} binds {role_id.replace('/', ' ', 1)} to "
+                    f"{_show_account(account)}, the EPP's ({name_list(accounts[account])}): it {how}, while the EPP only "
+                    f"needs get/list/watch on pods and InferencePools of its own namespace (and, cluster-wide, create on "
+                    f"tokenreviews and subjectaccessreviews, which check a metrics scrape's token). Bind a "
+                    f"namespace-scoped Role in namespace {account[0]} with a RoleBinding instead.",
+                )
+            )
     for role_id, role_grants in grants.items():
         role = roles[role_id]
-        bound = "; ".join(sorted({f"bound by {b.get('kind')} {_qualified_name(b)} to {_show_account(a)}, which runs "
-                                  f"{name_list(accounts[a])}" for b, _, a in role_grants}))
+        bound = "; ".join(
+            sorted(
+                {
+                    f"bound by {b.get('kind')} {_qualified_name(b)} to {_show_account(a)}, which runs "
+                    f"{name_list(accounts[a])}"
+                    for b, _, a in role_grants
+                }
+            )
+        )
         if role is None:
             name = role_id.rpartition("/")[2]
             if role_id.startswith("ClusterRole/") and name in BUILTIN_WRITERS:
-                found.append(Finding(resource_id(role_grants[0][0]),
-                    f"built-in ClusterRole {name} ({BUILTIN_WRITERS[name]}) is {bound}: a compromised pod could change "
-                    f"or delete what it serves next to. Bind a Role that lists the resources it reads with verbs "
-                    f"{', '.join(READ_VERBS)} only."))
+                found.append(
+                    Finding(
+                        resource_id(role_grants[0][0]),
+                        f"built-in ClusterRole {name} ({BUILTIN_WRITERS[name]}) is {bound}: a compromised pod could change "
+                        f"or delete what it serves next to. Bind a Role that lists the resources it reads with verbs "
+                        f"{', '.join(READ_VERBS)} only.",
+                    )
+                )
             continue
         for index, rule in enumerate(role.get("rules") or []):
             problems = _rule_problems(rule)
@@ -191,14 +240,20 @@ def rbac_least_privilege(manifests: list[dict], facts: Facts) -> list[Finding]:
                 continue
             resources = ", ".join(str(r) for r in rule.get("resources") or rule.get("nonResourceURLs") or []) or "none"
             groups = ", ".join(repr(str(g)) for g in rule.get("apiGroups") or []) or "none"
-            risks = (["a compromised pod could change or delete objects it only needs to read"]
-                     if any(p.startswith("write") or p == "verbs '*'" for p in problems) else []) + \
-                    (["'*' also grants whatever is added to the API later"] if any("'*'" in p for p in problems) else [])
-            found.append(Finding(role_id,
-                f"{role.get('kind')} {_qualified_name(role)} rules[{index}] grants {' and '.join(problems)} "
-                f"(verbs {', '.join(str(v) for v in rule.get('verbs') or [])} on resources {resources}, apiGroups "
-                f"{groups}) and is {bound}: {'; '.join(risks)}. List the resources and API groups explicitly and keep "
-                f"verbs {', '.join(READ_VERBS)}; a writer needs its own reviewed Role."))
+            risks = (
+                ["a compromised pod could change or delete objects it only needs to read"]
+                if any(p.startswith("write") or p == "verbs '*'" for p in problems)
+                else []
+            ) + (["'*' also grants whatever is added to the API later"] if any("'*'" in p for p in problems) else [])
+            found.append(
+                Finding(
+                    role_id,
+                    f"{role.get('kind')} {_qualified_name(role)} rules[{index}] grants {' and '.join(problems)} "
+                    f"(verbs {', '.join(str(v) for v in rule.get('verbs') or [])} on resources {resources}, apiGroups "
+                    f"{groups}) and is {bound}: {'; '.join(risks)}. List the resources and API groups explicitly and keep "
+                    f"verbs {', '.join(READ_VERBS)}; a writer needs its own reviewed Role.",
+                )
+            )
     return found
 
 
@@ -225,8 +280,10 @@ def _capability(name: Any) -> str:
 
 def _records(exceptions: str, *words: str) -> bool:
     """The exceptions annotation mentions one of `words` (as a word; `CAP_` prefix allowed)."""
-    return any(re.search(rf"(?<![A-Za-z0-9_])(CAP_)?{re.escape(word)}(?![A-Za-z0-9_])", exceptions, re.IGNORECASE)
-               for word in words)
+    return any(
+        re.search(rf"(?<![A-Za-z0-9_])(CAP_)?{re.escape(word)}(?![A-Za-z0-9_])", exceptions, re.IGNORECASE)
+        for word in words
+    )
 
 
 def _show(value: Any) -> str:
@@ -237,17 +294,30 @@ def _container_problems(template: PodTemplate, container: dict, engine: bool) ->
     """(what is wrong, how to fix it) for one container; engines may deviate where the annotation says why."""
     pod, own = _context(template.spec), _context(container)
     exceptions = str(template.annotations.get(SECURITY_EXCEPTIONS_ANNOTATION) or "").strip()
+
     def unrecorded(word: str) -> str:
-        return (f"(no {SECURITY_EXCEPTIONS_ANNOTATION} annotation on the pod template)" if not exceptions else
-                f"({SECURITY_EXCEPTIONS_ANNOTATION} does not name {word})")
+        return (
+            f"(no {SECURITY_EXCEPTIONS_ANNOTATION} annotation on the pod template)"
+            if not exceptions
+            else f"({SECURITY_EXCEPTIONS_ANNOTATION} does not name {word})"
+        )
+
     record = f"or record the reason in the pod template annotation {SECURITY_EXCEPTIONS_ANNOTATION}"
     problems: list[tuple[str, str]] = []
     if own.get("privileged") is True:
-        problems.append(("privileged true (the container has every capability and every host device)",
-                         "remove privileged; claim devices through DRA and add only the capabilities needed"))
+        problems.append(
+            (
+                "privileged true (the container has every capability and every host device)",
+                "remove privileged; claim devices through DRA and add only the capabilities needed",
+            )
+        )
     if own.get("allowPrivilegeEscalation") is not False:
-        problems.append((f"allowPrivilegeEscalation {_show(own.get('allowPrivilegeEscalation'))} (must be false)",
-                         "set allowPrivilegeEscalation false"))
+        problems.append(
+            (
+                f"allowPrivilegeEscalation {_show(own.get('allowPrivilegeEscalation'))} (must be false)",
+                "set allowPrivilegeEscalation false",
+            )
+        )
     capabilities = own.get("capabilities") or {}
     dropped = [_capability(c) for c in capabilities.get("drop") or []]
     if "ALL" not in dropped:
@@ -256,33 +326,57 @@ def _container_problems(template: PodTemplate, container: dict, engine: bool) ->
     if engine:
         extra = [c for c in added if c not in RESTRICTED_ADDABLE and not _records(exceptions, c)]
         if extra:
-            problems.append((f"capabilities.add {', '.join(extra)} not recorded {unrecorded(', '.join(extra))}",
-                             f"remove {', '.join(extra)} from capabilities.add {record} (naming {', '.join(extra)})"))
+            problems.append(
+                (
+                    f"capabilities.add {', '.join(extra)} not recorded {unrecorded(', '.join(extra))}",
+                    f"remove {', '.join(extra)} from capabilities.add {record} (naming {', '.join(extra)})",
+                )
+            )
     else:
         extra = [c for c in added if c not in RESTRICTED_ADDABLE]
         if extra:
-            problems.append((f"capabilities.add {', '.join(extra)} (only engines may add capabilities)",
-                             f"remove {', '.join(extra)} from capabilities.add"))
+            problems.append(
+                (
+                    f"capabilities.add {', '.join(extra)} (only engines may add capabilities)",
+                    f"remove {', '.join(extra)} from capabilities.add",
+                )
+            )
     non_root = own["runAsNonRoot"] if "runAsNonRoot" in own else pod.get("runAsNonRoot")
     user = own["runAsUser"] if "runAsUser" in own else pod.get("runAsUser")
     as_root = non_root is not True or str(user) == "0"
     root_text = f"runAsNonRoot {_show(non_root)}" + (", runAsUser 0" if str(user) == "0" else "")
     if as_root and not (engine and _records(exceptions, "runAsRoot", "runAsNonRoot")):
         if engine:
-            problems.append((f"{root_text} (may run as root) not recorded {unrecorded('runAsRoot')}",
-                             f"set runAsNonRoot true with a non-zero runAsUser {record} (runAsRoot: why)"))
+            problems.append(
+                (
+                    f"{root_text} (may run as root) not recorded {unrecorded('runAsRoot')}",
+                    f"set runAsNonRoot true with a non-zero runAsUser {record} (runAsRoot: why)",
+                )
+            )
         else:
-            problems.append((f"{root_text} (must be runAsNonRoot true with a non-zero runAsUser)",
-                             "set runAsNonRoot true and runAsUser to the image's non-root user (e.g. 65532)"))
+            problems.append(
+                (
+                    f"{root_text} (must be runAsNonRoot true with a non-zero runAsUser)",
+                    "set runAsNonRoot true and runAsUser to the image's non-root user (e.g. 65532)",
+                )
+            )
     read_only = own.get("readOnlyRootFilesystem")
     if read_only is not True and not (engine and _records(exceptions, "readOnlyRootFilesystem")):
         if engine:
-            problems.append((f"readOnlyRootFilesystem {_show(read_only)} not recorded {unrecorded('readOnlyRootFilesystem')}",
-                             f"set readOnlyRootFilesystem true and mount volumes where it writes, {record} "
-                             f"(readOnlyRootFilesystem=false: why)"))
+            problems.append(
+                (
+                    f"readOnlyRootFilesystem {_show(read_only)} not recorded {unrecorded('readOnlyRootFilesystem')}",
+                    f"set readOnlyRootFilesystem true and mount volumes where it writes, {record} "
+                    f"(readOnlyRootFilesystem=false: why)",
+                )
+            )
         else:
-            problems.append((f"readOnlyRootFilesystem {_show(read_only)} (must be true)",
-                             "set readOnlyRootFilesystem true and mount an emptyDir where it must write"))
+            problems.append(
+                (
+                    f"readOnlyRootFilesystem {_show(read_only)} (must be true)",
+                    "set readOnlyRootFilesystem true and mount an emptyDir where it must write",
+                )
+            )
     return problems
 
 
@@ -292,11 +386,15 @@ def pod_security_context(manifests: list[dict], facts: Facts) -> list[Finding]:
     for template in pod_templates(manifests):
         on = [name for name in HOST_NAMESPACES if template.spec.get(name) is True]
         if on:
-            found.append(Finding(template.resource,
-                f"pod template sets {', '.join(f'{n} true' for n in on)}: the pod shares the node's "
-                f"{'network, ' if 'hostNetwork' in on else ''}processes or IPC and can see or reach what other pods "
-                f"and the kubelet keep private. Remove {', '.join(on)} (serving ports and NIXL work on the pod "
-                f"network; RDMA devices come through DRA)."))
+            found.append(
+                Finding(
+                    template.resource,
+                    f"pod template sets {', '.join(f'{n} true' for n in on)}: the pod shares the node's "
+                    f"{'network, ' if 'hostNetwork' in on else ''}processes or IPC and can see or reach what other pods "
+                    f"and the kubelet keep private. Remove {', '.join(on)} (serving ports and NIXL work on the pod "
+                    f"network; RDMA devices come through DRA).",
+                )
+            )
         pod_profile = (_context(template.spec).get("seccompProfile") or {}).get("type")
         unconfined = []
         for container in template.containers():
@@ -304,11 +402,15 @@ def pod_security_context(manifests: list[dict], facts: Facts) -> list[Finding]:
             if profile not in CONFINED_SECCOMP:
                 unconfined.append(f"{container.get('name')} ({_show(profile)})")
         if unconfined:
-            found.append(Finding(template.resource,
-                f"spec.securityContext.seccompProfile.type is {_show(pod_profile)} and containers "
-                f"{', '.join(unconfined)} run without a confined seccomp profile: every syscall of the kernel is "
-                f"reachable from the container. Set spec.securityContext.seccompProfile.type RuntimeDefault (or "
-                f"Localhost with a profile) and no container override to Unconfined."))
+            found.append(
+                Finding(
+                    template.resource,
+                    f"spec.securityContext.seccompProfile.type is {_show(pod_profile)} and containers "
+                    f"{', '.join(unconfined)} run without a confined seccomp profile: every syscall of the kernel is "
+                    f"reachable from the container. Set spec.securityContext.seccompProfile.type RuntimeDefault (or "
+                    f"Localhost with a profile) and no container override to Unconfined.",
+                )
+            )
         engine_containers = [id(e.container) for e in template_engines(template)]
         init_names = {c.get("name") for c in template.spec.get("initContainers") or []}
         for container in template.containers():
@@ -316,10 +418,20 @@ def pod_security_context(manifests: list[dict], facts: Facts) -> list[Finding]:
             problems = _container_problems(template, container, engine)
             if not problems:
                 continue
-            what = "engine container" if engine else "init container" if container.get("name") in init_names else "container"
-            found.append(Finding(template.resource,
-                f"{what} {container.get('name')} securityContext: {'; '.join(p for p, _ in problems)}. "
-                f"Fix: {'; '.join(f for _, f in problems)}."))
+            what = (
+                "engine container"
+                if engine
+                else "init container"
+                if container.get("name") in init_names
+                else "container"
+            )
+            found.append(
+                Finding(
+                    template.resource,
+                    f"{what} {container.get('name')} securityContext: {'; '.join(p for p, _ in problems)}. "
+                    f"Fix: {'; '.join(f for _, f in problems)}.",
+                )
+            )
     return found
 
 
@@ -355,21 +467,31 @@ def disruption_budget(manifests: list[dict], facts: Facts) -> list[Finding]:
         what = "engine" if engine else "EPP"
         matching = [b for b in budgets if namespace_of(b) == template.namespace and _budget_selects(b, template.labels)]
         if not matching:
-            found.append(Finding(template.resource,
-                f"no PodDisruptionBudget in namespace {template.namespace} selects this {what} pod template (labels "
-                f"{show_labels(template.labels)}, spec.replicas {replicas(template.owner)}): a node drain or upgrade may "
-                f"evict all its pods at once and take the {'role' if engine else 'router'} down. Add a policy/v1 "
-                f"PodDisruptionBudget whose selector.matchLabels is a subset of these labels, with maxUnavailable 1 "
-                f"(rebel100:rollout.maxUnavailable)."))
+            found.append(
+                Finding(
+                    template.resource,
+                    f"no PodDisruptionBudget in namespace {template.namespace} selects this {what} pod template (labels "
+                    f"{show_labels(template.labels)}, spec.replicas {replicas(template.owner)}): a node drain or upgrade may "
+                    f"evict all its pods at once and take the {'role' if engine else 'router'} down. Add a policy/v1 "
+                    f"PodDisruptionBudget whose selector.matchLabels is a subset of these labels, with maxUnavailable 1 "
+                    f"(rebel100:rollout.maxUnavailable).",
+                )
+            )
         elif len(matching) > 1:
-            found.append(Finding(template.resource,
-                f"{len(matching)} PodDisruptionBudgets select this {what} pod template "
-                f"({', '.join(b['metadata'].get('name', '?') for b in matching)}): the eviction API refuses to evict a "
-                f"pod more than one budget selects, so every drain of its nodes hangs. Keep one PodDisruptionBudget "
-                f"per workload."))
+            found.append(
+                Finding(
+                    template.resource,
+                    f"{len(matching)} PodDisruptionBudgets select this {what} pod template "
+                    f"({', '.join(b['metadata'].get('name', '?') for b in matching)}): the eviction API refuses to evict a "
+                    f"pod more than one budget selects, so every drain of its nodes hangs. Keep one PodDisruptionBudget "
+                    f"per workload.",
+                )
+            )
     for budget in budgets:
         spec = budget.get("spec") or {}
-        selected = [t for t in workloads if namespace_of(t.owner) == namespace_of(budget) and _budget_selects(budget, t.labels)]
+        selected = [
+            t for t in workloads if namespace_of(t.owner) == namespace_of(budget) and _budget_selects(budget, t.labels)
+        ]
         pods = sum(replicas(t.owner) for t in selected)
         which = f"{name_list(t.resource for t in selected)}, {pods} pods" if selected else "no workload of the stack"
         if "maxUnavailable" in spec:
@@ -381,10 +503,14 @@ def disruption_budget(manifests: list[dict], facts: Facts) -> list[Finding]:
         else:
             continue
         if blocks:
-            found.append(Finding(resource_id(budget),
-                f"{field} allows no voluntary disruption of the pods it selects ({which}): `kubectl drain`, node "
-                f"upgrades and the autoscaler wait forever on their nodes. Set maxUnavailable 1 (or minAvailable "
-                f"at most {max(pods - 1, 0)})."))
+            found.append(
+                Finding(
+                    resource_id(budget),
+                    f"{field} allows no voluntary disruption of the pods it selects ({which}): `kubectl drain`, node "
+                    f"upgrades and the autoscaler wait forever on their nodes. Set maxUnavailable 1 (or minAvailable "
+                    f"at most {max(pods - 1, 0)}).",
+                )
+            )
     return found
 
 
@@ -407,8 +533,11 @@ def _term_spreads(term: dict, template: PodTemplate) -> Optional[str]:
     if any(key in template.labels for key in term.get("mismatchLabelKeys") or []):
         return f"mismatchLabelKeys {', '.join(term['mismatchLabelKeys'])} exclude the pod's own labels"
     if not label_selector_matches(selector, template.labels):
-        return f"labelSelector {show_labels(selector.get('matchLabels') or {})}" + \
-               (" with matchExpressions" if selector.get("matchExpressions") else "") + " does not match the pod's own labels"
+        return (
+            f"labelSelector {show_labels(selector.get('matchLabels') or {})}"
+            + (" with matchExpressions" if selector.get("matchExpressions") else "")
+            + " does not match the pod's own labels"
+        )
     return None
 
 
@@ -416,7 +545,11 @@ def engine_spread(manifests: list[dict], facts: Facts) -> list[Finding]:
     """Engine workloads of more than one replica: required podAntiAffinity per hostname against their own role."""
     found = []
     for template in pod_templates(manifests):
-        if template.owner.get("kind") not in WORKLOAD_KINDS or not template_engines(template) or replicas(template.owner) <= 1:
+        if (
+            template.owner.get("kind") not in WORKLOAD_KINDS
+            or not template_engines(template)
+            or replicas(template.owner) <= 1
+        ):
             continue
         anti = (template.spec.get("affinity") or {}).get("podAntiAffinity") or {}
         terms = anti.get("requiredDuringSchedulingIgnoredDuringExecution") or []
@@ -424,23 +557,33 @@ def engine_spread(manifests: list[dict], facts: Facts) -> list[Finding]:
         if terms and None in reasons:
             continue
         if terms:
-            found_text = "its required podAntiAffinity terms do not keep these pods apart per node (" + \
-                         "; ".join(f"[{i}] {r}" for i, r in enumerate(reasons)) + ")"
+            found_text = (
+                "its required podAntiAffinity terms do not keep these pods apart per node ("
+                + "; ".join(f"[{i}] {r}" for i, r in enumerate(reasons))
+                + ")"
+            )
         elif anti.get("preferredDuringSchedulingIgnoredDuringExecution"):
             found_text = "it has only preferredDuringSchedulingIgnoredDuringExecution podAntiAffinity, which the scheduler may ignore"
         else:
             found_text = "it has no required podAntiAffinity"
-        wanted = {k: v for k, v in template.labels.items() if k in (ROLE_LABEL, "app.kubernetes.io/part-of")} or template.labels
-        found.append(Finding(template.resource,
-            f"engine workload with spec.replicas {replicas(template.owner)} (role {template.role or 'unknown'}): {found_text}: "
-            f"two of its pods may land on one node, and one node failure then takes several pods of the role. Add "
-            f"spec.template.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution "
-            f"[{{labelSelector: {{matchLabels: {show_labels(wanted)}}}, topologyKey: {HOSTNAME}}}] "
-            f"(rebel100:placement.spreadRoles true)."))
+        wanted = {
+            k: v for k, v in template.labels.items() if k in (ROLE_LABEL, "app.kubernetes.io/part-of")
+        } or template.labels
+        found.append(
+            Finding(
+                template.resource,
+                f"engine workload with spec.replicas {replicas(template.owner)} (role {template.role or 'unknown'}): {found_text}: "
+                f"two of its pods may land on one node, and one node failure then takes several pods of the role. Add "
+                f"spec.template.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution "
+                f"[{{labelSelector: {{matchLabels: {show_labels(wanted)}}}, topologyKey: {HOSTNAME}}}] "
+                f"(rebel100:placement.spreadRoles true).",
+            )
+        )
     return found
 
 
 # --- no-literal-secrets --------------------------------------------------------------------
+
 
 def _env_entries(container: dict) -> Iterable[dict]:
     return [e for e in container.get("env") or [] if isinstance(e, dict)]

@@ -7,6 +7,7 @@ positional argument) at the same revision (`--revision`, `main` when absent), an
 at the draft's revision: with HF_HUB_OFFLINE the engine can read nothing else, and a hand edit of one
 side is the silent mix this rule refuses.
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -19,8 +20,11 @@ UNSET_REVISION = "main"  # vLLM's and huggingface_hub's default revision
 
 
 def _claims(spec: dict) -> set[str]:
-    return {str((volume.get("persistentVolumeClaim") or {}).get("claimName"))
-            for volume in spec.get("volumes") or [] if isinstance(volume, dict) and volume.get("persistentVolumeClaim")}
+    return {
+        str((volume.get("persistentVolumeClaim") or {}).get("claimName"))
+        for volume in spec.get("volumes") or []
+        if isinstance(volume, dict) and volume.get("persistentVolumeClaim")
+    }
 
 
 def _holders(manifests: list[dict]) -> dict[tuple[str, str], list[tuple[str, dict]]]:
@@ -62,17 +66,31 @@ def engine_weights_match(manifests: list[dict], facts: Facts) -> list[Finding]:
         for claim in sorted(_engine_claims(engine.template, engine)):
             for holder, notes in held.get((engine.template.namespace, claim), []):
                 by = f"{holder}, annotations {weights.MODEL_ANNOTATION} and {weights.REVISION_ANNOTATION}"
-                checks = [rules.weights_match("model", f"{engine.model}@{engine.flags.text('--revision') or UNSET_REVISION}",
-                                              f"{notes.get(weights.MODEL_ANNOTATION)}@{notes.get(weights.REVISION_ANNOTATION, UNSET_REVISION)}",
-                                              held_by=by)]
+                checks = [
+                    rules.weights_match(
+                        "model",
+                        f"{engine.model}@{engine.flags.text('--revision') or UNSET_REVISION}",
+                        f"{notes.get(weights.MODEL_ANNOTATION)}@{notes.get(weights.REVISION_ANNOTATION, UNSET_REVISION)}",
+                        held_by=by,
+                    )
+                ]
                 draft = _draft(engine)
                 if draft is not None and weights.DRAFT_ANNOTATION in notes:
-                    checks.append(rules.weights_match(
-                        "draft", f"{draft[0]}@{draft[1]}",
-                        f"{notes[weights.DRAFT_ANNOTATION]}@{notes.get(weights.DRAFT_REVISION_ANNOTATION, UNSET_REVISION)}",
-                        held_by=f"{holder}, annotations {weights.DRAFT_ANNOTATION} and {weights.DRAFT_REVISION_ANNOTATION}"))
+                    checks.append(
+                        rules.weights_match(
+                            "draft",
+                            f"{draft[0]}@{draft[1]}",
+                            f"{notes[weights.DRAFT_ANNOTATION]}@{notes.get(weights.DRAFT_REVISION_ANNOTATION, UNSET_REVISION)}",
+                            held_by=f"{holder}, annotations {weights.DRAFT_ANNOTATION} and {weights.DRAFT_REVISION_ANNOTATION}",
+                        )
+                    )
                 elif draft is not None:
-                    checks.append(rules.weights_match("draft", f"{draft[0]}@{draft[1]}", "no draft model", held_by=holder))
-                found += [Finding(engine.resource, f"container {engine.name} (claim {claim}): {problem}")
-                          for problem in checks if problem]
+                    checks.append(
+                        rules.weights_match("draft", f"{draft[0]}@{draft[1]}", "no draft model", held_by=holder)
+                    )
+                found += [
+                    Finding(engine.resource, f"container {engine.name} (claim {claim}): {problem}")
+                    for problem in checks
+                    if problem
+                ]
     return found

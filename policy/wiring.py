@@ -5,6 +5,7 @@ listens on, a pool whose selector misses the prefill pods, a route to a pool tha
 router whose decider can never fire (P/D silently becomes decode-only), prefill and decode moving KV
 blocks of different shapes. These rules read several resources at once, so they are stack policies.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -16,10 +17,31 @@ from core import labels, rules, sizing
 from core.versions import image_version
 from core.versions import router as router_versions
 from policy.facts import Facts
-from policy.manifests import (Engine, Finding, PodTemplate, Sidecar, api_group, command_line, engines, env_flag_on, find,
-                              kv_connectors, namespace_of, of_kind, parse_flags, parse_structured, pod_templates,
-                              name_list, resource_id, routing_sidecars, selects, show_labels, template_engines)
+from policy.manifests import (
+    Engine,
+    Finding,
+    PodTemplate,
+    Sidecar,
+    api_group,
+    command_line,
+    engines,
+    env_flag_on,
+    find,
+    kv_connectors,
+    namespace_of,
+    of_kind,
+    parse_flags,
+    parse_structured,
+    pod_templates,
+    name_list,
+    resource_id,
+    routing_sidecars,
+    selects,
+    show_labels,
+    template_engines,
+)
 from policy.memory import SUB_BLOCK_ENV
+
 
 def _by_namespace(items: list[Engine]) -> dict[str, list[Engine]]:
     grouped: dict[str, list[Engine]] = defaultdict(list)
@@ -68,10 +90,12 @@ def _speculative(engine: Engine) -> Any:
 
 
 def _pd_field_values(engine: Engine) -> list[tuple[str, Any]]:
-    return [("--block-size", engine.flags.integer("--block-size")),
-            ("--kv-cache-dtype", engine.flags.text("--kv-cache-dtype") or "auto"),
-            ("model", engine.model),
-            ("--speculative-config", _speculative(engine))]
+    return [
+        ("--block-size", engine.flags.integer("--block-size")),
+        ("--kv-cache-dtype", engine.flags.text("--kv-cache-dtype") or "auto"),
+        ("model", engine.model),
+        ("--speculative-config", _speculative(engine)),
+    ]
 
 
 PD_WHY = {
@@ -86,15 +110,21 @@ def _pd_fields(decode: Engine) -> list[tuple[str, Any, str]]:
     return [(field, value, PD_WHY[field]) for field, value in _pd_field_values(decode)]
 
 
-def _pd_finding(decode: Engine, prefills: list[Engine], field: str, prefill_text: str, decode_value: Any, why: str) -> Finding:
+def _pd_finding(
+    decode: Engine, prefills: list[Engine], field: str, prefill_text: str, decode_value: Any, why: str
+) -> Finding:
     eagle = isinstance(decode_value, dict) and str(decode_value.get("method", "")).startswith("eagle")
     if field == "--speculative-config" and eagle and prefill_text == "none":
-        why = ("EAGLE-3 on decode needs it on prefill too: the draft head fills its own KV during prefill, and decode "
-               "receives that KV with the target model's")
+        why = (
+            "EAGLE-3 on decode needs it on prefill too: the draft head fills its own KV during prefill, and decode "
+            "receives that KV with the target model's"
+        )
     names = name_list(p.resource for p in prefills)
-    return Finding(decode.resource,
+    return Finding(
+        decode.resource,
         f"decode container {decode.name} and prefill ({names}) differ on {field}: prefill {prefill_text} vs decode "
-        f"{_spec_text(decode_value)}; {why}. Set the same {field} on both roles.")
+        f"{_spec_text(decode_value)}; {why}. Set the same {field} on both roles.",
+    )
 
 
 # --- routing sidecar -----------------------------------------------------------------------
@@ -123,38 +153,58 @@ def sidecar_matches_decode(manifests: list[dict], facts: Facts) -> list[Finding]
     return found
 
 
-def _sidecar_findings(template: PodTemplate, sidecar: Sidecar, engine: Engine,
-                      prefill_families: dict[frozenset, list[Engine]]) -> list[Finding]:
+def _sidecar_findings(
+    template: PodTemplate, sidecar: Sidecar, engine: Engine, prefill_families: dict[frozenset, list[Engine]]
+) -> list[Finding]:
     found = []
     where = f"routing sidecar {sidecar.name}"
     if sidecar.integer("--vllm-port") != engine.port:
-        found.append(Finding(template.resource,
-            f"{where} arg --vllm-port {sidecar.flags.get('--vllm-port') or '8001 (default)'} does not match the "
-            f"decode engine's --port {engine.port} (container {engine.name}): the sidecar forwards rank r to "
-            f"--vllm-port + r, where no rank listens. Set --vllm-port {engine.port}."))
+        found.append(
+            Finding(
+                template.resource,
+                f"{where} arg --vllm-port {sidecar.flags.get('--vllm-port') or '8001 (default)'} does not match the "
+                f"decode engine's --port {engine.port} (container {engine.name}): the sidecar forwards rank r to "
+                f"--vllm-port + r, where no rank listens. Set --vllm-port {engine.port}.",
+            )
+        )
     if sidecar.integer("--data-parallel-size") != engine.dp_local:
-        found.append(Finding(template.resource,
-            f"{where} arg --data-parallel-size {sidecar.flags.get('--data-parallel-size') or '1 (default)'} does "
-            f"not match the decode engine's {engine.dp_local} local ranks (container {engine.name} "
-            f"--data-parallel-size-local {engine.dp_local}): the sidecar listens on one port per rank and "
-            f"ranks it does not front get no traffic. Set --data-parallel-size {engine.dp_local}."))
+        found.append(
+            Finding(
+                template.resource,
+                f"{where} arg --data-parallel-size {sidecar.flags.get('--data-parallel-size') or '1 (default)'} does "
+                f"not match the decode engine's {engine.dp_local} local ranks (container {engine.name} "
+                f"--data-parallel-size-local {engine.dp_local}): the sidecar listens on one port per rank and "
+                f"ranks it does not front get no traffic. Set --data-parallel-size {engine.dp_local}.",
+            )
+        )
     family = SIDECAR_CONNECTOR_FAMILY.get(sidecar.connector)
     if family is None:
-        found.append(Finding(template.resource,
-            f"{where} arg --kv-connector {sidecar.connector} is not a connector this pack knows "
-            f"({', '.join(sorted(SIDECAR_CONNECTOR_FAMILY))}). Use nixlv2 with a NIXL connector on the engines."))
+        found.append(
+            Finding(
+                template.resource,
+                f"{where} arg --kv-connector {sidecar.connector} is not a connector this pack knows "
+                f"({', '.join(sorted(SIDECAR_CONNECTOR_FAMILY))}). Use nixlv2 with a NIXL connector on the engines.",
+            )
+        )
         return found
     peers = [("decode", [engine], _families(engine))]
     peers += [("prefill", group, families) for families, group in prefill_families.items()]
     for role, group, families in peers:
         if family not in families:
-            who = f"decode container {engine.name}" if role == "decode" else \
-                f"prefill {name_list(p.resource for p in group)} container {group[0].name}"
-            found.append(Finding(template.resource,
-                f"{where} arg --kv-connector {sidecar.connector} needs a {family.upper()} connector on every engine, "
-                f"but {who} --kv-transfer-config has {kv_connectors(group[0].flags) or 'none'}: the KV transfer "
-                f"handshake fails. Add the {family.upper()} connector (RblnNixlConnector on Rebel100) to its "
-                f"--kv-transfer-config."))
+            who = (
+                f"decode container {engine.name}"
+                if role == "decode"
+                else f"prefill {name_list(p.resource for p in group)} container {group[0].name}"
+            )
+            found.append(
+                Finding(
+                    template.resource,
+                    f"{where} arg --kv-connector {sidecar.connector} needs a {family.upper()} connector on every engine, "
+                    f"but {who} --kv-transfer-config has {kv_connectors(group[0].flags) or 'none'}: the KV transfer "
+                    f"handshake fails. Add the {family.upper()} connector (RblnNixlConnector on Rebel100) to its "
+                    f"--kv-transfer-config.",
+                )
+            )
     return found
 
 
@@ -183,14 +233,30 @@ def pool_view(pool: dict) -> PoolView:
     spec = pool.get("spec") or {}
     if "targetPorts" in spec or isinstance((spec.get("selector") or {}).get("matchLabels"), dict):
         ref = spec.get("endpointPickerRef") or {}
-        return PoolView(pool, (spec.get("selector") or {}).get("matchLabels") or {}, "spec.selector.matchLabels",
-                        [int(p.get("number", 0)) for p in spec.get("targetPorts") or []], "spec.targetPorts",
-                        ref.get("name"), (ref.get("port") or {}).get("number"), "spec.endpointPickerRef",
-                        "spec.endpointPickerRef.port.number")
+        return PoolView(
+            pool,
+            (spec.get("selector") or {}).get("matchLabels") or {},
+            "spec.selector.matchLabels",
+            [int(p.get("number", 0)) for p in spec.get("targetPorts") or []],
+            "spec.targetPorts",
+            ref.get("name"),
+            (ref.get("port") or {}).get("number"),
+            "spec.endpointPickerRef",
+            "spec.endpointPickerRef.port.number",
+        )
     ref = spec.get("extensionRef") or {}
     port = spec.get("targetPortNumber")
-    return PoolView(pool, spec.get("selector") or {}, "spec.selector", [int(port)] if port else [], "spec.targetPortNumber",
-                    ref.get("name"), ref.get("portNumber", EPP_GRPC_DEFAULT), "spec.extensionRef", "spec.extensionRef.portNumber")
+    return PoolView(
+        pool,
+        spec.get("selector") or {},
+        "spec.selector",
+        [int(port)] if port else [],
+        "spec.targetPortNumber",
+        ref.get("name"),
+        ref.get("portNumber", EPP_GRPC_DEFAULT),
+        "spec.extensionRef",
+        "spec.extensionRef.portNumber",
+    )
 
 
 def front_ports(template: PodTemplate) -> list[int]:
@@ -215,19 +281,27 @@ def inference_pool_wiring(manifests: list[dict], facts: Facts) -> list[Finding]:
         local = [(t, models) for t, models in serving if t.namespace == namespace]
         selected = [(t, models) for t, models in local if selects(view.selector, t.labels)]
         if not selected:
-            found.append(Finding(here,
-                f"{view.selector_field} {show_labels(view.selector)} selects no engine pod template in namespace "
-                f"{namespace} ({_labels_of([t for t, _ in local]) or 'none found'}): the gateway has no endpoint to "
-                f"route to. Use labels that every serving pod carries."))
+            found.append(
+                Finding(
+                    here,
+                    f"{view.selector_field} {show_labels(view.selector)} selects no engine pod template in namespace "
+                    f"{namespace} ({_labels_of([t for t, _ in local]) or 'none found'}): the gateway has no endpoint to "
+                    f"route to. Use labels that every serving pod carries.",
+                )
+            )
         else:
             served = set().union(*(models for _, models in selected))
             for role in ("prefill", "decode"):
                 of_role = [t for t, models in local if t.role == role and models & served]
                 if of_role and not any(t.role == role for t, _ in selected):
-                    found.append(Finding(here,
-                        f"{view.selector_field} {show_labels(view.selector)} does not select the {role} pod template "
-                        f"({_labels_of(of_role)}): the router's {role}-filter never sees {role} endpoints. Select on "
-                        f"a label both roles share (llm-d.ai/inference-serving: 'true')."))
+                    found.append(
+                        Finding(
+                            here,
+                            f"{view.selector_field} {show_labels(view.selector)} does not select the {role} pod template "
+                            f"({_labels_of(of_role)}): the router's {role}-filter never sees {role} endpoints. Select on "
+                            f"a label both roles share (llm-d.ai/inference-serving: 'true').",
+                        )
+                    )
             found += _target_ports(view, here, [t for t, _ in selected])
         found += _endpoint_picker(view, here, namespace, manifests)
     return found
@@ -245,8 +319,13 @@ def _target_ports(view: PoolView, here: str, selected: list[PodTemplate]) -> lis
     found = []
     actual = set(view.target_ports)
     if len(view.target_ports) > sizing.MAX_POOL_TARGET_PORTS:
-        found.append(Finding(here, f"{view.ports_field} has {len(view.target_ports)} ports but an InferencePool allows "
-                                   f"at most {sizing.MAX_POOL_TARGET_PORTS}. Lower the ranks per pod."))
+        found.append(
+            Finding(
+                here,
+                f"{view.ports_field} has {len(view.target_ports)} ports but an InferencePool allows "
+                f"at most {sizing.MAX_POOL_TARGET_PORTS}. Lower the ranks per pod.",
+            )
+        )
     serves = {template.resource: (front_ports(template), bool(routing_sidecars(template))) for template in selected}
     expected = sorted({port for ports, _ in serves.values() for port in ports})
     missing, extra = sorted(set(expected) - actual), sorted(actual - set(expected))
@@ -259,9 +338,15 @@ def _target_ports(view: PoolView, here: str, selected: list[PodTemplate]) -> lis
         problems.append(f"includes {extra}, where none of the selected pods listens, so requests sent there fail")
     listening = "; ".join(
         f"{resource} on {ports} ({'routing sidecar --port and --data-parallel-size' if sidecar else 'engine --port and ranks'})"
-        for resource, (ports, sidecar) in sorted(serves.items()))
-    found.append(Finding(here, f"{view.ports_field} {sorted(actual)} {' and '.join(problems)} (the selected pods serve: "
-                               f"{listening}). Set {view.ports_field} to {expected}."))
+        for resource, (ports, sidecar) in sorted(serves.items())
+    )
+    found.append(
+        Finding(
+            here,
+            f"{view.ports_field} {sorted(actual)} {' and '.join(problems)} (the selected pods serve: "
+            f"{listening}). Set {view.ports_field} to {expected}.",
+        )
+    )
     return found
 
 
@@ -286,25 +371,32 @@ def _pool_readers(view: PoolView, namespace: str, manifests: list[dict]) -> list
     image's tag); every generation when the EPP is not among the manifests."""
     service = find(manifests, "Service", namespace, view.epp_name) if view.epp_name else None
     selector = ((service or {}).get("spec") or {}).get("selector") or {}
-    images = [str(container.get("image") or "") for template in pod_templates(manifests)
-              if service and template.namespace == namespace and selects(selector, template.labels)
-              for container in template.containers()
-              if "--pool-name" in parse_flags(command_line(container), go_style=True).values]
+    images = [
+        str(container.get("image") or "")
+        for template in pod_templates(manifests)
+        if service and template.namespace == namespace and selects(selector, template.labels)
+        for container in template.containers()
+        if "--pool-name" in parse_flags(command_line(container), go_style=True).values
+    ]
     pinned = {g.name: g for g in (router_versions.generation_for_pin(image_version(i)) for i in images)}
     return list(pinned.values()) or list(router_versions.GENERATIONS)
 
 
-def _endpoints_of(view: PoolView, pool: str, template: PodTemplate,
-                  readers: list[router_versions.Generation]) -> list[Finding]:
+def _endpoints_of(
+    view: PoolView, pool: str, template: PodTemplate, readers: list[router_versions.Generation]
+) -> list[Finding]:
     """One finding per distinct reading of the pod's annotations by the EPP generations behind the pool, so a pod
     they read alike is reported once, and one only an older EPP misreads names that EPP."""
     serving = front_ports(template)
     how = "routing sidecar --port and --data-parallel-size" if routing_sidecars(template) else "engine --port and ranks"
     served = [port for port in sorted(set(view.target_ports)) if port in serving]
-    fix = (f"Annotate its pod template with {' and '.join(router_versions.every_active_ports_annotation())}: "
-           f"\"{labels.active_ports_annotation(served)}\" (the target ports it serves on)." if served else
-           f"Serve it on one of the target ports {sorted(set(view.target_ports))}, or select it with a pool of its "
-           f"own.")
+    fix = (
+        f"Annotate its pod template with {' and '.join(router_versions.every_active_ports_annotation())}: "
+        f'"{labels.active_ports_annotation(served)}" (the target ports it serves on).'
+        if served
+        else f"Serve it on one of the target ports {sorted(set(view.target_ports))}, or select it with a pool of its "
+        f"own."
+    )
     readings: dict[Optional[tuple[int, ...]], tuple[list[str], list[router_versions.Generation]]] = {}
     for generation in readers:
         keys = generation.active_ports
@@ -314,16 +406,31 @@ def _endpoints_of(view: PoolView, pool: str, template: PodTemplate,
         alike.append(generation)
     found = []
     for ports, (read_keys, alike) in readings.items():
-        active_name = (" or ".join(read_keys) if ports is None else
-                       f"annotation{'s' if len(read_keys) > 1 else ''} {' and '.join(read_keys)}")
-        problem = rules.pool_endpoints_serve(pool, template.resource, view.target_ports, serving,
-                                             None if ports is None else list(ports), serving_name=how,
-                                             active_name=active_name, fix=fix)
+        active_name = (
+            " or ".join(read_keys)
+            if ports is None
+            else f"annotation{'s' if len(read_keys) > 1 else ''} {' and '.join(read_keys)}"
+        )
+        problem = rules.pool_endpoints_serve(
+            pool,
+            template.resource,
+            view.target_ports,
+            serving,
+            None if ports is None else list(ports),
+            serving_name=how,
+            active_name=active_name,
+            fix=fix,
+        )
         if problem and len(readings) > 1:
-            problem = "For " + " and ".join(
-                f"the {g.name} EPP, which reads " + (f"only {g.active_ports[0]}" if len(g.active_ports) == 1
-                                                     else " then ".join(g.active_ports))
-                for g in alike) + f": {problem}"
+            problem = (
+                "For "
+                + " and ".join(
+                    f"the {g.name} EPP, which reads "
+                    + (f"only {g.active_ports[0]}" if len(g.active_ports) == 1 else " then ".join(g.active_ports))
+                    for g in alike
+                )
+                + f": {problem}"
+            )
         if problem:
             found.append(Finding(template.resource, problem))
     return found
@@ -332,26 +439,43 @@ def _endpoints_of(view: PoolView, pool: str, template: PodTemplate,
 def _endpoint_picker(view: PoolView, here: str, namespace: str, manifests: list[dict]) -> list[Finding]:
     services = [s for s in of_kind(manifests, "Service") if namespace_of(s) == namespace]
     if not view.epp_name:
-        return [Finding(here, f"{view.epp_field}.name is not set: the pool has no endpoint picker. Name the EPP Service.")]
+        return [
+            Finding(here, f"{view.epp_field}.name is not set: the pool has no endpoint picker. Name the EPP Service.")
+        ]
     service = find(manifests, "Service", namespace, view.epp_name)
     if service is None:
         names = ", ".join(s["metadata"]["name"] for s in services) or "none"
-        return [Finding(here, f"{view.epp_field}.name {view.epp_name} names no Service in namespace {namespace} "
-                              f"(Services: {names}): the gateway cannot reach the router and, with FailClose, rejects "
-                              f"every request. Set it to the EPP Service's name.")]
+        return [
+            Finding(
+                here,
+                f"{view.epp_field}.name {view.epp_name} names no Service in namespace {namespace} "
+                f"(Services: {names}): the gateway cannot reach the router and, with FailClose, rejects "
+                f"every request. Set it to the EPP Service's name.",
+            )
+        ]
     ports = (service.get("spec") or {}).get("ports") or []
     port = next((p for p in ports if p.get("port") == view.epp_port), None)
     if port is None:
         listed = ", ".join(f"{p.get('port')} ({p.get('name', '')})" for p in ports)
-        return [Finding(here, f"{view.epp_port_field} {view.epp_port} is not a port of Service "
-                              f"{namespace}/{view.epp_name} (ports: {listed}). Use the Service's ext-proc port.")]
+        return [
+            Finding(
+                here,
+                f"{view.epp_port_field} {view.epp_port} is not a port of Service "
+                f"{namespace}/{view.epp_name} (ports: {listed}). Use the Service's ext-proc port.",
+            )
+        ]
     grpc = _epp_grpc_port(service, manifests)
     target = port.get("targetPort", port.get("port"))
     if grpc is not None and target not in grpc:
-        return [Finding(here, f"{view.epp_port_field} {view.epp_port} reaches targetPort {target} of Service "
-                              f"{namespace}/{view.epp_name}, but the EPP container serves ext-proc on --grpc-port "
-                              f"{grpc[0]}: the gateway talks to the wrong listener. Point the pool at the Service port "
-                              f"whose targetPort is {grpc[0]}.")]
+        return [
+            Finding(
+                here,
+                f"{view.epp_port_field} {view.epp_port} reaches targetPort {target} of Service "
+                f"{namespace}/{view.epp_name}, but the EPP container serves ext-proc on --grpc-port "
+                f"{grpc[0]}: the gateway talks to the wrong listener. Point the pool at the Service port "
+                f"whose targetPort is {grpc[0]}.",
+            )
+        ]
     return []
 
 
@@ -385,18 +509,32 @@ def httproute_backend_exists(manifests: list[dict], facts: Facts) -> list[Findin
                 namespace = ref.get("namespace") or namespace_of(route)
                 pool = find(manifests, "InferencePool", namespace, ref.get("name"))
                 if pool is None:
-                    pools = ", ".join(p["metadata"]["name"] for p in of_kind(manifests, "InferencePool")
-                                      if namespace_of(p) == namespace) or "none"
-                    found.append(Finding(resource_id(route),
-                        f"{field} names InferencePool {ref.get('name')}, which does not exist in namespace {namespace} "
-                        f"(InferencePools: {pools}): the route has no backend and every request fails. Name an "
-                        f"existing pool."))
+                    pools = (
+                        ", ".join(
+                            p["metadata"]["name"]
+                            for p in of_kind(manifests, "InferencePool")
+                            if namespace_of(p) == namespace
+                        )
+                        or "none"
+                    )
+                    found.append(
+                        Finding(
+                            resource_id(route),
+                            f"{field} names InferencePool {ref.get('name')}, which does not exist in namespace {namespace} "
+                            f"(InferencePools: {pools}): the route has no backend and every request fails. Name an "
+                            f"existing pool.",
+                        )
+                    )
                     continue
                 group = api_group(pool.get("apiVersion", ""))
                 if ref.get("group", "") != group:
-                    found.append(Finding(resource_id(route),
-                        f"{field} has group {ref.get('group', '(core)')!r} but InferencePool {ref.get('name')} is "
-                        f"{pool.get('apiVersion')}: the gateway looks up a kind that does not exist. Set group {group}."))
+                    found.append(
+                        Finding(
+                            resource_id(route),
+                            f"{field} has group {ref.get('group', '(core)')!r} but InferencePool {ref.get('name')} is "
+                            f"{pool.get('apiVersion')}: the gateway looks up a kind that does not exist. Set group {group}.",
+                        )
+                    )
     return found
 
 
@@ -407,7 +545,7 @@ def epp_configs(manifests: list[dict]) -> list[tuple[dict, str, dict]]:
     """(ConfigMap, key, config) of every EndpointPickerConfig held in a ConfigMap."""
     found = []
     for config_map in of_kind(manifests, "ConfigMap"):
-        for key, text in ((config_map.get("data") or {}).items()):
+        for key, text in (config_map.get("data") or {}).items():
             config = parse_structured(text) if isinstance(text, str) and "EndpointPickerConfig" in text else None
             if isinstance(config, dict) and config.get("kind") == "EndpointPickerConfig":
                 found.append((config_map, key, config))
@@ -421,8 +559,9 @@ def epp_containers(manifests: list[dict], config_map: dict) -> Iterator[tuple[Po
     for template in pod_templates(manifests):
         if template.namespace != namespace:
             continue
-        volumes = {v.get("name") for v in template.spec.get("volumes") or []
-                   if (v.get("configMap") or {}).get("name") == name}
+        volumes = {
+            v.get("name") for v in template.spec.get("volumes") or [] if (v.get("configMap") or {}).get("name") == name
+        }
         for container in template.containers():
             if volumes & {m.get("name") for m in container.get("volumeMounts") or []}:
                 yield template, container
@@ -445,8 +584,11 @@ HANDLERS = ("disagg-profile-handler", "pd-profile-handler")
 def router_pd_profiles(manifests: list[dict], facts: Facts) -> list[Finding]:
     """A P/D router config has a profile handler, a decider that can fire, and both profiles."""
     found = []
-    pd_namespaces = {ns for ns, items in _by_namespace(engines(manifests)).items()
-                     if _role(items, "prefill") and _role(items, "decode")}
+    pd_namespaces = {
+        ns
+        for ns, items in _by_namespace(engines(manifests)).items()
+        if _role(items, "prefill") and _role(items, "decode")
+    }
     for config_map, key, config in epp_configs(manifests):
         if namespace_of(config_map) not in pd_namespaces:
             continue
@@ -454,9 +596,14 @@ def router_pd_profiles(manifests: list[dict], facts: Facts) -> list[Finding]:
         plugins = _plugins(config)
         handlers = [p for p in plugins.values() if p.get("type") in HANDLERS]
         if not handlers:
-            found.append(Finding(here, f"{where} has no {' or '.join(HANDLERS)} plugin although prefill and decode pods "
-                                       f"run in namespace {namespace_of(config_map)}: every request is served by decode "
-                                       f"alone and the prefill pods idle. Add disagg-profile-handler with a decider."))
+            found.append(
+                Finding(
+                    here,
+                    f"{where} has no {' or '.join(HANDLERS)} plugin although prefill and decode pods "
+                    f"run in namespace {namespace_of(config_map)}: every request is served by decode "
+                    f"alone and the prefill pods idle. Add disagg-profile-handler with a decider.",
+                )
+            )
             continue
         handler = handlers[0]
         if handler.get("type") == "disagg-profile-handler":
@@ -466,35 +613,58 @@ def router_pd_profiles(manifests: list[dict], facts: Facts) -> list[Finding]:
         profiles = [str(p.get("name")) for p in config.get("schedulingProfiles") or [] if isinstance(p, dict)]
         for name in wanted:
             if name not in profiles:
-                found.append(Finding(here, f"{where} schedulingProfiles {profiles} lacks the {name!r} profile the "
-                                           f"{handler.get('type')} runs: P/D cannot pick a {name} endpoint. Add a "
-                                           f"{name!r} profile (its filter plus scorers and a picker)."))
+                found.append(
+                    Finding(
+                        here,
+                        f"{where} schedulingProfiles {profiles} lacks the {name!r} profile the "
+                        f"{handler.get('type')} runs: P/D cannot pick a {name} endpoint. Add a "
+                        f"{name!r} profile (its filter plus scorers and a picker).",
+                    )
+                )
     return found
 
 
 def _decider(here: str, where: str, handler: dict, plugins: dict[str, dict]) -> list[Finding]:
     name = (_params(handler).get("deciders") or {}).get("prefill")
     if not name:
-        return [Finding(here, f"{where} disagg-profile-handler has no parameters.deciders.prefill: no request is ever "
-                              f"prefilled remotely. Name a prefix-based-pd-decider (nonCachedTokens > 0) or "
-                              f"always-disagg-pd-decider plugin.")]
+        return [
+            Finding(
+                here,
+                f"{where} disagg-profile-handler has no parameters.deciders.prefill: no request is ever "
+                f"prefilled remotely. Name a prefix-based-pd-decider (nonCachedTokens > 0) or "
+                f"always-disagg-pd-decider plugin.",
+            )
+        ]
     decider = plugins.get(str(name))
     if decider is None:
-        return [Finding(here, f"{where} disagg-profile-handler parameters.deciders.prefill {name} names no plugin of the "
-                              f"config ({', '.join(plugins)}). Declare the decider plugin.")]
+        return [
+            Finding(
+                here,
+                f"{where} disagg-profile-handler parameters.deciders.prefill {name} names no plugin of the "
+                f"config ({', '.join(plugins)}). Declare the decider plugin.",
+            )
+        ]
     if decider.get("type") in THRESHOLD_DECIDERS:
         tokens = _params(decider).get("nonCachedTokens", 0)
         if not isinstance(tokens, (int, float)) or tokens <= 0:
-            return [Finding(here, f"{where} plugin {name} ({decider.get('type')}) parameters.nonCachedTokens "
-                                  f"{tokens} disables the decider: no request is ever prefilled remotely and P/D "
-                                  f"silently becomes decode-only. Set nonCachedTokens > 0 (e.g. 16), or use "
-                                  f"always-disagg-pd-decider.")]
+            return [
+                Finding(
+                    here,
+                    f"{where} plugin {name} ({decider.get('type')}) parameters.nonCachedTokens "
+                    f"{tokens} disables the decider: no request is ever prefilled remotely and P/D "
+                    f"silently becomes decode-only. Set nonCachedTokens > 0 (e.g. 16), or use "
+                    f"always-disagg-pd-decider.",
+                )
+            ]
     elif decider.get("type") not in ALWAYS_DECIDERS:
-        return [Finding(here, f"{where} parameters.deciders.prefill {name} is a {decider.get('type')}, not a P/D decider "
-                              f"({', '.join(THRESHOLD_DECIDERS + ALWAYS_DECIDERS)}). Point it at a decider plugin.")]
+        return [
+            Finding(
+                here,
+                f"{where} parameters.deciders.prefill {name} is a {decider.get('type')}, not a P/D decider "
+                f"({', '.join(THRESHOLD_DECIDERS + ALWAYS_DECIDERS)}). Point it at a decider plugin.",
+            )
+        ]
     return []
-
-
 
 
 def _reuse_units(manifests: list[dict], namespace: str) -> dict[tuple[int, int, bool], list[Engine]]:
@@ -530,13 +700,20 @@ def router_block_size(manifests: list[dict], facts: Facts) -> list[Finding]:
         for (block, unit, sub_block), items in _reuse_units(manifests, namespace_of(config_map)).items():
             if size != unit:
                 engines_text = name_list(e.resource for e in items)
-                source = (f"sub-blocks of --max-num-batched-tokens {unit} ({SUB_BLOCK_ENV}=1)" if sub_block
-                          else f"blocks of --block-size {block}")
-                found.append(Finding(resource_id(config_map),
-                    f"{where} parameters.blockSizeTokens {size if size is not None else '(unset)'} with autoTune false, "
-                    f"but the engines ({engines_text}) reuse prefixes in {source}: the router's prefix hashes never "
-                    f"line up with what the engines cache, so prefix-aware routing picks at random. Set "
-                    f"blockSizeTokens {unit}."))
+                source = (
+                    f"sub-blocks of --max-num-batched-tokens {unit} ({SUB_BLOCK_ENV}=1)"
+                    if sub_block
+                    else f"blocks of --block-size {block}"
+                )
+                found.append(
+                    Finding(
+                        resource_id(config_map),
+                        f"{where} parameters.blockSizeTokens {size if size is not None else '(unset)'} with autoTune false, "
+                        f"but the engines ({engines_text}) reuse prefixes in {source}: the router's prefix hashes never "
+                        f"line up with what the engines cache, so prefix-aware routing picks at random. Set "
+                        f"blockSizeTokens {unit}.",
+                    )
+                )
     return found
 
 
@@ -548,11 +725,15 @@ def router_autotune_block_unit(manifests: list[dict], facts: Facts) -> list[Find
             continue
         for (block, unit, sub_block), items in _reuse_units(manifests, namespace_of(config_map)).items():
             if block != unit:
-                found.append(Finding(resource_id(config_map),
-                    f"{where} parameters.autoTune true: the router reads --block-size {block} from each pod's "
-                    f"vllm:cache_config_info and tracks prefixes in {block}-token units, while the engines "
-                    f"({name_list(e.resource for e in items)}) reuse {unit}-token sub-blocks "
-                    f"({SUB_BLOCK_ENV}=1): shared prefixes shorter than {block} tokens are not routed by affinity. "
-                    f"For {unit}-token routing set autoTune false, blockSizeTokens {unit} and lruCapacityPerServer to "
-                    f"the per-pod KV block count in {unit}-token units."))
+                found.append(
+                    Finding(
+                        resource_id(config_map),
+                        f"{where} parameters.autoTune true: the router reads --block-size {block} from each pod's "
+                        f"vllm:cache_config_info and tracks prefixes in {block}-token units, while the engines "
+                        f"({name_list(e.resource for e in items)}) reuse {unit}-token sub-blocks "
+                        f"({SUB_BLOCK_ENV}=1): shared prefixes shorter than {block} tokens are not routed by affinity. "
+                        f"For {unit}-token routing set autoTune false, blockSizeTokens {unit} and lruCapacityPerServer to "
+                        f"the per-pod KV block count in {unit}-token units.",
+                    )
+                )
     return found

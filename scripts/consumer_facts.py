@@ -8,6 +8,7 @@ venv, and with no project import: the facts come from the program alone.
 
 `make consumer-facts` regenerates the committed files (core/versions/data/) this way.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,7 +36,7 @@ def lmcache_facts() -> dict:
         "program": "lmcache",
         "version": version("lmcache"),
         "source": f"lmcache=={version('lmcache')} lmcache/v1/config.py (_CONFIG_DEFINITIONS, _CONFIG_ALIASES; "
-                  f"from_env reads LMCACHE_<KEY>) and the literal LMCACHE_* names of the package's modules",
+        f"from_env reads LMCACHE_<KEY>) and the literal LMCACHE_* names of the package's modules",
         "regenerate": "make consumer-facts",
         "config_keys": keys,
         "aliases": aliases,
@@ -81,8 +82,8 @@ def vllm_serve_facts() -> dict:
         "program": "vllm serve",
         "version": version("vllm"),
         "source": f"vllm=={version('vllm')} vllm/entrypoints/cli/serve.py (ServeSubcommand.subparser_init: "
-                  f"make_arg_parser of vllm/entrypoints/launchers/cli_args.py and EngineArgs.add_cli_args of "
-                  f"vllm/engine/arg_utils.py), VLLM_TARGET_DEVICE=cpu",
+        f"make_arg_parser of vllm/entrypoints/launchers/cli_args.py and EngineArgs.add_cli_args of "
+        f"vllm/engine/arg_utils.py), VLLM_TARGET_DEVICE=cpu",
         "regenerate": "make consumer-facts (scripts/consumers-engine vllm, then scripts/consumer_facts.py vllm-serve)",
         "allow_abbrev": serve.allow_abbrev,
         "prefix_chars": serve.prefix_chars,

@@ -20,6 +20,7 @@ STACK names `Pulumi.STACK.yaml` in the project; `--config-file FILE` reads any s
 Exit status: 0 fine, 1 invalid configuration, a mandatory policy violation or a pod that fits no node,
 2 usage error or an unreadable cluster.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,6 +50,7 @@ def load_stack(args):
     """(path, name, config) of the stack the arguments name; config is None, with the problems
     printed, when the stack file is malformed or the configuration invalid."""
     from core.gate import ConfigError
+
     path, name = _stack_path(args)
     try:
         return path, name, stackfile.load_stack(path, name)
@@ -60,6 +62,7 @@ def load_stack(args):
 def cmd_render(args) -> int:
     from core.gate import ConfigError
     from stacks import render
+
     path, name = _stack_path(args)
     try:
         result = render.render_stack_file(path, name)
@@ -77,6 +80,7 @@ def cmd_render(args) -> int:
 
 def cmd_plan(args) -> int:
     from stacks.plan import format_plan, plan
+
     _, name, cfg = load_stack(args)
     if cfg is None:
         return 1
@@ -87,6 +91,7 @@ def cmd_plan(args) -> int:
 
 def cmd_check(args) -> int:
     from stacks.check import run_check
+
     path_and_name = _stack_path(args) if (args.stack or args.config_file) and not args.manifests else None
     return run_check(args, path_and_name)
 
@@ -97,6 +102,7 @@ def cmd_preflight(args) -> int:
     from core.placement import place
     from core.retained import live_stack_refusals
     from stacks.site import SiteError, inventory, live_claims, missing_weights_volume
+
     _, name, cfg = load_stack(args)
     if cfg is None:
         return 1
@@ -122,6 +128,7 @@ def cmd_preflight(args) -> int:
 def cmd_placement(args) -> int:
     """Each engine pod, its node and the devices (with NUMA node) its claim was allocated."""
     from stacks.site import SiteError, format_placement, placement
+
     _, name, cfg = load_stack(args)
     if cfg is None:
         return 1
@@ -135,16 +142,20 @@ def cmd_placement(args) -> int:
 
 def cmd_watch(args) -> int:
     from stacks.site import watch
+
     _, _, cfg = load_stack(args)
     if cfg is None:
         return 1
-    return watch(cfg, args.kubeconfig, pid=args.pid, grace_seconds=args.grace, unreachable_seconds=args.unreachable_grace)
+    return watch(
+        cfg, args.kubeconfig, pid=args.pid, grace_seconds=args.grace, unreachable_seconds=args.unreachable_grace
+    )
 
 
 def cmd_secrets(args) -> int:
     """Refuse a prod stack whose secrets would sit under the project's built-in passphrase, or under none."""
     import os
     from core.secrets import refusal_for
+
     path, name = _stack_path(args)
     try:
         config, _ = stackfile.read_config(path)
@@ -164,14 +175,18 @@ def cmd_policy_config(args) -> int:
     what scripts/up and scripts/preview pass to `--policy-pack-config`, and `check` applies."""
     from core.stackfile import PROJECT_ROOT
     from policy import levels
+
     path, name = _stack_path(args)
     try:
         config, _ = stackfile.read_config(path)
     except stackfile.StackFileError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    print(levels.environment_config(levels.enforcement_environment(stackfile.environment(config)))
-          .relative_to(PROJECT_ROOT).as_posix())
+    print(
+        levels.environment_config(levels.enforcement_environment(stackfile.environment(config)))
+        .relative_to(PROJECT_ROOT)
+        .as_posix()
+    )
     return 0
 
 
@@ -180,33 +195,43 @@ def cmd_checkpoint(args) -> int:
     it; with --restore, put that copy back (stacks/checkpoint.py)."""
     import os
     from stacks import checkpoint
+
     root = checkpoint.file_backend_root(os.environ.get("PULUMI_BACKEND_URL"))
     if root is None:
-        print(f"error: the backend ({os.environ.get('PULUMI_BACKEND_URL') or 'a `pulumi login`'}) is not a file "
-              f"backend: only a file backend's checkpoints are looked at here (docs/recovery.md, A damaged "
-              f"checkpoint)", file=sys.stderr)
+        print(
+            f"error: the backend ({os.environ.get('PULUMI_BACKEND_URL') or 'a `pulumi login`'}) is not a file "
+            f"backend: only a file backend's checkpoints are looked at here (docs/recovery.md, A damaged "
+            f"checkpoint)",
+            file=sys.stderr,
+        )
         return 2
     state = checkpoint.StackState(root, stackfile.project_name(), args.stack)
     command = args.restore_command or f"scripts/up {args.stack} --restore-checkpoint"
     message = checkpoint.explain(state, command, relative_to=pathlib.Path.cwd())
     if message is None:
         if args.restore:
-            print(f"checkpoint: stack {args.stack}'s checkpoint loads (or there is none yet): nothing to restore",
-                  file=sys.stderr)
+            print(
+                f"checkpoint: stack {args.stack}'s checkpoint loads (or there is none yet): nothing to restore",
+                file=sys.stderr,
+            )
         return 0
     good = state.last_good()
     if not args.restore or good is None:
         print(f"error: {message}", file=sys.stderr)
         return 1
     kept = state.restore(good)
-    print(f"checkpoint: stack {args.stack}'s checkpoint restored from {good.describe(pathlib.Path.cwd())}; the "
-          f"damaged one is kept as {checkpoint.shown(kept, pathlib.Path.cwd())}", file=sys.stderr)
+    print(
+        f"checkpoint: stack {args.stack}'s checkpoint restored from {good.describe(pathlib.Path.cwd())}; the "
+        f"damaged one is kept as {checkpoint.shown(kept, pathlib.Path.cwd())}",
+        file=sys.stderr,
+    )
     return 0
 
 
 def cmd_changes(args) -> int:
     """0 when the preview whose event log this is proposes nothing to do, 1 when the update must run."""
     from stacks.events import proposal
+
     try:
         with open(args.event_log, encoding="utf-8", errors="replace") as lines:
             found = proposal(lines)
@@ -220,13 +245,16 @@ def cmd_changes(args) -> int:
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m stacks", description=__doc__.splitlines()[0])
     sub = top.add_subparsers(dest="command", required=True)
-    for name, helptext in (("render", "render the Kubernetes objects offline"), ("plan", "print the capacity and memory plan"),
-                           ("check", "run the config gate and the policy pack"),
-                           ("preflight", "check, against a cluster, that every engine pod can be placed"),
-                           ("placement", "print where the engine pods run and their devices"),
-                           ("watch", "beside `pulumi up`: cancel it when a pod of the stack stays unschedulable"),
-                           ("secrets", "refuse a prod stack whose secrets would use the built-in passphrase"),
-                           ("policy-config", "print the policy pack's enforcement file for the stack's environment")):
+    for name, helptext in (
+        ("render", "render the Kubernetes objects offline"),
+        ("plan", "print the capacity and memory plan"),
+        ("check", "run the config gate and the policy pack"),
+        ("preflight", "check, against a cluster, that every engine pod can be placed"),
+        ("placement", "print where the engine pods run and their devices"),
+        ("watch", "beside `pulumi up`: cancel it when a pod of the stack stays unschedulable"),
+        ("secrets", "refuse a prod stack whose secrets would use the built-in passphrase"),
+        ("policy-config", "print the policy pack's enforcement file for the stack's environment"),
+    ):
         cmd = sub.add_parser(name, help=helptext)
         cmd.add_argument("stack", nargs="?", help="stack name (Pulumi.STACK.yaml)")
         cmd.add_argument("--config-file", help="read this stack file instead of Pulumi.STACK.yaml")
@@ -238,38 +266,63 @@ def parser() -> argparse.ArgumentParser:
             cmd.add_argument("--kubeconfig", help="kubeconfig of the cluster (default: kubectl's)")
         if name == "watch":
             cmd.add_argument("--pid", type=int, required=True, help="process id of the running `pulumi up`")
-            cmd.add_argument("--grace", type=float, default=120.0, help="seconds a pod may stay unschedulable (default 120)")
-            cmd.add_argument("--unreachable-grace", type=float, default=60.0,
-                             help="seconds the API server may not answer before the update is cancelled (default 60)")
+            cmd.add_argument(
+                "--grace", type=float, default=120.0, help="seconds a pod may stay unschedulable (default 120)"
+            )
+            cmd.add_argument(
+                "--unreachable-grace",
+                type=float,
+                default=60.0,
+                help="seconds the API server may not answer before the update is cancelled (default 60)",
+            )
         if name == "check":
             cmd.add_argument("--manifests", help="check this folder of Kubernetes YAML instead of a stack's render")
-            cmd.add_argument("--environment", choices=["dev", "prod"], help="policy enforcement level for --manifests (default prod)")
+            cmd.add_argument(
+                "--environment", choices=["dev", "prod"], help="policy enforcement level for --manifests (default prod)"
+            )
             cmd.add_argument("--json", action="store_true", help="machine-readable output")
-            cmd.add_argument("--format", choices=["text", "json", "sarif"],
-                             help="output format (--json is --format json; sarif: SARIF 2.1.0 for code scanning)")
+            cmd.add_argument(
+                "--format",
+                choices=["text", "json", "sarif"],
+                help="output format (--json is --format json; sarif: SARIF 2.1.0 for code scanning)",
+            )
     restore = sub.add_parser("checkpoint", help="does the stack's checkpoint load? its last good copy, and --restore")
     restore.add_argument("stack", help="stack name")
     restore.add_argument("--restore", action="store_true", help="put the last good copy in place of a damaged one")
-    restore.add_argument("--restore-command", help="the command to name for restoring (default: scripts/up STACK "
-                                           "--restore-checkpoint)")
+    restore.add_argument(
+        "--restore-command", help="the command to name for restoring (default: scripts/up STACK --restore-checkpoint)"
+    )
     changes = sub.add_parser("changes", help="does a preview's event log propose a change? (exit 0: no)")
     changes.add_argument("event_log", help="the file of `pulumi preview --event-log FILE`")
     from stacks import validate
-    validate.add_arguments(sub.add_parser("validate", help="strictly validate rendered manifests (Kubernetes schemas, crds/)"))
+
+    validate.add_arguments(
+        sub.add_parser("validate", help="strictly validate rendered manifests (Kubernetes schemas, crds/)")
+    )
     return top
 
 
 def cmd_validate(args) -> int:
     from stacks.validate import run
+
     return run(args)
 
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
-    commands = {"render": cmd_render, "plan": cmd_plan, "check": cmd_check, "validate": cmd_validate,
-                "preflight": cmd_preflight, "placement": cmd_placement, "watch": cmd_watch,
-                "secrets": cmd_secrets, "policy-config": cmd_policy_config, "changes": cmd_changes,
-                "checkpoint": cmd_checkpoint}
+    commands = {
+        "render": cmd_render,
+        "plan": cmd_plan,
+        "check": cmd_check,
+        "validate": cmd_validate,
+        "preflight": cmd_preflight,
+        "placement": cmd_placement,
+        "watch": cmd_watch,
+        "secrets": cmd_secrets,
+        "policy-config": cmd_policy_config,
+        "changes": cmd_changes,
+        "checkpoint": cmd_checkpoint,
+    }
     return commands[args.command](args)
 
 

@@ -11,6 +11,7 @@ budgets and engine spread advisory), `prod.json` otherwise;
 `--environment dev|prod` overrides the choice (default prod for --manifests). Exit status: 0 no mandatory
 violation (advisories are printed), 1 invalid config or a mandatory violation, 2 usage error.
 """
+
 from __future__ import annotations
 
 import json
@@ -57,8 +58,11 @@ def _stack_manifests(path: pathlib.Path, name: str, fmt: str) -> tuple[Optional[
     manifests = rendered.manifests
     refused = schema_problems(manifests)
     if refused:
-        print(f"error: the render of stack {name!r} fails the strict validator (`python -m stacks validate`: "
-              f"Kubernetes schemas and the CRDs in crds/), so the API server would refuse it:", file=sys.stderr)
+        print(
+            f"error: the render of stack {name!r} fails the strict validator (`python -m stacks validate`: "
+            f"Kubernetes schemas and the CRDs in crds/), so the API server would refuse it:",
+            file=sys.stderr,
+        )
         for line in refused:
             print(f"  - {line}", file=sys.stderr)
         return None, name, "", {}
@@ -103,8 +107,14 @@ def run_check(args, stack: Optional[tuple[pathlib.Path, str]] = None) -> int:
         started = time.perf_counter()
         violations = catalog.evaluate(manifests, config)
         elapsed_ms = 1000 * (time.perf_counter() - started)
-        skipped = parallelism.skip_note(manifests, {name: setting.facts for name, setting in catalog.resolve(config).items()
-                                                    if setting.level != catalog.DISABLED})
+        skipped = parallelism.skip_note(
+            manifests,
+            {
+                name: setting.facts
+                for name, setting in catalog.resolve(config).items()
+                if setting.level != catalog.DISABLED
+            },
+        )
     except catalog.PackConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -112,23 +122,50 @@ def run_check(args, stack: Optional[tuple[pathlib.Path, str]] = None) -> int:
     advisory = [v for v in violations if not v.mandatory]
     if output_format(args) == "sarif":
         from stacks import sarif
-        print(sarif.for_check(manifests, violations, config, environment=environment, policy_config=config_path,
-                              subject=subject, manifests_dir=pathlib.Path(args.manifests) if args.manifests else None,
-                              stack_file=stack[0] if stack else None))
+
+        print(
+            sarif.for_check(
+                manifests,
+                violations,
+                config,
+                environment=environment,
+                policy_config=config_path,
+                subject=subject,
+                manifests_dir=pathlib.Path(args.manifests) if args.manifests else None,
+                stack_file=stack[0] if stack else None,
+            )
+        )
     elif output_format(args) == "json":
-        print(json.dumps({
-            "subject": subject, "environment": environment, "policyConfig": str(config_path), "objects": len(manifests),
-            "evaluationMs": round(elapsed_ms, 2), "mandatory": len(mandatory), "advisory": len(advisory), "skipped": skipped,
-            "violations": [{"policy": v.policy, "level": v.level, "resource": v.resource, "message": v.message}
-                           for v in violations],
-        }, indent=2))
+        print(
+            json.dumps(
+                {
+                    "subject": subject,
+                    "environment": environment,
+                    "policyConfig": str(config_path),
+                    "objects": len(manifests),
+                    "evaluationMs": round(elapsed_ms, 2),
+                    "mandatory": len(mandatory),
+                    "advisory": len(advisory),
+                    "skipped": skipped,
+                    "violations": [
+                        {"policy": v.policy, "level": v.level, "resource": v.resource, "message": v.message}
+                        for v in violations
+                    ],
+                },
+                indent=2,
+            )
+        )
     else:
-        print(f"policy pack {catalog.PACK_NAME} over {subject}, environment {environment} "
-              f"({config_path.relative_to(PROJECT_ROOT)})")
+        print(
+            f"policy pack {catalog.PACK_NAME} over {subject}, environment {environment} "
+            f"({config_path.relative_to(PROJECT_ROOT)})"
+        )
         for violation in mandatory + advisory:
             print(violation.line())
         if skipped:
             print(skipped)
-        print(f"{len(mandatory)} mandatory and {len(advisory)} advisory violations from {len(catalog.POLICIES)} "
-              f"policies over {len(manifests)} objects; evaluated in {elapsed_ms:.1f} ms")
+        print(
+            f"{len(mandatory)} mandatory and {len(advisory)} advisory violations from {len(catalog.POLICIES)} "
+            f"policies over {len(manifests)} objects; evaluated in {elapsed_ms:.1f} ms"
+        )
     return 1 if mandatory else 0

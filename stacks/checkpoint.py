@@ -15,6 +15,7 @@ the time it was written), and `restore` puts that copy in its place, keeping the
 stack; the CLI reads it in full on the next command (`scripts/up` previews with `--refresh` first, which reads every
 resource back from the cluster, so what happened after the copy was written is seen, not assumed).
 """
+
 from __future__ import annotations
 
 import datetime
@@ -163,11 +164,17 @@ def explain(state: StackState, command: str, relative_to: Optional[pathlib.Path]
         return None
     path = state.checkpoint()
     good = state.last_good()
-    head = (f"the checkpoint of stack {state.stack!r}, {shown(path, relative_to)}, {problem}: Pulumi cannot load it, "
-            f"and nothing was changed.")
+    head = (
+        f"the checkpoint of stack {state.stack!r}, {shown(path, relative_to)}, {problem}: Pulumi cannot load it, "
+        f"and nothing was changed."
+    )
     if good is None:
-        return (f"{head} No copy of it that loads is left (looked at {path.name}.bak, .pulumi/backups/ and "
-                f".pulumi/history/ of {shown(state.root, relative_to)}), so it cannot be restored from here "
-                f"(docs/recovery.md, A damaged checkpoint).")
-    return (f"{head} The last good copy is {good.describe(relative_to)}. Restore it (the damaged file is kept under "
-            f"{shown(state.root / 'damaged', relative_to)}/) and deploy with:\n    {command}")
+        return (
+            f"{head} No copy of it that loads is left (looked at {path.name}.bak, .pulumi/backups/ and "
+            f".pulumi/history/ of {shown(state.root, relative_to)}), so it cannot be restored from here "
+            f"(docs/recovery.md, A damaged checkpoint)."
+        )
+    return (
+        f"{head} The last good copy is {good.describe(relative_to)}. Restore it (the damaged file is kept under "
+        f"{shown(state.root / 'damaged', relative_to)}/) and deploy with:\n    {command}"
+    )

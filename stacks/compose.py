@@ -4,6 +4,7 @@
 components from them and orders them. A new environment is a new `Pulumi.<name>.yaml`; nothing here
 is per environment.
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -57,8 +58,11 @@ def rolled_out(prefill: PrefillPool) -> pulumi.Stash:
     render) and not a ComponentResource: a dependency on a local component is a dependency on its children, so a
     component with none would order nothing. Its input is a constant: it never changes, so a preview never shows
     it (an Output of the Deployments' would also be the same edges again)."""
-    return pulumi.Stash(f"{prefill.pulumi_resource_name}-rolled-out", input=ROLLED_OUT,
-                        opts=pulumi.ResourceOptions(parent=prefill, depends_on=list(prefill.deployments)))
+    return pulumi.Stash(
+        f"{prefill.pulumi_resource_name}-rolled-out",
+        input=ROLLED_OUT,
+        opts=pulumi.ResourceOptions(parent=prefill, depends_on=list(prefill.deployments)),
+    )
 
 
 def build(cfg: StackConfig, *, hf_token: Optional[pulumi.Output] = None) -> dict:

@@ -6,6 +6,7 @@ its update after the preview even when nothing changes). Anything this cannot re
 summary, a step that changes something, operations an interrupted update left pending, a state the engine
 calls possibly corrupt) means the update runs, as it always did.
 """
+
 from __future__ import annotations
 
 import dataclasses

@@ -1,5 +1,6 @@
 """The real program under Pulumi's mock runtime: what it registers and exports, for the tests that hold
 the offline render (`stacks/render.py`) to it and for the component tests."""
+
 from __future__ import annotations
 
 import asyncio
@@ -70,8 +71,11 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
     def RegisterResource(self, request):
         response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
-            self.recorder.registered(Registration(response.urn, request.type, bool(request.custom), request.parent,
-                                                  tuple(request.dependencies)))
+            self.recorder.registered(
+                Registration(
+                    response.urn, request.type, bool(request.custom), request.parent, tuple(request.dependencies)
+                )
+            )
         return response
 
 
@@ -119,8 +123,9 @@ def run_under_mocks(body: Callable[[], Any], config: dict[str, str], secret_keys
     return Rendered(manifests=recorder.manifests, outputs=outputs)
 
 
-def _record(body: Callable[[], Any], config: dict[str, str], secret_keys: list[str],
-            stack: str) -> tuple[_RecordingMocks, dict]:
+def _record(
+    body: Callable[[], Any], config: dict[str, str], secret_keys: list[str], stack: str
+) -> tuple[_RecordingMocks, dict]:
     # A loop of our own, set before the mocks make their futures, and closed when done together with
     # the executor threads (the mock monitor gives each thread a loop of its own): a loop left for the
     # garbage collector at exit prints "Exception ignored in BaseEventLoop.__del__".
@@ -134,8 +139,9 @@ def _record(body: Callable[[], Any], config: dict[str, str], secret_keys: list[s
         # A stack resource of its own: set_mocks makes one only when none is set, and the one an earlier run in this
         # thread left would keep that run's exports (a P/D stack's `prefill` in an AGG stack's outputs).
         set_root_resource(None)
-        pulumi_mocks.set_mocks(recorder, project=PROJECT, stack=stack, preview=False,
-                               monitor=_RecordingMonitor(recorder))
+        pulumi_mocks.set_mocks(
+            recorder, project=PROJECT, stack=stack, preview=False, monitor=_RecordingMonitor(recorder)
+        )
         runtime_config.set_all_config(dict(config), secret_keys)
         SETTINGS.rpc_manager.clear()
         SETTINGS.outputs.clear()
@@ -159,8 +165,12 @@ def run_program(config: dict[str, str], secret_keys: list[str], stack: str) -> R
     return run_under_mocks(program.main, config, secret_keys, stack)
 
 
-def registrations(body: Callable[[], Any], config: Optional[dict[str, str]] = None, secret_keys: Sequence[str] = (),
-                  stack: str = "test") -> list[Registration]:
+def registrations(
+    body: Callable[[], Any],
+    config: Optional[dict[str, str]] = None,
+    secret_keys: Sequence[str] = (),
+    stack: str = "test",
+) -> list[Registration]:
     """Every resource `body` registers under the mock runtime (components, providers and the built-in resources
     included, the stack itself not), with its dependencies, in the order the monitor got them."""
     recorder, _ = _record(body, dict(config or {}), list(secret_keys), stack)

@@ -3,6 +3,7 @@
 Every figure comes from `core.derive` (the same facts the program renders and exports); this module
 only arranges and prints them.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -33,7 +34,7 @@ def plan(cfg: StackConfig) -> dict[str, Any]:
         roles[name] = {
             **facts.roles[name].output(),
             "parallelism": f"TP{role.tensor_parallel_size} PP{role.pipeline_parallel_size} DP{role.data_parallel_size}"
-                           + (" +EP" if role.enable_expert_parallel else ""),
+            + (" +EP" if role.enable_expert_parallel else ""),
             "rankPorts": facts.roles[name].serving.rank_ports,
             "maxNumSeqs": role.max_num_seqs,
         }
@@ -71,18 +72,27 @@ def plan(cfg: StackConfig) -> dict[str, Any]:
     scalings = autoscaling.role_scalings(cfg)
     if scalings:
         # The NPUs the roles hold at their minima (fixed roles at their count): what an idle site keeps busy.
-        at_minimum = sum(role.serving.devices * (scalings[name].min_replicas if name in scalings else role.replicas)
-                         for name, role in facts.roles.items())
+        at_minimum = sum(
+            role.serving.devices * (scalings[name].min_replicas if name in scalings else role.replicas)
+            for name, role in facts.roles.items()
+        )
         result["autoscaling"] = {
             "prometheus": autoscaling.prometheus_address(cfg),
             "devicesAtMinimum": at_minimum,
-            "roles": {name: {**scale.output(), "series": autoscaling.series_for(scale.signal, cfg.router.image),
-                             "unit": scale.signal.unit,
-                             "stabilizationSeconds": [scale.scale_up_stabilization_seconds,
-                                                      scale.scale_down_stabilization_seconds],
-                             "pollingIntervalSeconds": scale.polling_interval_seconds,
-                             "perDeployment": list(scale.per_pool(cfg.placement.groups))}
-                      for name, scale in scalings.items()},
+            "roles": {
+                name: {
+                    **scale.output(),
+                    "series": autoscaling.series_for(scale.signal, cfg.router.image),
+                    "unit": scale.signal.unit,
+                    "stabilizationSeconds": [
+                        scale.scale_up_stabilization_seconds,
+                        scale.scale_down_stabilization_seconds,
+                    ],
+                    "pollingIntervalSeconds": scale.polling_interval_seconds,
+                    "perDeployment": list(scale.per_pool(cfg.placement.groups)),
+                }
+                for name, scale in scalings.items()
+            },
         }
     result["warnings"] = [str(w) for w in warnings_for(cfg)]
     result["validated"] = VALIDATED
@@ -98,30 +108,51 @@ def format_plan(stack: str, data: dict[str, Any]) -> str:
         port_text = str(ports[0]) if len(ports) == 1 else f"{ports[0]}-{ports[-1]}"
         scaled = role.get("autoscaling")
         pods = f"{scaled['minReplicas']}-{scaled['maxReplicas']}" if scaled else str(role["replicas"])
-        lines.append(f"{name:<9}{pods:>5}  {role['parallelism']:<17}{role['devicesPerPod']:>9}{role['devices']:>6}  {port_text}")
+        lines.append(
+            f"{name:<9}{pods:>5}  {role['parallelism']:<17}{role['devicesPerPod']:>9}{role['devices']:>6}  {port_text}"
+        )
     cluster = f" of {data['clusterDevices']} on {data['nodes']} nodes" if data["clusterDevices"] else ""
     lines.append(f"{'total':<9}{'':>5}  {'':<17}{'':>9}{data['totalDevices']:>6}{cluster}")
     if "autoscaling" in data:
         scaling = data["autoscaling"]
-        lines += ["", f"Autoscaling (KEDA, a ScaledObject per Deployment, triggers read {scaling['prometheus']}); "
-                      f"NPUs are counted at the maxima, {scaling['devicesAtMinimum']} at the minima:"]
+        lines += [
+            "",
+            f"Autoscaling (KEDA, a ScaledObject per Deployment, triggers read {scaling['prometheus']}); "
+            f"NPUs are counted at the maxima, {scaling['devicesAtMinimum']} at the minima:",
+        ]
         for name, scale in scaling["roles"].items():
             up, down = scale["stabilizationSeconds"]
             per = scale["perDeployment"]
-            lines.append(f"  {name:<8} {scale['minReplicas']}-{scale['maxReplicas']} pods on {scale['metric']} "
-                         f"({scale['series']}), target {scale['target']:g} per pod: {scale['unit']}; stabilisation "
-                         f"up {up} s, down {down} s; polled every {scale['pollingIntervalSeconds']} s"
-                         + (f"; {per[0]}-{per[1]} per node-group Deployment" if per != [scale["minReplicas"], scale["maxReplicas"]] else ""))
-    lines += ["", f"KV per token: {data['kvBytesPerToken']:,} B ({data['kvBytesPerToken'] / 1024:.0f} KiB)",
-              f"Prefix reuse unit: {data['prefixReuseUnitTokens']} tokens", f"KV tier 2: {data['kvTier']}"]
+            lines.append(
+                f"  {name:<8} {scale['minReplicas']}-{scale['maxReplicas']} pods on {scale['metric']} "
+                f"({scale['series']}), target {scale['target']:g} per pod: {scale['unit']}; stabilisation "
+                f"up {up} s, down {down} s; polled every {scale['pollingIntervalSeconds']} s"
+                + (
+                    f"; {per[0]}-{per[1]} per node-group Deployment"
+                    if per != [scale["minReplicas"], scale["maxReplicas"]]
+                    else ""
+                )
+            )
+    lines += [
+        "",
+        f"KV per token: {data['kvBytesPerToken']:,} B ({data['kvBytesPerToken'] / 1024:.0f} KiB)",
+        f"Prefix reuse unit: {data['prefixReuseUnitTokens']} tokens",
+        f"KV tier 2: {data['kvTier']}",
+    ]
     if "decodeKvCapacity" in data:
         cap = data["decodeKvCapacity"]
-        lines.append(f"Decode KV capacity: {cap['tokensPerEngine']:,} tokens per engine ({cap['blocks']} blocks, "
-                     f"{cap['gib']} GiB), {cap['tokensAllDecode']:,} over all decode engines")
+        lines.append(
+            f"Decode KV capacity: {cap['tokensPerEngine']:,} tokens per engine ({cap['blocks']} blocks, "
+            f"{cap['gib']} GiB), {cap['tokensAllDecode']:,} over all decode engines"
+        )
     if "rds" in data:
         rds = data["rds"]
-        lines += ["", f"RDS: {rds['tokensPerRank']:,} tokens per rank x {rds['ranksPerPod']} rank(s) per pod = "
-                      f"{rds['tokensAllPrefill']:,} tokens over all prefill pods", "Chiplet-0 budget (per prefill device):"]
+        lines += [
+            "",
+            f"RDS: {rds['tokensPerRank']:,} tokens per rank x {rds['ranksPerPod']} rank(s) per pod = "
+            f"{rds['tokensAllPrefill']:,} tokens over all prefill pods",
+            "Chiplet-0 budget (per prefill device):",
+        ]
         lines += [f"  {label:<34}{value}" for label, value in rds["budget"].items()]
     if data["warnings"]:
         lines += ["", "Warnings:"] + [f"  - {w}" for w in data["warnings"]]

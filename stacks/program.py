@@ -2,6 +2,7 @@
 
 Used by `__main__.py` under the real engine and by `python -m stacks render` under the mock runtime.
 """
+
 from __future__ import annotations
 
 import os

@@ -2,6 +2,7 @@
 
 A test fails when the page and the schema disagree, so the table cannot go stale.
 """
+
 from __future__ import annotations
 
 import json
@@ -98,6 +99,7 @@ def update_page(path: pathlib.Path) -> bool:
 
 def page_path() -> pathlib.Path:
     from core.stackfile import PROJECT_ROOT
+
     return PROJECT_ROOT / PAGE
 
 

@@ -6,6 +6,7 @@ named as the Kubernetes provider's renderYamlToDirectory names them
 (`1-manifest/<apiVersion>-<kind>-<namespace>-<name>.yaml`), so a render of `python -m stacks
 render` and of `pulumi up` can be compared file by file.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -33,8 +34,11 @@ class Rendered:
 def render_config(config: dict[str, str], secret_keys: list[str], stack: str) -> Rendered:
     """The objects and outputs of a stack's config map, as the program registers and exports them; the
     config gate runs first (ConfigError), as under the engine."""
-    cfg = load_config(program_config(config), source=f"stack {stack!r}",
-                      plain_secrets=plain_secret_keys(config, set(secret_keys).__contains__))
+    cfg = load_config(
+        program_config(config),
+        source=f"stack {stack!r}",
+        plain_secrets=plain_secret_keys(config, set(secret_keys).__contains__),
+    )
     warnings = [str(advice) for advice in warnings_for(cfg)]
     token = SECRET_PLACEHOLDER if f"{NAMESPACE}:hfToken" in config else None
     withheld = hf_token_withheld(cfg, stack) if token is not None else None
@@ -58,8 +62,10 @@ def render_stack_file(path: pathlib.Path, stack: str) -> Rendered:
 
 def manifest_path(manifest: dict) -> str:
     """The provider's file name for an object (`:` and `/` become `_`; cluster objects in `default`)."""
+
     def sanitise(text: str) -> str:
         return text.replace("/", "_").replace(":", "_")
+
     namespace = manifest.get("metadata", {}).get("namespace") or "default"
     folder = "0-crd" if manifest["kind"] == "CustomResourceDefinition" else "1-manifest"
     return f"{folder}/{sanitise(manifest['apiVersion'])}-{manifest['kind'].lower()}-{namespace}-{manifest['metadata']['name']}.yaml"

@@ -16,6 +16,7 @@ Where a result is located:
 URIs are relative to the current directory (uriBaseId SRCROOT) when the file lies under it, which is the
 repository root in CI, so GitHub can put the annotations on the PR's files.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,8 +53,12 @@ def _object_id(node: yaml.Node) -> Optional[str]:
     if not kind:
         return None
     metadata = _get(node, "metadata")
-    return resource_id({"kind": kind, "metadata": {
-        "name": _text(_get(metadata, "name")) or "?", "namespace": _text(_get(metadata, "namespace"))}})
+    return resource_id(
+        {
+            "kind": kind,
+            "metadata": {"name": _text(_get(metadata, "name")) or "?", "namespace": _text(_get(metadata, "namespace"))},
+        }
+    )
 
 
 def locate_objects(folder: pathlib.Path) -> dict[str, Location]:
@@ -66,7 +71,7 @@ def locate_objects(folder: pathlib.Path) -> dict[str, Location]:
             if not isinstance(document, yaml.MappingNode):
                 continue
             items = _get(document, "items") if _text(_get(document, "kind")) == "List" else None
-            for node in (items.value if isinstance(items, yaml.SequenceNode) else [document]):
+            for node in items.value if isinstance(items, yaml.SequenceNode) else [document]:
                 key = _object_id(node)
                 if key:
                     located.setdefault(key, (path, node.start_mark.line + 1))
@@ -96,22 +101,38 @@ def _artifact(path: pathlib.Path, base: pathlib.Path) -> dict:
 
 def rules(config: Mapping[str, Any]) -> list[dict]:
     resolved = catalog.resolve(config)
-    return [{
-        "id": spec.name,
-        "name": spec.name,
-        "shortDescription": {"text": spec.description},
-        "fullDescription": {"text": spec.description},
-        "defaultConfiguration": {"level": LEVELS[resolved[spec.name].level],
-                                 "enabled": resolved[spec.name].level != catalog.DISABLED},
-        "properties": {"enforcementLevel": resolved[spec.name].level, "scope": spec.scope,
-                       "tags": [catalog.PACK_NAME, f"scope:{spec.scope}"]},
-    } for spec in catalog.POLICIES]
+    return [
+        {
+            "id": spec.name,
+            "name": spec.name,
+            "shortDescription": {"text": spec.description},
+            "fullDescription": {"text": spec.description},
+            "defaultConfiguration": {
+                "level": LEVELS[resolved[spec.name].level],
+                "enabled": resolved[spec.name].level != catalog.DISABLED,
+            },
+            "properties": {
+                "enforcementLevel": resolved[spec.name].level,
+                "scope": spec.scope,
+                "tags": [catalog.PACK_NAME, f"scope:{spec.scope}"],
+            },
+        }
+        for spec in catalog.POLICIES
+    ]
 
 
-def report(violations: list, config: Mapping[str, Any], *, environment: str, policy_config: pathlib.Path,
-           subject: str, objects: Optional[dict[str, Location]] = None,
-           stack_file: Optional[pathlib.Path] = None, rendered: Optional[list[dict]] = None,
-           base: Optional[pathlib.Path] = None) -> dict:
+def report(
+    violations: list,
+    config: Mapping[str, Any],
+    *,
+    environment: str,
+    policy_config: pathlib.Path,
+    subject: str,
+    objects: Optional[dict[str, Location]] = None,
+    stack_file: Optional[pathlib.Path] = None,
+    rendered: Optional[list[dict]] = None,
+    base: Optional[pathlib.Path] = None,
+) -> dict:
     """The SARIF log of one check. Give `objects` (from `locate_objects`) for a folder of manifests, or
     `stack_file` and the `rendered` manifests for a stack's offline render."""
     from stacks.render import manifest_path
@@ -121,8 +142,9 @@ def report(violations: list, config: Mapping[str, Any], *, environment: str, pol
     rule_list = rules(config)
     index = {rule["id"]: i for i, rule in enumerate(rule_list)}
     objects = objects or {}
-    fallback: Optional[Location] = (stack_file, key_line(stack_file, "config")) if stack_file else (
-        min(objects.values()) if objects else None)
+    fallback: Optional[Location] = (
+        (stack_file, key_line(stack_file, "config")) if stack_file else (min(objects.values()) if objects else None)
+    )
     results = []
     for violation in violations:
         where = fallback if stack_file else objects.get(violation.resource, fallback)
@@ -132,28 +154,47 @@ def report(violations: list, config: Mapping[str, Any], *, environment: str, pol
             "ruleIndex": index[violation.policy],
             "level": LEVELS[violation.level],
             "message": {"text": f"{violation.resource}: {violation.message}"},
-            "locations": [{
-                "logicalLocations": [{"name": name, "fullyQualifiedName": violation.resource, "kind": "resource"}],
-            }],
+            "locations": [
+                {
+                    "logicalLocations": [{"name": name, "fullyQualifiedName": violation.resource, "kind": "resource"}],
+                }
+            ],
             "properties": {"enforcementLevel": violation.level, "resource": violation.resource},
         }
         if where is not None:
             result["locations"][0]["physicalLocation"] = {
-                "artifactLocation": _artifact(where[0], base), "region": {"startLine": where[1]}}
+                "artifactLocation": _artifact(where[0], base),
+                "region": {"startLine": where[1]},
+            }
         if violation.resource in files:
             result["properties"]["renderedFile"] = files[violation.resource]
         results.append(result)
     return {
         "$schema": SCHEMA_URI,
         "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {"name": catalog.PACK_NAME, "fullName": f"{catalog.PACK_NAME} policy pack (python -m stacks check)",
-                                "rules": rule_list}},
-            "originalUriBaseIds": {"SRCROOT": {"uri": base.as_uri() + "/"}},
-            "invocations": [{"executionSuccessful": True, "properties": {
-                "environment": environment, "policyConfig": _relative(policy_config, base), "subject": subject}}],
-            "results": results,
-        }],
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": catalog.PACK_NAME,
+                        "fullName": f"{catalog.PACK_NAME} policy pack (python -m stacks check)",
+                        "rules": rule_list,
+                    }
+                },
+                "originalUriBaseIds": {"SRCROOT": {"uri": base.as_uri() + "/"}},
+                "invocations": [
+                    {
+                        "executionSuccessful": True,
+                        "properties": {
+                            "environment": environment,
+                            "policyConfig": _relative(policy_config, base),
+                            "subject": subject,
+                        },
+                    }
+                ],
+                "results": results,
+            }
+        ],
     }
 
 
@@ -164,16 +205,36 @@ def _relative(path: pathlib.Path, base: pathlib.Path) -> str:
         return str(path)
 
 
-def for_check(manifests: list[dict], violations: list, config: Mapping[str, Any], *, environment: str,
-              policy_config: pathlib.Path, subject: str, manifests_dir: Optional[pathlib.Path] = None,
-              stack_file: Optional[pathlib.Path] = None) -> str:
+def for_check(
+    manifests: list[dict],
+    violations: list,
+    config: Mapping[str, Any],
+    *,
+    environment: str,
+    policy_config: pathlib.Path,
+    subject: str,
+    manifests_dir: Optional[pathlib.Path] = None,
+    stack_file: Optional[pathlib.Path] = None,
+) -> str:
     """The SARIF text `python -m stacks check` prints: results located in the files of `manifests_dir`,
     or at the stack file `stack_file` of the rendered `manifests` (see the module doc)."""
     if manifests_dir is not None:
-        log = report(violations, config, environment=environment, policy_config=policy_config, subject=subject,
-                     objects=locate_objects(manifests_dir))
+        log = report(
+            violations,
+            config,
+            environment=environment,
+            policy_config=policy_config,
+            subject=subject,
+            objects=locate_objects(manifests_dir),
+        )
     else:
-        log = report(violations, config, environment=environment, policy_config=policy_config, subject=subject,
-                     stack_file=stack_file, rendered=manifests)
+        log = report(
+            violations,
+            config,
+            environment=environment,
+            policy_config=policy_config,
+            subject=subject,
+            stack_file=stack_file,
+            rendered=manifests,
+        )
     return json.dumps(log, indent=2)
-

@@ -4,6 +4,7 @@
   preflight STACK   will every engine pod fit the site's nodes and devices? (core.placement)
   placement STACK   each engine pod, its node, and the devices (with NUMA node) its claim was allocated
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,8 +29,14 @@ class SiteError(RuntimeError):
 def kubectl(kubeconfig: Optional[str], *args: str) -> Any:
     # A bound on each request: an API server that accepts connections but never answers (stopped, not
     # exited) is an error here, not a hang.
-    command = ["kubectl", *(["--kubeconfig", kubeconfig] if kubeconfig else []), "--request-timeout=20s", *args,
-               "-o", "json"]
+    command = [
+        "kubectl",
+        *(["--kubeconfig", kubeconfig] if kubeconfig else []),
+        "--request-timeout=20s",
+        *args,
+        "-o",
+        "json",
+    ]
     try:
         proc = subprocess.run(command, capture_output=True, text=True, timeout=60)
     except FileNotFoundError:
@@ -45,6 +52,7 @@ def kubectl_all(kubeconfig: Optional[str], *reads: tuple[str, ...]) -> list[Any]
     """Several reads at once, each in a kubectl of its own (one after the other they were a kubectl start each,
     0.2-0.4 s here): their results in the order asked; the first failed read, in that order, raises."""
     from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(max_workers=len(reads)) as pool:
         futures = [pool.submit(kubectl, kubeconfig, *read) for read in reads]
     return [future.result() for future in futures]
@@ -54,8 +62,11 @@ def _drivers(classes: list[dict], name: str) -> set[str]:
     """Drivers a DeviceClass selects, read from its `device.driver == "..."` CEL selectors."""
     for device_class in classes:
         if device_class["metadata"]["name"] == name:
-            return {match for selector in device_class.get("spec", {}).get("selectors") or []
-                    for match in DRIVER_SELECTOR.findall((selector.get("cel") or {}).get("expression", ""))}
+            return {
+                match
+                for selector in device_class.get("spec", {}).get("selectors") or []
+                for match in DRIVER_SELECTOR.findall((selector.get("cel") or {}).get("expression", ""))
+            }
     return set()
 
 
@@ -66,11 +77,15 @@ def _numa(device: dict, attribute: str) -> int:
 
 def inventory(cfg: StackConfig, kubeconfig: Optional[str]) -> list[SiteNode]:
     """Nodes with their labels and, per NUMA node, the NPUs and NICs their ResourceSlices publish."""
-    nodes, slices, classes = (read["items"] for read in kubectl_all(
-        kubeconfig, ("get", "nodes"), ("get", "resourceslices"), ("get", "deviceclasses")))
+    nodes, slices, classes = (
+        read["items"]
+        for read in kubectl_all(kubeconfig, ("get", "nodes"), ("get", "resourceslices"), ("get", "deviceclasses"))
+    )
     npu_drivers = _drivers(classes, cfg.hardware.npu_device_class)
     nic_drivers = _drivers(classes, cfg.hardware.nic_device_class)
-    site = {n["metadata"]["name"]: SiteNode(n["metadata"]["name"], n["metadata"].get("labels") or {}, {}) for n in nodes}
+    site = {
+        n["metadata"]["name"]: SiteNode(n["metadata"]["name"], n["metadata"].get("labels") or {}, {}) for n in nodes
+    }
     for resource_slice in slices:
         spec = resource_slice.get("spec") or {}
         node = site.get(spec.get("nodeName") or "")
@@ -87,22 +102,34 @@ def missing_weights_volume(cfg: StackConfig, kubeconfig: Optional[str]) -> Optio
     """With `weights.source: pvc` the engines mount an existing PVC: say so when the cluster has none."""
     if cfg.weights.source != "pvc":
         return None
-    namespaces, claims = (read["items"] for read in kubectl_all(
-        kubeconfig, ("get", "namespaces"), ("get", "persistentvolumeclaims", "-n", cfg.namespace)))
+    namespaces, claims = (
+        read["items"]
+        for read in kubectl_all(
+            kubeconfig, ("get", "namespaces"), ("get", "persistentvolumeclaims", "-n", cfg.namespace)
+        )
+    )
     claims = claims if any(n["metadata"]["name"] == cfg.namespace for n in namespaces) else []
     if any(c["metadata"]["name"] == cfg.weights.pvc for c in claims):
         return None
-    return (f"weights.source is pvc but namespace {cfg.namespace} has no PVC {cfg.weights.pvc}: every engine pod "
-            f"would stay Pending (persistentvolumeclaim \"{cfg.weights.pvc}\" not found). Pre-load the volume (docs/model-weights.md), "
-            f"or set weights.source download.")
+    return (
+        f"weights.source is pvc but namespace {cfg.namespace} has no PVC {cfg.weights.pvc}: every engine pod "
+        f'would stay Pending (persistentvolumeclaim "{cfg.weights.pvc}" not found). Pre-load the volume (docs/model-weights.md), '
+        f"or set weights.source download."
+    )
 
 
 def live_claims(cfg: StackConfig, kubeconfig: Optional[str]) -> tuple[list[Claim], set[str]]:
     """(the PVCs of the stack's namespace and this stack's PVCs in any namespace, the StorageClasses that
     allow volume expansion): what core.retained checks a change of the retained volumes against."""
-    in_namespace, of_stack, classes = (read["items"] for read in kubectl_all(
-        kubeconfig, ("get", "persistentvolumeclaims", "-n", cfg.namespace),
-        ("get", "persistentvolumeclaims", "-A", "-l", f"{PART_OF_LABEL}={cfg.name}"), ("get", "storageclasses")))
+    in_namespace, of_stack, classes = (
+        read["items"]
+        for read in kubectl_all(
+            kubeconfig,
+            ("get", "persistentvolumeclaims", "-n", cfg.namespace),
+            ("get", "persistentvolumeclaims", "-A", "-l", f"{PART_OF_LABEL}={cfg.name}"),
+            ("get", "storageclasses"),
+        )
+    )
     found = {}
     for item in in_namespace + of_stack:
         claim = claim_of(item)
@@ -122,9 +149,15 @@ class EnginePlacement:
 
 def placement(cfg: StackConfig, kubeconfig: Optional[str]) -> list[EnginePlacement]:
     """Where the engine pods run and which devices their claims were allocated, read back from the cluster."""
-    pods, claims, slices = (read["items"] for read in kubectl_all(
-        kubeconfig, ("get", "pods", "-n", cfg.namespace, "-l", f"{PART_OF_LABEL}={cfg.name},{ROLE_LABEL}"),
-        ("get", "resourceclaims", "-n", cfg.namespace), ("get", "resourceslices")))
+    pods, claims, slices = (
+        read["items"]
+        for read in kubectl_all(
+            kubeconfig,
+            ("get", "pods", "-n", cfg.namespace, "-l", f"{PART_OF_LABEL}={cfg.name},{ROLE_LABEL}"),
+            ("get", "resourceclaims", "-n", cfg.namespace),
+            ("get", "resourceslices"),
+        )
+    )
     claims = {c["metadata"]["name"]: c for c in claims}
     numa_of: dict[tuple[str, str, str], int] = {}
     for resource_slice in slices:
@@ -133,23 +166,34 @@ def placement(cfg: StackConfig, kubeconfig: Optional[str]) -> list[EnginePlaceme
             key = (spec.get("driver", ""), (spec.get("pool") or {}).get("name", ""), device.get("name", ""))
             numa_of[key] = _numa(device, cfg.hardware.numa_attribute)
     rows = []
-    for pod in sorted(pods, key=lambda p: (p["metadata"]["labels"].get(ROLE_LABEL, ""), p["spec"].get("nodeName") or "")):
+    for pod in sorted(
+        pods, key=lambda p: (p["metadata"]["labels"].get(ROLE_LABEL, ""), p["spec"].get("nodeName") or "")
+    ):
         devices = []
         for status in (pod.get("status") or {}).get("resourceClaimStatuses") or []:
             claim = claims.get(status.get("resourceClaimName") or "")
-            results = (((claim or {}).get("status") or {}).get("allocation") or {}).get("devices", {}).get("results") or []
+            results = (((claim or {}).get("status") or {}).get("allocation") or {}).get("devices", {}).get(
+                "results"
+            ) or []
             for result in results:
                 key = (result.get("driver", ""), result.get("pool", ""), result.get("device", ""))
                 devices.append(f"{result.get('request')}: {key[2]} (NUMA {numa_of.get(key, '?')})")
-        rows.append(EnginePlacement(pod["metadata"]["name"], pod["metadata"]["labels"].get(ROLE_LABEL, "?"),
-                                    pod["spec"].get("nodeName") or "-", (pod.get("status") or {}).get("phase", "?"), devices))
+        rows.append(
+            EnginePlacement(
+                pod["metadata"]["name"],
+                pod["metadata"]["labels"].get(ROLE_LABEL, "?"),
+                pod["spec"].get("nodeName") or "-",
+                (pod.get("status") or {}).get("phase", "?"),
+                devices,
+            )
+        )
     return rows
 
 
 def format_placement(rows: list[EnginePlacement]) -> str:
     lines = [f"{'pod':<44}{'role':<9}{'node':<18}{'phase':<10}devices"]
     for row in rows:
-        numas = sorted({d.rsplit('(NUMA ', 1)[-1].rstrip(')') for d in row.devices})
+        numas = sorted({d.rsplit("(NUMA ", 1)[-1].rstrip(")") for d in row.devices})
         summary = f"{len(row.devices)} devices, NUMA {'/'.join(numas)}" if row.devices else "none allocated"
         lines.append(f"{row.pod:<44}{row.role:<9}{row.node:<18}{row.phase:<10}{summary}")
         lines += [f"{'':<44}  {device}" for device in row.devices]
@@ -165,8 +209,11 @@ def unschedulable(cfg: StackConfig, kubeconfig: Optional[str], *, created_after:
         if pod["metadata"].get("creationTimestamp", "") < created_after:
             continue
         for condition in (pod.get("status") or {}).get("conditions") or []:
-            if condition.get("type") == "PodScheduled" and condition.get("status") == "False" \
-                    and condition.get("reason") == "Unschedulable":
+            if (
+                condition.get("type") == "PodScheduled"
+                and condition.get("status") == "False"
+                and condition.get("reason") == "Unschedulable"
+            ):
                 found[pod["metadata"]["name"]] = condition.get("message", "")
     return found
 
@@ -193,8 +240,15 @@ def cancel_update(pid: int, *, again_after: float = 30.0) -> None:
         pass
 
 
-def watch(cfg: StackConfig, kubeconfig: Optional[str], *, pid: int, grace_seconds: float,
-          unreachable_seconds: float = 60.0, interval: float = 5.0) -> int:
+def watch(
+    cfg: StackConfig,
+    kubeconfig: Optional[str],
+    *,
+    pid: int,
+    grace_seconds: float,
+    unreachable_seconds: float = 60.0,
+    interval: float = 5.0,
+) -> int:
     """Beside a running `pulumi up` (process `pid`): when a pod of the stack has been Unschedulable for
     `grace_seconds`, name it and the scheduler's reason, and cancel the update (SIGINT, as Ctrl-C does)
     instead of letting the provider wait out the engines' hours-long rollout timeout. Likewise when the
@@ -225,20 +279,31 @@ def watch(cfg: StackConfig, kubeconfig: Optional[str], *, pid: int, grace_second
             pending = {}
             unreachable_since = now if unreachable_since is None else unreachable_since
             if now - unreachable_since >= unreachable_seconds:
-                print(f"error: the cluster is unreachable: its API server has not answered for {unreachable_seconds:g} s "
-                      f"({str(error).splitlines()[-1][:300]})", file=sys.stderr)
-                print("error: cancelling `pulumi up` (start the API server again, then run scripts/up again: it "
-                      "resumes the update)", file=sys.stderr)
+                print(
+                    f"error: the cluster is unreachable: its API server has not answered for {unreachable_seconds:g} s "
+                    f"({str(error).splitlines()[-1][:300]})",
+                    file=sys.stderr,
+                )
+                print(
+                    "error: cancelling `pulumi up` (start the API server again, then run scripts/up again: it "
+                    "resumes the update)",
+                    file=sys.stderr,
+                )
                 cancel_update(pid)
                 return 4
         first_seen = {pod: first_seen.get(pod, now) for pod in pending}
         stuck = {pod: pending[pod] for pod, since in first_seen.items() if now - since >= grace_seconds}
         if stuck:
             for pod, message in sorted(stuck.items()):
-                print(f"error: pod {cfg.namespace}/{pod} has been unschedulable for {grace_seconds:g} s: {message}",
-                      file=sys.stderr)
-            print("error: cancelling `pulumi up` (the scheduler will not place these pods; see `python -m stacks "
-                  "preflight`)", file=sys.stderr)
+                print(
+                    f"error: pod {cfg.namespace}/{pod} has been unschedulable for {grace_seconds:g} s: {message}",
+                    file=sys.stderr,
+                )
+            print(
+                "error: cancelling `pulumi up` (the scheduler will not place these pods; see `python -m stacks "
+                "preflight`)",
+                file=sys.stderr,
+            )
             cancel_update(pid)
             return 3
         time.sleep(interval)

@@ -5,6 +5,7 @@ Renders the stack offline once, then times `catalog.evaluate` (every policy over
 and prints the median, the fastest and the slowest run with the machine it ran on. Interpreter
 start-up, imports and the render are not part of the figure; they are the same with or without the pack.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,9 +33,13 @@ def main(argv=None) -> int:
         started = time.perf_counter()
         catalog.evaluate(manifests, config)
         times.append(1000 * (time.perf_counter() - started))
-    print(f"{len(catalog.POLICIES)} policies over {len(manifests)} objects of {args.stack}, {args.repeats} runs: "
-          f"median {statistics.median(times):.2f} ms, fastest {min(times):.2f} ms, slowest {max(times):.2f} ms")
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    print(
+        f"{len(catalog.POLICIES)} policies over {len(manifests)} objects of {args.stack}, {args.repeats} runs: "
+        f"median {statistics.median(times):.2f} ms, fastest {min(times):.2f} ms, slowest {max(times):.2f} ms"
+    )
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    )
     return 0
 
 

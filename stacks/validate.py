@@ -11,6 +11,7 @@ A kind with no schema at all is reported 'unchecked' and does not fail the run.
 Exit status: 0 every checked document valid, 1 some invalid, 2 usage or setup error (no manifests,
 an unsupported Kubernetes version).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,9 +50,12 @@ def strict(schema: dict) -> dict:
             return
         if not isinstance(node, dict):
             return
-        if (node.get("type") == "object" and "properties" in node
-                and "additionalProperties" not in node
-                and not node.get("x-kubernetes-preserve-unknown-fields")):
+        if (
+            node.get("type") == "object"
+            and "properties" in node
+            and "additionalProperties" not in node
+            and not node.get("x-kubernetes-preserve-unknown-fields")
+        ):
             node["additionalProperties"] = False
         if node.get("nullable") is True and isinstance(node.get("type"), str):
             node["type"] = [node["type"], "null"]
@@ -165,11 +169,15 @@ def _path(parts) -> str:
 def bundled_versions() -> list[str]:
     """The Kubernetes minor versions whose schemas kubernetes-validate bundles (1.25 ... 1.37 in 1.37.0)."""
     from kubernetes_validate import utils as kv_utils
-    return sorted({kv_utils.major_minor(v) for v in kv_utils.all_versions()}, key=lambda v: tuple(map(int, v.split("."))))
+
+    return sorted(
+        {kv_utils.major_minor(v) for v in kv_utils.all_versions()}, key=lambda v: tuple(map(int, v.split(".")))
+    )
 
 
 def supported(k8s_version: str) -> bool:
     from kubernetes_validate import utils as kv_utils
+
     return kv_utils.major_minor(k8s_version.removeprefix("v")) in bundled_versions()
 
 
@@ -181,6 +189,7 @@ def _builtin_validator(api_version: str, kind: str, k8s_version: str) -> Optiona
     import jsonschema
     from kubernetes_validate import utils as kv_utils
     from referencing import Registry, Resource
+
     wanted = kv_utils.major_minor(k8s_version.removeprefix("v"))
     version = [v for v in kv_utils.all_versions() if kv_utils.major_minor(v) <= wanted][-1]
     folder = f"kubernetes-json-schema/v{version}-local-strict"
@@ -197,17 +206,23 @@ def _builtin_validator(api_version: str, kind: str, k8s_version: str) -> Optiona
 @functools.lru_cache(maxsize=None)
 def _builtin_definitions(folder: str, k8s_version: str) -> dict:
     from kubernetes_validate import utils as kv_utils
+
     return kv_utils.schema_contents(f"{folder}/_definitions.json", k8s_version)
 
 
 def validate_object(doc: dict, crds: dict, k8s_version: str = DEFAULT_K8S_VERSION) -> tuple[str, list[str]]:
     """(status, errors) of one object; `k8s_version` must be `supported`."""
     import jsonschema
+
     key = (doc["apiVersion"], doc["kind"])
     if key in crds:
         body = apply_defaults(crds[key], copy.deepcopy({k: v for k, v in doc.items() if k != "metadata"}))
-        errors = [f"{_path(e.absolute_path)}: {e.message}"
-                  for e in sorted(jsonschema.Draft7Validator(crds[key]).iter_errors(body), key=lambda e: list(map(str, e.absolute_path)))]
+        errors = [
+            f"{_path(e.absolute_path)}: {e.message}"
+            for e in sorted(
+                jsonschema.Draft7Validator(crds[key]).iter_errors(body), key=lambda e: list(map(str, e.absolute_path))
+            )
+        ]
         return (INVALID if errors else OK), errors
     validator = _builtin_validator(doc["apiVersion"], doc["kind"], k8s_version)
     if validator is None:
@@ -234,6 +249,7 @@ def _cache_dir(k8s_version: str, crd_dir: pathlib.Path) -> Optional[pathlib.Path
     import hashlib
     import os
     from importlib import metadata
+
     if os.environ.get("REBEL100_VALIDATE_CACHE", "1") == "0":
         return None
     key = hashlib.sha256()
@@ -254,6 +270,7 @@ def _object_key(doc: dict) -> Optional[str]:
     """sha256 of the object as canonical JSON; None (never cached) for an object JSON cannot spell exactly."""
     import hashlib
     import json
+
     try:
         text = json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError):
@@ -261,8 +278,9 @@ def _object_key(doc: dict) -> Optional[str]:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def problems_of(manifests: list[dict], k8s_version: str = DEFAULT_K8S_VERSION,
-                crd_dir: pathlib.Path = CRD_DIR) -> list[str]:
+def problems_of(
+    manifests: list[dict], k8s_version: str = DEFAULT_K8S_VERSION, crd_dir: pathlib.Path = CRD_DIR
+) -> list[str]:
     """`Kind name: error` for every error of the strict validator in `manifests` (what `check` refuses);
     objects valid in an earlier run (same object, same validator) are not validated again."""
     cache = _cache_dir(k8s_version, crd_dir)
@@ -285,8 +303,9 @@ def problems_of(manifests: list[dict], k8s_version: str = DEFAULT_K8S_VERSION,
     return problems
 
 
-def validate_paths(paths: list[pathlib.Path], k8s_version: str = DEFAULT_K8S_VERSION,
-                   crd_dir: pathlib.Path = CRD_DIR) -> list[Result]:
+def validate_paths(
+    paths: list[pathlib.Path], k8s_version: str = DEFAULT_K8S_VERSION, crd_dir: pathlib.Path = CRD_DIR
+) -> list[Result]:
     crds = load_crds(crd_dir)
     results = []
     for file, doc, problem in documents(paths):
@@ -304,14 +323,16 @@ def validate_paths(paths: list[pathlib.Path], k8s_version: str = DEFAULT_K8S_VER
 
 def summary(results: list[Result]) -> str:
     counts = {status: sum(r.status == status for r in results) for status in (OK, INVALID, UNCHECKED)}
-    return (f"{len(results)} documents: {counts[OK]} valid, {counts[INVALID]} invalid, "
-            f"{counts[UNCHECKED]} unchecked")
+    return f"{len(results)} documents: {counts[OK]} valid, {counts[INVALID]} invalid, {counts[UNCHECKED]} unchecked"
 
 
 def add_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("paths", nargs="+", metavar="PATH", help="YAML file or folder of them")
-    cmd.add_argument("--k8s-version", default=DEFAULT_K8S_VERSION,
-                     help=f"Kubernetes schemas of this version for built-in kinds (default {DEFAULT_K8S_VERSION})")
+    cmd.add_argument(
+        "--k8s-version",
+        default=DEFAULT_K8S_VERSION,
+        help=f"Kubernetes schemas of this version for built-in kinds (default {DEFAULT_K8S_VERSION})",
+    )
     cmd.add_argument("--crds", default=str(CRD_DIR), help="folder of CustomResourceDefinitions (default crds/)")
     cmd.add_argument("--quiet", action="store_true", help="print only problems and the summary")
 
@@ -324,8 +345,12 @@ def run(args) -> int:
         return 2
     if not supported(args.k8s_version):
         import kubernetes_validate
-        print(f"error: kubernetes-validate {kubernetes_validate.__version__} has no schemas for Kubernetes "
-              f"{args.k8s_version} (it has {', '.join(bundled_versions())})", file=sys.stderr)
+
+        print(
+            f"error: kubernetes-validate {kubernetes_validate.__version__} has no schemas for Kubernetes "
+            f"{args.k8s_version} (it has {', '.join(bundled_versions())})",
+            file=sys.stderr,
+        )
         return 2
     results = validate_paths(paths, args.k8s_version, pathlib.Path(args.crds))
     for result in results:

@@ -1,4 +1,5 @@
 """Shared fixtures: Pulumi's mock runtime (installed per test, never at import) and stack configs."""
+
 from __future__ import annotations
 
 import copy

@@ -1,5 +1,6 @@
 """Built tools the slow tests need, found by their scripts' `--check` (which never builds), and the one rule for
 when they are missing: skip, unless REBEL100_REQUIRE_E2E=1 (set by .ci/run), which makes that a failure."""
+
 from __future__ import annotations
 
 import importlib.util

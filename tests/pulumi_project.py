@@ -1,5 +1,6 @@
 """A copy of the project driven by the real Pulumi CLI, for the end-to-end and local-cluster tests:
 toolchain lookup, the copy with its own backend, PULUMI_HOME and passphrase, and a CLI runner."""
+
 from __future__ import annotations
 
 import hashlib
@@ -15,7 +16,9 @@ from core.stackfile import PROJECT_ROOT
 from tests.prerequisites import checked_dir
 
 # What a copy leaves out: local state, caches, renders and the tests themselves.
-NOT_COPIED = shutil.ignore_patterns(".git", ".venv", ".pulumi-*", "build", "__pycache__", ".pytest_cache", "tests", "benchmarks")
+NOT_COPIED = shutil.ignore_patterns(
+    ".git", ".venv", ".pulumi-*", "build", "__pycache__", ".pytest_cache", "tests", "benchmarks"
+)
 
 
 def toolchain_dir() -> Optional[str]:
@@ -52,8 +55,7 @@ class Project:
     def pulumi(self, *args: str, check: bool = False, timeout: int = 900) -> subprocess.CompletedProcess:
         split = args.index("--") if "--" in args else len(args)  # flags go before a `--` value separator
         command = ["pulumi", *args[:split], "--non-interactive", *args[split:]]
-        proc = subprocess.run(command, cwd=self.root, env=self.env,
-                              capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(command, cwd=self.root, env=self.env, capture_output=True, text=True, timeout=timeout)
         if check and proc.returncode != 0:
             raise AssertionError(f"pulumi {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
         return proc
@@ -69,8 +71,9 @@ class Project:
         """A lock file as `pulumi` writes one (lockContent in lock.go), held by `pid` on `host`."""
         self.lock_dir(stack).mkdir(parents=True, exist_ok=True)
         path = self.lock_dir(stack) / f"{uuid.uuid4()}.json"
-        path.write_text(json.dumps({"pid": pid, "username": "someone", "hostname": host,
-                                    "timestamp": "2026-11-30T12:00:00Z"}))
+        path.write_text(
+            json.dumps({"pid": pid, "username": "someone", "hostname": host, "timestamp": "2026-11-30T12:00:00Z"})
+        )
         return path
 
     def checkpoint(self, stack: str) -> Optional[str]:
@@ -80,8 +83,15 @@ class Project:
 
 
 def tree_digest(folder: pathlib.Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()} if folder.exists() else {}
+    return (
+        {
+            str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*"))
+            if p.is_file()
+        }
+        if folder.exists()
+        else {}
+    )
 
 
 def copy_project(destination: pathlib.Path, bin_dir: str) -> Project:

@@ -5,6 +5,7 @@ A test run started in the background by a shell without job control (`cmd &` in 
 ("signals ignored upon entry to the shell cannot be trapped"), and `sleep` does not die of it. A Ctrl-C test
 would see an interrupt that never arrived. Pass `preexec_fn=default_sigint` to the Popen of such a process.
 """
+
 from __future__ import annotations
 
 import signal

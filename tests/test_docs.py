@@ -1,5 +1,6 @@
 """README.md and docs/: every relative link and #anchor resolves, and the README stays a first page
 (small, the two commands in its first screen)."""
+
 from __future__ import annotations
 
 import pathlib
@@ -75,7 +76,8 @@ def test_a_broken_link_or_anchor_is_found(tmp_path):
     (tmp_path / "docs" / "a.md").write_text("# A page\n\n## Two words\n")
     (tmp_path / "README.md").write_text(
         "[ok](docs/a.md#two-words) [self](#top) [gone](docs/b.md) [bad anchor](docs/a.md#three)\n"
-        "[out](../shared/x.md) [web](https://example.org/x)\n\n# Top\n\n```\n[in code](nowhere.md)\n```\n")
+        "[out](../shared/x.md) [web](https://example.org/x)\n\n# Top\n\n```\n[in code](nowhere.md)\n```\n"
+    )
     assert broken_links(tmp_path) == [
         "README.md: (docs/b.md) names a file that does not exist",
         "README.md: (docs/a.md#three) names no heading of a.md",
@@ -84,8 +86,10 @@ def test_a_broken_link_or_anchor_is_found(tmp_path):
 
 
 def test_github_anchors():
-    assert anchor("Deploying: `make up`, your own cluster, and what `up` does") == \
-        "deploying-make-up-your-own-cluster-and-what-up-does"
+    assert (
+        anchor("Deploying: `make up`, your own cluster, and what `up` does")
+        == "deploying-make-up-your-own-cluster-and-what-up-does"
+    )
     assert anchor("Offline tools (no Pulumi CLI, no cluster)") == "offline-tools-no-pulumi-cli-no-cluster"
 
 

@@ -6,6 +6,7 @@ The host asks the program's Python once per pass for the installed packages and 
 starting pip (docs/performance.md). Pulumi installs and version-checks the resource plugins from that
 list, so it must be pip's own list, with the Kubernetes SDK's pulumi-plugin.json found.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,11 @@ def normalised(name: str) -> str:
 
 def test_packages_are_the_ones_pip_lists():
     listed = json.loads(run_script("packages.py"))
-    pip = json.loads(subprocess.run([sys.executable, "-m", "pip", "list", "--format", "json"],
-                                    check=True, capture_output=True, text=True).stdout)
+    pip = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "pip", "list", "--format", "json"], check=True, capture_output=True, text=True
+        ).stdout
+    )
     assert {p["name"]: p["version"] for p in listed} == {normalised(p["name"]): p["version"] for p in pip}
 
 
@@ -50,6 +54,7 @@ def test_about_is_what_python_and_pip_say_of_themselves():
     assert executable == sys.executable
     python = subprocess.run([sys.executable, "--version"], check=True, capture_output=True, text=True).stdout
     assert python.split() == ["Python", version]
-    pip_says = subprocess.run([sys.executable, "-m", "pip", "--version"], check=True, capture_output=True,
-                              text=True).stdout
+    pip_says = subprocess.run(
+        [sys.executable, "-m", "pip", "--version"], check=True, capture_output=True, text=True
+    ).stdout
     assert pip_says.split()[:2] == ["pip", pip]

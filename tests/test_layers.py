@@ -1,6 +1,7 @@
 """The layer contracts of `.importlinter` hold, and they can fail: a deliberately upward import, or an
 import cycle between two modules, in a copy of the project breaks them. And pyflakes finds no unused
 import or undefined name."""
+
 from __future__ import annotations
 
 import pathlib
@@ -17,8 +18,13 @@ PACKAGES = ("core", "objects", "components", "policy", "stacks", "localsite")
 
 
 def lint(root: pathlib.Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(LINT), "--no-cache"], cwd=root, capture_output=True, text=True,
-                          env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [str(LINT), "--no-cache"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+    )
 
 
 def copy_project(tmp_path: pathlib.Path) -> pathlib.Path:
@@ -67,13 +73,16 @@ def test_an_import_cycle_between_modules_breaks_the_contract(tmp_path):
     """stacks.check imports stacks.sarif (inside a function, which counts too); an import back is a cycle."""
     root = copy_project(tmp_path)
     sarif = root / "stacks" / "sarif.py"
-    sarif.write_text(sarif.read_text() + "\nfrom stacks.check import run_check  # noqa: E402,F401 - deliberately wrong\n")
+    sarif.write_text(
+        sarif.read_text() + "\nfrom stacks.check import run_check  # noqa: E402,F401 - deliberately wrong\n"
+    )
     proc = lint(root)
     assert proc.returncode == 1
     assert "no import cycle between the modules of a layer BROKEN" in proc.stdout, proc.stdout
 
 
 def test_no_unused_imports_or_undefined_names():
-    proc = subprocess.run([sys.executable, "-m", "pyflakes", *PACKAGES, "tests"], cwd=PROJECT_ROOT,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pyflakes", *PACKAGES, "tests"], cwd=PROJECT_ROOT, capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr

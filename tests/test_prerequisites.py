@@ -1,4 +1,5 @@
 """tests/prerequisites.py: a missing prerequisite skips locally and fails under REBEL100_REQUIRE_E2E=1."""
+
 import pytest
 
 from tests.prerequisites import importable, require

@@ -5,6 +5,7 @@ plugin kubernetes is expected to have version >=X, but has Y"); these fail as so
 requirements.txt, the version scripts/install-pulumi builds and the installed SDK drift apart.
 The end-to-end PR-check preview (tests/e2e/test_engine.py) checks the engine prints no such warning.
 """
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -30,7 +31,8 @@ def built_provider() -> str:
 def test_sdk_pin_is_the_provider_the_toolchain_builds():
     assert sdk_pin() == built_provider(), (
         f"requirements.txt pins pulumi-kubernetes {sdk_pin()} but scripts/install-pulumi builds provider "
-        f"{built_provider()}: every pulumi run would warn; pin the SDK to the provider's version")
+        f"{built_provider()}: every pulumi run would warn; pin the SDK to the provider's version"
+    )
 
 
 def test_installed_sdk_is_the_pin():

@@ -1,5 +1,6 @@
 """The PR workflow a team copies: no checkout outside the project, the official Pulumi action per
 stack at the stack's policy level, SARIF uploaded; kept in step with the stack files."""
+
 import yaml
 
 from policy import levels
@@ -51,6 +52,8 @@ def test_findings_are_uploaded_as_sarif():
     job = jobs()["findings"]
     assert job["permissions"]["security-events"] == "write"
     assert sorted(job["strategy"]["matrix"]["stack"]) == stackfile.available_stacks()
-    upload = next(step for step in job["steps"] if str(step.get("uses", "")).startswith("github/codeql-action/upload-sarif"))
+    upload = next(
+        step for step in job["steps"] if str(step.get("uses", "")).startswith("github/codeql-action/upload-sarif")
+    )
     assert upload["if"] == "always()"
     assert any("--format sarif" in str(step.get("run", "")) for step in job["steps"])

@@ -10,6 +10,7 @@ The facts live beside this module, one module per consumer family (`engine.py`, 
 the mechanics they share: versions, image tags, and the rule that a pin must be at least as new as every
 feature its render uses (`core.rules.image_has_features` words it for both gates).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -64,11 +65,11 @@ def image_version(image: str) -> Optional[Version]:
 class Feature:
     """One thing a render uses that a consumer must know, and the first version of the consumer that has it."""
 
-    consumer: str   # the program, e.g. "llm-d EPP", "vllm-rbln"
-    kind: str       # "flag", "plugin type", "connector", "env var", "apiVersion", ...
-    name: str       # as it appears in the render, e.g. "--kv-connector", "approx-prefix-cache-producer"
+    consumer: str  # the program, e.g. "llm-d EPP", "vllm-rbln"
+    kind: str  # "flag", "plugin type", "connector", "env var", "apiVersion", ...
+    name: str  # as it appears in the render, e.g. "--kv-connector", "approx-prefix-cache-producer"
     since: Version
-    source: str     # where the fact comes from: module@version and file
+    source: str  # where the fact comes from: module@version and file
 
 
 def missing_features(pinned: Version, used: Iterable[Feature]) -> list[Feature]:

@@ -5,6 +5,7 @@ Every fact was read from the published wheels (`pip download --no-deps vllm-rbln
 in `source`); docs/consumers-engine.md says how to read them again. The image tag is the vllm-rbln version
 (`rebellions/vllm-rbln:0.12.0` is vllm-rbln 0.12.0), so a pin is judged by its tag.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,9 +32,15 @@ class Release:
 
 
 def _release(vllm_rbln: str, vllm: str, lmcache_rbln: Optional[str] = None, *, wheel: Optional[str] = None) -> Release:
-    pins = f"Requires-Dist vllm=={vllm}+cpu" + (f", lmcache-rbln>={lmcache_rbln} (extra kv-connectors)" if lmcache_rbln else "")
-    return Release(Version.parse(vllm_rbln), Version.parse(vllm), Version.parse(lmcache_rbln) if lmcache_rbln else None,
-                   f"vllm-rbln=={wheel or vllm_rbln} METADATA: {pins}")
+    pins = f"Requires-Dist vllm=={vllm}+cpu" + (
+        f", lmcache-rbln>={lmcache_rbln} (extra kv-connectors)" if lmcache_rbln else ""
+    )
+    return Release(
+        Version.parse(vllm_rbln),
+        Version.parse(vllm),
+        Version.parse(lmcache_rbln) if lmcache_rbln else None,
+        f"vllm-rbln=={wheel or vllm_rbln} METADATA: {pins}",
+    )
 
 
 # Every release from the one the stacks used to pin (0.10.2) to the target, read from each wheel's METADATA.
@@ -63,14 +70,21 @@ def release(vllm_rbln: Version) -> Optional[Release]:
 def target_release() -> Release:
     found = release(TARGET)
     if found is None:
-        raise LookupError(f"the target vllm-rbln {TARGET} is not in RELEASES: add its row (vLLM and lmcache-rbln pins).")
+        raise LookupError(
+            f"the target vllm-rbln {TARGET} is not in RELEASES: add its row (vLLM and lmcache-rbln pins)."
+        )
     return found
 
 
 # lmcache-rbln reads `rds_max_chunks` (LMCACHE_EXTRA_CONFIG) from this version on; older ones ignore it, so the RDS
 # index is not bounded (reference design section 5; lmcache-rbln is not published where it could be read here).
-LMCACHE_RBLN_READS_RDS_MAX_CHUNKS = Feature("lmcache-rbln", "extra_config key", "rds_max_chunks", Version(0, 12, 0),
-                                            "reference design section 5 (lmcache-rbln below 0.12.0 ignores rds_max_chunks)")
+LMCACHE_RBLN_READS_RDS_MAX_CHUNKS = Feature(
+    "lmcache-rbln",
+    "extra_config key",
+    "rds_max_chunks",
+    Version(0, 12, 0),
+    "reference design section 5 (lmcache-rbln below 0.12.0 ignores rds_max_chunks)",
+)
 
 
 def lmcache_rbln_version(vllm_rbln: Optional[Version]) -> Optional[Version]:
@@ -88,8 +102,10 @@ def lmcache_rbln_version(vllm_rbln: Optional[Version]) -> Optional[Version]:
 
 # --- the first vllm-rbln release that has each thing the render uses -----------------------------------------------
 
-_VLLM_FLAG_OLDEST = (f"vllm==0.13.0 vllm/engine/arg_utils.py or vllm/entrypoints/openai/cli_args.py: in the vLLM of "
-                     f"vllm-rbln {OLDEST_CHECKED}, the oldest release checked")
+_VLLM_FLAG_OLDEST = (
+    f"vllm==0.13.0 vllm/engine/arg_utils.py or vllm/entrypoints/openai/cli_args.py: in the vLLM of "
+    f"vllm-rbln {OLDEST_CHECKED}, the oldest release checked"
+)
 
 
 def _flag(name: str) -> Feature:
@@ -97,18 +113,43 @@ def _flag(name: str) -> Feature:
 
 
 # Every flag core.serving generates for either role (serving.FLAG_FIELDS); a test keeps the two lists equal.
-FLAGS: tuple[Feature, ...] = tuple(_flag(name) for name in (
-    "--revision", "--served-model-name", "--port", "--block-size", "--max-model-len", "--max-num-batched-tokens",
-    "--max-num-seqs", "--kv-cache-dtype", "--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size",
-    "--data-parallel-size-local", "--data-parallel-rpc-port", "--enable-expert-parallel", "--enable-prefix-caching",
-    "--enable-chunked-prefill", "--enable-auto-tool-choice", "--tool-call-parser", "--reasoning-parser",
-    "--gpu-memory-utilization", "--speculative-config", "--kv-transfer-config",
-)) + (
+FLAGS: tuple[Feature, ...] = tuple(
+    _flag(name)
+    for name in (
+        "--revision",
+        "--served-model-name",
+        "--port",
+        "--block-size",
+        "--max-model-len",
+        "--max-num-batched-tokens",
+        "--max-num-seqs",
+        "--kv-cache-dtype",
+        "--tensor-parallel-size",
+        "--pipeline-parallel-size",
+        "--data-parallel-size",
+        "--data-parallel-size-local",
+        "--data-parallel-rpc-port",
+        "--enable-expert-parallel",
+        "--enable-prefix-caching",
+        "--enable-chunked-prefill",
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        "--reasoning-parser",
+        "--gpu-memory-utilization",
+        "--speculative-config",
+        "--kv-transfer-config",
+    )
+) + (
     # Not in vLLM 0.13.0 or 0.18.0 (argparse exits: "unrecognized arguments"); first in vLLM 0.22.0, which vllm-rbln
     # 0.11.0 is the first release to build on.
-    Feature(VLLM_RBLN, "flag", "--data-parallel-multi-port-external-lb", Version(0, 11, 0),
-            "vllm==0.22.0 vllm/engine/arg_utils.py (EngineArgs.data_parallel_multi_port_external_lb), pinned by "
-            "vllm-rbln==0.11.0; absent from vllm==0.13.0 and 0.18.0 arg_utils.py"),
+    Feature(
+        VLLM_RBLN,
+        "flag",
+        "--data-parallel-multi-port-external-lb",
+        Version(0, 11, 0),
+        "vllm==0.22.0 vllm/engine/arg_utils.py (EngineArgs.data_parallel_multi_port_external_lb), pinned by "
+        "vllm-rbln==0.11.0; absent from vllm==0.13.0 and 0.18.0 arg_utils.py",
+    ),
 )
 
 _CONNECTOR_SOURCE = "vllm-rbln==0.10.3 vllm_rbln/distributed/kv_transfer/kv_connector/factory.py (register_connector)"
@@ -116,18 +157,35 @@ _CONNECTOR_SOURCE = "vllm-rbln==0.10.3 vllm_rbln/distributed/kv_transfer/kv_conn
 CONNECTORS: tuple[Feature, ...] = (
     Feature(VLLM_RBLN, "connector", "RblnNixlConnector", Version(0, 10, 3), _CONNECTOR_SOURCE + "; not in 0.10.2"),
     Feature(VLLM_RBLN, "connector", "RBLNLMCacheConnectorV1", Version(0, 10, 3), _CONNECTOR_SOURCE + "; not in 0.10.2"),
-    Feature(VLLM_RBLN, "connector", "MultiConnector", OLDEST_CHECKED,
-            "vllm==0.13.0 vllm/distributed/kv_transfer/kv_connector/factory.py (vLLM's own connector)"),
+    Feature(
+        VLLM_RBLN,
+        "connector",
+        "MultiConnector",
+        OLDEST_CHECKED,
+        "vllm==0.13.0 vllm/distributed/kv_transfer/kv_connector/factory.py (vLLM's own connector)",
+    ),
 )
 
 # VLLM_RBLN_* variables the render sets; vllm-rbln reads them in vllm_rbln/rbln_envs.py (envs.py from 0.11.1).
 ENV: tuple[Feature, ...] = (
-    Feature(VLLM_RBLN, "env var", "VLLM_RBLN_USE_VLLM_MODEL", OLDEST_CHECKED, "vllm-rbln==0.10.2 vllm_rbln/rbln_envs.py"),
+    Feature(
+        VLLM_RBLN, "env var", "VLLM_RBLN_USE_VLLM_MODEL", OLDEST_CHECKED, "vllm-rbln==0.10.2 vllm_rbln/rbln_envs.py"
+    ),
     Feature(VLLM_RBLN, "env var", "VLLM_RBLN_AUTO_PORT", OLDEST_CHECKED, "vllm-rbln==0.10.2 vllm_rbln/rbln_envs.py"),
-    Feature(VLLM_RBLN, "env var", "VLLM_RBLN_SUB_BLOCK_CACHE", Version(0, 10, 3),
-            "vllm-rbln==0.10.3 vllm_rbln/rbln_envs.py; not in 0.10.2"),
-    Feature(VLLM_RBLN, "env var", "VLLM_RBLN_USE_DEVICE_TENSOR", Version(0, 10, 4),
-            "vllm-rbln==0.10.4 vllm_rbln/rbln_envs.py; not in 0.10.2/0.10.3"),
+    Feature(
+        VLLM_RBLN,
+        "env var",
+        "VLLM_RBLN_SUB_BLOCK_CACHE",
+        Version(0, 10, 3),
+        "vllm-rbln==0.10.3 vllm_rbln/rbln_envs.py; not in 0.10.2",
+    ),
+    Feature(
+        VLLM_RBLN,
+        "env var",
+        "VLLM_RBLN_USE_DEVICE_TENSOR",
+        Version(0, 10, 4),
+        "vllm-rbln==0.10.4 vllm_rbln/rbln_envs.py; not in 0.10.2/0.10.3",
+    ),
 )
 
 FEATURES: tuple[Feature, ...] = FLAGS + CONNECTORS + ENV
@@ -161,9 +219,14 @@ def env_names_read() -> frozenset[str]:
 # Prometheus series the engines serve on /metrics that an autoscaler may scale a role on (core/autoscaling.py). Read
 # in the vLLM that the target vllm-rbln pins; no older release was read for them, so 0.12.0 is where they are known to
 # be (an older pin is refused for autoscaling on them rather than trusted).
-_METRICS_SOURCE = (f"vllm==0.30.0 vllm/v1/metrics/loggers.py (PrometheusStatLogger: {{}}), the vLLM vllm-rbln "
-                   f"{TARGET} pins; the oldest release read for it")
-METRICS: dict[str, Feature] = {f.name: f for f in (
-    Feature(VLLM_RBLN, "metric", "vllm:num_requests_waiting", TARGET, _METRICS_SOURCE.format("line 509")),
-    Feature(VLLM_RBLN, "metric", "vllm:kv_cache_usage_perc", TARGET, _METRICS_SOURCE.format("line 567")),
-)}
+_METRICS_SOURCE = (
+    f"vllm==0.30.0 vllm/v1/metrics/loggers.py (PrometheusStatLogger: {{}}), the vLLM vllm-rbln "
+    f"{TARGET} pins; the oldest release read for it"
+)
+METRICS: dict[str, Feature] = {
+    f.name: f
+    for f in (
+        Feature(VLLM_RBLN, "metric", "vllm:num_requests_waiting", TARGET, _METRICS_SOURCE.format("line 509")),
+        Feature(VLLM_RBLN, "metric", "vllm:kv_cache_usage_perc", TARGET, _METRICS_SOURCE.format("line 567")),
+    )
+}

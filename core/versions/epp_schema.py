@@ -14,6 +14,7 @@ declared before the handler (plugins are created in order), at v0.10.0 anywhere 
 `check_epp_config` returns every problem the program would refuse (empty: it would load). The corpus test in
 tests/consumers shows it gives the real v0.7.1 EPP's verdict on every config of the corpus.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -25,15 +26,23 @@ from typing import Any, Iterable, Optional
 from core.versions import Version
 
 DATA = pathlib.Path(__file__).resolve().parent / "data"
-GO_TYPES = {"integer": "int", "number": "float64", "boolean": "bool", "string": "string", "object": "struct",
-            "array": "slice", "string-list": "[]string", "duration": "time.Duration"}
+GO_TYPES = {
+    "integer": "int",
+    "number": "float64",
+    "boolean": "bool",
+    "string": "string",
+    "object": "struct",
+    "array": "slice",
+    "string-list": "[]string",
+    "duration": "time.Duration",
+}
 
 
 @dataclasses.dataclass(frozen=True)
 class Problem:
     """One thing the program refuses: where in the document, and its reason in the program's words."""
 
-    path: str                       # e.g. `plugins[0].parameters.blockSizeTokens`
+    path: str  # e.g. `plugins[0].parameters.blockSizeTokens`
     message: str
     plugin_type: Optional[str] = None
     parameter: Optional[str] = None  # the top-level parameter of that plugin the problem is about
@@ -66,6 +75,7 @@ def data_for(program: str, pinned: Optional[Version]) -> Optional[dict]:
 
 
 # --- JSON values against Go types ------------------------------------------------------------
+
 
 def _json_kind(value: Any) -> str:
     """The JSON kind of a value as Go's decoder names it in its errors."""
@@ -131,8 +141,12 @@ def _check_object(value: Any, fields: dict, path: str, rules: dict, messages: di
             continue
         spec = _spec(fields[known])
         if not _fits(spec["type"], item):
-            found.append(f"{where}: " + messages["wrongType"].format(got=_json_kind(item), field=known,
-                                                                      want=GO_TYPES.get(spec["type"], spec["type"])))
+            found.append(
+                f"{where}: "
+                + messages["wrongType"].format(
+                    got=_json_kind(item), field=known, want=GO_TYPES.get(spec["type"], spec["type"])
+                )
+            )
         elif spec["type"] == "object" and "fields" in spec:
             found += _check_object(item, spec["fields"], where, rules, messages)
         elif "enum" in spec and item is not None and item not in spec["enum"]:
@@ -153,12 +167,14 @@ def _parameter_problems(plugin_type: str, params: Any, path: str, data: dict) ->
     if not best:
         return []
     if len(variants) > 1:  # the program tries each schema and reports both when neither fits
-        best = [f"{path}: fits neither the nested nor the flat parameter format: " + "; ".join(
-            text.split(": ", 1)[1] for attempt in attempts for text in attempt)]
+        best = [
+            f"{path}: fits neither the nested nor the flat parameter format: "
+            + "; ".join(text.split(": ", 1)[1] for attempt in attempts for text in attempt)
+        ]
     problems = []
     for text in best:
         where, message = text.split(": ", 1)
-        rest = where[len(path) + 1:] if where.startswith(path + ".") else ""
+        rest = where[len(path) + 1 :] if where.startswith(path + ".") else ""
         problems.append(Problem(where, message, plugin_type, rest.split(".", 1)[0] or None))
     return problems
 
@@ -172,6 +188,7 @@ def _reference(params: Any, dotted: str) -> Optional[str]:
 
 # --- the EndpointPickerConfig -----------------------------------------------------------------
 
+
 def check_epp_config(config: Any, data: dict) -> list[Problem]:
     """Every problem the EPP described by `data` would refuse in this EndpointPickerConfig; [] when it loads."""
     messages, document = data["messages"], data["document"]
@@ -181,11 +198,17 @@ def check_epp_config(config: Any, data: dict) -> list[Problem]:
     if api not in data["apiVersions"] or config.get("kind") != data["kind"]:
         shown = f'no kind "{config.get("kind")}" is registered for version "{api}"'
         return [Problem("apiVersion", shown + f" (this EPP reads {data['kind']} of {', '.join(data['apiVersions'])})")]
-    problems = [Problem(name, messages["unknownField"].format(field=name)) for name in config
-                if name not in document["fields"]]
-    problems += [Problem(name, messages["wrongType"].format(got=_json_kind(value), field=name,
-                                                            want=GO_TYPES[document["fields"][name]]))
-                 for name, value in config.items() if name in document["fields"] and not _fits(document["fields"][name], value)]
+    problems = [
+        Problem(name, messages["unknownField"].format(field=name)) for name in config if name not in document["fields"]
+    ]
+    problems += [
+        Problem(
+            name,
+            messages["wrongType"].format(got=_json_kind(value), field=name, want=GO_TYPES[document["fields"][name]]),
+        )
+        for name, value in config.items()
+        if name in document["fields"] and not _fits(document["fields"][name], value)
+    ]
     if problems:
         return problems  # decoding stops the program before any plugin is looked at
     return _plugin_problems(config.get("plugins") or [], data) + _profile_problems(config, data)
@@ -199,10 +222,15 @@ def _plugin_problems(plugins: list, data: dict) -> list[Problem]:
     for index, plugin in enumerate(plugins):
         path = f"plugins[{index}]"
         if not isinstance(plugin, dict):
-            problems.append(Problem(path, messages["wrongType"].format(got=_json_kind(plugin), field="plugins", want="struct")))
+            problems.append(
+                Problem(path, messages["wrongType"].format(got=_json_kind(plugin), field="plugins", want="struct"))
+            )
             continue
-        problems += [Problem(f"{path}.{name}", messages["unknownField"].format(field=name))
-                     for name in plugin if name not in document["plugin"]]
+        problems += [
+            Problem(f"{path}.{name}", messages["unknownField"].format(field=name))
+            for name in plugin
+            if name not in document["plugin"]
+        ]
         plugin_type = plugin.get("type")
         name = str(plugin.get("name") or plugin_type or "")
         if not plugin_type:
@@ -221,8 +249,9 @@ def _plugin_problems(plugins: list, data: dict) -> list[Problem]:
     return problems
 
 
-def _reference_problems(plugin_type: str, params: Any, path: str, declared: list[str], plugins: list,
-                        data: dict) -> list[Problem]:
+def _reference_problems(
+    plugin_type: str, params: Any, path: str, declared: list[str], plugins: list, data: dict
+) -> list[Problem]:
     described = data["pluginTypes"].get(plugin_type) or {}
     every = {str(p.get("name") or p.get("type")) for p in plugins if isinstance(p, dict)}
     problems = []
@@ -247,10 +276,18 @@ def _profile_problems(config: dict, data: dict) -> list[Problem]:
     for index, profile in enumerate(config.get("schedulingProfiles") or []):
         path = f"schedulingProfiles[{index}]"
         if not isinstance(profile, dict):
-            problems.append(Problem(path, messages["wrongType"].format(got=_json_kind(profile), field="schedulingProfiles", want="struct")))
+            problems.append(
+                Problem(
+                    path,
+                    messages["wrongType"].format(got=_json_kind(profile), field="schedulingProfiles", want="struct"),
+                )
+            )
             continue
-        problems += [Problem(f"{path}.{name}", messages["unknownField"].format(field=name))
-                     for name in profile if name not in document["profile"]]
+        problems += [
+            Problem(f"{path}.{name}", messages["unknownField"].format(field=name))
+            for name in profile
+            if name not in document["profile"]
+        ]
         name = profile.get("name")
         if not name:
             problems.append(Problem(path, f"schedulingProfiles[{index}] is missing a name"))
@@ -260,21 +297,37 @@ def _profile_problems(config: dict, data: dict) -> list[Problem]:
         for position, entry in enumerate(profile.get("plugins") or []):
             where = f"{path}.plugins[{position}]"
             if not isinstance(entry, dict):
-                problems.append(Problem(where, messages["wrongType"].format(got=_json_kind(entry), field="plugins", want="struct")))
+                problems.append(
+                    Problem(where, messages["wrongType"].format(got=_json_kind(entry), field="plugins", want="struct"))
+                )
                 continue
-            problems += [Problem(f"{where}.{key}", messages["unknownField"].format(field=key))
-                         for key in entry if key not in document["profilePlugin"]]
-            problems += [Problem(f"{where}.{key}", messages["wrongType"].format(got=_json_kind(entry[key]), field=key, want=GO_TYPES[kind]))
-                         for key, kind in document["profilePlugin"].items() if key in entry and not _fits(kind, entry[key])]
+            problems += [
+                Problem(f"{where}.{key}", messages["unknownField"].format(field=key))
+                for key in entry
+                if key not in document["profilePlugin"]
+            ]
+            problems += [
+                Problem(
+                    f"{where}.{key}",
+                    messages["wrongType"].format(got=_json_kind(entry[key]), field=key, want=GO_TYPES[kind]),
+                )
+                for key, kind in document["profilePlugin"].items()
+                if key in entry and not _fits(kind, entry[key])
+            ]
             ref = entry.get("pluginRef")
             if not ref:
-                problems.append(Problem(where, f"schedulingProfiles[{name}].plugins[{position}] is missing a 'pluginRef'"))
+                problems.append(
+                    Problem(where, f"schedulingProfiles[{name}].plugins[{position}] is missing a 'pluginRef'")
+                )
             elif ref not in declared:
-                problems.append(Problem(f"{where}.pluginRef", messages["undefinedProfilePlugin"].format(profile=name, ref=ref)))
+                problems.append(
+                    Problem(f"{where}.pluginRef", messages["undefinedProfilePlugin"].format(profile=name, ref=ref))
+                )
     return problems
 
 
 # --- the sidecar's flags ----------------------------------------------------------------------
+
 
 def check_sidecar_args(args: Iterable[str], data: dict) -> list[Problem]:
     """Every flag of `args` the sidecar described by `data` would refuse: unknown, or a value of the wrong type."""

@@ -7,6 +7,7 @@ name without a word, so a misspelt `LMCACHE_*` variable is a setting that silent
 there), so only a top-level key put there by mistake (`chunk_size`, which lmcache reads only as LMCACHE_CHUNK_SIZE) is
 refused in it.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -39,9 +40,11 @@ def unknown_env(name: str) -> Optional[str]:
         return None
     close = difflib.get_close_matches(name, sorted(known_env()), n=1, cutoff=0.75)
     hint = f" Did you mean {close[0]}?" if close else ""
-    return (f"{name} is not a setting lmcache {facts()['version']} reads: from_env() reads LMCACHE_<KEY> only for the "
-            f"keys of its config (lmcache/v1/config.py) and ignores any other name silently, so this setting would "
-            f"never take effect.{hint} Remove it or use a name lmcache knows.")
+    return (
+        f"{name} is not a setting lmcache {facts()['version']} reads: from_env() reads LMCACHE_<KEY> only for the "
+        f"keys of its config (lmcache/v1/config.py) and ignores any other name silently, so this setting would "
+        f"never take effect.{hint} Remove it or use a name lmcache knows."
+    )
 
 
 def misplaced_extra_config_key(key: str) -> Optional[str]:
@@ -50,6 +53,8 @@ def misplaced_extra_config_key(key: str) -> Optional[str]:
     bare = key.removeprefix(ENV_PREFIX).lower()
     if bare not in data["config_keys"] and bare not in data["aliases"]:
         return None
-    return (f"{key} is a top-level setting of lmcache {data['version']}, read only from {ENV_PREFIX}{bare.upper()}; "
-            f"inside LMCACHE_EXTRA_CONFIG (a dict for backends and plugins) lmcache ignores it. Set it through its own "
-            f"variable (or the kvTier field that generates it) instead.")
+    return (
+        f"{key} is a top-level setting of lmcache {data['version']}, read only from {ENV_PREFIX}{bare.upper()}; "
+        f"inside LMCACHE_EXTRA_CONFIG (a dict for backends and plugins) lmcache ignores it. Set it through its own "
+        f"variable (or the kvTier field that generates it) instead."
+    )

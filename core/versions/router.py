@@ -11,6 +11,7 @@ Every `since` below was read in the module's source at that tag (`source`: modul
 "first version" of a plugin type that comes from the Gateway API Inference Extension (GIE), which the EPP
 links in, is the oldest release the stack ever pinned (v0.3.2, whose go.mod requires GIE v1.0.0).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -44,54 +45,112 @@ def _fact(consumer: str, kind: str, name: str, since: Version, path: str, *, mod
     return Feature(consumer, kind, name, since, f"{module or module_at(since)}@v{since} {path}")
 
 
-V0_3_2, V0_4_0, V0_6_0, V0_7_0, V0_9_0 = (Version(0, 3, 2), Version(0, 4, 0), Version(0, 6, 0), Version(0, 7, 0),
-                                          Version(0, 9, 0))
+V0_3_2, V0_4_0, V0_6_0, V0_7_0, V0_9_0 = (
+    Version(0, 3, 2),
+    Version(0, 4, 0),
+    Version(0, 6, 0),
+    Version(0, 7, 0),
+    Version(0, 9, 0),
+)
 
-API_VERSIONS: dict[str, Feature] = {f.name: f for f in (
-    _fact(EPP, "apiVersion", "llm-d.ai/v1alpha1", V0_9_0, "apix/config/v1alpha1/zz_generated.register.go"),
-    Feature(EPP, "apiVersion", "inference.networking.x-k8s.io/v1alpha1", V0_3_2,
-            f"{GIE_IN_0_3_2} apix/config/v1alpha1/zz_generated.register.go"),
-)}
+API_VERSIONS: dict[str, Feature] = {
+    f.name: f
+    for f in (
+        _fact(EPP, "apiVersion", "llm-d.ai/v1alpha1", V0_9_0, "apix/config/v1alpha1/zz_generated.register.go"),
+        Feature(
+            EPP,
+            "apiVersion",
+            "inference.networking.x-k8s.io/v1alpha1",
+            V0_3_2,
+            f"{GIE_IN_0_3_2} apix/config/v1alpha1/zz_generated.register.go",
+        ),
+    )
+}
 
-PLUGIN_TYPES: dict[str, Feature] = {f.name: f for f in (
-    # The reference design's v0.9+ plugins (module llm-d-router).
-    _fact(EPP, "plugin type", "approx-prefix-cache-producer", V0_9_0,
-          "pkg/epp/framework/plugins/requestcontrol/dataproducer/approximateprefix/constants/constants.go"),
-    _fact(EPP, "plugin type", "inflight-load-producer", V0_9_0,
-          "pkg/epp/framework/plugins/requestcontrol/dataproducer/inflightload/constants/constants.go"),
-    _fact(EPP, "plugin type", "prefix-cache-affinity-filter", V0_9_0,
-          "pkg/epp/framework/plugins/scheduling/filter/prefixcacheaffinity/plugin.go"),
-    _fact(EPP, "plugin type", "token-load-scorer", V0_9_0, "pkg/epp/framework/plugins/scheduling/scorer/tokenload/token_load.go"),
-    # P/D: deciders and the disagg profile handler.
-    _fact(EPP, "plugin type", "prefix-based-pd-decider", V0_6_0, "pkg/plugins/profile/prefix_based_pd_decider.go"),
-    _fact(EPP, "plugin type", "always-disagg-pd-decider", V0_6_0, "pkg/plugins/profile/always_disagg_decider.go"),
-    _fact(EPP, "plugin type", "disagg-profile-handler", V0_7_0, "pkg/plugins/profile/disagg_profile_handler.go"),
-    _fact(EPP, "plugin type", "prefill-filter", Version(0, 1, 0), "pkg/scheduling/plugins/filter/pd_role_filter.go"),
-    _fact(EPP, "plugin type", "decode-filter", Version(0, 1, 0), "pkg/scheduling/plugins/filter/pd_role_filter.go"),
-    # From GIE, linked into every EPP the stack pinned.
-    Feature(EPP, "plugin type", "prefix-cache-scorer", V0_3_2,
-            f"{GIE_IN_0_3_2} pkg/epp/scheduling/framework/plugins/multi/prefix/plugin.go"),
-    Feature(EPP, "plugin type", "queue-scorer", V0_3_2, f"{GIE_IN_0_3_2} pkg/epp/scheduling/framework/plugins/scorer/queue.go"),
-    Feature(EPP, "plugin type", "max-score-picker", V0_3_2,
-            f"{GIE_IN_0_3_2} pkg/epp/scheduling/framework/plugins/picker/max_score_picker.go"),
-)}
+PLUGIN_TYPES: dict[str, Feature] = {
+    f.name: f
+    for f in (
+        # The reference design's v0.9+ plugins (module llm-d-router).
+        _fact(
+            EPP,
+            "plugin type",
+            "approx-prefix-cache-producer",
+            V0_9_0,
+            "pkg/epp/framework/plugins/requestcontrol/dataproducer/approximateprefix/constants/constants.go",
+        ),
+        _fact(
+            EPP,
+            "plugin type",
+            "inflight-load-producer",
+            V0_9_0,
+            "pkg/epp/framework/plugins/requestcontrol/dataproducer/inflightload/constants/constants.go",
+        ),
+        _fact(
+            EPP,
+            "plugin type",
+            "prefix-cache-affinity-filter",
+            V0_9_0,
+            "pkg/epp/framework/plugins/scheduling/filter/prefixcacheaffinity/plugin.go",
+        ),
+        _fact(
+            EPP,
+            "plugin type",
+            "token-load-scorer",
+            V0_9_0,
+            "pkg/epp/framework/plugins/scheduling/scorer/tokenload/token_load.go",
+        ),
+        # P/D: deciders and the disagg profile handler.
+        _fact(EPP, "plugin type", "prefix-based-pd-decider", V0_6_0, "pkg/plugins/profile/prefix_based_pd_decider.go"),
+        _fact(EPP, "plugin type", "always-disagg-pd-decider", V0_6_0, "pkg/plugins/profile/always_disagg_decider.go"),
+        _fact(EPP, "plugin type", "disagg-profile-handler", V0_7_0, "pkg/plugins/profile/disagg_profile_handler.go"),
+        _fact(
+            EPP, "plugin type", "prefill-filter", Version(0, 1, 0), "pkg/scheduling/plugins/filter/pd_role_filter.go"
+        ),
+        _fact(EPP, "plugin type", "decode-filter", Version(0, 1, 0), "pkg/scheduling/plugins/filter/pd_role_filter.go"),
+        # From GIE, linked into every EPP the stack pinned.
+        Feature(
+            EPP,
+            "plugin type",
+            "prefix-cache-scorer",
+            V0_3_2,
+            f"{GIE_IN_0_3_2} pkg/epp/scheduling/framework/plugins/multi/prefix/plugin.go",
+        ),
+        Feature(
+            EPP,
+            "plugin type",
+            "queue-scorer",
+            V0_3_2,
+            f"{GIE_IN_0_3_2} pkg/epp/scheduling/framework/plugins/scorer/queue.go",
+        ),
+        Feature(
+            EPP,
+            "plugin type",
+            "max-score-picker",
+            V0_3_2,
+            f"{GIE_IN_0_3_2} pkg/epp/scheduling/framework/plugins/picker/max_score_picker.go",
+        ),
+    )
+}
 
 # The routing sidecar moved into the scheduler repository at v0.4.0 (cmd/pd-sidecar) and kept the
 # `llm-d-routing-sidecar` image name until v0.9.0; the render's flags are dated from there.
-SIDECAR_FLAGS: dict[str, Feature] = {f.name: f for f in (
-    _fact(SIDECAR, "flag", "--port", V0_4_0, "cmd/pd-sidecar/main.go"),
-    _fact(SIDECAR, "flag", "--vllm-port", V0_4_0, "cmd/pd-sidecar/main.go"),
-    _fact(SIDECAR, "flag", "--data-parallel-size", V0_4_0, "cmd/pd-sidecar/main.go"),
-    _fact(SIDECAR, "flag", "--secure-proxy", V0_4_0, "cmd/pd-sidecar/main.go"),
-    _fact(SIDECAR, "flag", "--kv-connector", V0_7_0, "pkg/sidecar/proxy/options.go"),
-    # SSRF protection: the sidecar calls a prefill host only if it is the IP or name of a pod the InferencePool
-    # selects (pkg/sidecar/proxy/allowlist.go; else 403 "Forbidden: prefill target not allowed by SSRF protection",
-    # chat_completions.go). The pool is named by `--inference-pool namespace/name` from v0.7.0 (options.go); the
-    # v0.4.0-v0.8.0 pair --inference-pool-namespace / --inference-pool-name, deprecated from v0.7.0, is gone at
-    # v0.9.0 (llm-d-router@v0.9.0 and v0.10.0 pkg/sidecar/proxy/options.go read --inference-pool only).
-    _fact(SIDECAR, "flag", "--enable-ssrf-protection", V0_4_0, "cmd/pd-sidecar/main.go"),
-    _fact(SIDECAR, "flag", "--inference-pool", V0_7_0, "pkg/sidecar/proxy/options.go"),
-)}
+SIDECAR_FLAGS: dict[str, Feature] = {
+    f.name: f
+    for f in (
+        _fact(SIDECAR, "flag", "--port", V0_4_0, "cmd/pd-sidecar/main.go"),
+        _fact(SIDECAR, "flag", "--vllm-port", V0_4_0, "cmd/pd-sidecar/main.go"),
+        _fact(SIDECAR, "flag", "--data-parallel-size", V0_4_0, "cmd/pd-sidecar/main.go"),
+        _fact(SIDECAR, "flag", "--secure-proxy", V0_4_0, "cmd/pd-sidecar/main.go"),
+        _fact(SIDECAR, "flag", "--kv-connector", V0_7_0, "pkg/sidecar/proxy/options.go"),
+        # SSRF protection: the sidecar calls a prefill host only if it is the IP or name of a pod the InferencePool
+        # selects (pkg/sidecar/proxy/allowlist.go; else 403 "Forbidden: prefill target not allowed by SSRF protection",
+        # chat_completions.go). The pool is named by `--inference-pool namespace/name` from v0.7.0 (options.go); the
+        # v0.4.0-v0.8.0 pair --inference-pool-namespace / --inference-pool-name, deprecated from v0.7.0, is gone at
+        # v0.9.0 (llm-d-router@v0.9.0 and v0.10.0 pkg/sidecar/proxy/options.go read --inference-pool only).
+        _fact(SIDECAR, "flag", "--enable-ssrf-protection", V0_4_0, "cmd/pd-sidecar/main.go"),
+        _fact(SIDECAR, "flag", "--inference-pool", V0_7_0, "pkg/sidecar/proxy/options.go"),
+    )
+}
 SSRF_PROTECTION_FLAG = "--enable-ssrf-protection"
 SSRF_POOL_FLAG = "--inference-pool"
 SIDECAR_BOOLEAN_FLAGS = frozenset({SSRF_PROTECTION_FLAG, "--secure-proxy", "--enable-prefiller-sampling"})
@@ -101,9 +160,14 @@ SIDECAR_BOOLEAN_FLAGS = frozenset({SSRF_PROTECTION_FLAG, "--secure-proxy", "--en
 # parse requirement"), so the allowlist stays empty and the sidecar refuses every prefill pick, the EPP's own (403).
 # Measured on the real v0.7.1 sidecar in the local site (2026-12-01, docs/consumers-router.md); fixed upstream by
 # commit 4c16a445c (#1696, "allowlist selector parsing for GA InferencePool API"), first released in v0.10.0.
-SSRF_ALLOWLIST = Feature(SIDECAR, "behaviour", "SSRF allowlist from a GA InferencePool (spec.selector.matchLabels)",
-                         Version(0, 10, 0), f"{ROUTER_MODULE}@v0.10.0 pkg/sidecar/proxy/allowlist.go (poolSelector; "
-                         f"commit 4c16a445c, #1696; up to v0.9.0 updatePodsForPool reads spec.selector as a flat map)")
+SSRF_ALLOWLIST = Feature(
+    SIDECAR,
+    "behaviour",
+    "SSRF allowlist from a GA InferencePool (spec.selector.matchLabels)",
+    Version(0, 10, 0),
+    f"{ROUTER_MODULE}@v0.10.0 pkg/sidecar/proxy/allowlist.go (poolSelector; "
+    f"commit 4c16a445c, #1696; up to v0.9.0 updatePodsForPool reads spec.selector as a flat map)",
+)
 
 
 def sidecar_can_protect(version: Optional[Version]) -> bool:
@@ -201,21 +265,21 @@ class Generation:
     """What the render must be for one line of router releases, and where each part was read."""
 
     name: str
-    first: Version                  # its oldest release
-    until: Optional[Version]        # the first release no longer in it (None: no newer line is known)
-    bounds: str                     # why the line starts and ends there
-    api_version: str                # apiVersion of the EndpointPickerConfig
-    prefix_index: str               # the plugin type that keeps the prefix index and takes blockSizeTokens,
-    prefix_index_source: str        # lruCapacityPerServer and autoTune
-    pd_plugins: tuple[str, ...]     # plugin types of the P/D config, in order (DECIDER: the configured decider)
-    agg_plugins: tuple[str, ...]    # plugin types of the AGG config, in order
-    agg_profile: tuple[str, ...]    # pluginRefs of the AGG config's one profile, in order
+    first: Version  # its oldest release
+    until: Optional[Version]  # the first release no longer in it (None: no newer line is known)
+    bounds: str  # why the line starts and ends there
+    api_version: str  # apiVersion of the EndpointPickerConfig
+    prefix_index: str  # the plugin type that keeps the prefix index and takes blockSizeTokens,
+    prefix_index_source: str  # lruCapacityPerServer and autoTune
+    pd_plugins: tuple[str, ...]  # plugin types of the P/D config, in order (DECIDER: the configured decider)
+    agg_plugins: tuple[str, ...]  # plugin types of the AGG config, in order
+    agg_profile: tuple[str, ...]  # pluginRefs of the AGG config's one profile, in order
     plugins_source: str
-    engine_port_flag: str           # the sidecar flag naming rank 0's port of the engine
+    engine_port_flag: str  # the sidecar flag naming rank 0's port of the engine
     engine_port_flag_source: str
-    active_ports: tuple[str, ...]   # pod annotation keys the EPP reads for a pod's active target ports, in the
-    active_ports_source: str        # order it reads them
-    decision_metric: str = ""       # the counter the disagg-profile-handler increments per P/D decision
+    active_ports: tuple[str, ...]  # pod annotation keys the EPP reads for a pod's active target ports, in the
+    active_ports_source: str  # order it reads them
+    decision_metric: str = ""  # the counter the disagg-profile-handler increments per P/D decision
     decision_metric_source: str = ""  # (label decision_type: prefill-decode, decode-only, ...): the dashboard's
     feature_gates: tuple[str, ...] = ()  # EndpointPickerConfig featureGates the P/D render needs
     feature_gates_source: str = ""
@@ -227,72 +291,114 @@ class Generation:
 GENERATIONS: tuple[Generation, ...] = (
     Generation(
         name="v0.7",
-        first=PLUGIN_TYPES["disagg-profile-handler"].since, until=Version(0, 8, 0),
-        bounds=(f"starts with the disagg-profile-handler of the P/D render "
-                f"({PLUGIN_TYPES['disagg-profile-handler'].source}); v0.7.0 and v0.7.1 differ only in go.mod "
-                f"(llm-d-kv-cache); ends where {SCHEDULER_MODULE}@v0.8.0 go.mod requires {GIE_1_5_0}, whose "
-                f"prefix-cache-scorer keeps no index (its factory ignores its parameters; pkg/epp/framework/plugins/"
-                f"scheduling/scorer/prefix/plugin.go) while that EPP still reads only the GIE apiVersion: 0.8.x is "
-                f"a third shape no stack renders"),
+        first=PLUGIN_TYPES["disagg-profile-handler"].since,
+        until=Version(0, 8, 0),
+        bounds=(
+            f"starts with the disagg-profile-handler of the P/D render "
+            f"({PLUGIN_TYPES['disagg-profile-handler'].source}); v0.7.0 and v0.7.1 differ only in go.mod "
+            f"(llm-d-kv-cache); ends where {SCHEDULER_MODULE}@v0.8.0 go.mod requires {GIE_1_5_0}, whose "
+            f"prefix-cache-scorer keeps no index (its factory ignores its parameters; pkg/epp/framework/plugins/"
+            f"scheduling/scorer/prefix/plugin.go) while that EPP still reads only the GIE apiVersion: 0.8.x is "
+            f"a third shape no stack renders"
+        ),
         api_version="inference.networking.x-k8s.io/v1alpha1",
         prefix_index="prefix-cache-scorer",
         prefix_index_source=f"{GIE_1_4_0} pkg/epp/framework/plugins/scheduling/scorer/prefix/plugin.go (Config: "
-                            f"autoTune, blockSizeTokens, lruCapacityPerServer; required by {_V0_7_1} go.mod)",
+        f"autoTune, blockSizeTokens, lruCapacityPerServer; required by {_V0_7_1} go.mod)",
         # disagg-headers-handler: at v0.7.x the pre-request plugin that puts the prefill pick into the
         # x-prefiller-host-port header the sidecar reads (pkg/plugins/pre-request/disagg_headers_handler.go); the
         # disagg-profile-handler only picks. Without it every P/D decision is served decode-only (tests/localsite).
-        pd_plugins=("disagg-headers-handler", "prefix-cache-scorer", "queue-scorer", "prefill-filter", "decode-filter",
-                    "max-score-picker", DECIDER, "disagg-profile-handler"),
+        pd_plugins=(
+            "disagg-headers-handler",
+            "prefix-cache-scorer",
+            "queue-scorer",
+            "prefill-filter",
+            "decode-filter",
+            "max-score-picker",
+            DECIDER,
+            "disagg-profile-handler",
+        ),
         agg_plugins=("prefix-cache-scorer", "queue-scorer", "max-score-picker"),
         agg_profile=("prefix-cache-scorer", "queue-scorer", "max-score-picker"),
-        plugins_source=(f"{_V0_7_1} pkg/plugins/register.go and {GIE_1_4_0} cmd/epp/runner/runner.go "
-                        f"(registerInTreePlugins: no producers, no token-load-scorer, no "
-                        f"prefix-cache-affinity-filter); both shapes loaded by the real v0.7.1 EPP (tests/consumers)"),
+        plugins_source=(
+            f"{_V0_7_1} pkg/plugins/register.go and {GIE_1_4_0} cmd/epp/runner/runner.go "
+            f"(registerInTreePlugins: no producers, no token-load-scorer, no "
+            f"prefix-cache-affinity-filter); both shapes loaded by the real v0.7.1 EPP (tests/consumers)"
+        ),
         engine_port_flag="--vllm-port",
         engine_port_flag_source=f"{_V0_7_1} pkg/sidecar/proxy/options.go",
         active_ports=(LEGACY_ACTIVE_PORTS_ANNOTATION,),
-        active_ports_source=(f"{GIE_1_4_0} pkg/epp/datastore/datastore.go (activePortsAnnotation; the EPP of "
-                             f"{_V0_7_1} cmd/epp/main.go is that module's runner)"),
+        active_ports_source=(
+            f"{GIE_1_4_0} pkg/epp/datastore/datastore.go (activePortsAnnotation; the EPP of "
+            f"{_V0_7_1} cmd/epp/main.go is that module's runner)"
+        ),
         # Without the gate the prefix-cache-scorer's PrepareRequestData never runs, the prefix-based decider finds
         # no match info on the decode endpoint ("unable to read prefix cache state") and answers decode-only for
         # every request (tests/localsite); upstream's deploy/config/pd-epp-config.yaml sets it.
         # Not pd_decision_total: only the deprecated pd-profile-handler increments that one (tests/localsite found
         # the dashboard's panel empty).
         decision_metric="llm_d_inference_scheduler_disagg_decision_total",
-        decision_metric_source=(f"{_V0_7_1} pkg/plugins/profile/disagg_profile_handler.go (RecordDisaggDecision) and "
-                                f"pkg/metrics/metrics.go (SchedulerSubsystem llm_d_inference_scheduler)"),
+        decision_metric_source=(
+            f"{_V0_7_1} pkg/plugins/profile/disagg_profile_handler.go (RecordDisaggDecision) and "
+            f"pkg/metrics/metrics.go (SchedulerSubsystem llm_d_inference_scheduler)"
+        ),
         feature_gates=("prepareDataPlugins",),
-        feature_gates_source=(f"{GIE_1_4_0} pkg/epp/datalayer/factory.go (PrepareDataPluginsFeatureGate) and "
-                              f"cmd/epp/runner/runner.go (prepare-data plugins only with the gate); {_V0_7_1} "
-                              f"pkg/plugins/profile/prefix_based_pd_decider.go reads PrefixCacheMatchInfoKey"),
+        feature_gates_source=(
+            f"{GIE_1_4_0} pkg/epp/datalayer/factory.go (PrepareDataPluginsFeatureGate) and "
+            f"cmd/epp/runner/runner.go (prepare-data plugins only with the gate); {_V0_7_1} "
+            f"pkg/plugins/profile/prefix_based_pd_decider.go reads PrefixCacheMatchInfoKey"
+        ),
     ),
     Generation(
         name="v0.10",
-        first=API_VERSIONS["llm-d.ai/v1alpha1"].since, until=None,
-        bounds=(f"starts with the apiVersion llm-d.ai/v1alpha1 ({API_VERSIONS['llm-d.ai/v1alpha1'].source}) "
-                f"and the module's rename; v0.10.0 is the release the stack targets"),
+        first=API_VERSIONS["llm-d.ai/v1alpha1"].since,
+        until=None,
+        bounds=(
+            f"starts with the apiVersion llm-d.ai/v1alpha1 ({API_VERSIONS['llm-d.ai/v1alpha1'].source}) "
+            f"and the module's rename; v0.10.0 is the release the stack targets"
+        ),
         api_version="llm-d.ai/v1alpha1",
         prefix_index="approx-prefix-cache-producer",
-        prefix_index_source=(f"{_V0_10_0} pkg/epp/framework/plugins/requestcontrol/dataproducer/approximateprefix/"
-                             f"types.go"),
-        pd_plugins=("approx-prefix-cache-producer", "prefix-cache-scorer", "queue-scorer", "prefill-filter",
-                    "decode-filter", "max-score-picker", DECIDER, "disagg-profile-handler"),
-        agg_plugins=("approx-prefix-cache-producer", "inflight-load-producer", "prefix-cache-affinity-filter",
-                     "token-load-scorer", "max-score-picker"),
+        prefix_index_source=(
+            f"{_V0_10_0} pkg/epp/framework/plugins/requestcontrol/dataproducer/approximateprefix/types.go"
+        ),
+        pd_plugins=(
+            "approx-prefix-cache-producer",
+            "prefix-cache-scorer",
+            "queue-scorer",
+            "prefill-filter",
+            "decode-filter",
+            "max-score-picker",
+            DECIDER,
+            "disagg-profile-handler",
+        ),
+        agg_plugins=(
+            "approx-prefix-cache-producer",
+            "inflight-load-producer",
+            "prefix-cache-affinity-filter",
+            "token-load-scorer",
+            "max-score-picker",
+        ),
         agg_profile=("prefix-cache-affinity-filter", "token-load-scorer", "max-score-picker"),
-        plugins_source=(f"the reference design's P/D and AGG recipes; every type registered by {_V0_10_0} "
-                        f"cmd/epp/runner/runner.go (core/versions/data/epp-v0.10.0.json)"),
+        plugins_source=(
+            f"the reference design's P/D and AGG recipes; every type registered by {_V0_10_0} "
+            f"cmd/epp/runner/runner.go (core/versions/data/epp-v0.10.0.json)"
+        ),
         # v0.10.0 calls it a deprecated alias of --model-server-port; kept: every sidecar from v0.4.0 reads it.
         engine_port_flag="--vllm-port",
         engine_port_flag_source=f"{_V0_10_0} pkg/sidecar/proxy/options.go",
         # The llm_d_epp_ name; the llm_d_inference_scheduler_ one is kept deprecated beside it.
         decision_metric="llm_d_epp_disagg_decision_total",
-        decision_metric_source=(f"{_V0_10_0} pkg/epp/framework/plugins/scheduling/profilehandler/disagg/"
-                                f"disagg_profile_handler.go (RecordDisaggDecision) and metrics.go (LlmdDisaggDecisionCount"
-                                f"; pkg/epp/metrics/llm_d_router_metrics.go: subsystem llm_d_epp)"),
+        decision_metric_source=(
+            f"{_V0_10_0} pkg/epp/framework/plugins/scheduling/profilehandler/disagg/"
+            f"disagg_profile_handler.go (RecordDisaggDecision) and metrics.go (LlmdDisaggDecisionCount"
+            f"; pkg/epp/metrics/llm_d_router_metrics.go: subsystem llm_d_epp)"
+        ),
         active_ports=(ACTIVE_PORTS_ANNOTATION, LEGACY_ACTIVE_PORTS_ANNOTATION),
-        active_ports_source=(f"{_V0_10_0} pkg/epp/datastore/datastore.go (activePortsAnnotation, then "
-                             f"legacyGAIEActivePortsAnnotation; the same at {ROUTER_MODULE}@v0.9.0)"),
+        active_ports_source=(
+            f"{_V0_10_0} pkg/epp/datastore/datastore.go (activePortsAnnotation, then "
+            f"legacyGAIEActivePortsAnnotation; the same at {ROUTER_MODULE}@v0.9.0)"
+        ),
     ),
 )
 

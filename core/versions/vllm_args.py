@@ -8,6 +8,7 @@ arguments", a value outside an option's choices "invalid choice", as `vllm serve
 values of vLLM's own types (JSON, human-readable ints) are not converted here; the real parser run
 (`make consumers-vllm`) covers them.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,8 +74,9 @@ def _add(parser: argparse.ArgumentParser, action: dict) -> None:
 @functools.lru_cache(maxsize=None)
 def parser() -> argparse.ArgumentParser:
     data = facts()
-    built = _Parser(prog="vllm serve", allow_abbrev=data["allow_abbrev"], prefix_chars=data["prefix_chars"],
-                    add_help=False)
+    built = _Parser(
+        prog="vllm serve", allow_abbrev=data["allow_abbrev"], prefix_chars=data["prefix_chars"], add_help=False
+    )
     for action in data["actions"]:
         _add(built, action)
     return built
@@ -137,15 +139,21 @@ def judges(image: str) -> bool:
 
 
 def refusal(verdict: Verdict) -> str:
-    return (f"`vllm serve` of vLLM {VLLM_VERSION} (the vLLM of vllm-rbln {engine_versions.TARGET}) exits with "
-            f"\"{verdict.message}\" before the engine starts, so the pod crash-loops. Remove the entry, or spell it as "
-            f"`vllm serve --help` of that version does.")
+    return (
+        f"`vllm serve` of vLLM {VLLM_VERSION} (the vLLM of vllm-rbln {engine_versions.TARGET}) exits with "
+        f'"{verdict.message}" before the engine starts, so the pod crash-loops. Remove the entry, or spell it as '
+        f"`vllm serve --help` of that version does."
+    )
 
 
 def where(verdict: Verdict, extra_args: list[str]) -> list[int]:
     """Positions in a role's extraArgs of the tokens a verdict is about (the generated args are vLLM's already)."""
     if verdict.tokens:
-        return [i for i, token in enumerate(extra_args) if token in verdict.tokens or normalize([token])[0] in verdict.tokens]
+        return [
+            i
+            for i, token in enumerate(extra_args)
+            if token in verdict.tokens or normalize([token])[0] in verdict.tokens
+        ]
     named = re.search(r"argument (\S+?)(?:/\S+)?:", verdict.message)
     flag = named.group(1) if named else None
     return [i for i, token in enumerate(extra_args) if flag and normalize([token])[0].split("=", 1)[0] == flag][:1]

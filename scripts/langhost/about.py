@@ -1,5 +1,6 @@
 """The interpreter's path, its version and pip's version (empty without pip), a line each. Run by the
 language host (main.go) with the program's Python, for the update's metadata."""
+
 import importlib.metadata
 import platform
 import sys

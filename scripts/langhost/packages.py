@@ -1,6 +1,7 @@
 """Every distribution installed where the program runs, as JSON: name (PEP 503 normalised), version, and
 the path of the pulumi-plugin.json in its top-level package or "". The set `pip list` reports: the first
 distribution of a name on sys.path wins. Run by the language host (main.go) with the program's Python."""
+
 import importlib.metadata
 import importlib.util
 import json

@@ -15,6 +15,7 @@ Use from other tests (e.g. `pulumi up` against it):
         local_cluster.get("pods", namespace="rebel100")          # parsed `kubectl get -o json`
         local_cluster.bin_dir                                    # kubectl, kube-apiserver, etcd, kwok of the instance
 """
+
 from __future__ import annotations
 
 import json
@@ -63,10 +64,16 @@ class LocalCluster:
         the bin dir (with a kubectl of the server's version) first on PATH."""
         return {**os.environ, "KUBECONFIG": str(self.kubeconfig), "PATH": f"{self.bin_dir}:{os.environ['PATH']}"}
 
-    def kubectl(self, *args: str, input: Optional[str] = None, check: bool = True,
-                timeout: int = 120) -> subprocess.CompletedProcess:
-        proc = subprocess.run([str(self.bin_dir / "kubectl"), f"--kubeconfig={self.kubeconfig}", *args], input=input,
-                              capture_output=True, text=True, timeout=timeout)
+    def kubectl(
+        self, *args: str, input: Optional[str] = None, check: bool = True, timeout: int = 120
+    ) -> subprocess.CompletedProcess:
+        proc = subprocess.run(
+            [str(self.bin_dir / "kubectl"), f"--kubeconfig={self.kubeconfig}", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         if check and proc.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
         return proc
@@ -79,8 +86,13 @@ class LocalCluster:
 
     def apply(self, manifest: str | dict | list, namespace: Optional[str] = None) -> None:
         """Apply YAML text or objects (JSON is YAML) with kubectl."""
-        text = manifest if isinstance(manifest, str) else json.dumps(
-            {"apiVersion": "v1", "kind": "List", "items": manifest} if isinstance(manifest, list) else manifest)
+        text = (
+            manifest
+            if isinstance(manifest, str)
+            else json.dumps(
+                {"apiVersion": "v1", "kind": "List", "items": manifest} if isinstance(manifest, list) else manifest
+            )
+        )
         ns = [f"--namespace={namespace}"] if namespace else []
         self.kubectl("apply", *ns, "-f", "-", input=text)
 
@@ -104,8 +116,12 @@ def start_instance(folder: pathlib.Path, port: int, nodes: int = 4) -> LocalClus
         script("stop", "--dir", str(folder))
         raise AssertionError(f"scripts/cluster start failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     meta = json.loads((folder / "instance.json").read_text())
-    return LocalCluster(dir=folder, kubeconfig=pathlib.Path(proc.stdout.strip().splitlines()[-1]), port=port,
-                        bin_dir=pathlib.Path(meta["bin_dir"]))
+    return LocalCluster(
+        dir=folder,
+        kubeconfig=pathlib.Path(proc.stdout.strip().splitlines()[-1]),
+        port=port,
+        bin_dir=pathlib.Path(meta["bin_dir"]),
+    )
 
 
 def stop_instance(cluster: LocalCluster) -> None:

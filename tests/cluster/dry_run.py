@@ -4,6 +4,7 @@ requests at once in a thread pool: a verdict of the real API server per object, 
     api = DryRun.from_kubeconfig(local_cluster.kubeconfig)
     verdicts = api.apply_all([obj, ...])   # [Verdict(accepted, status, message)], in order
 """
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -49,8 +50,9 @@ class DryRun:
         user = config["users"][0]["user"]
         return cls(cluster["server"], user["token"], cluster["certificate-authority"])
 
-    def request(self, method: str, path: str, body: Optional[bytes] = None,
-                content_type: str = "application/json") -> tuple[int, Any]:
+    def request(
+        self, method: str, path: str, body: Optional[bytes] = None, content_type: str = "application/json"
+    ) -> tuple[int, Any]:
         """One request; asked again (a few times, with a pause) when a busy server answers that it timed out or is
         throttling (429, 503, 504): those say nothing about the object."""
         for attempt in range(5):
@@ -60,11 +62,13 @@ class DryRun:
             time.sleep(1 + attempt)
         return status, answer
 
-    def _request_once(self, method: str, path: str, body: Optional[bytes],
-                      content_type: str) -> tuple[int, Any]:
-        request = urllib.request.Request(self.server + path, data=body, method=method,
-                                         headers={**self.headers, "Content-Type": content_type,
-                                                  "Accept": "application/json"})
+    def _request_once(self, method: str, path: str, body: Optional[bytes], content_type: str) -> tuple[int, Any]:
+        request = urllib.request.Request(
+            self.server + path,
+            data=body,
+            method=method,
+            headers={**self.headers, "Content-Type": content_type, "Accept": "application/json"},
+        )
         try:
             with urllib.request.urlopen(request, context=self.context, timeout=60) as response:
                 return response.status, json.loads(response.read() or b"{}")
@@ -103,19 +107,22 @@ class DryRun:
         query = f"dryRun=All&fieldManager={FIELD_MANAGER}&force=true&fieldValidation=Strict"
         if not name:
             # A name the URL cannot carry: a dry-run create reports the same validation.
-            status, body = self.request("POST", f"{self.path(obj)}?dryRun=All&fieldValidation=Strict",
-                                        json.dumps(obj).encode())
+            status, body = self.request(
+                "POST", f"{self.path(obj)}?dryRun=All&fieldValidation=Strict", json.dumps(obj).encode()
+            )
         else:
-            status, body = self.request("PATCH", f"{self.path(obj)}/{name}?{query}", json.dumps(obj).encode(),
-                                        "application/apply-patch+yaml")
+            status, body = self.request(
+                "PATCH", f"{self.path(obj)}/{name}?{query}", json.dumps(obj).encode(), "application/apply-patch+yaml"
+            )
         with self._count:
             self.sent += 1
         return self._verdict(status, body)
 
     def create(self, obj: dict) -> Verdict:
         """A dry-run create (POST): the object's name travels in the body, whatever characters it has."""
-        status, body = self.request("POST", f"{self.path(obj)}?dryRun=All&fieldValidation=Strict",
-                                    json.dumps(obj).encode())
+        status, body = self.request(
+            "POST", f"{self.path(obj)}?dryRun=All&fieldValidation=Strict", json.dumps(obj).encode()
+        )
         with self._count:
             self.sent += 1
         return self._verdict(status, body)
@@ -131,8 +138,11 @@ class DryRun:
 
     def ensure_namespace(self, name: str) -> None:
         """Create a namespace for real (dry-run objects in a namespace that does not exist are refused)."""
-        status, body = self.request("POST", "/api/v1/namespaces", json.dumps(
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}).encode())
+        status, body = self.request(
+            "POST",
+            "/api/v1/namespaces",
+            json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}).encode(),
+        )
         if status not in (201, 409):
             raise AssertionError(f"cannot create namespace {name!r}: {status} {body.get('message', body)}")
 

@@ -6,6 +6,7 @@ the autoscaler: after the Deployment is scaled through its scale subresource, as
 No KEDA operator runs here: nothing acts on the ScaledObjects, and the scale is written by hand with the HPA
 controller's field manager (kube-controller-manager's HPA updates the scale subresource).
 """
+
 from __future__ import annotations
 
 import json
@@ -47,19 +48,24 @@ def test_the_scaled_objects_are_admitted_and_a_typo_is_refused(local_cluster: Lo
             scaled = {**scaled, "metadata": {**scaled["metadata"], "namespace": ns}}
             path = tmp_path / f"{scaled['metadata']['name']}.yaml"
             path.write_text(yaml.safe_dump(scaled))
-            local_cluster.kubectl("apply", "--server-side", "--field-manager=autoscaling-test", "--validate=strict",
-                                  f"--filename={path}")
+            local_cluster.kubectl(
+                "apply", "--server-side", "--field-manager=autoscaling-test", "--validate=strict", f"--filename={path}"
+            )
             stored = local_cluster.get("scaledobject", scaled["metadata"]["name"], namespace=ns)
             assert stored["spec"] == scaled["spec"], (stored["spec"], scaled["spec"])
         decode = local_cluster.get("scaledobject", DECODE, namespace=ns)["spec"]
         assert (decode["minReplicaCount"], decode["maxReplicaCount"]) == (1, 4)
         assert decode["triggers"][0]["metadata"]["threshold"] == "0.8"
-        typo = {**objects[0], "metadata": {"name": "typo", "namespace": ns},
-                "spec": {**objects[0]["spec"], "maxReplicas": 4}}
+        typo = {
+            **objects[0],
+            "metadata": {"name": "typo", "namespace": ns},
+            "spec": {**objects[0]["spec"], "maxReplicas": 4},
+        }
         path = tmp_path / "typo.yaml"
         path.write_text(yaml.safe_dump(typo))
-        refused = local_cluster.kubectl("apply", "--server-side", "--validate=strict", f"--filename={path}",
-                                        check=False)
+        refused = local_cluster.kubectl(
+            "apply", "--server-side", "--validate=strict", f"--filename={path}", check=False
+        )
         assert refused.returncode != 0
         assert ".spec.maxReplicas: field not declared in schema" in refused.stderr, refused.stderr
     finally:
@@ -70,8 +76,11 @@ def test_the_scaled_objects_are_admitted_and_a_typo_is_refused(local_cluster: Lo
 def deployed(tmp_path_factory, local_cluster: LocalCluster) -> Project:
     toolchain = require(toolchain_dir(), "no Pulumi toolchain (run `make toolchain`)")
     project = copy_project(tmp_path_factory.mktemp("cluster-autoscaling") / "project", toolchain)
-    project.env.update(KUBECONFIG=str(local_cluster.kubeconfig),
-                       PATH=f"{local_cluster.bin_dir}:{project.env['PATH']}", REBEL100_UNSCHEDULABLE_GRACE="15")
+    project.env.update(
+        KUBECONFIG=str(local_cluster.kubeconfig),
+        PATH=f"{local_cluster.bin_dir}:{project.env['PATH']}",
+        REBEL100_UNSCHEDULABLE_GRACE="15",
+    )
     local_cluster.preload_weights()  # whatever a module before this one deleted
     path = project.root / f"Pulumi.{STACK}.yaml"
     document = yaml.safe_load(path.read_text())
@@ -79,8 +88,10 @@ def deployed(tmp_path_factory, local_cluster: LocalCluster) -> Project:
     path.write_text(yaml.safe_dump(document))
     proc = up(project)
     if proc.returncode != 0:
-        pytest.fail(f"`scripts/up {STACK}` failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}",
-                    pytrace=False)
+        pytest.fail(
+            f"`scripts/up {STACK}` failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}",
+            pytrace=False,
+        )
     yield project
     project.pulumi("destroy", "-s", STACK, "--yes", timeout=600)
     local_cluster.kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=true", timeout=300, check=False)
@@ -88,14 +99,16 @@ def deployed(tmp_path_factory, local_cluster: LocalCluster) -> Project:
 
 
 def up(project: Project) -> subprocess.CompletedProcess:
-    return subprocess.run(["scripts/up", STACK], cwd=project.root, env=project.env, capture_output=True, text=True,
-                          timeout=1200)
+    return subprocess.run(
+        ["scripts/up", STACK], cwd=project.root, env=project.env, capture_output=True, text=True, timeout=1200
+    )
 
 
 def replicas_owners(cluster: LocalCluster, name: str) -> list[str]:
     """The field managers that own the Deployment's spec.replicas (kubectl hides managedFields unless asked)."""
-    deployment = json.loads(cluster.kubectl("get", "deployment", name, f"--namespace={NS}", "-o", "json",
-                                            "--show-managed-fields").stdout)
+    deployment = json.loads(
+        cluster.kubectl("get", "deployment", name, f"--namespace={NS}", "-o", "json", "--show-managed-fields").stdout
+    )
     assert deployment["metadata"].get("managedFields"), "no managedFields read"
     owners = []
     for entry in deployment["metadata"]["managedFields"]:
@@ -123,17 +136,32 @@ def test_pulumi_leaves_the_replica_count_to_the_autoscaler(deployed: Project, lo
         owners = replicas_owners(local_cluster, name)
         assert not [m for m in owners if m.startswith("pulumi")], owners
         # A PodDisruptionBudget of maxUnavailable 1 still lets a drain evict the one pod left at minReplicas.
-        budget = wait_for(local_cluster, lambda: local_cluster.get("pdb", name, namespace=NS).get("status", {})
-                          .get("disruptionsAllowed") == 1)
+        budget = wait_for(
+            local_cluster,
+            lambda: local_cluster.get("pdb", name, namespace=NS).get("status", {}).get("disruptionsAllowed") == 1,
+        )
         assert budget, local_cluster.get("pdb", name, namespace=NS).get("status")
     for name, count in ((DECODE, 3), (PREFILL, 2)):
-        local_cluster.kubectl("patch", "deployment", name, f"--namespace={NS}", "--subresource=scale", "--type=merge",
-                              f"--patch={json.dumps({'spec': {'replicas': count}})}", f"--field-manager={HPA_MANAGER}")
+        local_cluster.kubectl(
+            "patch",
+            "deployment",
+            name,
+            f"--namespace={NS}",
+            "--subresource=scale",
+            "--type=merge",
+            f"--patch={json.dumps({'spec': {'replicas': count}})}",
+            f"--field-manager={HPA_MANAGER}",
+        )
         # (A scale-subresource write records no owner of spec.replicas here, v1.35.4: seen on this site.)
         assert not [m for m in replicas_owners(local_cluster, name) if m.startswith("pulumi")]
-    ready = wait_for(local_cluster, lambda: all(
-        (local_cluster.get("deployment", name, namespace=NS).get("status") or {}).get("availableReplicas") == count
-        for name, count in ((DECODE, 3), (PREFILL, 2))), timeout=180)
+    ready = wait_for(
+        local_cluster,
+        lambda: all(
+            (local_cluster.get("deployment", name, namespace=NS).get("status") or {}).get("availableReplicas") == count
+            for name, count in ((DECODE, 3), (PREFILL, 2))
+        ),
+        timeout=180,
+    )
     assert ready, {n: local_cluster.get("deployment", n, namespace=NS).get("status") for n in (DECODE, PREFILL)}
     preview = deployed.pulumi("preview", "-s", STACK, "--expect-no-changes", "--refresh")
     assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-2000:]
@@ -165,8 +193,9 @@ def test_turning_autoscaling_on_for_a_fixed_stack(deployed: Project, local_clust
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         for name in (DECODE, PREFILL):
             assert local_cluster.get("deployment", name, namespace=NS)["spec"]["replicas"] == 4
-            assert [m for m in replicas_owners(local_cluster, name) if m.startswith("pulumi")], \
-                replicas_owners(local_cluster, name)
+            assert [m for m in replicas_owners(local_cluster, name) if m.startswith("pulumi")], replicas_owners(
+                local_cluster, name
+            )
         set_roles(deployed, scaled, scaled)
         proc = up(deployed)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -195,8 +224,11 @@ def test_an_up_waits_for_the_rollout_of_an_autoscaled_deployment(deployed: Proje
             status, replicas = deployment["status"], deployment["spec"]["replicas"]
             assert deployment["spec"]["template"]["metadata"]["annotations"]["rebel100.local/ready-delay"] == "20s"
             assert status["observedGeneration"] == deployment["metadata"]["generation"], status
-            assert (status.get("updatedReplicas"), status.get("availableReplicas"), status.get("replicas")) == \
-                (replicas, replicas, replicas), status
+            assert (status.get("updatedReplicas"), status.get("availableReplicas"), status.get("replicas")) == (
+                replicas,
+                replicas,
+                replicas,
+            ), status
         assert took > 20, f"`up` returned after {took:.0f} s, before a pod of the new template could be Ready"
     finally:
         document["config"]["rebel100:engine"] = {"podAnnotations": {"rebel100.local/ready-delay": READY_DELAY}}

@@ -7,6 +7,7 @@ Each checkout starts its own local cluster through `scripts/up --local-cluster` 
 `venv` step would reinstall the shared virtualenv of this copy, so the script is run directly); both are stopped at
 the end by the pids their folders recorded.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,11 @@ class Checkout:
     def __init__(self, root: pathlib.Path, toolchain: str):
         copy_project(root, toolchain)
         self.root = root
-        self.env = {k: v for k, v in os.environ.items()
-                    if not k.startswith(("PULUMI_", "KUBECONFIG", "REBEL100_", "XDG_CONFIG"))}
+        self.env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("PULUMI_", "KUBECONFIG", "REBEL100_", "XDG_CONFIG"))
+        }
         self.git("init", "-q")
         # The virtualenv is this copy's, linked in (a link: `.venv/` in .gitignore names a folder); a user's own
         # exclusion of it, not a tracked change.
@@ -43,12 +47,14 @@ class Checkout:
         self.git("-c", "user.name=test", "-c", "user.email=test@localhost", "commit", "-q", "-m", "the project")
 
     def git(self, *args: str) -> str:
-        return subprocess.run(["git", *args], cwd=self.root, env=self.env, capture_output=True, text=True,
-                              check=True).stdout
+        return subprocess.run(
+            ["git", *args], cwd=self.root, env=self.env, capture_output=True, text=True, check=True
+        ).stdout
 
     def run(self, *command: str, timeout: int = UP_TIMEOUT) -> subprocess.CompletedProcess:
-        return subprocess.run(list(command), cwd=self.root, env=self.env, capture_output=True, text=True,
-                              timeout=timeout)
+        return subprocess.run(
+            list(command), cwd=self.root, env=self.env, capture_output=True, text=True, timeout=timeout
+        )
 
     def up(self) -> subprocess.CompletedProcess:
         return self.run("scripts/up", STACK, "--local-cluster")
@@ -144,11 +150,14 @@ def test_a_second_checkout_runs_beside_the_first_and_make_down_stops_its_own_clu
 def test_a_port_asked_for_that_is_taken_is_refused_naming_the_fix(first: Checkout, checkouts):
     third = checkouts("third")
     env = {**third.env, "REBEL100_CLUSTER_PORT": str(first.port())}
-    proc = subprocess.run(["scripts/cluster", "start"], cwd=third.root, env=env, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        ["scripts/cluster", "start"], cwd=third.root, env=env, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 1
-    assert f"are in use (another checkout's cluster, or another program): choose another base, e.g. `make up " \
-           f"PORT={first.port() + 10}`" in proc.stderr, proc.stderr
+    assert (
+        f"are in use (another checkout's cluster, or another program): choose another base, e.g. `make up "
+        f"PORT={first.port() + 10}`" in proc.stderr
+    ), proc.stderr
     assert "Traceback" not in proc.stderr and first.cluster_runs()
 
 
@@ -160,7 +169,9 @@ def test_make_up_over_a_truncated_checkpoint_names_the_command_that_restores_it(
     checkpoint.write_bytes(damaged)
     refused = first.up()
     assert refused.returncode != 0 and "failed to load checkpoint" in refused.stderr, ok(refused)
-    assert f"The last good copy is .pulumi-state/.pulumi/backups/rebel100-serving/{STACK}/" in refused.stderr, ok(refused)
+    assert f"The last good copy is .pulumi-state/.pulumi/backups/rebel100-serving/{STACK}/" in refused.stderr, ok(
+        refused
+    )
     command = refused.stderr.strip().splitlines()[-1].strip()
     assert command == f"scripts/up {STACK} --local-cluster --restore-checkpoint"
     assert checkpoint.read_bytes() == damaged

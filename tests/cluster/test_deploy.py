@@ -8,6 +8,7 @@ READY_DELAY), which deploys it only when the site is not in that state already, 
 setup with its own message when it cannot. So each test runs alone (`pytest ...::test_g_...`), in any
 order, and a failure names its own cause instead of cascading into the tests after it.
 """
+
 from __future__ import annotations
 
 import base64
@@ -73,9 +74,11 @@ class Site:
 def site(tmp_path_factory, local_cluster: LocalCluster) -> Site:
     toolchain = require(toolchain_dir(), "no Pulumi toolchain (run `make toolchain`)")
     project = copy_project(tmp_path_factory.mktemp("cluster-deploy") / "project", toolchain)
-    project.env.update(KUBECONFIG=str(local_cluster.kubeconfig),
-                       PATH=f"{local_cluster.bin_dir}:{project.env['PATH']}",
-                       REBEL100_UNSCHEDULABLE_GRACE="15")
+    project.env.update(
+        KUBECONFIG=str(local_cluster.kubeconfig),
+        PATH=f"{local_cluster.bin_dir}:{project.env['PATH']}",
+        REBEL100_UNSCHEDULABLE_GRACE="15",
+    )
     local_cluster.preload_weights()  # whatever a module before this one deleted
     set_config(project, "rebel100:engine", {"podAnnotations": {"rebel100.local/ready-delay": READY_DELAY}})
     yield Site(project, local_cluster)
@@ -94,12 +97,17 @@ def deployed(site: Site) -> tuple[Project, LocalCluster]:
     if differs:
         proc = site.up()
         if proc.returncode != 0:
-            pytest.fail(f"precondition: the baseline deployment of {STACK} ({differs}) failed, `scripts/up` exit "
-                        f"{proc.returncode}:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}", pytrace=False)
+            pytest.fail(
+                f"precondition: the baseline deployment of {STACK} ({differs}) failed, `scripts/up` exit "
+                f"{proc.returncode}:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}",
+                pytrace=False,
+            )
         differs = site.at_baseline()
         if differs:
-            pytest.fail(f"precondition: after `scripts/up` the baseline deployment of {STACK} is not healthy: "
-                        f"{differs}", pytrace=False)
+            pytest.fail(
+                f"precondition: after `scripts/up` the baseline deployment of {STACK} is not healthy: {differs}",
+                pytrace=False,
+            )
     return site.project, site.cluster
 
 
@@ -124,13 +132,17 @@ def set_config(project: Project, key: str, value) -> None:
 
 
 def up(project: Project) -> subprocess.CompletedProcess:
-    return subprocess.run(["scripts/up", STACK], cwd=project.root, env=project.env, capture_output=True, text=True,
-                          timeout=1200)
+    return subprocess.run(
+        ["scripts/up", STACK], cwd=project.root, env=project.env, capture_output=True, text=True, timeout=1200
+    )
 
 
 def engines(cluster: LocalCluster) -> list[dict]:
-    return [p for p in cluster.get("pods", namespace=NS) if ROLE in p["metadata"].get("labels", {})
-            and not p["metadata"].get("deletionTimestamp")]
+    return [
+        p
+        for p in cluster.get("pods", namespace=NS)
+        if ROLE in p["metadata"].get("labels", {}) and not p["metadata"].get("deletionTimestamp")
+    ]
 
 
 def ready(pod: dict) -> bool:
@@ -154,7 +166,9 @@ def allocations(cluster: LocalCluster) -> dict[str, list[tuple[str, int]]]:
         results = []
         for status in pod["status"].get("resourceClaimStatuses", []):
             allocation = claims[status["resourceClaimName"]]["status"]["allocation"]
-            results += [(r["request"], numa[(r["driver"], r["pool"], r["device"])]) for r in allocation["devices"]["results"]]
+            results += [
+                (r["request"], numa[(r["driver"], r["pool"], r["device"])]) for r in allocation["devices"]["results"]
+            ]
         found[pod["metadata"]["name"]] = results
     return found
 
@@ -194,21 +208,41 @@ def test_a2_the_epps_metrics_token_passes_the_checks_the_epp_makes(site, deploye
     epp = f"system:serviceaccount:{NS}:minimax-m27-epp"
     reader = f"system:serviceaccount:{NS}:minimax-m27-metrics-reader"
     deadline = time.monotonic() + 60
-    while not (secret := cluster.get("secret", "minimax-m27-metrics-reader-token", namespace=NS)).get("data", {}) \
-            .get("token"):
+    while (
+        not (secret := cluster.get("secret", "minimax-m27-metrics-reader-token", namespace=NS))
+        .get("data", {})
+        .get("token")
+    ):
         assert time.monotonic() < deadline, f"the token controller wrote no token: {secret}"
         time.sleep(1)
 
     def create_as_epp(document: dict) -> dict:
-        return json.loads(cluster.kubectl("create", f"--as={epp}", "--validate=false", "-o", "json", "-f", "-",
-                                          input=json.dumps(document)).stdout)["status"]
+        return json.loads(
+            cluster.kubectl(
+                "create", f"--as={epp}", "--validate=false", "-o", "json", "-f", "-", input=json.dumps(document)
+            ).stdout
+        )["status"]
 
-    review = create_as_epp({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
-                            "spec": {"token": base64.b64decode(secret["data"]["token"]).decode()}})
+    review = create_as_epp(
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenReview",
+            "spec": {"token": base64.b64decode(secret["data"]["token"]).decode()},
+        }
+    )
     assert review["authenticated"] and review["user"]["username"] == reader, review
-    access = create_as_epp({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {
-        "user": reader, "groups": review["user"]["groups"], "uid": review["user"]["uid"],
-        "nonResourceAttributes": {"path": "/metrics", "verb": "get"}}})
+    access = create_as_epp(
+        {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {
+                "user": reader,
+                "groups": review["user"]["groups"],
+                "uid": review["user"]["uid"],
+                "nonResourceAttributes": {"path": "/metrics", "verb": "get"},
+            },
+        }
+    )
     assert access["allowed"], access
     # The reader reads metrics and nothing else.
     for what in (["get", "pods", f"--namespace={NS}"], ["get", "secrets", f"--namespace={NS}"]):
@@ -254,9 +288,16 @@ def test_c_image_bump_rolls_prefill_then_decode(site, deployed):
     pods = engines(cluster)
     assert not before & {p["metadata"]["name"] for p in pods}
     assert {c["image"] for p in pods for c in p["spec"]["containers"]} == {"rebellions/vllm-rbln:0.12.1"}
-    prefill_ready = max(when(c["lastTransitionTime"]) for p in pods if p["metadata"]["labels"][ROLE] == "prefill"
-                        for c in p["status"]["conditions"] if c["type"] == "Ready")
-    decode_created = min(when(p["metadata"]["creationTimestamp"]) for p in pods if p["metadata"]["labels"][ROLE] == "decode")
+    prefill_ready = max(
+        when(c["lastTransitionTime"])
+        for p in pods
+        if p["metadata"]["labels"][ROLE] == "prefill"
+        for c in p["status"]["conditions"]
+        if c["type"] == "Ready"
+    )
+    decode_created = min(
+        when(p["metadata"]["creationTimestamp"]) for p in pods if p["metadata"]["labels"][ROLE] == "decode"
+    )
     assert decode_created >= prefill_ready, (prefill_ready, decode_created)
 
 
@@ -315,7 +356,9 @@ def test_e2_a_pod_the_scheduler_refuses_during_up_cancels_it(site, deployed):
         for node in nodes:
             cluster.kubectl("uncordon", node)
     assert proc.returncode != 0, proc.stdout[-2000:]
-    assert "has been unschedulable for 15 s" in proc.stderr and "unschedulable" in proc.stderr.lower(), proc.stderr[-3000:]
+    assert "has been unschedulable for 15 s" in proc.stderr and "unschedulable" in proc.stderr.lower(), proc.stderr[
+        -3000:
+    ]
     assert took < 300
     again = site.up()  # the nodes are back: the same change now rolls out
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
@@ -334,8 +377,9 @@ def test_e3_a_change_the_retained_volumes_cannot_take_is_refused_before_apply(si
     proc = up_refused_before_apply(site)
     assert f"PersistentVolumeClaim {NS}/model-weights already exists" in proc.stderr, proc.stderr[-3000:]
     assert "weights.pvc" in proc.stderr and "weights.source: pvc" in proc.stderr, proc.stderr[-3000:]
-    assert "spec.storageClassName" in proc.stderr and "storage.storageClass asks for 'fast-nvme'" in proc.stderr, \
+    assert "spec.storageClassName" in proc.stderr and "storage.storageClass asks for 'fast-nvme'" in proc.stderr, (
         proc.stderr[-3000:]
+    )
     assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in cluster.get("pvc", namespace=NS)} == pvcs_before
 
 
@@ -362,7 +406,9 @@ def test_f_a_slow_engine_is_waited_for(site, deployed):
     # Every engine took its 20 s to become Ready, and `up` returned only after that (not before, not failed).
     for pod in pods:
         became_ready = next(when(c["lastTransitionTime"]) for c in pod["status"]["conditions"] if c["type"] == "Ready")
-        assert (became_ready - when(pod["metadata"]["creationTimestamp"])).total_seconds() >= 19, pod["metadata"]["name"]
+        assert (became_ready - when(pod["metadata"]["creationTimestamp"])).total_seconds() >= 19, pod["metadata"][
+            "name"
+        ]
     assert took >= 40, took  # prefill's 20 s, then decode's 20 s: one pool at a time, each waited for
 
 
@@ -386,12 +432,24 @@ def test_h_destroy_keeps_only_the_data_volumes(site, deployed):
     site.deployed = None
     proc = project.pulumi("destroy", "-s", STACK, "--yes", timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    left = json.loads(cluster.kubectl("get", "all,configmaps,resourceclaimtemplates,pvc,networkpolicies,poddisruptionbudgets",
-                                      f"--namespace={NS}", "-o", "json").stdout)["items"]
-    kinds = sorted((o["kind"], o["metadata"]["name"]) for o in left
-                   if not (o["kind"] == "ConfigMap" and o["metadata"]["name"] == "kube-root-ca.crt"))
-    assert kinds == [("PersistentVolumeClaim", "minimax-m27-decode-compile-cache"),
-                     ("PersistentVolumeClaim", "minimax-m27-prefill-compile-cache"),
-                     ("PersistentVolumeClaim", "model-weights")], kinds
+    left = json.loads(
+        cluster.kubectl(
+            "get",
+            "all,configmaps,resourceclaimtemplates,pvc,networkpolicies,poddisruptionbudgets",
+            f"--namespace={NS}",
+            "-o",
+            "json",
+        ).stdout
+    )["items"]
+    kinds = sorted(
+        (o["kind"], o["metadata"]["name"])
+        for o in left
+        if not (o["kind"] == "ConfigMap" and o["metadata"]["name"] == "kube-root-ca.crt")
+    )
+    assert kinds == [
+        ("PersistentVolumeClaim", "minimax-m27-decode-compile-cache"),
+        ("PersistentVolumeClaim", "minimax-m27-prefill-compile-cache"),
+        ("PersistentVolumeClaim", "model-weights"),
+    ], kinds
     cluster_wide = json.loads(cluster.kubectl("get", "clusterroles,clusterrolebindings", "-o", "json").stdout)["items"]
     assert not [o["metadata"]["name"] for o in cluster_wide if o["metadata"]["name"].startswith(f"{NS}-minimax-m27-")]

@@ -8,6 +8,7 @@ resources, no more (no orphan, no duplicate) and no fewer; the retained volumes 
 The module deploys its own copy of the project once (fixture `site`) and checks that precondition; every test
 leaves the stack converged, which the next one checks again before its fault.
 """
+
 from __future__ import annotations
 
 import base64
@@ -42,8 +43,11 @@ TOKEN = "hf_PLANTEDinTheFaultsStack93b1c"  # noqa: S105 - planted: the last test
 SECRET_MARKER = "4dabf18193072939515e22adb298388d"  # Pulumi's marker of a secret value in state
 UP_TIMEOUT = 1200
 # Objects in the namespace that are not the stack's: made by Kubernetes, or the site's pre-loaded weights.
-NOT_THE_STACKS = {("ConfigMap", "kube-root-ca.crt"), ("ServiceAccount", "default"),
-                  ("PersistentVolumeClaim", "model-weights")}
+NOT_THE_STACKS = {
+    ("ConfigMap", "kube-root-ca.crt"),
+    ("ServiceAccount", "default"),
+    ("PersistentVolumeClaim", "model-weights"),
+}
 
 
 @dataclasses.dataclass
@@ -82,8 +86,9 @@ def set_config(project: Project, key: str, value) -> None:
 
 def up(project: Project) -> subprocess.CompletedProcess:
     """`scripts/up STACK` to its end; its output is also kept in fault-logs/ (the planted-token test reads it)."""
-    proc = subprocess.run(["scripts/up", STACK], cwd=project.root, env=project.env, capture_output=True, text=True,
-                          timeout=UP_TIMEOUT)
+    proc = subprocess.run(
+        ["scripts/up", STACK], cwd=project.root, env=project.env, capture_output=True, text=True, timeout=UP_TIMEOUT
+    )
     logs = project.root / "fault-logs"
     logs.mkdir(exist_ok=True)
     (logs / f"up-{len(list(logs.glob('up-*')))}.log").write_text(proc.stdout + proc.stderr)
@@ -95,14 +100,24 @@ def start_up(project: Project, name: str, env: Optional[dict] = None) -> Run:
     logs.mkdir(exist_ok=True)
     out, err = logs / f"{name}.out", logs / f"{name}.err"
     with open(out, "w") as stdout, open(err, "w") as stderr:
-        proc = subprocess.Popen(["scripts/up", STACK], cwd=project.root, env=env or project.env, stdout=stdout,
-                                stderr=stderr, start_new_session=True, preexec_fn=default_sigint)
+        proc = subprocess.Popen(
+            ["scripts/up", STACK],
+            cwd=project.root,
+            env=env or project.env,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,
+            preexec_fn=default_sigint,
+        )
     return Run(proc, out, err)
 
 
 def engines(cluster: LocalCluster) -> list[dict]:
-    return [p for p in cluster.get("pods", namespace=NS) if ROLE in p["metadata"].get("labels", {})
-            and not p["metadata"].get("deletionTimestamp")]
+    return [
+        p
+        for p in cluster.get("pods", namespace=NS)
+        if ROLE in p["metadata"].get("labels", {}) and not p["metadata"].get("deletionTimestamp")
+    ]
 
 
 def ready(pod: dict) -> bool:
@@ -124,12 +139,16 @@ def start_rollout(site: Site, tag: str, name: Optional[str] = None, env: Optiona
     (the prefill Deployment was updated, decode not yet: the update is in the middle)."""
     set_config(site.project, "rebel100:engine", {"podAnnotations": {READY_DELAY: SLOW, FAULT: tag}})
     run = start_up(site.project, name or tag, env)
-    wait_until(f"a pod with {FAULT}={tag}", lambda: any(
-        p["metadata"].get("annotations", {}).get(FAULT) == tag for p in engines(site.cluster)), run)
+    wait_until(
+        f"a pod with {FAULT}={tag}",
+        lambda: any(p["metadata"].get("annotations", {}).get(FAULT) == tag for p in engines(site.cluster)),
+        run,
+    )
     return run
 
 
 # --- processes --------------------------------------------------------------------------------------------------
+
 
 def proc_stat(pid: int) -> Optional[tuple[int, str, str]]:
     """(parent pid, command name, start time) of a live process, None when it is gone."""
@@ -137,8 +156,8 @@ def proc_stat(pid: int) -> Optional[tuple[int, str, str]]:
         stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    comm = stat[stat.index("(") + 1:stat.rindex(")")]
-    fields = stat[stat.rindex(")") + 2:].split()
+    comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+    fields = stat[stat.rindex(")") + 2 :].split()
     return (int(fields[1]), comm, fields[19]) if fields[0] not in "ZX" else None
 
 
@@ -160,8 +179,11 @@ def descendants(root: int) -> dict[int, tuple[str, str]]:
 
 def still_running(processes: dict[int, tuple[str, str]]) -> dict[int, str]:
     """Those of `processes` that still run (the same process: pid and start time)."""
-    return {pid: comm for pid, (comm, started) in processes.items()
-            if (stat := proc_stat(pid)) is not None and stat[2] == started}
+    return {
+        pid: comm
+        for pid, (comm, started) in processes.items()
+        if (stat := proc_stat(pid)) is not None and stat[2] == started
+    }
 
 
 def the_update(run: Run) -> dict[int, tuple[str, str]]:
@@ -173,13 +195,17 @@ def the_update(run: Run) -> dict[int, tuple[str, str]]:
 
 def cli_pid(run: Run) -> int:
     found = descendants(run.proc.pid)
-    pids = [pid for pid, (comm, _) in found.items() if comm == "pulumi"
-            and b"up" in pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")]
+    pids = [
+        pid
+        for pid, (comm, _) in found.items()
+        if comm == "pulumi" and b"up" in pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    ]
     assert len(pids) == 1, found
     return pids[0]
 
 
 # --- the stack against the cluster ----------------------------------------------------------------------------
+
 
 def stack_objects(project: Project) -> set[tuple[str, str, str]]:
     """(apiVersion, kind, name) of every namespaced Kubernetes object in the stack's state."""
@@ -215,15 +241,27 @@ def assert_converged(site: Site, tag: str, volumes: dict[str, str]) -> None:
     project, cluster = site.project, site.cluster
     pods = engines(cluster)
     assert sorted(p["metadata"]["labels"][ROLE] for p in pods) == ["decode"] * 4 + ["prefill"] * 4
-    assert all(ready(p) and p["metadata"]["annotations"].get(FAULT) == tag for p in pods), \
-        [(p["metadata"]["name"], p["metadata"]["annotations"].get(FAULT), ready(p)) for p in pods]
+    assert all(ready(p) and p["metadata"]["annotations"].get(FAULT) == tag for p in pods), [
+        (p["metadata"]["name"], p["metadata"]["annotations"].get(FAULT), ready(p)) for p in pods
+    ]
     wanted = stack_objects(project)
     live = namespace_objects(cluster, {(api_version, kind) for api_version, kind, _ in wanted})
-    assert live == wanted, {"orphans (in the cluster, not in the stack)": sorted(live - wanted),
-                            "missing (in the stack, not in the cluster)": sorted(wanted - live)}
+    assert live == wanted, {
+        "orphans (in the cluster, not in the stack)": sorted(live - wanted),
+        "missing (in the stack, not in the cluster)": sorted(wanted - live),
+    }
     assert retained_volumes(cluster) == volumes
-    preview = project.pulumi("preview", "-s", STACK, "--expect-no-changes", "--refresh",
-                             "--policy-pack", "policy", "--policy-pack-config", "policy/config/prod.json")
+    preview = project.pulumi(
+        "preview",
+        "-s",
+        STACK,
+        "--expect-no-changes",
+        "--refresh",
+        "--policy-pack",
+        "policy",
+        "--policy-pack-config",
+        "policy/config/prod.json",
+    )
     assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-2000:]
 
 
@@ -233,12 +271,17 @@ def no_traceback(text: str) -> None:
 
 # --- the deployment the faults hit -------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory, local_cluster: LocalCluster) -> Site:
     toolchain = require(toolchain_dir(), "no Pulumi toolchain (run `make toolchain`)")
     project = copy_project(tmp_path_factory.mktemp("cluster-faults") / "project", toolchain)
-    project.env.update(KUBECONFIG=str(local_cluster.kubeconfig), PATH=f"{local_cluster.bin_dir}:{project.env['PATH']}",
-                       REBEL100_UNSCHEDULABLE_GRACE="15", REBEL100_UNREACHABLE_GRACE="30")
+    project.env.update(
+        KUBECONFIG=str(local_cluster.kubeconfig),
+        PATH=f"{local_cluster.bin_dir}:{project.env['PATH']}",
+        REBEL100_UNSCHEDULABLE_GRACE="15",
+        REBEL100_UNREACHABLE_GRACE="30",
+    )
     local_cluster.preload_weights()
     set_config(project, "rebel100:engine", {"podAnnotations": {READY_DELAY: "3s", FAULT: "deployed"}})
     project.select(STACK)
@@ -256,6 +299,7 @@ def site(tmp_path_factory, local_cluster: LocalCluster) -> Site:
 
 
 # --- the faults ------------------------------------------------------------------------------------------------------
+
 
 def test_sigkill_of_the_cli_mid_update(site: Site):
     """kill -9 of `pulumi` (a CI timeout, an OOM kill): scripts/up ends what the CLI started; the next
@@ -341,14 +385,36 @@ def test_api_server_stopped_mid_update(site: Site):
     run = start_rollout(site, "apiserver")
     update = the_update(run)
     stopped = time.monotonic()
-    subprocess.run([str(PROJECT_ROOT / "scripts" / "cluster"), "component", "stop", "kube-apiserver",
-                    "--dir", str(site.cluster.dir)], check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [
+            str(PROJECT_ROOT / "scripts" / "cluster"),
+            "component",
+            "stop",
+            "kube-apiserver",
+            "--dir",
+            str(site.cluster.dir),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     try:
         status = run.wait(timeout=600)
         took = time.monotonic() - stopped
     finally:
-        subprocess.run([str(PROJECT_ROOT / "scripts" / "cluster"), "component", "start", "kube-apiserver",
-                        "--dir", str(site.cluster.dir)], check=True, capture_output=True, timeout=120)
+        subprocess.run(
+            [
+                str(PROJECT_ROOT / "scripts" / "cluster"),
+                "component",
+                "start",
+                "kube-apiserver",
+                "--dir",
+                str(site.cluster.dir),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
     assert status != 0, "scripts/up ended 0 with the API server stopped:\n" + run.output()[-3000:]
     assert "the cluster is unreachable" in run.stderr(), run.stderr()[-3000:]
     print(f"API server stopped: scripts/up ended after {took:.0f} s")
@@ -366,8 +432,9 @@ def test_the_watch_cancels_an_unschedulable_update_then_a_fixed_file_converges(s
     set_config(site.project, "rebel100:engine", {"podAnnotations": {READY_DELAY: SLOW, FAULT: "unschedulable"}})
     cancelled = up(site.project)
     assert cancelled.returncode != 0
-    assert "has been unschedulable for 15 s" in cancelled.stderr and "Insufficient cpu" in cancelled.stderr, \
+    assert "has been unschedulable for 15 s" in cancelled.stderr and "Insufficient cpu" in cancelled.stderr, (
         cancelled.stderr[-3000:]
+    )
     set_config(site.project, "rebel100:prefill", {"resources": {"cpu": "32", "memory": "256Gi"}})
     again = up(site.project)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
@@ -393,12 +460,23 @@ def test_s3_backend_stopped_mid_update(site: Site, tmp_path):
     exported = tmp_path / "state.json"
     exported.write_text(site.project.pulumi("stack", "export", "-s", STACK, check=True).stdout)
     s3 = copy.copy(site.project)
-    s3.env = {**site.project.env, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-              "AWS_REGION": "us-east-1", "PULUMI_BACKEND_URL": (
-                  f"s3://pulumi-state?endpoint=127.0.0.1:{port}&disableSSL=true&s3ForcePathStyle=true&region=us-east-1")}
+    s3.env = {
+        **site.project.env,
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_REGION": "us-east-1",
+        "PULUMI_BACKEND_URL": (
+            f"s3://pulumi-state?endpoint=127.0.0.1:{port}&disableSSL=true&s3ForcePathStyle=true&region=us-east-1"
+        ),
+    }
     try:
-        boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
-                     aws_access_key_id="test", aws_secret_access_key="test").create_bucket(Bucket="pulumi-state")
+        boto3.client(
+            "s3",
+            endpoint_url=f"http://127.0.0.1:{port}",
+            region_name="us-east-1",
+            aws_access_key_id="test",
+            aws_secret_access_key="test",
+        ).create_bucket(Bucket="pulumi-state")
         s3.pulumi("stack", "select", STACK, "--create", check=True)
         s3.pulumi("stack", "import", "-s", STACK, "--file", str(exported), check=True)
         on_s3 = Site(s3, site.cluster)
@@ -432,7 +510,9 @@ def test_the_planted_token_is_only_ciphertext(site: Site):
     secret = site.cluster.get("secret/hf-token", namespace=NS)
     assert base64.b64decode(secret["data"]["token"]).decode() == TOKEN
     encoded = base64.b64encode(TOKEN.encode()).decode()
-    files = [p for folder in (".pulumi-state", "fault-logs") for p in (site.project.root / folder).rglob("*") if p.is_file()]
+    files = [
+        p for folder in (".pulumi-state", "fault-logs") for p in (site.project.root / folder).rglob("*") if p.is_file()
+    ]
     files.append(site.project.root / f"Pulumi.{STACK}.yaml")
     leaks = [str(p) for p in files if TOKEN in (text := p.read_bytes().decode("utf-8", "replace")) or encoded in text]
     assert leaks == []

@@ -7,6 +7,7 @@ A format marked `subset_only` (image references: the server only refuses surroun
 "valid here => accepted there"; values a format refuses on purpose (`Format.stricter`) must be accepted by
 the server, so that the list of deliberate differences stays exact.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Optional
@@ -30,19 +31,30 @@ def _meta(name: str = "formats-probe", **more) -> dict:
 
 
 def _pod_template(container: dict) -> dict:
-    return {"apiVersion": "v1", "kind": "PodTemplate", "metadata": _meta(),
-            "template": {"spec": {"containers": [{"name": "c", "image": "busybox:1.36", **container}]}}}
+    return {
+        "apiVersion": "v1",
+        "kind": "PodTemplate",
+        "metadata": _meta(),
+        "template": {"spec": {"containers": [{"name": "c", "image": "busybox:1.36", **container}]}},
+    }
 
 
 # Where each format's value goes: an object of the kind the render puts it in, otherwise valid.
 OBJECTS: dict[Format, Callable[[str], dict]] = {
     formats.DNS1123_LABEL: lambda v: {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(v)},
     formats.DNS1123_SUBDOMAIN: lambda v: {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(v)},
-    formats.DNS1035_LABEL: lambda v: {"apiVersion": "v1", "kind": "Service", "metadata": _meta(v),
-                                      "spec": {"ports": [{"port": 80}]}},
+    formats.DNS1035_LABEL: lambda v: {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(v),
+        "spec": {"ports": [{"port": 80}]},
+    },
     formats.LABEL_KEY: lambda v: {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(labels={v: "x"})},
-    formats.ANNOTATION_KEY: lambda v: {"apiVersion": "v1", "kind": "ConfigMap",
-                                       "metadata": _meta(annotations={v: "x"})},
+    formats.ANNOTATION_KEY: lambda v: {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(annotations={v: "x"}),
+    },
     formats.LABEL_VALUE: lambda v: {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(labels={"k": v})},
     formats.ENV_VAR_NAME: lambda v: _pod_template({"env": [{"name": v, "value": "1"}]}),
     formats.PORT_NAME: lambda v: _pod_template({"ports": [{"name": v, "containerPort": 80}]}),
@@ -50,22 +62,47 @@ OBJECTS: dict[Format, Callable[[str], dict]] = {
     formats.NON_NEGATIVE_QUANTITY: lambda v: _pod_template({"resources": {"limits": {"memory": v}}}),
     # A device capacity takes any quantity that parses (negative ones too).
     formats.QUANTITY: lambda v: {
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": _meta(),
-        "spec": {"driver": "npu.example.com", "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
-                 "allNodes": True, "devices": [{"name": "d", "capacity": {"memory": {"value": v}}}]}},
-    formats.POSITIVE_QUANTITY: lambda v: {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": _meta(),
-                                          "spec": {"accessModes": ["ReadWriteOnce"],
-                                                   "resources": {"requests": {"storage": v}}}},
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": _meta(),
+        "spec": {
+            "driver": "npu.example.com",
+            "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+            "allNodes": True,
+            "devices": [{"name": "d", "capacity": {"memory": {"value": v}}}],
+        },
+    },
+    formats.POSITIVE_QUANTITY: lambda v: {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": _meta(),
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": v}}},
+    },
     formats.DRA_ATTRIBUTE: lambda v: {
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": _meta(),
-        "spec": {"spec": {"devices": {
-            "requests": [{"name": "a", "exactly": {"deviceClassName": "npu.example.com"}},
-                         {"name": "b", "exactly": {"deviceClassName": "nic.example.com"}}],
-            "constraints": [{"requests": ["a", "b"], "matchAttribute": v}]}}}},
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": _meta(),
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {"name": "a", "exactly": {"deviceClassName": "npu.example.com"}},
+                        {"name": "b", "exactly": {"deviceClassName": "nic.example.com"}},
+                    ],
+                    "constraints": [{"requests": ["a", "b"], "matchAttribute": v}],
+                }
+            }
+        },
+    },
     formats.GATEWAY_HOSTNAME: lambda v: {
-        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "metadata": _meta(),
-        "spec": {"gatewayClassName": "istio",
-                 "listeners": [{"name": "http", "port": 80, "protocol": "HTTP", "hostname": v}]}},
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "Gateway",
+        "metadata": _meta(),
+        "spec": {
+            "gatewayClassName": "istio",
+            "listeners": [{"name": "http", "port": 80, "protocol": "HTTP", "hostname": v}],
+        },
+    },
 }
 
 _NAMEISH = st.text(alphabet="abzAZ09-_./*: =!é\t", max_size=12)
@@ -78,14 +115,16 @@ GENERATED: dict[Format, st.SearchStrategy[str]] = {
     formats.LABEL_VALUE: st.from_regex(r"[A-Za-z0-9_.-]{0,66}", fullmatch=True) | _NAMEISH,
     formats.ENV_VAR_NAME: st.text(st.characters(max_codepoint=0x80, exclude_characters="\x00"), max_size=6),
     formats.PORT_NAME: st.from_regex(r"[-a-z0-9]{0,17}", fullmatch=True) | _NAMEISH,
-    formats.IMAGE: st.from_regex(r"([a-z0-9.-]{1,8}(:[0-9]{1,4})?/)?[a-zA-Z0-9._/-]{1,12}(:[A-Za-z0-9._-]{0,6})?",
-                                 fullmatch=True) | _NAMEISH,
+    formats.IMAGE: st.from_regex(
+        r"([a-z0-9.-]{1,8}(:[0-9]{1,4})?/)?[a-zA-Z0-9._/-]{1,12}(:[A-Za-z0-9._-]{0,6})?", fullmatch=True
+    )
+    | _NAMEISH,
     formats.DRA_ATTRIBUTE: st.from_regex(r"[a-zA-Z0-9._-]{0,12}/[A-Za-z0-9_-]{0,34}", fullmatch=True) | _NAMEISH,
     formats.GATEWAY_HOSTNAME: st.from_regex(r"(\*\.)?[a-zA-Z0-9_.-]{0,30}", fullmatch=True) | _NAMEISH,
 }
-_QUANTITY = (st.from_regex(r"[+-]?[0-9]{0,4}(\.[0-9]{0,3})?([eE][+-]?[0-9]{0,3}|[numkMGTPE]|[KMGTPE]i)?",
-                           fullmatch=True)
-             | st.text(alphabet="0123456789.+-eEinumkKMGTP ", max_size=8))
+_QUANTITY = st.from_regex(
+    r"[+-]?[0-9]{0,4}(\.[0-9]{0,3})?([eE][+-]?[0-9]{0,3}|[numkMGTPE]|[KMGTPE]i)?", fullmatch=True
+) | st.text(alphabet="0123456789.+-eEinumkKMGTP ", max_size=8)
 for _fmt in (formats.QUANTITY, formats.NON_NEGATIVE_QUANTITY, formats.POSITIVE_QUANTITY):
     GENERATED[_fmt] = _QUANTITY
 
@@ -97,8 +136,9 @@ def api(local_cluster) -> DryRun:
     return DryRun.from_kubeconfig(local_cluster.kubeconfig)
 
 
-def disagreements(fmt: Format, values: list[str], accepted: list[bool],
-                  loosened: Callable[[str], bool] | None = None) -> list[str]:
+def disagreements(
+    fmt: Format, values: list[str], accepted: list[bool], loosened: Callable[[str], bool] | None = None
+) -> list[str]:
     """The values on which the format (or a `loosened` copy of it) and the server's verdicts disagree."""
     valid = loosened or fmt.valid
     found = []
@@ -113,8 +153,9 @@ def disagreements(fmt: Format, values: list[str], accepted: list[bool],
         else:
             wrong = ours != server
         if wrong:
-            found.append(f"{value!r}: here {'valid' if ours else 'refused'}, server "
-                         f"{'accepts' if server else 'refuses'}")
+            found.append(
+                f"{value!r}: here {'valid' if ours else 'refused'}, server {'accepts' if server else 'refuses'}"
+            )
     return found
 
 
@@ -139,7 +180,9 @@ def test_edges_agree_with_the_api_server(api, fmt, record_property):
     accepted = server_verdicts(api, fmt, values)
     EDGE_VERDICTS[fmt] = (values, accepted)
     record_property("values_sent", len(values))
-    print(f"{fmt.name}: {len(values)} edge values, {sum(a is True for a in accepted)} accepted by the server, {accepted.count(None)} declared stricter and not sent")
+    print(
+        f"{fmt.name}: {len(values)} edge values, {sum(a is True for a in accepted)} accepted by the server, {accepted.count(None)} declared stricter and not sent"
+    )
     assert not disagreements(fmt, values, accepted), "\n".join(disagreements(fmt, values, accepted))
 
 
@@ -147,8 +190,7 @@ def test_edges_agree_with_the_api_server(api, fmt, record_property):
 def test_generated_values_agree_with_the_api_server(api, fmt, record_property):
     sent = []
 
-    @settings(max_examples=2, deadline=None, derandomize=True, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(max_examples=2, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
     @given(st.lists(GENERATED[fmt], min_size=GENERATED_PER_FORMAT, max_size=GENERATED_PER_FORMAT, unique=True))
     def agree(values: list[str]) -> None:
         accepted = server_verdicts(api, fmt, values)

@@ -7,6 +7,7 @@ to four leaves changed. Each config that `check` passes is rendered and every ob
 with server-side apply and dryRun=All (its namespace created for real first). `make test` runs
 PROPERTY_EXAMPLES configs (REBEL100_PROPERTY_EXAMPLES overrides it; `make test-property-long` runs 200).
 """
+
 from __future__ import annotations
 
 import json
@@ -39,21 +40,28 @@ STACKS = ("dev", "prod-4p4d", "agg", "pd-router07")
 GATE_NAMESPACE = "rebel100-gate-subset"
 _LABEL = r"[a-z0-9]([-a-z0-9]{0,14}[a-z0-9])?"
 _QUANTITY = r"[1-9][0-9]{0,3}(\.[0-9]{1,2})?(Ki|Mi|Gi|Ti|k|M|G|T|m)?"
-_ASCII = st.characters(min_codepoint=0x20, max_codepoint=0x7e)
+_ASCII = st.characters(min_codepoint=0x20, max_codepoint=0x7E)
 # Values a user could write into each format: mostly valid ones (so configs get past the gate), at the edges.
 VALID: dict[formats.Format, st.SearchStrategy[str]] = {
     formats.DNS1123_LABEL: st.from_regex(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", fullmatch=True),
     formats.DNS1123_SUBDOMAIN: st.from_regex(rf"{_LABEL}(\.{_LABEL}){{0,3}}", fullmatch=True),
-    formats.LABEL_KEY: st.from_regex(rf"({_LABEL}(\.{_LABEL})?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{{0,61}}[A-Za-z0-9])?",
-                                    fullmatch=True),
-    formats.ANNOTATION_KEY: st.from_regex(rf"([A-Za-z0-9]{{1,8}}(\.{_LABEL})?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{{0,20}}"
-                                         rf"[A-Za-z0-9])?", fullmatch=True),
+    formats.LABEL_KEY: st.from_regex(
+        rf"({_LABEL}(\.{_LABEL})?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{{0,61}}[A-Za-z0-9])?", fullmatch=True
+    ),
+    formats.ANNOTATION_KEY: st.from_regex(
+        rf"([A-Za-z0-9]{{1,8}}(\.{_LABEL})?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{{0,20}}"
+        rf"[A-Za-z0-9])?",
+        fullmatch=True,
+    ),
     formats.LABEL_VALUE: st.from_regex(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?", fullmatch=True),
     formats.ENV_VAR_NAME: st.text(_ASCII.filter(lambda c: c != "="), min_size=1, max_size=12),
     formats.DRA_ATTRIBUTE: st.from_regex(rf"{_LABEL}(\.{_LABEL})?/[A-Za-z_][A-Za-z0-9_]{{0,31}}", fullmatch=True),
     formats.GATEWAY_HOSTNAME: st.from_regex(rf"(\*\.)?{_LABEL}(\.{_LABEL}){{0,3}}", fullmatch=True),
-    formats.IMAGE: st.from_regex(r"([a-z0-9]{1,8}\.[a-z]{2,3}(:[0-9]{2,4})?/)?[a-z0-9]{1,8}(/[a-z0-9]{1,8})?"
-                                 r":[A-Za-z0-9_][A-Za-z0-9_.-]{0,8}", fullmatch=True),
+    formats.IMAGE: st.from_regex(
+        r"([a-z0-9]{1,8}\.[a-z]{2,3}(:[0-9]{2,4})?/)?[a-z0-9]{1,8}(/[a-z0-9]{1,8})?"
+        r":[A-Za-z0-9_][A-Za-z0-9_.-]{0,8}",
+        fullmatch=True,
+    ),
     formats.NON_NEGATIVE_QUANTITY: st.from_regex(_QUANTITY, fullmatch=True),
     formats.POSITIVE_QUANTITY: st.from_regex(_QUANTITY, fullmatch=True),
     formats.CAPABILITY: st.sampled_from(["IPC_LOCK", "SYS_NICE", "NET_ADMIN", "sys_resource"]),
@@ -79,7 +87,8 @@ def format_of(metadata: list) -> formats.Format | None:
 def value_strategy(annotation: Any, info=None) -> st.SearchStrategy:
     """Values of one field's type: the formats' own strategies, any text for a plain string."""
     fmt = format_of(list(info.metadata) if info is not None else []) or (
-        format_of(list(typing.get_args(annotation)[1:])) if typing.get_origin(annotation) is typing.Annotated else None)
+        format_of(list(typing.get_args(annotation)[1:])) if typing.get_origin(annotation) is typing.Annotated else None
+    )
     if fmt is not None:
         return VALID[fmt] | st.text(max_size=6)
     origin = typing.get_origin(annotation)
@@ -133,8 +142,9 @@ def configs(draw) -> tuple[str, dict[str, str]]:
     # tests deployed, and a dry-run onto an existing object is an update, judged by update rules (a retained PVC's
     # immutable spec), not by the create this property is about.
     values["rebel100:namespace"] = GATE_NAMESPACE
-    for path, annotation, info in draw(st.lists(st.sampled_from(LEAVES), min_size=1, max_size=4,
-                                                unique_by=lambda leaf: leaf[0])):
+    for path, annotation, info in draw(
+        st.lists(st.sampled_from(LEAVES), min_size=1, max_size=4, unique_by=lambda leaf: leaf[0])
+    ):
         top = f"rebel100:{path[0]}"
         if len(path) == 1:
             values[top] = draw(value_strategy(annotation, info))
@@ -154,8 +164,7 @@ def passes_check(stack: str, config: dict[str, str]) -> list[dict] | None:
     except ConfigError:
         return None
     manifests = render_config(config, [], f"gen-{stack}").manifests
-    pack = catalog.with_facts(catalog.load_config(levels.environment_config(cfg.environment)),
-                              facts.stack_values(cfg))
+    pack = catalog.with_facts(catalog.load_config(levels.environment_config(cfg.environment)), facts.stack_values(cfg))
     if any(v.mandatory for v in catalog.evaluate(manifests, pack)) or schema_problems(manifests):
         return None
     return manifests
@@ -170,15 +179,27 @@ def test_leaves_cover_the_schema():
     assert len(LEAVES) > 100
     typed = {path[-1] for path, annotation, info in LEAVES if format_of(list(info.metadata)) is not None}
     assert {"npuProduct", "numaAttribute", "groupLabel", "hfTokenSecret", "shmSize", "memory"} <= typed
-    assert {path[-1] for path, _, _ in LEAVES} >= {"npuProduct", "podAnnotations", "extraEnv", "hostname",
-                                                     "storageClass", "numaAttribute", "groupLabel"}
+    assert {path[-1] for path, _, _ in LEAVES} >= {
+        "npuProduct",
+        "podAnnotations",
+        "extraEnv",
+        "hostname",
+        "storageClass",
+        "numaAttribute",
+        "groupLabel",
+    }
 
 
 def test_configs_that_pass_check_are_accepted_by_the_api_server(api, record_property):
     tried, passed, objects = [], [], []
 
-    @settings(max_examples=PROPERTY_EXAMPLES, deadline=None, database=None, derandomize=DERANDOMIZE,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=PROPERTY_EXAMPLES,
+        deadline=None,
+        database=None,
+        derandomize=DERANDOMIZE,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(configs())
     def property_(generated: tuple[str, dict[str, str]]) -> None:
         stack, config = generated
@@ -192,14 +213,20 @@ def test_configs_that_pass_check_are_accepted_by_the_api_server(api, record_prop
             api.ensure_namespace(namespace)
         # The namespace itself is created bare first (objects in a missing namespace are refused), then every
         # object, the rendered Namespace included, is applied with dryRun=All.
-        refused = [(m["kind"], m["metadata"].get("name"), v.message)
-                   for m, v in zip(manifests, api.apply_all(manifests)) if not v.accepted]
-        assert not refused, f"check passed {json.dumps(config)} but the API server refuses:\n" + \
-            "\n".join(f"  {kind} {name}: {message}" for kind, name, message in refused)
+        refused = [
+            (m["kind"], m["metadata"].get("name"), v.message)
+            for m, v in zip(manifests, api.apply_all(manifests))
+            if not v.accepted
+        ]
+        assert not refused, f"check passed {json.dumps(config)} but the API server refuses:\n" + "\n".join(
+            f"  {kind} {name}: {message}" for kind, name, message in refused
+        )
 
     property_()
     record_property("configs", len(tried))
     record_property("passed_check_and_dry_run", len(passed))
-    print(f"{len(tried)} generated configs, {len(passed)} passed check and were dry-run "
-          f"({sum(objects)} objects, {api.sent} requests)")
+    print(
+        f"{len(tried)} generated configs, {len(passed)} passed check and were dry-run "
+        f"({sum(objects)} objects, {api.sent} requests)"
+    )
     assert len(passed) * 3 >= len(tried), "too few generated configs pass check for the property to mean much"

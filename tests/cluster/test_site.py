@@ -1,5 +1,6 @@
 """The simulated Rebel100 site of scripts/cluster: nodes, DRA devices, CRDs, volumes, and the real scheduler and
 controllers acting on objects of the stack's shapes (taken from the prod-4p4d golden render)."""
+
 from __future__ import annotations
 
 import copy
@@ -9,15 +10,25 @@ from collections import Counter
 import pytest
 import yaml
 
-from tests.cluster.conftest import PROJECT_ROOT, LocalCluster, free_port_base, process_alive, script, start_instance, \
-    stop_instance
+from tests.cluster.conftest import (
+    PROJECT_ROOT,
+    LocalCluster,
+    free_port_base,
+    process_alive,
+    script,
+    start_instance,
+    stop_instance,
+)
 
 pytestmark = pytest.mark.cluster
 
 GOLDEN = PROJECT_ROOT / "tests" / "golden" / "prod-4p4d" / "1-manifest"
 NUMA = "resource.kubernetes.io/numaNode"
-NODE_LABELS = {"rebellions.ai/npu.present": "true", "rebellions.ai/npu.product": "RBLN-CR13",
-               "rebellions.ai/rds.present": "true"}
+NODE_LABELS = {
+    "rebellions.ai/npu.present": "true",
+    "rebellions.ai/npu.product": "RBLN-CR13",
+    "rebellions.ai/rds.present": "true",
+}
 
 
 def golden(name: str) -> dict:
@@ -54,14 +65,22 @@ def engine_pod(name: str, claim_template: str, annotations: dict | None = None) 
     """A pod shaped like an engine of the stack: its node affinity, 32 CPU / 256Gi, one claim from a template."""
     decode = golden("apps_v1-deployment-rebel100-minimax-m27-decode.yaml")["spec"]["template"]["spec"]
     return {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": name, "annotations": annotations or {}},
         "spec": {
             "affinity": decode["affinity"],
-            "containers": [{"name": "vllm", "image": "vllm:sim",
-                            "resources": {"requests": {"cpu": "32", "memory": "256Gi"},
-                                          "limits": {"cpu": "32", "memory": "256Gi"},
-                                          "claims": [{"name": "npu-rdma"}]}}],
+            "containers": [
+                {
+                    "name": "vllm",
+                    "image": "vllm:sim",
+                    "resources": {
+                        "requests": {"cpu": "32", "memory": "256Gi"},
+                        "limits": {"cpu": "32", "memory": "256Gi"},
+                        "claims": [{"name": "npu-rdma"}],
+                    },
+                }
+            ],
             "resourceClaims": [{"name": "npu-rdma", "resourceClaimTemplateName": claim_template}],
         },
     }
@@ -95,8 +114,10 @@ def test_every_node_publishes_8_npus_and_4_nics_on_two_numa_nodes(local_cluster)
         assert Counter(d["attributes"][NUMA]["int"] for d in nics) == {0: 2, 1: 2}
         assert all(d["attributes"]["dra.net/rdma"]["bool"] for d in nics)
     classes = {c["metadata"]["name"]: c for c in local_cluster.get("deviceclasses")}
-    assert classes["npu.rebellions.ai"]["spec"]["selectors"][0]["cel"]["expression"] == \
-        'device.driver == "npu.rebellions.ai"'
+    assert (
+        classes["npu.rebellions.ai"]["spec"]["selectors"][0]["cel"]["expression"]
+        == 'device.driver == "npu.rebellions.ai"'
+    )
     assert classes["dranet"]["spec"]["selectors"][0]["cel"]["expression"] == 'device.driver == "dra.net"'
 
 
@@ -112,24 +133,41 @@ def test_vendored_crds_are_established_and_the_gateway_class_exists(local_cluste
 
 def test_the_stacks_claims_bind_to_site_volumes(local_cluster, namespace):
     # The pre-loaded weights volume as the site offers it (ReadOnlyMany) and a compile cache of the render.
-    preloaded = [d for d in yaml.safe_load_all((PROJECT_ROOT / "cluster" / "site" / "preloaded-weights.yaml").read_text())
-                 if d["kind"] == "PersistentVolumeClaim"]
+    preloaded = [
+        d
+        for d in yaml.safe_load_all((PROJECT_ROOT / "cluster" / "site" / "preloaded-weights.yaml").read_text())
+        if d["kind"] == "PersistentVolumeClaim"
+    ]
     claims = [in_namespace(c, namespace) for c in preloaded] + [
-        in_namespace(golden("v1-persistentvolumeclaim-rebel100-minimax-m27-decode-compile-cache.yaml"), namespace)]
+        in_namespace(golden("v1-persistentvolumeclaim-rebel100-minimax-m27-decode-compile-cache.yaml"), namespace)
+    ]
     assert {c["spec"]["accessModes"][0] for c in claims} == {"ReadOnlyMany", "ReadWriteMany"}
     local_cluster.apply(claims)
     for claim in claims:
         name = claim["metadata"]["name"]
-        bound = wait_until(f"PVC {name} Bound", lambda: (
-            pvc := local_cluster.get("pvc", name, namespace=namespace))["status"].get("phase") == "Bound" and pvc)
+        bound = wait_until(
+            f"PVC {name} Bound",
+            lambda: (
+                (pvc := local_cluster.get("pvc", name, namespace=namespace))["status"].get("phase") == "Bound" and pvc
+            ),
+        )
         assert bound["spec"]["storageClassName"] == "site-shared"  # the default StorageClass
         volume = local_cluster.get("pv", bound["spec"]["volumeName"])
         assert volume["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
 
 
 def test_an_engine_claim_gets_4_npus_and_2_nics_of_one_numa_node(local_cluster, namespace):
-    template = in_namespace(golden(next(p.name for p in GOLDEN.glob("resource.k8s.io_v1-resourceclaimtemplate-rebel100-minimax-m27-decode-npu-rdma-*.yaml"))),
-                            namespace)
+    template = in_namespace(
+        golden(
+            next(
+                p.name
+                for p in GOLDEN.glob(
+                    "resource.k8s.io_v1-resourceclaimtemplate-rebel100-minimax-m27-decode-npu-rdma-*.yaml"
+                )
+            )
+        ),
+        namespace,
+    )
     local_cluster.apply([template, engine_pod("engine-0", template["metadata"]["name"])], namespace=namespace)
     local_cluster.kubectl("wait", "--for=condition=Ready", "pod/engine-0", f"--namespace={namespace}", "--timeout=60s")
     pod = local_cluster.get("pod", "engine-0", namespace=namespace)
@@ -138,8 +176,11 @@ def test_an_engine_claim_gets_4_npus_and_2_nics_of_one_numa_node(local_cluster, 
     claim = local_cluster.get("resourceclaim", claim_name, namespace=namespace)
     results = claim["status"]["allocation"]["devices"]["results"]
     assert Counter(r["request"] for r in results) == {"npu": 4, "rdma": 2}
-    attributes = {(s["spec"]["driver"], s["spec"]["pool"]["name"], d["name"]): d["attributes"]
-                  for s in local_cluster.get("resourceslices") for d in s["spec"]["devices"]}
+    attributes = {
+        (s["spec"]["driver"], s["spec"]["pool"]["name"], d["name"]): d["attributes"]
+        for s in local_cluster.get("resourceslices")
+        for d in s["spec"]["devices"]
+    }
     numa = {attributes[(r["driver"], r["pool"], r["device"])][NUMA]["int"] for r in results}
     assert len(numa) == 1, results
     assert {r["pool"] for r in results} == {pod["spec"]["nodeName"]}
@@ -147,15 +188,32 @@ def test_an_engine_claim_gets_4_npus_and_2_nics_of_one_numa_node(local_cluster, 
 
 def test_a_5_npu_numa_local_claim_stays_pending_with_the_schedulers_reason(local_cluster, namespace):
     template = {
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "five-npus"},
-        "spec": {"spec": {"devices": {
-            "requests": [{"name": "npu", "exactly": {"deviceClassName": "npu.rebellions.ai",
-                                                     "allocationMode": "ExactCount", "count": 5}}],
-            "constraints": [{"requests": ["npu"], "matchAttribute": NUMA}]}}},
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "five-npus"},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "npu",
+                            "exactly": {
+                                "deviceClassName": "npu.rebellions.ai",
+                                "allocationMode": "ExactCount",
+                                "count": 5,
+                            },
+                        }
+                    ],
+                    "constraints": [{"requests": ["npu"], "matchAttribute": NUMA}],
+                }
+            }
+        },
     }
     local_cluster.apply([template, engine_pod("too-big", "five-npus")], namespace=namespace)
-    scheduled = wait_until("the scheduler's verdict", lambda: condition(
-        local_cluster.get("pod", "too-big", namespace=namespace), "PodScheduled").get("reason"))
+    scheduled = wait_until(
+        "the scheduler's verdict",
+        lambda: condition(local_cluster.get("pod", "too-big", namespace=namespace), "PodScheduled").get("reason"),
+    )
     pod = local_cluster.get("pod", "too-big", namespace=namespace)
     assert scheduled == "Unschedulable"
     assert pod["status"]["phase"] == "Pending"
@@ -163,21 +221,32 @@ def test_a_5_npu_numa_local_claim_stays_pending_with_the_schedulers_reason(local
 
 
 def test_a_job_runs_to_completion(local_cluster, namespace):
-    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "once"},
-           "spec": {"backoffLimit": 0, "template": {"spec": {
-               "restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox:sim"}]}}}}
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "once"},
+        "spec": {
+            "backoffLimit": 0,
+            "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox:sim"}]}},
+        },
+    }
     local_cluster.apply(job, namespace=namespace)
     local_cluster.kubectl("wait", "--for=condition=Complete", "job/once", f"--namespace={namespace}", "--timeout=60s")
     assert local_cluster.get("job", "once", namespace=namespace)["status"]["succeeded"] == 1
 
 
 def test_a_slow_engine_is_running_but_not_ready_until_its_delay(local_cluster, namespace):
-    pod = {"apiVersion": "v1", "kind": "Pod",
-           "metadata": {"name": "slow", "annotations": {"rebel100.local/ready-delay": "6s"}},
-           "spec": {"containers": [{"name": "vllm", "image": "vllm:sim"}]}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "slow", "annotations": {"rebel100.local/ready-delay": "6s"}},
+        "spec": {"containers": [{"name": "vllm", "image": "vllm:sim"}]},
+    }
     local_cluster.apply(pod, namespace=namespace)
-    running = wait_until("pod slow Running", lambda: (p := local_cluster.get("pod", "slow", namespace=namespace))[
-        "status"].get("phase") == "Running" and p)
+    running = wait_until(
+        "pod slow Running",
+        lambda: (p := local_cluster.get("pod", "slow", namespace=namespace))["status"].get("phase") == "Running" and p,
+    )
     assert condition(running, "Ready")["status"] == "False"
     started = time.monotonic()
     local_cluster.kubectl("wait", "--for=condition=Ready", "pod/slow", f"--namespace={namespace}", "--timeout=60s")

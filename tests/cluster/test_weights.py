@@ -4,6 +4,7 @@ engines roll. A 1P1D stack in a namespace of its own, downloading (weights.sourc
 
 Each test starts from the stack file as the fixture wrote it (revision `main`), and the bump first deploys that
 baseline itself (`downloaded`), so each runs alone and in any order."""
+
 from __future__ import annotations
 
 import datetime
@@ -31,8 +32,13 @@ def site(tmp_path_factory, local_cluster: LocalCluster):
     project.env.update(KUBECONFIG=str(local_cluster.kubeconfig), PATH=f"{local_cluster.bin_dir}:{project.env['PATH']}")
     dev = yaml.safe_load((project.root / "Pulumi.dev.yaml").read_text())
     config = {key: value for key, value in dev["config"].items() if key != "rebel100:renderDirectory"}
-    config.update({"rebel100:name": "wt", "rebel100:namespace": NS,
-                   "rebel100:engine": {"podAnnotations": {"rebel100.local/ready-delay": "2s"}}})
+    config.update(
+        {
+            "rebel100:name": "wt",
+            "rebel100:namespace": NS,
+            "rebel100:engine": {"podAnnotations": {"rebel100.local/ready-delay": "2s"}},
+        }
+    )
     (project.root / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump({"config": config}))
     baseline = (project.root / f"Pulumi.{STACK}.yaml").read_text()
     yield project, local_cluster
@@ -59,18 +65,25 @@ def downloaded(baseline):
     project, cluster = baseline
     proc = up(project)
     if proc.returncode != 0:
-        pytest.fail(f"precondition: `scripts/up {STACK}` of the baseline (revision main) failed, exit "
-                    f"{proc.returncode}:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}", pytrace=False)
+        pytest.fail(
+            f"precondition: `scripts/up {STACK}` of the baseline (revision main) failed, exit "
+            f"{proc.returncode}:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}",
+            pytrace=False,
+        )
     done = [j for j in jobs(cluster).values() if j["status"].get("succeeded") == 1]
     if len(done) != 1 or len(engine_pods(cluster)) != 2:
-        pytest.fail(f"precondition: after the baseline `up`, {len(done)} completed download Job(s) and "
-                    f"{len(engine_pods(cluster))} engine pods, expected 1 and 2", pytrace=False)
+        pytest.fail(
+            f"precondition: after the baseline `up`, {len(done)} completed download Job(s) and "
+            f"{len(engine_pods(cluster))} engine pods, expected 1 and 2",
+            pytrace=False,
+        )
     return project, cluster
 
 
 def up(project: Project) -> subprocess.CompletedProcess:
-    return subprocess.run(["scripts/up", STACK], cwd=project.root, env=project.env, capture_output=True, text=True,
-                          timeout=900)
+    return subprocess.run(
+        ["scripts/up", STACK], cwd=project.root, env=project.env, capture_output=True, text=True, timeout=900
+    )
 
 
 def when(text: str) -> datetime.datetime:
@@ -82,8 +95,11 @@ def jobs(cluster: LocalCluster) -> dict[str, dict]:
 
 
 def engine_pods(cluster: LocalCluster) -> list[dict]:
-    return [p for p in cluster.get("pods", namespace=NS) if ROLE in p["metadata"].get("labels", {})
-            and not p["metadata"].get("deletionTimestamp")]
+    return [
+        p
+        for p in cluster.get("pods", namespace=NS)
+        if ROLE in p["metadata"].get("labels", {}) and not p["metadata"].get("deletionTimestamp")
+    ]
 
 
 def test_the_download_completes_before_the_engines_start(baseline):

@@ -1,4 +1,5 @@
 """DecodePool alone under the mock runtime."""
+
 import json
 
 from components.decode_pool import DecodePool
@@ -25,11 +26,17 @@ def test_dp4_expert_parallel_args(run_under_mocks):
     assert arg_value(args, "--port") == "8200"
     assert arg_value(args, "--max-num-seqs") == "1"
     assert json.loads(arg_value(args, "--kv-transfer-config")) == {
-        "kv_connector": "RblnNixlConnector", "kv_role": "kv_both", "kv_buffer_device": "rbln",
-        "kv_connector_extra_config": {"name": "nixl"}}
+        "kv_connector": "RblnNixlConnector",
+        "kv_role": "kv_both",
+        "kv_buffer_device": "rbln",
+        "kv_connector_extra_config": {"name": "nixl"},
+    }
     assert json.loads(arg_value(args, "--speculative-config")) == {
-        "method": "eagle3", "model": "asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k", "num_speculative_tokens": 3,
-        "revision": "main"}
+        "method": "eagle3",
+        "model": "asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k",
+        "num_speculative_tokens": 3,
+        "revision": "main",
+    }
     ports = [p["containerPort"] for p in vllm["ports"]]
     assert ports == [8200, 8201, 8202, 8203, 5555, 5600, 5601, 5602, 5603]
     assert env_map(vllm)["VLLM_NIXL_SIDE_CHANNEL_PORT"] == "5600"
@@ -40,9 +47,20 @@ def test_routing_sidecar_is_native_sidecar(run_under_mocks):
     sidecar = container(build(run_under_mocks).get("Deployment", "t-decode"), "routing-proxy", init=True)
     assert sidecar["restartPolicy"] == "Always"
     assert sidecar["image"].startswith("ghcr.io/llm-d/")
-    assert sidecar["args"] == ["--port", "8000", "--vllm-port", "8200", "--data-parallel-size", "4",
-                               "--kv-connector", "nixlv2", "--secure-proxy=false", "--enable-ssrf-protection=true",
-                               "--inference-pool", "ns/t-pool"]
+    assert sidecar["args"] == [
+        "--port",
+        "8000",
+        "--vllm-port",
+        "8200",
+        "--data-parallel-size",
+        "4",
+        "--kv-connector",
+        "nixlv2",
+        "--secure-proxy=false",
+        "--enable-ssrf-protection=true",
+        "--inference-pool",
+        "ns/t-pool",
+    ]
     assert [p["containerPort"] for p in sidecar["ports"]] == [8000, 8001, 8002, 8003]
 
 
@@ -57,13 +75,16 @@ def test_only_the_sidecar_gets_an_api_token_of_the_decode_account(run_under_mock
     assert sources[0]["serviceAccountToken"] == {"path": "token", "expirationSeconds": 3600}
     assert sources[1]["configMap"] == {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}
     assert container(objects.get("Deployment", "t-decode"), "routing-proxy", init=True)["volumeMounts"] == [
-        {"name": "api-token", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": True}]
-    assert "api-token" not in {m["name"] for m in container(objects.get("Deployment", "t-decode"), "vllm")
-                               .get("volumeMounts") or []}
+        {"name": "api-token", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": True}
+    ]
+    assert "api-token" not in {
+        m["name"] for m in container(objects.get("Deployment", "t-decode"), "vllm").get("volumeMounts") or []
+    }
     assert objects.get("ServiceAccount", "t-decode")["automountServiceAccountToken"] is False
     assert objects.get("Role", "t-decode")["rules"] == [
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
-        {"apiGroups": ["inference.networking.k8s.io"], "resources": ["inferencepools"], "verbs": ["list", "watch"]}]
+        {"apiGroups": ["inference.networking.k8s.io"], "resources": ["inferencepools"], "verbs": ["list", "watch"]},
+    ]
     binding = objects.get("RoleBinding", "t-decode")
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "t-decode"}
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "t-decode", "namespace": "ns"}]
@@ -75,8 +96,10 @@ def test_a_sidecar_that_cannot_be_protected_gets_no_account(run_under_mocks):
     spec = objects.get("Deployment", "t-decode")["spec"]["template"]["spec"]
     assert "serviceAccountName" not in spec and "api-token" not in {v["name"] for v in spec["volumes"]}
     assert "volumeMounts" not in container(objects.get("Deployment", "t-decode"), "routing-proxy", init=True)
-    assert "--enable-ssrf-protection=true" not in container(objects.get("Deployment", "t-decode"), "routing-proxy",
-                                                             init=True)["args"]
+    assert (
+        "--enable-ssrf-protection=true"
+        not in container(objects.get("Deployment", "t-decode"), "routing-proxy", init=True)["args"]
+    )
     for kind in ("ServiceAccount", "Role", "RoleBinding"):
         assert objects.of_kind(kind) == []
 

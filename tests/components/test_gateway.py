@@ -1,4 +1,5 @@
 """Gateway alone: the Gateway listener and the HTTPRoute to the InferencePool."""
+
 import pytest
 
 from components.gateway import Gateway, GatewayArgs
@@ -16,12 +17,16 @@ def test_gateway_and_route(run_under_mocks):
     assert gateway["spec"]["listeners"][0]["port"] == 80
     route = cluster.get("HTTPRoute", "t-route")
     assert route["spec"]["parentRefs"][0]["name"] == "t-gateway"
-    assert route["spec"]["rules"][0]["backendRefs"] == [{"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": "t-pool"}]
+    assert route["spec"]["rules"][0]["backendRefs"] == [
+        {"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": "t-pool"}
+    ]
     assert holder["gw"].base_url == "http://t-gateway-istio.ns.svc.cluster.local:80/v1"
 
 
 def test_agentgateway_class(run_under_mocks):
-    args = GatewayArgs(stack_name="t", namespace="ns", pool_name="p", class_name="agentgateway", hostname="llm.example.com")
+    args = GatewayArgs(
+        stack_name="t", namespace="ns", pool_name="p", class_name="agentgateway", hostname="llm.example.com"
+    )
     cluster = run_under_mocks(lambda: Gateway("g", args))
     listener = cluster.get("Gateway", "t-gateway")["spec"]["listeners"][0]
     assert listener["hostname"] == "llm.example.com"

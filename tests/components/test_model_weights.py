@@ -1,5 +1,6 @@
 """ModelWeights under the mock runtime: nothing for a pre-loaded PVC; a sized volume and a pinned, resumable Job
 for a download, keyed by the revisions so that a bump is a new Job and new wait paths for the engines."""
+
 from components.model_weights import ModelWeights, ModelWeightsArgs
 from core.config import Weights
 from tests.conftest import env_map
@@ -33,24 +34,39 @@ def test_download_volume_and_job(run_under_mocks):
     assert claim["spec"]["resources"]["requests"]["storage"] == "300Gi"
     [job] = cluster.of_kind("Job")
     name = job["metadata"]["name"]
-    assert name.startswith("t-weights-") and name == f"t-weights-{weights.engine_weights.wait_paths[0].split('weights-')[1].split('.')[0]}"
+    assert (
+        name.startswith("t-weights-")
+        and name == f"t-weights-{weights.engine_weights.wait_paths[0].split('weights-')[1].split('.')[0]}"
+    )
     assert job["metadata"]["annotations"]["rebel100.ai/model-revision"] == SHA
     assert job["metadata"]["annotations"]["rebel100.ai/draft-model"] == DRAFT
     assert job["metadata"]["annotations"]["pulumi.com/replaceUnready"] == "true"
     spec = job["spec"]
-    assert spec["backoffLimit"] == 6 and "ttlSecondsAfterFinished" not in spec  # a finished Job stays, so Pulumi sees it
+    assert (
+        spec["backoffLimit"] == 6 and "ttlSecondsAfterFinished" not in spec
+    )  # a finished Job stays, so Pulumi sees it
     pod = spec["template"]["spec"]
     assert pod["restartPolicy"] == "OnFailure"  # a restart keeps the volume: the partial files resume
     assert pod["volumes"][0]["persistentVolumeClaim"] == {"claimName": "model-weights"}
     download = pod["containers"][0]
     # model and draft at their revisions, after the marker the engines wait for
-    assert download["command"][3:] == ["download", weights.engine_weights.wait_paths[0], "MiniMaxAI/MiniMax-M2.7", SHA, DRAFT, "main"]
+    assert download["command"][3:] == [
+        "download",
+        weights.engine_weights.wait_paths[0],
+        "MiniMaxAI/MiniMax-M2.7",
+        SHA,
+        DRAFT,
+        "main",
+    ]
     env = env_map(download)
     assert env["HF_HOME"] == "/models" and env["HUB_VERSION"] == "0.34.4"
     assert env["HF_TOKEN"] == {"secretKeyRef": {"name": "hf-token", "key": "token", "optional": True}}
     context = download["securityContext"]
     assert context["runAsNonRoot"] and context["readOnlyRootFilesystem"] and context["capabilities"]["drop"] == ["ALL"]
-    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"} and pod["securityContext"]["fsGroup"] == 65532
+    assert (
+        pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        and pod["securityContext"]["fsGroup"] == 65532
+    )
     assert download["resources"]["requests"] == {"cpu": "2", "memory": "4Gi"}
 
 
@@ -68,4 +84,7 @@ def test_revision_bump_is_a_new_job_and_new_wait_paths(run_under_mocks):
     assert len(names) == 3
     assert len({w.engine_weights.wait_paths[0] for w in (old, new, newer)}) == 3
     # the volume is the same claim: unchanged files are not downloaded again
-    assert after.get("PersistentVolumeClaim", "model-weights")["spec"] == before.get("PersistentVolumeClaim", "model-weights")["spec"]
+    assert (
+        after.get("PersistentVolumeClaim", "model-weights")["spec"]
+        == before.get("PersistentVolumeClaim", "model-weights")["spec"]
+    )

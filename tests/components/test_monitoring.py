@@ -1,13 +1,20 @@
 """Monitoring: PodMonitors per role and the dashboard ConfigMap."""
+
 import json
 
 from components.monitoring import MonitoredRole, Monitoring, MonitoringArgs
 
 
 def test_pod_monitors_and_dashboard(run_under_mocks):
-    targets = [MonitoredRole(role="decode", selector={"llm-d.ai/role": "decode"}, port_names=["http-0", "http-1"]),
-               MonitoredRole(role="epp", selector={"app": "epp"}, port_names=["metrics"])]
-    cluster = run_under_mocks(lambda: Monitoring("m", MonitoringArgs(stack_name="t", namespace="ns", decision_metric="pd_counter", targets=targets)))
+    targets = [
+        MonitoredRole(role="decode", selector={"llm-d.ai/role": "decode"}, port_names=["http-0", "http-1"]),
+        MonitoredRole(role="epp", selector={"app": "epp"}, port_names=["metrics"]),
+    ]
+    cluster = run_under_mocks(
+        lambda: Monitoring(
+            "m", MonitoringArgs(stack_name="t", namespace="ns", decision_metric="pd_counter", targets=targets)
+        )
+    )
     decode = cluster.get("PodMonitor", "t-decode")
     assert decode["apiVersion"] == "monitoring.coreos.com/v1"
     assert [e["port"] for e in decode["spec"]["podMetricsEndpoints"]] == ["http-0", "http-1"]
@@ -15,34 +22,67 @@ def test_pod_monitors_and_dashboard(run_under_mocks):
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
     panels = json.loads(dashboard["data"]["rebel100-pd.json"])["panels"]
     titles = " ".join(p["title"] for p in panels)
-    for metric in ("Time to first token", "Inter-token latency", "KV cache usage", "Prefix cache hit rate", "P/D decisions"):
+    for metric in (
+        "Time to first token",
+        "Inter-token latency",
+        "KV cache usage",
+        "Prefix cache hit rate",
+        "P/D decisions",
+    ):
         assert metric in titles
     [pd] = [p for p in panels if p["title"].startswith("P/D decisions")]
-    assert [t["expr"] for t in pd["targets"]] == ['sum by (decision_type) (rate(pd_counter{namespace="$namespace"}[5m]))']
+    assert [t["expr"] for t in pd["targets"]] == [
+        'sum by (decision_type) (rate(pd_counter{namespace="$namespace"}[5m]))'
+    ]
 
 
 def test_off(run_under_mocks):
-    cluster = run_under_mocks(lambda: Monitoring("m", MonitoringArgs(stack_name="t", namespace="ns", decision_metric="pd_counter", targets=[], pod_monitors=False, dashboard=False)))
+    cluster = run_under_mocks(
+        lambda: Monitoring(
+            "m",
+            MonitoringArgs(
+                stack_name="t",
+                namespace="ns",
+                decision_metric="pd_counter",
+                targets=[],
+                pod_monitors=False,
+                dashboard=False,
+            ),
+        )
+    )
     assert cluster.manifests == []
 
 
 def test_a_target_that_checks_tokens_is_sent_the_metrics_readers(run_under_mocks):
-    targets = [MonitoredRole(role="decode", selector={"llm-d.ai/role": "decode"}, port_names=["http-0"]),
-               MonitoredRole(role="epp", selector={"app": "epp"}, port_names=["metrics"], token=True)]
-    cluster = run_under_mocks(lambda: Monitoring("m", MonitoringArgs(stack_name="t", namespace="ns", decision_metric="pd_counter", targets=targets)))
+    targets = [
+        MonitoredRole(role="decode", selector={"llm-d.ai/role": "decode"}, port_names=["http-0"]),
+        MonitoredRole(role="epp", selector={"app": "epp"}, port_names=["metrics"], token=True),
+    ]
+    cluster = run_under_mocks(
+        lambda: Monitoring(
+            "m", MonitoringArgs(stack_name="t", namespace="ns", decision_metric="pd_counter", targets=targets)
+        )
+    )
     assert cluster.get("PodMonitor", "t-epp")["spec"]["podMetricsEndpoints"][0]["authorization"] == {
-        "credentials": {"name": "t-metrics-reader-token", "key": "token"}}
+        "credentials": {"name": "t-metrics-reader-token", "key": "token"}
+    }
     assert "authorization" not in cluster.get("PodMonitor", "t-decode")["spec"]["podMetricsEndpoints"][0]
     secret = cluster.get("Secret", "t-metrics-reader-token")
     assert secret["type"] == "kubernetes.io/service-account-token"
     assert secret["metadata"]["annotations"]["kubernetes.io/service-account.name"] == "t-metrics-reader"
     assert cluster.get("ClusterRole", "ns-t-metrics-reader")["rules"] == [
-        {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+        {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}
+    ]
     assert cluster.get("ClusterRoleBinding", "ns-t-metrics-reader")["subjects"] == [
-        {"kind": "ServiceAccount", "name": "t-metrics-reader", "namespace": "ns"}]
+        {"kind": "ServiceAccount", "name": "t-metrics-reader", "namespace": "ns"}
+    ]
 
 
 def test_no_reader_when_no_target_checks_tokens(run_under_mocks):
     targets = [MonitoredRole(role="decode", selector={"llm-d.ai/role": "decode"}, port_names=["http-0"])]
-    cluster = run_under_mocks(lambda: Monitoring("m", MonitoringArgs(stack_name="t", namespace="ns", decision_metric="pd_counter", targets=targets)))
+    cluster = run_under_mocks(
+        lambda: Monitoring(
+            "m", MonitoringArgs(stack_name="t", namespace="ns", decision_metric="pd_counter", targets=targets)
+        )
+    )
     assert {m["kind"] for m in cluster.manifests} == {"PodMonitor", "ConfigMap"}

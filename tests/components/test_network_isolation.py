@@ -1,4 +1,5 @@
 """NetworkIsolation: default deny, then only the serving paths."""
+
 import pytest
 
 from components.network_isolation import NetworkIsolation, NetworkIsolationArgs
@@ -7,16 +8,32 @@ EPP = {"app.kubernetes.io/part-of": "t", "app.kubernetes.io/component": "router"
 
 
 def args(**overrides):
-    base = dict(stack_name="t", namespace="ns", gateway_name="t-gateway", epp_labels=EPP,
-                entry_ports=[8000, 8001, 8002, 8003], decode_ports=[8200, 8201, 8202, 8203],
-                decode_nixl_ports=[5600, 5601, 5602, 5603], prefill_port=8000, prefill_nixl_ports=[5600])
+    base = dict(
+        stack_name="t",
+        namespace="ns",
+        gateway_name="t-gateway",
+        epp_labels=EPP,
+        entry_ports=[8000, 8001, 8002, 8003],
+        decode_ports=[8200, 8201, 8202, 8203],
+        decode_nixl_ports=[5600, 5601, 5602, 5603],
+        prefill_port=8000,
+        prefill_nixl_ports=[5600],
+    )
     base.update(overrides)
     return NetworkIsolationArgs(**base)
 
 
 def ingress(policy):
-    return [({tuple(sorted((p.get("podSelector") or p.get("namespaceSelector"))["matchLabels"].items())) for p in rule["from"]},
-             [port["port"] for port in rule["ports"]]) for rule in policy["spec"].get("ingress", [])]
+    return [
+        (
+            {
+                tuple(sorted((p.get("podSelector") or p.get("namespaceSelector"))["matchLabels"].items()))
+                for p in rule["from"]
+            },
+            [port["port"] for port in rule["ports"]],
+        )
+        for rule in policy["spec"].get("ingress", [])
+    ]
 
 
 def test_pd_policies(run_under_mocks):
@@ -38,7 +55,11 @@ def test_pd_policies(run_under_mocks):
 
 
 def test_agg_has_no_prefill_policy(run_under_mocks):
-    cluster = run_under_mocks(lambda: NetworkIsolation("n", args(topology="agg", entry_ports=[8200, 8201, 8202, 8203], prefill_port=None, prefill_nixl_ports=[])))
+    cluster = run_under_mocks(
+        lambda: NetworkIsolation(
+            "n", args(topology="agg", entry_ports=[8200, 8201, 8202, 8203], prefill_port=None, prefill_nixl_ports=[])
+        )
+    )
     assert {p["metadata"]["name"] for p in cluster.of_kind("NetworkPolicy")} == {"t-default-deny", "t-epp", "t-decode"}
 
 

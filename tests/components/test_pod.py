@@ -1,5 +1,6 @@
 """Shared engine pod pieces: security contexts and their exceptions, PDBs, anti-affinity, node groups; and how
 a component registers its objects (components/pod.py)."""
+
 from components.pod import TYPED
 from core.config import StackConfig
 from objects import pod
@@ -26,7 +27,9 @@ def test_engine_security_context_and_recorded_exceptions(run_under_mocks):
 
 
 def test_non_root_engines_when_the_runtime_allows(run_under_mocks):
-    deployment = build(run_under_mocks, engine=pod.EngineSpec(run_as_root=False, capabilities=[])).get("Deployment", "t-prefill")
+    deployment = build(run_under_mocks, engine=pod.EngineSpec(run_as_root=False, capabilities=[])).get(
+        "Deployment", "t-prefill"
+    )
     context = container(deployment, "vllm")["securityContext"]
     assert context["runAsNonRoot"] is True and "add" not in context["capabilities"]
 
@@ -50,12 +53,19 @@ def test_node_groups_split_the_role(run_under_mocks):
     assert len(cluster.of_kind("PodDisruptionBudget")) == 2 and len(cluster.of_kind("ResourceClaimTemplate")) == 1
     g1 = cluster.get("Deployment", "t-prefill-g1")
     terms = g1["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    assert {"key": "rebel100.ai/pool-group", "operator": "In", "values": ["g1"]} in terms["nodeSelectorTerms"][0]["matchExpressions"]
+    assert {"key": "rebel100.ai/pool-group", "operator": "In", "values": ["g1"]} in terms["nodeSelectorTerms"][0][
+        "matchExpressions"
+    ]
 
 
 def test_rolling_update_without_surge(run_under_mocks):
-    deployment = build(run_under_mocks, rollout=pod.RolloutSpec(strategy="RollingUpdate")).get("Deployment", "t-prefill")
-    assert deployment["spec"]["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
+    deployment = build(run_under_mocks, rollout=pod.RolloutSpec(strategy="RollingUpdate")).get(
+        "Deployment", "t-prefill"
+    )
+    assert deployment["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1},
+    }
 
 
 def test_each_object_is_registered_as_the_providers_type_of_its_kind(run_under_mocks):

@@ -1,4 +1,5 @@
 """PrefillPool alone under the mock runtime."""
+
 import json
 
 from objects.pod import ClaimSpec, EngineSpec, EngineWeights, claim_digest
@@ -27,7 +28,10 @@ def test_pp4_args_env_and_claim(run_under_mocks):
     assert arg_value(args, "--gpu-memory-utilization") == "0.8"
     transfer = json.loads(arg_value(args, "--kv-transfer-config"))
     assert transfer["kv_connector"] == "MultiConnector"
-    assert [c["kv_connector"] for c in transfer["kv_connector_extra_config"]["connectors"]] == ["RblnNixlConnector", "RBLNLMCacheConnectorV1"]
+    assert [c["kv_connector"] for c in transfer["kv_connector_extra_config"]["connectors"]] == [
+        "RblnNixlConnector",
+        "RBLNLMCacheConnectorV1",
+    ]
     env = env_map(vllm)
     assert env["RBLN_DEVICES"] == "0,1,2,3"
     assert vllm["envFrom"] == [{"configMapRef": {"name": "t-lmcache"}}]
@@ -39,7 +43,9 @@ def test_pp4_args_env_and_claim(run_under_mocks):
     requests = {r["name"]: r["exactly"] for r in claim["spec"]["spec"]["devices"]["requests"]}
     assert requests["npu"]["count"] == 4 and requests["npu"]["deviceClassName"] == "npu.rebellions.ai"
     assert requests["rdma"]["count"] == 2 and requests["rdma"]["deviceClassName"] == "dranet"
-    terms = deployment["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    terms = deployment["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
     keys = [e["key"] for e in terms["nodeSelectorTerms"][0]["matchExpressions"]]
     assert "rebellions.ai/rds.present" in keys
 
@@ -56,7 +62,9 @@ def test_pod_wiring(run_under_mocks):
     spec = build(run_under_mocks).get("Deployment", "t-prefill")["spec"]
     pod = spec["template"]["spec"]
     assert spec["strategy"]["type"] == "Recreate"
-    assert pod["resourceClaims"] == [{"name": "npu-rdma", "resourceClaimTemplateName": f"t-prefill-npu-rdma-{claim_digest(ClaimSpec(npus=4))}"}]
+    assert pod["resourceClaims"] == [
+        {"name": "npu-rdma", "resourceClaimTemplateName": f"t-prefill-npu-rdma-{claim_digest(ClaimSpec(npus=4))}"}
+    ]
     assert {v["name"] for v in pod["volumes"]} == {"shm", "model", "compile-cache"}
     labels = spec["template"]["metadata"]["labels"]
     assert labels["llm-d.ai/role"] == "prefill" and labels["llm-d.ai/inference-serving"] == "true"
@@ -71,14 +79,18 @@ def test_extra_env_cannot_duplicate_a_reference(run_under_mocks):
     cluster = run_under_mocks(lambda: PrefillPool("t-prefill", args))
     vllm = container(cluster.get("Deployment", "t-prefill"), "vllm")
     names = [e["name"] for e in vllm["env"]]
-    assert names.count("HF_TOKEN") == 1 and env_map(vllm)["HF_TOKEN"] == {"secretKeyRef": {"key": "token", "name": "hf-token"}}
+    assert names.count("HF_TOKEN") == 1 and env_map(vllm)["HF_TOKEN"] == {
+        "secretKeyRef": {"key": "token", "name": "hf-token"}
+    }
     assert env_map(vllm)["MY_FLAG"] == "1"
 
 
 def test_children_named_from_the_component(run_under_mocks):
     """Two pools of one stack do not collide: Pulumi names come from the component's name."""
+
     def two():
         PrefillPool("a-prefill", PrefillPoolArgs(stack_name="t", namespace="ns"))
         PrefillPool("b-prefill", PrefillPoolArgs(stack_name="u", namespace="ns"))
+
     cluster = run_under_mocks(two)
     assert cluster.get("Deployment", "t-prefill") and cluster.get("Deployment", "u-prefill")

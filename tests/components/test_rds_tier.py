@@ -1,4 +1,5 @@
 """RdsTier: the LMCache ConfigMap prefill takes its environment from, and the budget it records."""
+
 import json
 
 from components.rds_tier import RdsTier, RdsTierArgs
@@ -10,9 +11,23 @@ from core.derive import derive
 def build(run_under_mocks, cfg: StackConfig):
     facts = derive(cfg)
     holder = {}
-    cluster = run_under_mocks(lambda: holder.setdefault("tier", RdsTier("t-kv-tier", RdsTierArgs(
-        stack_name="t", namespace="ns", mode=facts.kv_tier, env=facts.lmcache_env, budget=facts.rds_budget,
-        hbm_per_chiplet_gib=cfg.hardware.hbm_per_chiplet_gib, tokens_per_rank=facts.rds_tokens_per_rank))))
+    cluster = run_under_mocks(
+        lambda: holder.setdefault(
+            "tier",
+            RdsTier(
+                "t-kv-tier",
+                RdsTierArgs(
+                    stack_name="t",
+                    namespace="ns",
+                    mode=facts.kv_tier,
+                    env=facts.lmcache_env,
+                    budget=facts.rds_budget,
+                    hbm_per_chiplet_gib=cfg.hardware.hbm_per_chiplet_gib,
+                    tokens_per_rank=facts.rds_tokens_per_rank,
+                ),
+            ),
+        )
+    )
     return cluster, holder["tier"]
 
 

@@ -1,4 +1,5 @@
 """Router alone: RBAC, EPP Deployment/Service, ConfigMap plugins, InferencePool."""
+
 import pytest
 import yaml
 
@@ -8,8 +9,12 @@ from core.routing import endpoint_picker_config
 
 
 def build(run_under_mocks, topology="pd", **settings):
-    args = RouterArgs(stack_name="t", namespace="ns", target_ports=[8000, 8001, 8002, 8003],
-                      epp_config=endpoint_picker_config(RouterSettings(**settings), topology))
+    args = RouterArgs(
+        stack_name="t",
+        namespace="ns",
+        target_ports=[8000, 8001, 8002, 8003],
+        epp_config=endpoint_picker_config(RouterSettings(**settings), topology),
+    )
     return run_under_mocks(lambda: Router("t-router", args))
 
 
@@ -21,10 +26,16 @@ def test_pd_plugins_and_profiles(run_under_mocks):
     config = epp_config(build(run_under_mocks))
     assert config["apiVersion"] == "llm-d.ai/v1alpha1" and config["kind"] == "EndpointPickerConfig"
     plugins = {p["type"]: p.get("parameters") for p in config["plugins"]}
-    assert plugins["approx-prefix-cache-producer"] == {"blockSizeTokens": 512, "lruCapacityPerServer": 1024, "autoTune": True}
+    assert plugins["approx-prefix-cache-producer"] == {
+        "blockSizeTokens": 512,
+        "lruCapacityPerServer": 1024,
+        "autoTune": True,
+    }
     assert plugins["prefix-based-pd-decider"] == {"nonCachedTokens": 16}
     assert plugins["disagg-profile-handler"] == {"deciders": {"prefill": "prefix-based-pd-decider"}}
-    profiles = {p["name"]: {r["pluginRef"]: r.get("weight") for r in p["plugins"]} for p in config["schedulingProfiles"]}
+    profiles = {
+        p["name"]: {r["pluginRef"]: r.get("weight") for r in p["plugins"]} for p in config["schedulingProfiles"]
+    }
     assert set(profiles) == {"prefill", "decode"}
     assert profiles["decode"]["prefix-cache-scorer"] == 2 and profiles["decode"]["queue-scorer"] == 1
     assert "decode-filter" in profiles["decode"] and "prefill-filter" in profiles["prefill"]
@@ -39,8 +50,13 @@ def test_always_disagg_decider():
 def test_agg_plugins(run_under_mocks):
     config = epp_config(build(run_under_mocks, topology="agg"))
     types = [p["type"] for p in config["plugins"]]
-    assert types == ["approx-prefix-cache-producer", "inflight-load-producer", "prefix-cache-affinity-filter",
-                     "token-load-scorer", "max-score-picker"]
+    assert types == [
+        "approx-prefix-cache-producer",
+        "inflight-load-producer",
+        "prefix-cache-affinity-filter",
+        "token-load-scorer",
+        "max-score-picker",
+    ]
     assert config["plugins"][2]["parameters"] == {"peakPrefillThroughput": 2256}
     assert len(config["schedulingProfiles"]) == 1
 
@@ -51,7 +67,10 @@ def test_pool_points_at_epp_service(run_under_mocks):
     assert pool["apiVersion"] == "inference.networking.k8s.io/v1"
     assert pool["spec"]["targetPorts"] == [{"number": p} for p in (8000, 8001, 8002, 8003)]
     assert pool["spec"]["endpointPickerRef"] == {"name": "t-epp", "port": {"number": 9002}, "failureMode": "FailClose"}
-    assert pool["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/part-of": "t", "llm-d.ai/inference-serving": "true"}
+    assert pool["spec"]["selector"]["matchLabels"] == {
+        "app.kubernetes.io/part-of": "t",
+        "llm-d.ai/inference-serving": "true",
+    }
     service = cluster.get("Service", "t-epp")
     assert 9002 in [p["port"] for p in service["spec"]["ports"]]
 
@@ -59,12 +78,13 @@ def test_pool_points_at_epp_service(run_under_mocks):
 def test_rbac_is_namespaced_read_only(run_under_mocks):
     """Reads in its namespace; cluster-wide only the two reviews that check a metrics scrape's token."""
     cluster = build(run_under_mocks)
-    cluster_role, = cluster.of_kind("ClusterRole")
+    (cluster_role,) = cluster.of_kind("ClusterRole")
     assert cluster_role["metadata"]["name"] == "ns-t-epp-metrics-auth"
     assert [(r["apiGroups"], r["resources"], r["verbs"]) for r in cluster_role["rules"]] == [
         (["authentication.k8s.io"], ["tokenreviews"], ["create"]),
-        (["authorization.k8s.io"], ["subjectaccessreviews"], ["create"])]
-    cluster_binding, = cluster.of_kind("ClusterRoleBinding")
+        (["authorization.k8s.io"], ["subjectaccessreviews"], ["create"]),
+    ]
+    (cluster_binding,) = cluster.of_kind("ClusterRoleBinding")
     assert cluster_binding["subjects"] == [{"kind": "ServiceAccount", "name": "t-epp", "namespace": "ns"}]
     assert cluster_binding["roleRef"]["name"] == "ns-t-epp-metrics-auth"
     role = cluster.get("Role", "t-epp")
@@ -84,9 +104,24 @@ def test_epp_args_log_json_and_turn_tracing_off(run_under_mocks):
     request's spans pretty-printed into its JSON log (tests/localsite, the v0.10.0 EPP)."""
     [epp] = build(run_under_mocks).get("Deployment", "t-epp")["spec"]["template"]["spec"]["containers"]
     assert epp["args"] == [
-        "--pool-name", "t-pool", "--pool-namespace", "ns", "--pool-group", "inference.networking.k8s.io",
-        "--config-file", "/etc/epp/epp-config.yaml", "--grpc-port", "9002", "--grpc-health-port", "9003",
-        "--metrics-port", "9090", "--zap-encoder", "json", "--tracing=false"]
+        "--pool-name",
+        "t-pool",
+        "--pool-namespace",
+        "ns",
+        "--pool-group",
+        "inference.networking.k8s.io",
+        "--config-file",
+        "/etc/epp/epp-config.yaml",
+        "--grpc-port",
+        "9002",
+        "--grpc-health-port",
+        "9003",
+        "--metrics-port",
+        "9090",
+        "--zap-encoder",
+        "json",
+        "--tracing=false",
+    ]
     assert "env" not in epp  # no OTEL_* variables: nothing to export to
 
 

@@ -1,4 +1,5 @@
 """The real engine-side programs, installed by scripts/consumers-engine into a cache outside the project."""
+
 from __future__ import annotations
 
 import pathlib
@@ -18,4 +19,6 @@ SCRIPT = str(PROJECT_ROOT / "scripts" / "consumers-engine")
 def engine_consumers() -> pathlib.Path:
     """lmcache (installed with --no-deps) and the vllm-rbln wheel: `scripts/consumers-engine` (.ci/run runs it)."""
     found = checked_dir(SCRIPT, "--check")
-    return pathlib.Path(require(found, "lmcache and the vllm-rbln wheel are not installed: run scripts/consumers-engine"))
+    return pathlib.Path(
+        require(found, "lmcache and the vllm-rbln wheel are not installed: run scripts/consumers-engine")
+    )

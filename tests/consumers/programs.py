@@ -1,5 +1,6 @@
 """The real router programs (built by scripts/consumers) and how the tests run them: each in a network namespace
 of its own with a discovery-only API (sandbox.py), stopped by its pid."""
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,12 @@ def sandboxed(spec: dict) -> dict:
     with tempfile.TemporaryDirectory(prefix="consumer-spec.") as tmp:
         path = pathlib.Path(tmp) / "spec.json"
         path.write_text(json.dumps(spec))
-        proc = subprocess.run(["unshare", "--net", sys.executable, str(SANDBOX), str(path)], capture_output=True,
-                              text=True, timeout=float(spec.get("timeout", TIMEOUT)) + 30)
+        proc = subprocess.run(
+            ["unshare", "--net", sys.executable, str(SANDBOX), str(path)],
+            capture_output=True,
+            text=True,
+            timeout=float(spec.get("timeout", TIMEOUT)) + 30,
+        )
     if proc.returncode != 0 or not proc.stdout.strip():
         raise RuntimeError(f"the sandbox failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -53,8 +58,9 @@ def run_epp(programs: pathlib.Path, config: dict, args: Optional[list[str]] = No
             argv[argv.index("--config-file") + 1] = str(config_file)
         else:
             argv += ["--config-file", str(config_file)]
-        return sandboxed({"argv": [str(programs / "epp"), *argv], "pass": EPP_LOADED, "fail": list(EPP_REFUSED),
-                          "timeout": TIMEOUT})
+        return sandboxed(
+            {"argv": [str(programs / "epp"), *argv], "pass": EPP_LOADED, "fail": list(EPP_REFUSED), "timeout": TIMEOUT}
+        )
 
 
 def rendered(stack: str) -> list[dict]:
@@ -63,15 +69,15 @@ def rendered(stack: str) -> list[dict]:
 
 def rendered_epp(manifests: list[dict]) -> tuple[dict, list[str]]:
     """The EndpointPickerConfig of a render and the arguments of the EPP container that mounts it."""
-    (config_map, _key, config), = epp_configs(manifests)
-    (_template, container), = epp_containers(manifests, config_map)
+    ((config_map, _key, config),) = epp_configs(manifests)
+    ((_template, container),) = epp_containers(manifests, config_map)
     return config, command_line(container)
 
 
 def rendered_epp_image(manifests: list[dict]) -> str:
     """The image of the EPP container that mounts the render's EndpointPickerConfig."""
-    (config_map, _key, _config), = epp_configs(manifests)
-    (_template, container), = epp_containers(manifests, config_map)
+    ((config_map, _key, _config),) = epp_configs(manifests)
+    ((_template, container),) = epp_containers(manifests, config_map)
     return str(container["image"])
 
 
@@ -92,4 +98,6 @@ def verdict(outcome: dict) -> str:
         return "accepted"
     if outcome["outcome"] == "failed":
         return "refused"
-    raise AssertionError(f"the EPP neither loaded nor refused its config ({outcome['outcome']}):\n" + "\n".join(outcome["log"][-30:]))
+    raise AssertionError(
+        f"the EPP neither loaded nor refused its config ({outcome['outcome']}):\n" + "\n".join(outcome["log"][-30:])
+    )

@@ -20,6 +20,7 @@ connection), then it is stopped by its pid with SIGTERM (SIGKILL 10 s later). On
 outcome ("passed", "failed", "exited", "timeout"), the exit code after SIGTERM, the program's log lines and the
 API requests the stub answered (`requests`: method, path and status).
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -76,9 +77,16 @@ class Discovery(http.server.BaseHTTPRequestHandler):
             if query.get("sendInitialEvents", [""])[0] == "true":  # a streaming list (client-go's WatchList)
                 for item in body["items"]:
                     self.chunk({"type": "ADDED", "object": item})
-                self.chunk({"type": "BOOKMARK", "object": {
-                    "kind": body["kind"].removesuffix("List"), "apiVersion": body["apiVersion"], "metadata": {
-                        "resourceVersion": "1", "annotations": {"k8s.io/initial-events-end": "true"}}}})
+                self.chunk(
+                    {
+                        "type": "BOOKMARK",
+                        "object": {
+                            "kind": body["kind"].removesuffix("List"),
+                            "apiVersion": body["apiVersion"],
+                            "metadata": {"resourceVersion": "1", "annotations": {"k8s.io/initial-events-end": "true"}},
+                        },
+                    }
+                )
             self.wfile.flush()
             time.sleep(self.WATCH_SECONDS)
             return
@@ -100,17 +108,27 @@ class Discovery(http.server.BaseHTTPRequestHandler):
     @classmethod
     def collection(cls, path: str, query: dict) -> tuple[int, dict]:
         """The objects of a namespaced collection path (with objects to serve, pods too: none)."""
-        found = re.fullmatch(r"/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))/namespaces/(?P<ns>[^/]+)"
-                             r"/(?P<resource>[a-z]+)", path)
+        found = re.fullmatch(
+            r"/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))/namespaces/(?P<ns>[^/]+)"
+            r"/(?P<resource>[a-z]+)",
+            path,
+        )
         if not found:
             return 404, failure(404, "NotFound", "not served by the stub")
         api_version = found["core"] or f"{found['group']}/{found['version']}"
-        kinds = {o["kind"] for o in cls.OBJECTS if o.get("apiVersion") == api_version} | ({"Pod"} if found["core"] and cls.OBJECTS else set())
+        kinds = {o["kind"] for o in cls.OBJECTS if o.get("apiVersion") == api_version} | (
+            {"Pod"} if found["core"] and cls.OBJECTS else set()
+        )
         kind = next((k for k in kinds if k.lower() + "s" == found["resource"]), None)
         if kind is None:
             return 404, failure(404, "NotFound", f"{found['resource']} is not served by the stub")
-        items = [o for o in cls.OBJECTS if o.get("apiVersion") == api_version and o["kind"] == kind
-                 and o["metadata"].get("namespace") == found["ns"]]
+        items = [
+            o
+            for o in cls.OBJECTS
+            if o.get("apiVersion") == api_version
+            and o["kind"] == kind
+            and o["metadata"].get("namespace") == found["ns"]
+        ]
         for selector in query.get("fieldSelector", []):
             name = selector.removeprefix("metadata.name=")
             items = [o for o in items if o["metadata"]["name"] == name]
@@ -120,25 +138,44 @@ class Discovery(http.server.BaseHTTPRequestHandler):
             if any(len(pair) != 2 for pair in pairs) or bad:
                 return 400, failure(400, "BadRequest", f"unable to parse requirement: {selector}")
             items = [o for o in items if all(o["metadata"].get("labels", {}).get(k) == v for k, v in pairs)]
-        return 200, {"kind": f"{kind}List", "apiVersion": api_version, "metadata": {"resourceVersion": "1"},
-                     "items": [{**o, "metadata": {"resourceVersion": "1", "uid": o["metadata"]["name"], **o["metadata"]}}
-                               for o in items]}
+        return 200, {
+            "kind": f"{kind}List",
+            "apiVersion": api_version,
+            "metadata": {"resourceVersion": "1"},
+            "items": [
+                {**o, "metadata": {"resourceVersion": "1", "uid": o["metadata"]["name"], **o["metadata"]}}
+                for o in items
+            ],
+        }
 
 
 def failure(code: int, reason: str, message: str) -> dict:
-    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "message": message, "code": code}
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "reason": reason,
+        "message": message,
+        "code": code,
+    }
 
 
 def start_api(folder: pathlib.Path) -> pathlib.Path:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Discovery)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     kubeconfig = folder / "kubeconfig"
-    kubeconfig.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "stub",
-        "clusters": [{"name": "stub", "cluster": {"server": f"http://127.0.0.1:{server.server_address[1]}"}}],
-        "users": [{"name": "stub", "user": {}}],
-        "contexts": [{"name": "stub", "context": {"cluster": "stub", "user": "stub", "namespace": "default"}}],
-    }))
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "stub",
+                "clusters": [{"name": "stub", "cluster": {"server": f"http://127.0.0.1:{server.server_address[1]}"}}],
+                "users": [{"name": "stub", "user": {}}],
+                "contexts": [{"name": "stub", "context": {"cluster": "stub", "user": "stub", "namespace": "default"}}],
+            }
+        )
+    )
     return kubeconfig
 
 
@@ -169,8 +206,9 @@ def run(spec: dict) -> dict:
 def _run_in(spec: dict, folder: pathlib.Path) -> dict:
     env = {**os.environ, "KUBECONFIG": str(start_api(folder)), "NAMESPACE": "default", "POD_NAME": "sandbox"}
     lines: list[str] = []
-    proc = subprocess.Popen(spec["argv"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                            cwd=folder)
+    proc = subprocess.Popen(
+        spec["argv"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=folder
+    )
     threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True).start()
     deadline = time.monotonic() + float(spec.get("timeout", 20))
     outcome = "timeout"
@@ -189,8 +227,12 @@ def _run_in(spec: dict, folder: pathlib.Path) -> dict:
         time.sleep(0.1)
     code = stop(proc)
     time.sleep(0.2)  # the reader thread drains the last lines
-    return {"outcome": outcome, "returncode": code, "log": [line.rstrip("\n") for line in lines],
-            "requests": list(Discovery.REQUESTS)}
+    return {
+        "outcome": outcome,
+        "returncode": code,
+        "log": [line.rstrip("\n") for line in lines],
+        "requests": list(Discovery.REQUESTS),
+    }
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@
   v0.10 renders (they need v0.9+) and loads pd-router07's, which follows its v0.7.1 pin (core/versions/router.py
   GENERATIONS).
 """
+
 from __future__ import annotations
 
 import pytest
@@ -15,8 +16,17 @@ import pytest
 from core.versions import Version, epp_schema, image_version
 from core.versions import router as router_versions
 from tests.consumers import corpus
-from tests.consumers.programs import (EPP_LOADED, STACKS, VERSION, programs_dir, rendered, rendered_epp,
-                                      rendered_epp_image, run_epp, verdict)
+from tests.consumers.programs import (
+    EPP_LOADED,
+    STACKS,
+    VERSION,
+    programs_dir,
+    rendered,
+    rendered_epp,
+    rendered_epp_image,
+    run_epp,
+    verdict,
+)
 
 pytestmark = pytest.mark.consumers
 
@@ -38,7 +48,8 @@ def test_check_and_real_epp_agree_on_the_corpus(programs, name):
     outcome = run_epp(programs, config)
     assert verdict(outcome) == predicted(config, DATA), (
         f"{name} ({note}): the check says {epp_schema.check_epp_config(config, DATA)}, the EPP logged:\n"
-        + "\n".join(outcome["log"][-20:]))
+        + "\n".join(outcome["log"][-20:])
+    )
 
 
 def test_corpus_has_both_verdicts():

@@ -2,6 +2,7 @@
 LMCache ConfigMap of every stack that has one (the environment the prefill pod gets through envFrom), and every
 LMCACHE_* name in it is one lmcache knows. The gate's list of known names (core/versions/data) is checked against
 the same installed lmcache."""
+
 from __future__ import annotations
 
 import json
@@ -93,7 +94,12 @@ def test_a_name_lmcache_does_not_read_is_ignored_by_lmcache_and_refused_by_the_g
 def test_known_names_data_is_lmcaches_own(engine_consumers):
     """core/versions/data/lmcache-0.5.6.json equals what the installed lmcache says (scripts/consumer_facts.py)."""
     script = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "consumer_facts.py")
-    proc = subprocess.run([sys.executable, script, "lmcache"], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(engine_consumers / "lmcache")})
+    proc = subprocess.run(
+        [sys.executable, script, "lmcache"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(engine_consumers / "lmcache")},
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout) == lmcache_facts.facts(), "stale: run `make consumer-facts`"

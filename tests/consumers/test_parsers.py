@@ -5,6 +5,7 @@ Prometheus runs on the interval the operator writes), built from tests/consumers
 The hand-written tables of tests/core/test_formats_consumers.py, and values generated around each grammar, get the
 same verdict here and there, but for the references refused here on purpose (STRICTER_THAN_KUBELET and its class).
 """
+
 from __future__ import annotations
 
 import pathlib
@@ -29,8 +30,9 @@ def parsers(tmp_path_factory) -> pathlib.Path:
     """The Go program, built once a session (the module cache makes it a few seconds)."""
     go = require(shutil.which("go"), "no Go toolchain on PATH (the consumer parsers are built with it)")
     binary = tmp_path_factory.mktemp("parsers") / "parsers"
-    proc = subprocess.run([go, "build", "-mod=readonly", "-o", str(binary), "."], cwd=SOURCE, capture_output=True,
-                          text=True, timeout=600)
+    proc = subprocess.run(
+        [go, "build", "-mod=readonly", "-o", str(binary), "."], cwd=SOURCE, capture_output=True, text=True, timeout=600
+    )
     require(binary.exists() and str(binary), f"tests/consumers/parsers does not build: {proc.stderr.strip()[-1000:]}")
     return binary
 
@@ -59,8 +61,12 @@ def _stricter_class(value: str) -> bool:
 
 
 def test_image_references_agree_with_the_kubelets_parser(parsers):
-    values = ([image for image, *_ in KUBELET] + STRICTER_THAN_KUBELET
-              + generated("aAbz09._-/:@[]", 4000, 14, seed=7) + generated("ab0:/.@sha256", 2000, 20, seed=8))
+    values = (
+        [image for image, *_ in KUBELET]
+        + STRICTER_THAN_KUBELET
+        + generated("aAbz09._-/:@[]", 4000, 14, seed=7)
+        + generated("ab0:/.@sha256", 2000, 20, seed=8)
+    )
     values = [v for v in dict.fromkeys(values) if "\n" not in v]
     disagree = []
     for value, verdict in zip(values, verdicts(parsers, "image", values)):
@@ -77,17 +83,31 @@ def test_image_references_agree_with_the_kubelets_parser(parsers):
 
 
 def test_durations_agree_with_the_crd_and_prometheus(parsers):
-    values = [value for value, *_ in DURATIONS] + generated("0123456789ymwdhs", 4000, 9, seed=9) + [
-        "9223372036854ms", "9223372036854775ms", "9223372036854775807ms", "9223372036854775808ms",
-        "18446744073709551616s", "292y", "293y", "106751d23h47m16s854ms", "106751d23h47m16s855ms"]
+    values = (
+        [value for value, *_ in DURATIONS]
+        + generated("0123456789ymwdhs", 4000, 9, seed=9)
+        + [
+            "9223372036854ms",
+            "9223372036854775ms",
+            "9223372036854775807ms",
+            "9223372036854775808ms",
+            "18446744073709551616s",
+            "292y",
+            "293y",
+            "106751d23h47m16s854ms",
+            "106751d23h47m16s855ms",
+        ]
+    )
     values = list(dict.fromkeys(values))
     disagree = []
     for value, verdict in zip(values, verdicts(parsers, "duration", values)):
         crd = re.search(formats.PROMETHEUS_DURATION_PATTERN, value) is not None
         both = crd and verdict[0] == "ok"
         if (formats.prometheus_duration_problem(value) is None) != both:
-            disagree.append(f"{value!r}: CRD pattern {'takes' if crd else 'refuses'}, Prometheus {verdict}, here "
-                            f"{formats.prometheus_duration_problem(value) or 'taken'}")
+            disagree.append(
+                f"{value!r}: CRD pattern {'takes' if crd else 'refuses'}, Prometheus {verdict}, here "
+                f"{formats.prometheus_duration_problem(value) or 'taken'}"
+            )
     assert not disagree, "\n".join(disagree[:40])
     # The table's Prometheus column is the real parser's verdict.
     table = verdicts(parsers, "duration", [value for value, *_ in DURATIONS])

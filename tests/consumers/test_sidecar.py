@@ -3,6 +3,7 @@ flags of each P/D stack (pd-router07 pins this very version): it listens on ever
 exits cleanly on SIGTERM. In its own network namespace (tests/consumers/sandbox.py), so the rendered ports are
 free and nothing leaves loopback. The stub API beside it serves the render's InferencePool: a sidecar with SSRF
 protection (the renders of the v0.10.0 pins) lists it before it listens."""
+
 from __future__ import annotations
 
 import json
@@ -25,19 +26,26 @@ def test_sidecar_starts_with_the_rendered_flags_and_stops_cleanly(stack):
     port = int(args[args.index("--port") + 1])
     size = int(args[args.index("--data-parallel-size") + 1])
     pools = [m for m in manifests if m["kind"] == "InferencePool"]
-    outcome = sandboxed({"argv": [str(programs / "pd-sidecar"), *args], "listen": list(range(port, port + size)),
-                         "timeout": 20, "objects": pools})
+    outcome = sandboxed(
+        {
+            "argv": [str(programs / "pd-sidecar"), *args],
+            "listen": list(range(port, port + size)),
+            "timeout": 20,
+            "objects": pools,
+        }
+    )
     assert outcome["outcome"] == "passed", outcome["log"][-20:]
     flags = router_versions.sidecar_flags(args)
     listed = [r["path"] for r in outcome["requests"] if "/inferencepools?" in r["path"] and r["status"] == 200]
     if router_versions.ssrf_protection_on(flags):  # it read the pool it allowlists from before listening
         namespace, name = router_versions.ssrf_pool(flags).split("/")
-        assert any(f"/namespaces/{namespace}/inferencepools?" in p and f"metadata.name%3D{name}" in p
-                   for p in listed), outcome["requests"]
+        assert any(
+            f"/namespaces/{namespace}/inferencepools?" in p and f"metadata.name%3D{name}" in p for p in listed
+        ), outcome["requests"]
         logged = [json.loads(json.loads(line)["config"]) for line in outcome["log"] if '"Proxy configuration"' in line]
-        assert logged and {k: logged[0][k] for k in ("EnableSSRFProtection", "InferencePoolNamespace",
-                                                     "InferencePoolName")} == {
-            "EnableSSRFProtection": True, "InferencePoolNamespace": namespace, "InferencePoolName": name}, logged
+        assert logged and {
+            k: logged[0][k] for k in ("EnableSSRFProtection", "InferencePoolNamespace", "InferencePoolName")
+        } == {"EnableSSRFProtection": True, "InferencePoolNamespace": namespace, "InferencePoolName": name}, logged
     else:
         assert not listed, outcome["requests"]
     if router_versions.ssrf_protection_on(flags) and size > 1:
@@ -75,11 +83,16 @@ def test_unknown_sidecar_flag_is_refused_by_the_data_and_the_program():
 def test_the_packs_sidecar_defaults_are_the_programs():
     """policy.manifests reads an omitted sidecar flag as the program's default: started with none of them, v0.7.1
     logs the configuration it took (port, connector, DP size, and the vLLM port in its decoder URL)."""
-    outcome = sandboxed({"argv": [str(programs_dir() / "pd-sidecar"), "--secure-proxy=false"], "listen": [8000],
-                         "timeout": 20})
+    outcome = sandboxed(
+        {"argv": [str(programs_dir() / "pd-sidecar"), "--secure-proxy=false"], "listen": [8000], "timeout": 20}
+    )
     assert outcome["outcome"] == "passed", outcome["log"][-20:]
     logged = [json.loads(line) for line in outcome["log"] if '"Proxy configuration"' in line]
     assert logged, outcome["log"][-20:]
     config = json.loads(logged[0]["config"])
-    assert {"--port": int(config["Port"]), "--vllm-port": int(config["DecoderURL"].rsplit(":", 1)[1]),
-            "--data-parallel-size": config["DataParallelSize"], "--kv-connector": config["KVConnector"]} == SIDECAR_DEFAULTS
+    assert {
+        "--port": int(config["Port"]),
+        "--vllm-port": int(config["DecoderURL"].rsplit(":", 1)[1]),
+        "--data-parallel-size": config["DataParallelSize"],
+        "--kv-connector": config["KVConnector"],
+    } == SIDECAR_DEFAULTS

@@ -2,6 +2,7 @@
 VLLM_TARGET_DEVICE=cpu, installed by `scripts/consumers-engine vllm`): both roles' rendered args of every stack parse,
 the committed flag data (core/versions/data) is what that parser says, and an argv the parser refuses is refused by
 the data-driven check with the same words."""
+
 from __future__ import annotations
 
 import json
@@ -43,12 +44,23 @@ print(json.dumps(results))
 @pytest.fixture(scope="module")
 def vllm_python() -> pathlib.Path:
     found = checked_dir(SCRIPT, "vllm", "--check")
-    return pathlib.Path(require(found, f"{PROGRAM} is not installed: run `make consumers-vllm`")) / "venv" / "bin" / "python"
+    return (
+        pathlib.Path(require(found, f"{PROGRAM} is not installed: run `make consumers-vllm`"))
+        / "venv"
+        / "bin"
+        / "python"
+    )
 
 
 def parse(python: pathlib.Path, argvs: list[list[str]]) -> list[dict]:
-    proc = subprocess.run([str(python), "-c", PARSE], input=json.dumps(argvs), capture_output=True, text=True,
-                          timeout=900, env={**os.environ, "VLLM_TARGET_DEVICE": "cpu"})
+    proc = subprocess.run(
+        [str(python), "-c", PARSE],
+        input=json.dumps(argvs),
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "VLLM_TARGET_DEVICE": "cpu"},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -77,8 +89,13 @@ def test_vllm_parses_every_rendered_engine_argv(renders, real_verdicts, stack):
 
 
 def test_the_committed_flag_data_is_what_vllm_says(vllm_python):
-    proc = subprocess.run([str(vllm_python), str(PROJECT_ROOT / "scripts" / "consumer_facts.py"), "vllm-serve"],
-                          capture_output=True, text=True, timeout=900, env={**os.environ, "VLLM_TARGET_DEVICE": "cpu"})
+    proc = subprocess.run(
+        [str(vllm_python), str(PROJECT_ROOT / "scripts" / "consumer_facts.py"), "vllm-serve"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "VLLM_TARGET_DEVICE": "cpu"},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout) == vllm_args.facts(), "stale: run `make consumer-facts`"
 
@@ -86,13 +103,13 @@ def test_the_committed_flag_data_is_what_vllm_says(vllm_python):
 CORPUS_BASE = ["MiniMaxAI/MiniMax-M2.7", "--port", "8000"]
 BAD = [
     ["--foo"],
-    ["--enable-prefix-cachin"],          # a prefix of a flag: argparse expands it only when allow_abbrev is on
-    ["--kv-cache-dtype", "fp4"],          # a value outside the choices
-    ["--tensor_parallel_size", "2"],      # underscores: vLLM reads it as --tensor-parallel-size (accepted)
+    ["--enable-prefix-cachin"],  # a prefix of a flag: argparse expands it only when allow_abbrev is on
+    ["--kv-cache-dtype", "fp4"],  # a value outside the choices
+    ["--tensor_parallel_size", "2"],  # underscores: vLLM reads it as --tensor-parallel-size (accepted)
     ["--speculative-config.method", "ngram"],  # one key of a JSON flag (accepted)
-    ["--no-enable-prefix-caching"],       # a boolean flag's negation (accepted)
-    ["--port", "http"],                   # a value of the wrong type
-    ["-dpm", "-tp", "2"],                 # short aliases (accepted)
+    ["--no-enable-prefix-caching"],  # a boolean flag's negation (accepted)
+    ["--port", "http"],  # a value of the wrong type
+    ["-dpm", "-tp", "2"],  # short aliases (accepted)
 ]
 
 

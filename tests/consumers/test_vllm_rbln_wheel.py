@@ -1,6 +1,7 @@
 """The vllm-rbln names the render relies on, read from the target release's own wheel (vllm-rbln 0.12.0, downloaded by
 scripts/consumers-engine; its +cpu vLLM and rebel-compiler are not served, so it is read, not installed): every KV
 connector class of every stack's `--kv-transfer-config` is registered, every VLLM_RBLN_* variable is one it reads."""
+
 from __future__ import annotations
 
 import ast
@@ -20,8 +21,11 @@ def wheel_sources(cache) -> dict[str, str]:
     wheels = sorted((cache / "wheels").glob(f"vllm_rbln-{engine_versions.TARGET}-*.whl"))
     assert wheels, f"no {PROGRAM} wheel in {cache / 'wheels'}"
     with zipfile.ZipFile(wheels[0]) as wheel:
-        return {name: wheel.read(name).decode() for name in wheel.namelist()
-                if name.endswith(".py") or name.endswith(".dist-info/METADATA")}
+        return {
+            name: wheel.read(name).decode()
+            for name in wheel.namelist()
+            if name.endswith(".py") or name.endswith(".dist-info/METADATA")
+        }
 
 
 def registered_connectors(sources: dict[str, str]) -> set[str]:
@@ -29,9 +33,13 @@ def registered_connectors(sources: dict[str, str]) -> set[str]:
     names = set()
     for text in (text for name, text in sources.items() if name.endswith(".py")):
         for node in ast.walk(ast.parse(text)):
-            if (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "register_connector"
-                    and "ECConnector" not in ast.unparse(node.func) and node.args
-                    and isinstance(node.args[0], ast.Constant)):
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "attr", "") == "register_connector"
+                and "ECConnector" not in ast.unparse(node.func)
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
                 names.add(node.args[0].value)
     return names
 
@@ -56,8 +64,9 @@ def test_the_wheel_pins_what_the_release_facts_say(sources):
     release = engine_versions.target_release()
     assert f"Version: {release.vllm_rbln}" in metadata
     assert f"Requires-Dist: vllm=={release.vllm}+cpu" in metadata
-    assert any(line.startswith("Requires-Dist: lmcache-rbln") and f">={release.lmcache_rbln}" in line
-               for line in metadata)
+    assert any(
+        line.startswith("Requires-Dist: lmcache-rbln") and f">={release.lmcache_rbln}" in line for line in metadata
+    )
 
 
 @pytest.mark.parametrize("stack", STACKS)

@@ -1,5 +1,6 @@
 """Autoscaling: the rules of core/rules.py at their boundaries, the signals of core/autoscaling.py, and the gate's
 verdicts at their key paths. Every expected value is written out by hand."""
+
 import pytest
 
 from core import autoscaling, rules
@@ -9,9 +10,12 @@ from core.gate import ConfigError, load_config
 from core.placement import needs
 
 # prod-4p4d's site (4 nodes of 8 NPUs) with both roles scaled 1..4, rolled one pod at a time.
-SCALED = {"rebel100:hardware": {"nodes": 4}, "rebel100:rollout": {"strategy": "RollingUpdate"},
-          "rebel100:prefill": {"autoscaling": {"minReplicas": 1, "maxReplicas": 4}},
-          "rebel100:decode": {"autoscaling": {"minReplicas": 1, "maxReplicas": 4}}}
+SCALED = {
+    "rebel100:hardware": {"nodes": 4},
+    "rebel100:rollout": {"strategy": "RollingUpdate"},
+    "rebel100:prefill": {"autoscaling": {"minReplicas": 1, "maxReplicas": 4}},
+    "rebel100:decode": {"autoscaling": {"minReplicas": 1, "maxReplicas": 4}},
+}
 
 
 def issues(raw: dict) -> list[tuple[str, str]]:
@@ -34,21 +38,25 @@ def with_role(role: str, **settings) -> dict:
 
 # --- rules ---------------------------------------------------------------------------------------------------------
 
+
 def test_bounds_at_their_edges():
     ok = dict(min_name="m", max_name="M")
     assert rules.autoscaling_bounds("decode", 1, 1, **ok) is None
     assert rules.autoscaling_bounds("prefill", 1, 2, **ok) is None
     assert rules.autoscaling_bounds("decode", 0, 4, **ok) == (
         "m 0 lets the autoscaler remove every decode pod: every request is refused (the EPP finds no decode worker: "
-        "429, or 503 with no pod at all), and with no pod there is no engine signal to scale up on. Set m to at least 1.")
+        "429, or 503 with no pod at all), and with no pod there is no engine signal to scale up on. Set m to at least 1."
+    )
     assert rules.autoscaling_bounds("prefill", 0, 4, **ok) == (
         "m 0 lets the autoscaler remove every prefill pod: the EPP decides decode-only for every request, so neither a "
         "prefill queue nor a P/D decision ever rises to bring a prefill pod back, and with no pod there is no engine "
-        "signal to scale up on. Set m to at least 1.")
+        "signal to scale up on. Set m to at least 1."
+    )
     assert rules.autoscaling_bounds("decode", 3, 2, **ok) == (
         'm 3 is above M 2: the bounds are inverted and KEDA refuses the ScaledObject ("MinReplicaCount=3 must be less '
         'than MaxReplicaCount=2", keda v2.18.1 apis/keda/v1alpha1/scaledobject_types.go:294), so the decode pods are '
-        'never scaled. Swap them, or set M to at least 3.')
+        "never scaled. Swap them, or set M to at least 3."
+    )
 
 
 def test_groups_divide_both_bounds():
@@ -57,31 +65,36 @@ def test_groups_divide_both_bounds():
     assert rules.autoscaling_groups_divide("decode", 1, 4, 1, **names) is None
     assert rules.autoscaling_groups_divide("decode", 1, 4, 2, **names) == (
         "m 1 cannot be split evenly over g 2 node groups: each group's Deployment is scaled by its own ScaledObject "
-        "between the role's bounds / 2. Use multiples of 2.")
+        "between the role's bounds / 2. Use multiples of 2."
+    )
     assert rules.autoscaling_groups_divide("decode", 3, 5, 2, **names).startswith("m 3 and M 5 cannot be split")
     assert rules.autoscaling_groups_divide("decode", 2, 5, 2, **names).startswith("M 5 cannot be split")
 
 
 def fits(max_replicas, other, *, nodes=4, per_node=8, devices=4, spread=True):
-    return rules.autoscaling_fits_site("decode", max_replicas, devices, other, nodes, per_node, spread, max_name="M",
-                                       nodes_name="N", spread_name="S")
+    return rules.autoscaling_fits_site(
+        "decode", max_replicas, devices, other, nodes, per_node, spread, max_name="M", nodes_name="N", spread_name="S"
+    )
 
 
 def test_fits_site_at_its_edges():
-    assert fits(4, 16) is None                 # 16 + 16 = 32 of 32, 4 pods on 4 nodes
-    assert fits(3, 20) is None                 # 12 + 20 = 32
+    assert fits(4, 16) is None  # 16 + 16 = 32 of 32, 4 pods on 4 nodes
+    assert fits(3, 20) is None  # 12 + 20 = 32
     assert fits(4, 17) == (
         "M 4 does not fit the site: 4 pods x 4 NPUs + 17 NPUs of the other engine pods = 33 NPUs, more than N 4 x 8 = "
         "32. The pods above 3 would stay Pending while the load that asked for them waits. Set M to at most 3, or add "
-        "nodes.")
+        "nodes."
+    )
     assert fits(5, 0) == (
         "M 5 does not fit the site: one decode pod per node (S) allows 4 on 4 nodes. The pods above 4 would stay "
-        "Pending while the load that asked for them waits. Set M to at most 4, or add nodes.")
-    assert fits(5, 12) == (                    # 20 + 12 = 32 of 32 NPUs: only the spread refuses it
+        "Pending while the load that asked for them waits. Set M to at most 4, or add nodes."
+    )
+    assert fits(5, 12) == (  # 20 + 12 = 32 of 32 NPUs: only the spread refuses it
         "M 5 does not fit the site: one decode pod per node (S) allows 4 on 4 nodes. The pods above 4 would stay "
-        "Pending while the load that asked for them waits. Set M to at most 4, or add nodes.")
-    assert fits(5, 0, spread=False) is None    # 20 of 32, no spread
-    assert fits(8, 0, spread=False) is None    # 32 of 32
+        "Pending while the load that asked for them waits. Set M to at most 4, or add nodes."
+    )
+    assert fits(5, 0, spread=False) is None  # 20 of 32, no spread
+    assert fits(8, 0, spread=False) is None  # 32 of 32
     assert fits(9, 0, spread=False).endswith("Set M to at most 8, or add nodes.")
     assert fits(1, 40).endswith("Set M to at most 0, or add nodes.")  # the others alone overfill it
     assert fits(2, 0, nodes=1, spread=False) is None  # two pods of 4 on one node of 8
@@ -94,13 +107,22 @@ def test_rollout():
         "s Recreate with an autoscaled prefill: a rollout stops every pod first, their signal vanishes (the trigger "
         "reads 0) while the new pods compile, and after the scale-down window the autoscaler shrinks the role to its "
         "minimum, so the rollout ends with the capacity the load had asked for gone. Set s RollingUpdate (one pod at "
-        "a time, no surge).")
+        "a time, no surge)."
+    )
 
 
 def signal(**changes):
-    args = dict(role="prefill", metric="pdDecisionRate", roles=("prefill",), scraped=True,
-                series="llm_d_epp_disagg_decision_total", decider_feeds=True, image="epp:v9", metric_name="k",
-                fix_scrape="Scrape it.")
+    args = dict(
+        role="prefill",
+        metric="pdDecisionRate",
+        roles=("prefill",),
+        scraped=True,
+        series="llm_d_epp_disagg_decision_total",
+        decider_feeds=True,
+        image="epp:v9",
+        metric_name="k",
+        fix_scrape="Scrape it.",
+    )
     args.update(changes)
     role, metric, roles = args.pop("role"), args.pop("metric"), args.pop("roles")
     return rules.autoscaling_signal(role, metric, roles, **args)
@@ -108,25 +130,32 @@ def signal(**changes):
 
 def test_signal_each_way_to_have_none():
     assert signal() is None
-    assert signal(role="decode") == ("k pdDecisionRate cannot scale decode: it is a signal of prefill only, so the "
-                                     "decode pods would follow another role's load. Use engineQueue or kvCacheUsage.")
+    assert signal(role="decode") == (
+        "k pdDecisionRate cannot scale decode: it is a signal of prefill only, so the "
+        "decode pods would follow another role's load. Use engineQueue or kvCacheUsage."
+    )
     # The rule names every role the signal serves (the table's signals serve one or both engine roles).
     assert signal(role="decode", roles=("prefill", "router")).startswith(
-        "k pdDecisionRate cannot scale decode: it is a signal of prefill and router only, so ")
+        "k pdDecisionRate cannot scale decode: it is a signal of prefill and router only, so "
+    )
     assert signal(series=None) == (
         "k pdDecisionRate reads the EPP's P/D decision counter, but epp:v9 belongs to no router generation whose "
         "counter is known (core/versions/router.py GENERATIONS): the trigger would read nothing and the role never "
-        "scales. Pin an EPP of a known generation, or use engineQueue.")
+        "scales. Pin an EPP of a known generation, or use engineQueue."
+    )
     assert signal(decider_feeds=False) == (
         "k pdDecisionRate counts the P/D decider's prefill-decode picks, but the decider takes none (prefix-based "
         "with nonCachedTokens 0): the rate stays 0 and prefill never scales up. Use engineQueue, or a decider that "
-        "sends requests through prefill.")
+        "sends requests through prefill."
+    )
     assert signal(scraped=False) == (
         "k pdDecisionRate is read from Prometheus, but nothing scrapes llm_d_epp_disagg_decision_total: the trigger "
-        "reads 0 (KEDA's ignoreNullValues) and the prefill pods never scale up. Scrape it.")
+        "reads 0 (KEDA's ignoreNullValues) and the prefill pods never scale up. Scrape it."
+    )
 
 
 # --- signals and queries -------------------------------------------------------------------------------------------
+
 
 def test_role_defaults_make_min_and_max_complete():
     prefill = autoscaling.scaling("prefill", Autoscaling(max_replicas=4))
@@ -142,81 +171,118 @@ def test_queries():
     kv, queue, epp = (autoscaling.SIGNALS[n] for n in ("kvCacheUsage", "engineQueue", "pdDecisionRate"))
     pods = 'pod=~"p-g0-[a-z0-9]+-[a-z0-9]+"'
     assert autoscaling.query(kv, series="s", namespace="n", pool="p-g0", groups=2) == (
-        f'sum(avg by (pod) (s{{namespace="n",{pods}}})) or vector(0)')
+        f'sum(avg by (pod) (s{{namespace="n",{pods}}})) or vector(0)'
+    )
     assert autoscaling.query(queue, series="s", namespace="n", pool="p-g0", groups=2) == (
-        f'sum(s{{namespace="n",{pods}}}) or vector(0)')
+        f'sum(s{{namespace="n",{pods}}}) or vector(0)'
+    )
     assert autoscaling.query(epp, series="c", namespace="n", pool="p", groups=1) == (
-        'sum(rate(c{namespace="n",decision_type="prefill-decode"}[2m])) or vector(0)')
+        'sum(rate(c{namespace="n",decision_type="prefill-decode"}[2m])) or vector(0)'
+    )
     assert autoscaling.query(epp, series="c", namespace="n", pool="p", groups=2) == (
-        '(sum(rate(c{namespace="n",decision_type="prefill-decode"}[2m])) / 2) or vector(0)')
+        '(sum(rate(c{namespace="n",decision_type="prefill-decode"}[2m])) / 2) or vector(0)'
+    )
 
 
 def test_signal_series_per_pinned_image():
     epp = autoscaling.SIGNALS["pdDecisionRate"]
-    assert autoscaling.series_for(epp, "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0") == \
-        "llm_d_epp_disagg_decision_total"
-    assert autoscaling.series_for(epp, "ghcr.io/llm-d/llm-d-routing-sidecar:v0.7.1") == \
-        "llm_d_inference_scheduler_disagg_decision_total"
+    assert (
+        autoscaling.series_for(epp, "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0")
+        == "llm_d_epp_disagg_decision_total"
+    )
+    assert (
+        autoscaling.series_for(epp, "ghcr.io/llm-d/llm-d-routing-sidecar:v0.7.1")
+        == "llm_d_inference_scheduler_disagg_decision_total"
+    )
     assert autoscaling.series_for(epp, "ghcr.io/llm-d/llm-d-inference-scheduler:v0.3.2") is None
     assert autoscaling.series_for(autoscaling.SIGNALS["engineQueue"], "anything") == "vllm:num_requests_waiting"
     assert autoscaling.signal_of_query('sum(vllm:kv_cache_usage_perc{a="b"})')[1] == "vllm:kv_cache_usage_perc"
     assert autoscaling.signal_of_query("sum(vllm:kv_cache_usage_perc_total)") is None
-    assert autoscaling.signal_of_query("rate(llm_d_inference_scheduler_disagg_decision_total[1m])")[0].name == \
-        "pdDecisionRate"
-    assert autoscaling.decider_feeds_prefill("always-disagg", 0) and autoscaling.decider_feeds_prefill("prefix-based", 1)
+    assert (
+        autoscaling.signal_of_query("rate(llm_d_inference_scheduler_disagg_decision_total[1m])")[0].name
+        == "pdDecisionRate"
+    )
+    assert autoscaling.decider_feeds_prefill("always-disagg", 0) and autoscaling.decider_feeds_prefill(
+        "prefix-based", 1
+    )
     assert not autoscaling.decider_feeds_prefill("prefix-based", 0)
 
 
 # --- the gate ------------------------------------------------------------------------------------------------------
 
+
 def test_both_roles_autoscaled_within_the_site_pass():
     cfg = load_config(SCALED)
     facts = derive(cfg)
-    assert facts.roles["decode"].output() == {"replicas": 4, "devicesPerPod": 4, "devices": 16, "autoscaling": {
-        "minReplicas": 1, "maxReplicas": 4, "metric": "kvCacheUsage", "target": 0.8}}
+    assert facts.roles["decode"].output() == {
+        "replicas": 4,
+        "devicesPerPod": 4,
+        "devices": 16,
+        "autoscaling": {"minReplicas": 1, "maxReplicas": 4, "metric": "kvCacheUsage", "target": 0.8},
+    }
     assert facts.total_devices == 32
     assert len(needs(cfg)) == 8  # the placement check places every role at its maximum
 
 
 def test_out_of_site_inverted_and_signal_less_are_refused_at_their_key_paths():
     out_of_site = {**SCALED, "rebel100:decode": {"autoscaling": {"minReplicas": 1, "maxReplicas": 5}}}
-    assert issues(out_of_site) == [("rebel100:prefill.autoscaling.maxReplicas", "autoscaling-fits-site"),
-                                   ("rebel100:decode.autoscaling.maxReplicas", "autoscaling-fits-site")]
+    assert issues(out_of_site) == [
+        ("rebel100:prefill.autoscaling.maxReplicas", "autoscaling-fits-site"),
+        ("rebel100:decode.autoscaling.maxReplicas", "autoscaling-fits-site"),
+    ]
     assert messages(out_of_site)["rebel100:decode.autoscaling.maxReplicas"] == (
         "decode.autoscaling.maxReplicas 5 does not fit the site: 5 pods x 4 NPUs + 16 NPUs of the other engine pods = "
         "36 NPUs, more than hardware.nodes 4 x 8 = 32; and one decode pod per node (placement.spreadRoles) allows 4 "
         "on 4 nodes. The pods above 4 would stay Pending while the load that asked for them waits. Set "
-        "decode.autoscaling.maxReplicas to at most 4, or add nodes.")
+        "decode.autoscaling.maxReplicas to at most 4, or add nodes."
+    )
     inverted = with_role("decode", minReplicas=3, maxReplicas=2)
     assert issues(inverted) == [("rebel100:decode.autoscaling.minReplicas", "autoscaling-bounds")]
     signal_less = {**SCALED, "rebel100:observability": {"podMonitors": False}}
-    assert issues(signal_less) == [("rebel100:prefill.autoscaling.metric", "autoscaling-signal"),
-                                   ("rebel100:decode.autoscaling.metric", "autoscaling-signal")]
+    assert issues(signal_less) == [
+        ("rebel100:prefill.autoscaling.metric", "autoscaling-signal"),
+        ("rebel100:decode.autoscaling.metric", "autoscaling-signal"),
+    ]
     assert messages(signal_less)["rebel100:decode.autoscaling.metric"].startswith(
-        "decode.autoscaling.metric kvCacheUsage is read from Prometheus, but nothing scrapes vllm:kv_cache_usage_perc")
+        "decode.autoscaling.metric kvCacheUsage is read from Prometheus, but nothing scrapes vllm:kv_cache_usage_perc"
+    )
     on_decode = with_role("decode", metric="pdDecisionRate")
     assert issues(on_decode) == [("rebel100:decode.autoscaling.metric", "autoscaling-signal")]
-    no_counter = {**with_role("prefill", metric="pdDecisionRate"),
-                  "rebel100:router": {"image": "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.8.0"}}
+    no_counter = {
+        **with_role("prefill", metric="pdDecisionRate"),
+        "rebel100:router": {"image": "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.8.0"},
+    }
     assert ("rebel100:prefill.autoscaling.metric", "autoscaling-signal") in issues(no_counter)
 
 
 def test_the_other_rules_at_their_key_paths():
-    assert issues(with_role("decode", minReplicas=0)) == [("rebel100:decode.autoscaling.minReplicas",
-                                                           "autoscaling-bounds")]
+    assert issues(with_role("decode", minReplicas=0)) == [
+        ("rebel100:decode.autoscaling.minReplicas", "autoscaling-bounds")
+    ]
     assert issues({**SCALED, "rebel100:rollout": {"strategy": "Recreate"}}) == [
-        ("rebel100:rollout.strategy", "autoscaling-rollout"), ("rebel100:rollout.strategy", "autoscaling-rollout")]
+        ("rebel100:rollout.strategy", "autoscaling-rollout"),
+        ("rebel100:rollout.strategy", "autoscaling-rollout"),
+    ]
     grouped = {**SCALED, "rebel100:placement": {"groups": 2}}
-    assert issues(grouped) == [("rebel100:prefill.autoscaling.minReplicas", "autoscaling-bounds"),
-                               ("rebel100:decode.autoscaling.minReplicas", "autoscaling-bounds")]
-    assert issues({**grouped, "rebel100:prefill": {"autoscaling": {"minReplicas": 2, "maxReplicas": 3}},
-                   "rebel100:decode": {"autoscaling": {"minReplicas": 2, "maxReplicas": 4}}}) == [
-        ("rebel100:prefill.autoscaling.maxReplicas", "autoscaling-bounds")]
+    assert issues(grouped) == [
+        ("rebel100:prefill.autoscaling.minReplicas", "autoscaling-bounds"),
+        ("rebel100:decode.autoscaling.minReplicas", "autoscaling-bounds"),
+    ]
+    assert issues(
+        {
+            **grouped,
+            "rebel100:prefill": {"autoscaling": {"minReplicas": 2, "maxReplicas": 3}},
+            "rebel100:decode": {"autoscaling": {"minReplicas": 2, "maxReplicas": 4}},
+        }
+    ) == [("rebel100:prefill.autoscaling.maxReplicas", "autoscaling-bounds")]
     replicas_too = {**SCALED, "rebel100:decode": {"replicas": 4, "autoscaling": {"maxReplicas": 4}}}
-    assert messages(replicas_too) == {"rebel100:decode.replicas": (
-        "decode.replicas is left to the autoscaler when decode.autoscaling is set (it keeps the Deployment between "
-        "decode.autoscaling.minReplicas 1 and decode.autoscaling.maxReplicas 4): the value here would be ignored. "
-        "Remove it.")}
+    assert messages(replicas_too) == {
+        "rebel100:decode.replicas": (
+            "decode.replicas is left to the autoscaler when decode.autoscaling is set (it keeps the Deployment between "
+            "decode.autoscaling.minReplicas 1 and decode.autoscaling.maxReplicas 4): the value here would be ignored. "
+            "Remove it."
+        )
+    }
     older_engine = {**SCALED, "rebel100:engine": {"image": "rebellions/vllm-rbln:0.11.2"}}
     assert ("rebel100:engine.image", "autoscaling-signal") in issues(older_engine)
     assert not issues({**with_role("prefill", metric="pdDecisionRate")})
@@ -226,16 +292,30 @@ def test_the_other_rules_at_their_key_paths():
 
 def test_a_decider_that_takes_no_prefill_decision_feeds_no_pd_rate():
     raw = {**with_role("prefill", metric="pdDecisionRate"), "rebel100:router": {"nonCachedTokens": 0}}
-    assert issues(raw) == [("rebel100:router.nonCachedTokens", ""),
-                           ("rebel100:prefill.autoscaling.metric", "autoscaling-signal")]
+    assert issues(raw) == [
+        ("rebel100:router.nonCachedTokens", ""),
+        ("rebel100:prefill.autoscaling.metric", "autoscaling-signal"),
+    ]
 
 
 def test_prefill_autoscaling_without_prefill_pods_is_refused():
-    agg = {"rebel100:topology": "agg", "rebel100:prefill": {"replicas": 0, "autoscaling": {"maxReplicas": 2}},
-           "rebel100:kvTier": {"mode": "off"}}
-    assert messages(agg) == {"rebel100:prefill.autoscaling": (
-        "prefill.autoscaling is set but this stack runs no prefill pods (topology 'agg', prefill.replicas 0): nothing "
-        "would be scaled. Remove it, or use topology 'pd' with prefill pods.")}
-    assert not issues({"rebel100:topology": "agg", "rebel100:prefill": {"replicas": 0}, "rebel100:kvTier": {"mode": "off"},
-                       "rebel100:rollout": {"strategy": "RollingUpdate"},
-                       "rebel100:decode": {"autoscaling": {"maxReplicas": 2}}})
+    agg = {
+        "rebel100:topology": "agg",
+        "rebel100:prefill": {"replicas": 0, "autoscaling": {"maxReplicas": 2}},
+        "rebel100:kvTier": {"mode": "off"},
+    }
+    assert messages(agg) == {
+        "rebel100:prefill.autoscaling": (
+            "prefill.autoscaling is set but this stack runs no prefill pods (topology 'agg', prefill.replicas 0): nothing "
+            "would be scaled. Remove it, or use topology 'pd' with prefill pods."
+        )
+    }
+    assert not issues(
+        {
+            "rebel100:topology": "agg",
+            "rebel100:prefill": {"replicas": 0},
+            "rebel100:kvTier": {"mode": "off"},
+            "rebel100:rollout": {"strategy": "RollingUpdate"},
+            "rebel100:decode": {"autoscaling": {"maxReplicas": 2}},
+        }
+    )

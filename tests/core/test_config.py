@@ -1,4 +1,5 @@
 """Parsing the `rebel100:` namespace: unknown keys, types and ranges, reported together with paths."""
+
 import pytest
 
 from core.config import StackConfig
@@ -32,6 +33,7 @@ def test_every_field_has_a_description():
             annotation = info.annotation
             if isinstance(annotation, type) and hasattr(annotation, "model_fields"):
                 walk(annotation)
+
     walk(StackConfig)
 
 
@@ -42,8 +44,10 @@ def test_stack_files_load():
 
 def test_unknown_top_level_key_suggests_closest():
     found = problems({"rebel100:prefil": '{"replicas": 1}'})
-    assert found == ["rebel100:prefil: unknown key. Did you mean `rebel100:prefill`? Valid keys here: "
-                     + found[0].split("Valid keys here: ")[1]]
+    assert found == [
+        "rebel100:prefil: unknown key. Did you mean `rebel100:prefill`? Valid keys here: "
+        + found[0].split("Valid keys here: ")[1]
+    ]
 
 
 def test_unknown_nested_key_names_full_path():
@@ -73,10 +77,13 @@ def test_scalars_arrive_as_text():
 
 # --- the wording of schema errors, each part by hand ----------------------------------------------
 
+
 def test_unknown_key_without_a_close_match_lists_the_valid_keys_only():
     found = problems({"rebel100:kvTier": '{"zzzz": 1}'})
-    assert found == ["rebel100:kvTier.zzzz: unknown key. Valid keys here: chunkSize, cpuSizeGib, enableKvEvents, "
-                     "extraConfig, hashAlgorithm, mode, rdsChunkOverheadMib, rdsDrives, rdsMaxChunks, stagingBufferMib."]
+    assert found == [
+        "rebel100:kvTier.zzzz: unknown key. Valid keys here: chunkSize, cpuSizeGib, enableKvEvents, "
+        "extraConfig, hashAlgorithm, mode, rdsChunkOverheadMib, rdsDrives, rdsMaxChunks, stagingBufferMib."
+    ]
 
 
 def test_secret_keys_are_valid_at_the_top_level_only():
@@ -92,20 +99,28 @@ def test_every_unknown_key_is_reported():
 
 
 def test_bounds_of_a_nested_section_and_list_positions():
-    found = problems({"rebel100:decode": '{"sidecar": {"port": 80}, "extraArgs": [1]}',
-                      "rebel100:kvTier": '{"rdsChunkOverheadMib": 0}'})
+    found = problems(
+        {
+            "rebel100:decode": '{"sidecar": {"port": 80}, "extraArgs": [1]}',
+            "rebel100:kvTier": '{"rdsChunkOverheadMib": 0}',
+        }
+    )
     text = "\n".join(found)
-    assert "rebel100:decode.sidecar.port: 80 is not valid: Input should be greater than or equal to 1024. " \
-           "(allowed: >= 1024 and <= 65000)" in text
+    assert (
+        "rebel100:decode.sidecar.port: 80 is not valid: Input should be greater than or equal to 1024. "
+        "(allowed: >= 1024 and <= 65000)" in text
+    )
     assert "rebel100:decode.extraArgs[0]: 1 is not valid: Input should be a valid string." in text
     assert "rebel100:kvTier.rdsChunkOverheadMib: 0 is not valid: Input should be greater than 0. (allowed: > 0)" in text
 
 
 def test_a_field_without_bounds_says_no_allowed_range():
     found = problems({"rebel100:engine": '{"subBlockCache": "maybe"}', "rebel100:decode": '{"extraArgs": "--x"}'})
-    assert sorted(found) == ["rebel100:decode.extraArgs: '--x' is not valid: Input should be a valid list.",
-                             "rebel100:engine.subBlockCache: 'maybe' is not valid: Input should be a valid boolean, "
-                             "unable to interpret input."]
+    assert sorted(found) == [
+        "rebel100:decode.extraArgs: '--x' is not valid: Input should be a valid list.",
+        "rebel100:engine.subBlockCache: 'maybe' is not valid: Input should be a valid boolean, "
+        "unable to interpret input.",
+    ]
 
 
 def test_allowed_text_of_each_bound_and_pattern():
@@ -133,8 +148,10 @@ def test_allowed_text_of_each_bound_and_pattern():
 
 def test_bounds_of_a_section_two_levels_down():
     found = problems({"rebel100:engine": '{"speculative": {"numSpeculativeTokens": 99}}'})
-    assert found == ["rebel100:engine.speculative.numSpeculativeTokens: 99 is not valid: Input should be less than or "
-                     "equal to 16. (allowed: >= 1 and <= 16)"]
+    assert found == [
+        "rebel100:engine.speculative.numSpeculativeTokens: 99 is not valid: Input should be less than or "
+        "equal to 16. (allowed: >= 1 and <= 16)"
+    ]
 
 
 def test_a_value_inside_a_mapping_has_no_section():
@@ -144,15 +161,18 @@ def test_a_value_inside_a_mapping_has_no_section():
     assert _field_models(StackConfig, ("prefill", "extraEnv", "X")) is None
     assert _field_info(StackConfig, ("prefill", "extraEnv", "X")) is None
     assert problems({"rebel100:prefill": '{"extraEnv": {"X": 1}}'}) == [
-        "rebel100:prefill.extraEnv.X: 1 is not valid: Input should be a valid string."]
+        "rebel100:prefill.extraEnv.X: 1 is not valid: Input should be a valid string."
+    ]
 
 
 def test_unknown_key_two_levels_down_lists_that_sections_keys():
     assert problems({"rebel100:engine": '{"speculative": {"zzzz": 1}}'}) == [
-        "rebel100:engine.speculative.zzzz: unknown key. Valid keys here: method, model, numSpeculativeTokens."]
+        "rebel100:engine.speculative.zzzz: unknown key. Valid keys here: method, model, numSpeculativeTokens."
+    ]
 
 
 # --- sections spelled by field name, and map keys that look like pydantic's `[key]` (issue 25) ----------------
+
 
 def test_an_unknown_key_in_a_section_spelled_in_snake_case_lists_that_sections_keys():
     """populate_by_name accepts `kv_tier` for `kvTier`, so its unknown key is judged against KvTier's fields. Before,
@@ -160,7 +180,8 @@ def test_an_unknown_key_in_a_section_spelled_in_snake_case_lists_that_sections_k
     assert problems({"rebel100:kv_tier": '{"rdsMaxChunk": 1}'}) == [
         "rebel100:kv_tier.rdsMaxChunk: unknown key. Did you mean `rebel100:kv_tier.rdsMaxChunks`? Valid keys here: "
         "chunkSize, cpuSizeGib, enableKvEvents, extraConfig, hashAlgorithm, mode, rdsChunkOverheadMib, rdsDrives, "
-        "rdsMaxChunks, stagingBufferMib."]
+        "rdsMaxChunks, stagingBufferMib."
+    ]
 
 
 def test_a_bad_value_under_a_map_key_spelled_like_pydantics_key_marker_is_reported_at_that_key():
@@ -168,16 +189,23 @@ def test_a_bad_value_under_a_map_key_spelled_like_pydantics_key_marker_is_report
     environment variable name) whose value is wrong ends the same way, one part higher. It is that key's value that
     is wrong, reported at decode.extraEnv.[key], not 'key extraEnv' at decode."""
     assert problems({"rebel100:decode": '{"extraEnv": {"[key]": 5}}'}) == [
-        "rebel100:decode.extraEnv.[key]: 5 is not valid: Input should be a valid string."]
+        "rebel100:decode.extraEnv.[key]: 5 is not valid: Input should be a valid string."
+    ]
     assert problems({"rebel100:prefill": '{"extraEnv": {"[key]": 5, "A=B": "x"}}'}) == [
         "rebel100:prefill.extraEnv.[key]: 5 is not valid: Input should be a valid string.",
         "rebel100:prefill.extraEnv: key 'A=B' is not valid: contains '=': an environment variable name is non-empty "
         "printable ASCII without '=' (k8s.io/apimachinery v0.35.4 pkg/util/validation/validation.go "
-        "IsRelaxedEnvVarName)."]
+        "IsRelaxedEnvVarName).",
+    ]
 
 
 def test_is_map_names_the_map_fields_only():
     from core.gate import _is_map
-    assert _is_map(("decode", "extraEnv")) and _is_map(("engine", "podAnnotations")) and _is_map(("kv_tier", "extra_config"))
+
+    assert (
+        _is_map(("decode", "extraEnv"))
+        and _is_map(("engine", "podAnnotations"))
+        and _is_map(("kv_tier", "extra_config"))
+    )
     assert not _is_map(("decode",)) and not _is_map(("decode", "replicas")) and not _is_map(())
     assert not _is_map(("decode", "extraEnv", "[key]"))

@@ -1,4 +1,5 @@
 """core/derive.py: the facts of a stack, figures written by hand from the reference design."""
+
 import json
 
 import pytest
@@ -23,9 +24,15 @@ def test_target_configuration_outputs():
     assert outputs["kvBytesPerToken"] == 126_976
     assert outputs["kvTier"] == "rds"
     assert outputs["rdsTokensPerRank"] == 4_096_000
-    assert outputs["memoryBudget"] == {"chiplet0MiB": 36864.0, "gpuMemoryUtilization": 0.8, "freeMiB": 7372.8,
-                                       "chunksMiB": 4000.0, "stagingMiB": 512.0, "usedMiB": 4512.0,
-                                       "headroomMiB": 2860.8}
+    assert outputs["memoryBudget"] == {
+        "chiplet0MiB": 36864.0,
+        "gpuMemoryUtilization": 0.8,
+        "freeMiB": 7372.8,
+        "chunksMiB": 4000.0,
+        "stagingMiB": 512.0,
+        "usedMiB": 4512.0,
+        "headroomMiB": 2860.8,
+    }
     assert outputs["weights"]["source"] == "pvc"
 
 
@@ -91,13 +98,17 @@ def test_weights_plan_reads_the_volume_at_hf_home():
     """A pre-loaded PVC at the branch main: the engines wait for each repository's ref under /models."""
     assert facts().weights.wait_paths == (
         "/models/hub/models--MiniMaxAI--MiniMax-M2.7/refs/main",
-        "/models/hub/models--asherszhang--MiniMax-M2.7-EAGLE3-draft-vocab200k/refs/main")
+        "/models/hub/models--asherszhang--MiniMax-M2.7-EAGLE3-draft-vocab200k/refs/main",
+    )
 
 
-@pytest.mark.parametrize("settings", [
-    {"topology": "agg", "prefill": {"replicas": 0}},  # kvTier rds by default, but no prefill pods to offload
-    {"topology": "pd", "prefill": {"replicas": 0}},  # refused by the gate; derive still gives no tier
-])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"topology": "agg", "prefill": {"replicas": 0}},  # kvTier rds by default, but no prefill pods to offload
+        {"topology": "pd", "prefill": {"replicas": 0}},  # refused by the gate; derive still gives no tier
+    ],
+)
 def test_no_prefill_pods_means_no_kv_tier_whatever_the_mode(settings):
     value = derive(StackConfig.model_validate(settings))
     assert value.kv_tier == "off" and value.rds_budget is None and value.rds_tokens_per_rank == 0

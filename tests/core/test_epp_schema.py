@@ -1,4 +1,5 @@
 """core.versions.epp_schema: the EPP's and sidecar's schema as data, and the check as strict as each version."""
+
 from __future__ import annotations
 
 import copy
@@ -33,7 +34,8 @@ def test_render_is_accepted_at_the_target_and_refused_at_0_7_1(topology):
     assert messages(render(topology), V0100) == []
     assert messages(render(topology), V071) == [
         'apiVersion: no kind "EndpointPickerConfig" is registered for version "llm-d.ai/v1alpha1" (this EPP reads '
-        'EndpointPickerConfig of inference.networking.x-k8s.io/v1alpha1)']
+        "EndpointPickerConfig of inference.networking.x-k8s.io/v1alpha1)"
+    ]
 
 
 def test_at_0_7_1_the_old_api_version_gets_as_far_as_the_unknown_types():
@@ -44,8 +46,12 @@ def test_at_0_7_1_the_old_api_version_gets_as_far_as_the_unknown_types():
 def test_unknown_parameter_is_refused_at_0_10_and_ignored_at_0_7():
     v010 = render("pd", plugin_parameters={"approx-prefix-cache-producer": {"hashSeed": 1}})
     assert messages(v010, V0100) == ['plugins[0].parameters.hashSeed: json: unknown field "hashSeed"']
-    v07 = {"apiVersion": "inference.networking.x-k8s.io/v1alpha1", "kind": "EndpointPickerConfig",
-           "plugins": [{"type": "prefix-cache-scorer", "parameters": {"hashSeed": 1}}], "schedulingProfiles": []}
+    v07 = {
+        "apiVersion": "inference.networking.x-k8s.io/v1alpha1",
+        "kind": "EndpointPickerConfig",
+        "plugins": [{"type": "prefix-cache-scorer", "parameters": {"hashSeed": 1}}],
+        "schedulingProfiles": [],
+    }
     assert messages(v07, V071) == []
 
 
@@ -61,15 +67,21 @@ def test_wrong_type_and_nested_wrong_type():
     config["plugins"][0]["parameters"]["autoTune"] = "true"
     config["plugins"][-1]["parameters"]["deciders"]["prefill"] = 3
     found = messages(config, V0100)
-    assert "plugins[0].parameters.autoTune: json: cannot unmarshal string into Go struct field autoTune of type bool" in found
-    assert any(m.startswith("plugins[7].parameters: fits neither the nested nor the flat parameter format") for m in found)
+    assert (
+        "plugins[0].parameters.autoTune: json: cannot unmarshal string into Go struct field autoTune of type bool"
+        in found
+    )
+    assert any(
+        m.startswith("plugins[7].parameters: fits neither the nested nor the flat parameter format") for m in found
+    )
 
 
 def test_references_must_name_declared_plugins_and_at_0_7_be_declared_first():
     config = render("pd")
     config["plugins"][-1]["parameters"]["deciders"]["prefill"] = "no-such-decider"
-    assert messages(config, V0100) == ["plugins[7].parameters.deciders.prefill: a plugin has a dependency on the "
-                                       "unregistered plugin no-such-decider"]
+    assert messages(config, V0100) == [
+        "plugins[7].parameters.deciders.prefill: a plugin has a dependency on the unregistered plugin no-such-decider"
+    ]
     moved = render("pd")
     moved["plugins"].insert(0, moved["plugins"].pop())  # the handler before its decider: fine at 0.10
     assert messages(moved, V0100) == []
@@ -81,8 +93,10 @@ def test_profile_reference_and_unknown_document_field():
     config["featureGatez"] = []
     assert messages(config, V0100) == ['featureGatez: strict decoding error: unknown field "featureGatez"']
     del config["featureGatez"]
-    assert messages(config, V0100) == ["schedulingProfiles[0].plugins[3].pluginRef: schedulingProfiles[default] "
-                                       "references undefined plugin 'queue-scorer'"]
+    assert messages(config, V0100) == [
+        "schedulingProfiles[0].plugins[3].pluginRef: schedulingProfiles[default] "
+        "references undefined plugin 'queue-scorer'"
+    ]
 
 
 def test_types_whose_factory_reads_no_parameters_accept_any():
@@ -103,7 +117,8 @@ def test_sidecar_flag_checks():
     data = epp_schema.load("sidecar", Version(0, 10, 0))
     args = copy.copy(serving.sidecar_args(Decode(), pool_namespace="ns", pool_name="p"))
     assert [str(p) for p in epp_schema.check_sidecar_args(args + ["--connector", "nixlv2"], data)] == [
-        "--connector: exits 2: unknown flag: --connector"]
+        "--connector: exits 2: unknown flag: --connector"
+    ]
     assert epp_schema.check_sidecar_args(["--data-parallel-size", "four"], data)
     assert epp_schema.check_sidecar_args(["--kv-connector", "lmcache"], data)
 
@@ -111,4 +126,6 @@ def test_sidecar_flag_checks():
 def test_document_field_of_the_wrong_type_is_refused():
     config = render("agg")
     config["plugins"] = {}
-    assert messages(config, V0100) == ["plugins: json: cannot unmarshal object into Go struct field plugins of type slice"]
+    assert messages(config, V0100) == [
+        "plugins: json: cannot unmarshal object into Go struct field plugins of type slice"
+    ]

@@ -1,4 +1,5 @@
 """Each config rule: a failing case with its message, and the passing case next to it."""
+
 import pytest
 
 from core.gate import ConfigError, load_config, warnings_for
@@ -41,17 +42,26 @@ def test_pp_at_most_layers():
 
 def test_experts_divisible_by_dp_tp():
     text = problems(decode={"dataParallelSize": 3})
-    assert "expert parallel spreads the model's 256 experts (model.experts) over data parallel 3 x tensor parallel 1 = 3 devices" in text
+    assert (
+        "expert parallel spreads the model's 256 experts (model.experts) over data parallel 3 x tensor parallel 1 = 3 devices"
+        in text
+    )
 
 
 def test_decode_pp_refused():
     text = problems(decode={"pipelineParallelSize": 2, "dataParallelSize": 1, "enableExpertParallel": False})
-    assert "rebel100:decode.pipelineParallelSize: pipeline parallel size 2 on decode: one token per step crosses every stage, so PP is not usable for decode" in text
+    assert (
+        "rebel100:decode.pipelineParallelSize: pipeline parallel size 2 on decode: one token per step crosses every stage, so PP is not usable for decode"
+        in text
+    )
 
 
 def test_block_size_divisible_by_sub_block():
     text = problems(engine={"blockSize": 4000})
-    assert "rebel100:engine.blockSize: block size 4000 is not a multiple of the sub-block size 512 (engine.maxNumBatchedTokens)" in text
+    assert (
+        "rebel100:engine.blockSize: block size 4000 is not a multiple of the sub-block size 512 (engine.maxNumBatchedTokens)"
+        in text
+    )
     ok(engine={"blockSize": 4000, "subBlockCache": False}, router={"autoTune": True})
 
 
@@ -62,12 +72,17 @@ def test_gpu_memory_utilization_range():
 
 
 def test_max_model_len_at_most_context():
-    assert "max-model-len 300000 exceeds the model's context of 204800 tokens (model.maxContext)" in problems(engine={"maxModelLen": 300000})
+    assert "max-model-len 300000 exceeds the model's context of 204800 tokens (model.maxContext)" in problems(
+        engine={"maxModelLen": 300000}
+    )
 
 
 def test_rds_budget_over_chiplet0():
     text = problems(kvTier={"rdsMaxChunks": 4000})
-    assert "rebel100:kvTier.rdsMaxChunks: RDS needs kvTier.rdsMaxChunks 4000 x 2 MiB x 2 NVMe drives + 512 MiB staging = 16,512 MiB" in text
+    assert (
+        "rebel100:kvTier.rdsMaxChunks: RDS needs kvTier.rdsMaxChunks 4000 x 2 MiB x 2 NVMe drives + 512 MiB staging = 16,512 MiB"
+        in text
+    )
     assert "prefill.gpuMemoryUtilization 0.8 leaves 36,864 MiB x (1 - 0.8) = 7,372.8 MiB" in text
     assert "at most 1715 or prefill.gpuMemoryUtilization to at most 0.55" in text
     ok(kvTier={"rdsMaxChunks": 1715})
@@ -91,7 +106,9 @@ def test_kv_tier_needs_prefill():
 
 
 def test_roles_agree_on_block_dtype_and_speculative():
-    text = problems(decode={"blockSize": 8192, "kvCacheDtype": "auto", "speculative": {"method": "ngram", "model": None}})
+    text = problems(
+        decode={"blockSize": 8192, "kvCacheDtype": "auto", "speculative": {"method": "ngram", "model": None}}
+    )
     assert "prefill blockSize 4096 and decode blockSize 8192 differ" in text
     assert "prefill kvCacheDtype 'fp8' and decode kvCacheDtype 'auto' differ" in text
     assert "EAGLE-3's draft head fills its own KV during prefill" in text
@@ -128,8 +145,10 @@ def test_autotune_warning():
 def test_old_lmcache_with_rds_is_refused_as_the_pack_refuses_it():
     """The lmcache-rbln version is the image's (core.versions.engine), not a setting of its own."""
     text = problems(engine={"image": "rebellions/vllm-rbln:0.11.2"})
-    assert ("rebel100:engine.image: rebellions/vllm-rbln:0.11.2 ships lmcache-rbln 0.11.2: rds_max_chunks 1000 is "
-            "ignored by lmcache-rbln 0.11.2") in text
+    assert (
+        "rebel100:engine.image: rebellions/vllm-rbln:0.11.2 ships lmcache-rbln 0.11.2: rds_max_chunks 1000 is "
+        "ignored by lmcache-rbln 0.11.2"
+    ) in text
     assert ok(engine={"image": "rebellions/vllm-rbln:0.11.2"}, kvTier={"mode": "cpu"})
     assert ok(engine={"image": "rebellions/vllm-rbln:0.12.0"})
 
@@ -137,15 +156,21 @@ def test_old_lmcache_with_rds_is_refused_as_the_pack_refuses_it():
 def test_engine_image_older_than_a_feature_of_the_render_is_refused():
     text = problems(engine={"image": "rebellions/vllm-rbln:0.10.2"})
     assert "rebel100:engine.image: rebellions/vllm-rbln:0.10.2 (vllm-rbln) is 0.10.2, older than features" in text
-    for feature in ("connector RblnNixlConnector needs vllm-rbln 0.10.3", "connector RBLNLMCacheConnectorV1 needs",
-                    "env var VLLM_RBLN_SUB_BLOCK_CACHE needs vllm-rbln 0.10.3",
-                    "env var VLLM_RBLN_USE_DEVICE_TENSOR needs vllm-rbln 0.10.4",
-                    "flag --data-parallel-multi-port-external-lb needs vllm-rbln 0.11.0"):
+    for feature in (
+        "connector RblnNixlConnector needs vllm-rbln 0.10.3",
+        "connector RBLNLMCacheConnectorV1 needs",
+        "env var VLLM_RBLN_SUB_BLOCK_CACHE needs vllm-rbln 0.10.3",
+        "env var VLLM_RBLN_USE_DEVICE_TENSOR needs vllm-rbln 0.10.4",
+        "flag --data-parallel-multi-port-external-lb needs vllm-rbln 0.11.0",
+    ):
         assert feature in text
     assert "Pin 0.11.0 or later." in text
     # Only what the pinned release lacks is named: 0.10.4 has the connectors and env vars, not the vLLM flag.
     text = problems(engine={"image": "rebellions/vllm-rbln:0.10.4"}, kvTier={"mode": "cpu"})
-    assert "older than features the render uses: flag --data-parallel-multi-port-external-lb needs vllm-rbln 0.11.0" in text
+    assert (
+        "older than features the render uses: flag --data-parallel-multi-port-external-lb needs vllm-rbln 0.11.0"
+        in text
+    )
     assert "connector" not in text and "VLLM_RBLN_" not in text
     # 0.11.x has every feature; with RDS its lmcache-rbln (0.11) still ignores rds_max_chunks.
     ok(engine={"image": "rebellions/vllm-rbln:0.11.2"}, kvTier={"mode": "cpu"})
@@ -153,13 +178,19 @@ def test_engine_image_older_than_a_feature_of_the_render_is_refused():
 
 def test_lmcache_version_knob_is_gone_and_says_why():
     text = problems(engine={"lmcacheRblnVersion": "0.12.0"})
-    assert ("rebel100:engine.lmcacheRblnVersion: this key moved: set `rebel100:engine.image (the lmcache-rbln version "
-            "is a fact of the image's vllm-rbln version") in text
+    assert (
+        "rebel100:engine.lmcacheRblnVersion: this key moved: set `rebel100:engine.image (the lmcache-rbln version "
+        "is a fact of the image's vllm-rbln version"
+    ) in text
     assert "(see docs/consumers-engine.md)" in text
 
 
 def test_independent_errors_reported_together():
-    text = problems(prefill={"pipelineParallelSize": 4, "dataParallelSize": 2}, kvTier={"rdsMaxChunks": 4000}, engine={"maxModelLen": 300000})
+    text = problems(
+        prefill={"pipelineParallelSize": 4, "dataParallelSize": 2},
+        kvTier={"rdsMaxChunks": 4000},
+        engine={"maxModelLen": 300000},
+    )
     assert "together with data parallel size 2" in text and "RDS needs" in text and "max-model-len 300000" in text
 
 
@@ -176,8 +207,10 @@ PINNED = {"source": "download", "revision": SHA, "draftRevision": "f" * 40}
 
 def test_download_volume_must_hold_model_and_draft_with_headroom():
     text = problems(weights={**PINNED, "size": "200Gi"})
-    assert ("rebel100:weights.size: weights.size 200Gi (214.7 GB) is below MiniMaxAI/MiniMax-M2.7 + "
-            "asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k (234 GB) x headroom 1.2 = 280.8 GB") in text
+    assert (
+        "rebel100:weights.size: weights.size 200Gi (214.7 GB) is below MiniMaxAI/MiniMax-M2.7 + "
+        "asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k (234 GB) x headroom 1.2 = 280.8 GB"
+    ) in text
     assert "Set weights.size to at least 262Gi." in text
     ok(weights={**PINNED, "size": "262Gi"})
     # A pre-loaded PVC is not the stack's to size.
@@ -208,31 +241,45 @@ def test_moved_storage_keys_say_where_they_went():
 
 
 def test_revision_must_look_like_a_revision():
-    assert "rebel100:weights.revision: 'main; rm -rf /' is not valid" in problems(weights={"revision": "main; rm -rf /"})
+    assert "rebel100:weights.revision: 'main; rm -rf /' is not valid" in problems(
+        weights={"revision": "main; rm -rf /"}
+    )
 
 
 def test_weights_advice():
     preloaded = [str(w) for w in warnings_for(ok())]
     assert any(w.startswith("rebel100:weights.revision: weights.revision 'main' is not a commit id") for w in preloaded)
-    unknown = [str(w) for w in warnings_for(ok(weights=PINNED, model={"name": "acme/other"}, engine={"speculative": None}))]
+    unknown = [
+        str(w) for w in warnings_for(ok(weights=PINNED, model={"name": "acme/other"}, engine={"speculative": None}))
+    ]
     assert any("the size of acme/other (or its draft) is not in core.weights.MODEL_BYTES" in w for w in unknown)
 
 
 def test_lmcache_names_lmcache_does_not_read_are_refused():
-    text = problems(prefill={"extraEnv": {"LMCACHE_CHUNKSIZE": "512", "LMCACHE_LOG_LEVEL": "INFO"}},
-                    kvTier={"extraConfig": {"chunk_size": 512, "rds_prefetch": True}})
-    assert ("rebel100:prefill.extraEnv.LMCACHE_CHUNKSIZE: LMCACHE_CHUNKSIZE is not a setting lmcache 0.5.6 reads"
-            in text and "Did you mean LMCACHE_CHUNK_SIZE?" in text)
+    text = problems(
+        prefill={"extraEnv": {"LMCACHE_CHUNKSIZE": "512", "LMCACHE_LOG_LEVEL": "INFO"}},
+        kvTier={"extraConfig": {"chunk_size": 512, "rds_prefetch": True}},
+    )
+    assert (
+        "rebel100:prefill.extraEnv.LMCACHE_CHUNKSIZE: LMCACHE_CHUNKSIZE is not a setting lmcache 0.5.6 reads" in text
+        and "Did you mean LMCACHE_CHUNK_SIZE?" in text
+    )
     assert "rebel100:kvTier.extraConfig.chunk_size: chunk_size is a top-level setting of lmcache 0.5.6" in text
     assert "LMCACHE_LOG_LEVEL" not in text and "rds_prefetch" not in text
-    ok(prefill={"extraEnv": {"LMCACHE_LOG_LEVEL": "INFO", "LMCACHE_SAVE_DECODE_CACHE": "True"}},
-       kvTier={"extraConfig": {"rds_prefetch": True}})
+    ok(
+        prefill={"extraEnv": {"LMCACHE_LOG_LEVEL": "INFO", "LMCACHE_SAVE_DECODE_CACHE": "True"}},
+        kvTier={"extraConfig": {"rds_prefetch": True}},
+    )
 
 
 def test_extra_args_vllm_does_not_know_are_refused_at_their_key_in_vllms_words():
-    text = problems(prefill={"extraArgs": ["--enforce-eager", "--foo"]}, decode={"extraArgs": ["--kv-cache-dtype-x", "1"]})
-    assert ("rebel100:prefill.extraArgs[1]: `vllm serve` of vLLM 0.30.0 (the vLLM of vllm-rbln 0.12.0) exits with "
-            "\"unrecognized arguments: --foo\"") in text
+    text = problems(
+        prefill={"extraArgs": ["--enforce-eager", "--foo"]}, decode={"extraArgs": ["--kv-cache-dtype-x", "1"]}
+    )
+    assert (
+        "rebel100:prefill.extraArgs[1]: `vllm serve` of vLLM 0.30.0 (the vLLM of vllm-rbln 0.12.0) exits with "
+        '"unrecognized arguments: --foo"'
+    ) in text
     assert "rebel100:decode.extraArgs[0]:" in text and "unrecognized arguments: --kv-cache-dtype-x 1" in text
     assert "prefill.extraArgs[0]" not in text
     ok(prefill={"extraArgs": ["--enforce-eager", "--max-logprobs=5"]}, decode={"extraArgs": ["--disable-log-stats"]})
@@ -250,15 +297,23 @@ def test_literal_secret_in_extra_env_is_refused_at_its_key():
         load_config(stack_config("prod-4p4d", prefill={"extraEnv": {"OPENAI_API_KEY": "sk-live-123456"}}))
     [issue] = info.value.issues
     assert issue.path == "rebel100:prefill.extraEnv.OPENAI_API_KEY"
-    assert issue.message.startswith("OPENAI_API_KEY is a literal value (14 characters, not shown) but its name says "
-                                    "it is a secret")
+    assert issue.message.startswith(
+        "OPENAI_API_KEY is a literal value (14 characters, not shown) but its name says it is a secret"
+    )
     assert "valueFrom.secretKeyRef" in issue.message and "sk-live-123456" not in issue.message
     assert issue.policy == "no-literal-secrets"
 
 
 def test_extra_env_that_is_no_literal_secret_passes():
-    ok(decode={"extraEnv": {"OPENAI_API_KEY": "", "OPENAI_API_KEY_FILE": "/var/run/secrets/openai/key",
-                            "TOKENIZERS_PARALLELISM": "false"}})
+    ok(
+        decode={
+            "extraEnv": {
+                "OPENAI_API_KEY": "",
+                "OPENAI_API_KEY_FILE": "/var/run/secrets/openai/key",
+                "TOKENIZERS_PARALLELISM": "false",
+            }
+        }
+    )
 
 
 def test_hf_token_in_extra_env_is_refused_as_generated_not_as_literal():
@@ -271,14 +326,20 @@ def test_rds_budget_at_exact_equality_passes_the_gate():
     """2176 x 2 MiB x 2 drives + 512 MiB = 9216 MiB = 36,864 MiB x (1 - 0.75): fits; one chunk more does not."""
     ok(prefill={"gpuMemoryUtilization": 0.75}, kvTier={"rdsMaxChunks": 2176})
     text = problems(prefill={"gpuMemoryUtilization": 0.75}, kvTier={"rdsMaxChunks": 2177})
-    assert "rebel100:kvTier.rdsMaxChunks: RDS needs kvTier.rdsMaxChunks 2177 x 2 MiB x 2 NVMe drives + 512 MiB staging = 9,220 MiB" in text
+    assert (
+        "rebel100:kvTier.rdsMaxChunks: RDS needs kvTier.rdsMaxChunks 2177 x 2 MiB x 2 NVMe drives + 512 MiB staging = 9,220 MiB"
+        in text
+    )
 
 
 def test_experts_divide_over_dp_times_tp_in_the_gate():
     """Decode DP 2 x TP 2 = 4 devices: 8 experts divide, 6 do not (though 6 divide over DP 2 alone)."""
     ok(model={"experts": 8}, decode={"tensorParallelSize": 2, "dataParallelSize": 2})
     text = problems(model={"experts": 6}, decode={"tensorParallelSize": 2, "dataParallelSize": 2})
-    assert "rebel100:decode.enableExpertParallel: expert parallel spreads the model's 6 experts (model.experts) over data parallel 2 x tensor parallel 2 = 4 devices" in text
+    assert (
+        "rebel100:decode.enableExpertParallel: expert parallel spreads the model's 6 experts (model.experts) over data parallel 2 x tensor parallel 2 = 4 devices"
+        in text
+    )
 
 
 def test_zero_experts_with_expert_parallel_is_refused():
@@ -287,13 +348,16 @@ def test_zero_experts_with_expert_parallel_is_refused():
     ok(model={"experts": 0}, decode={"enableExpertParallel": False})
 
 
-@pytest.mark.parametrize("token, flag, field", [
-    ("--port=9000", "--port", "decode.port"),
-    ("--port=a=b", "--port", "decode.port"),  # the flag is what stands before the first `=`
-    ("--max-model-len", "--max-model-len", "engine.maxModelLen"),
-    ("-tp", "--tensor-parallel-size", "decode.tensorParallelSize"),  # vLLM's short alias
-    ("-ep", "--enable-expert-parallel", "decode.enableExpertParallel"),
-])
+@pytest.mark.parametrize(
+    "token, flag, field",
+    [
+        ("--port=9000", "--port", "decode.port"),
+        ("--port=a=b", "--port", "decode.port"),  # the flag is what stands before the first `=`
+        ("--max-model-len", "--max-model-len", "engine.maxModelLen"),
+        ("-tp", "--tensor-parallel-size", "decode.tensorParallelSize"),  # vLLM's short alias
+        ("-ep", "--enable-expert-parallel", "decode.enableExpertParallel"),
+    ],
+)
 def test_extra_args_may_not_redefine_a_generated_flag(token, flag, field):
     text = problems(decode={"extraArgs": [token]})
     assert f"rebel100:decode.extraArgs[0]: {token!r} redefines {flag}, which the program generates from {field}" in text
@@ -308,15 +372,22 @@ def test_extra_args_of_other_flags_pass(token):
 NO_AUTOTUNE = {"autoTune": False}  # blockSizeTokens 512 equals the sub-block unit: no issue, no advice
 
 
-@pytest.mark.parametrize("stack, overrides, paths", [
-    ("prod-4p4d", {}, ["rebel100:router.autoTune", "rebel100:weights.revision"]),  # pvc at the branch main
-    ("prod-4p4d", {"router": NO_AUTOTUNE, "weights": {"revision": SHA}}, []),
-    ("prod-4p4d", {"router": NO_AUTOTUNE, "model": {"name": "acme/other"}, "weights": {"revision": SHA}}, []),  # a pvc
-    ("dev", {"router": NO_AUTOTUNE}, []),  # a download of known size at main: allowed in dev, no advice
-    ("dev", {"router": NO_AUTOTUNE, "environment": "dev", "weights": {"source": "pvc"}}, []),  # pvc, not prod
-    ("dev", {"router": NO_AUTOTUNE, "model": {"name": "acme/other"}}, ["rebel100:weights.size"]),
-    ("dev", {"router": NO_AUTOTUNE, "engine": {"speculative": {"model": "acme/draft"}}}, ["rebel100:weights.size"]),
-])
+@pytest.mark.parametrize(
+    "stack, overrides, paths",
+    [
+        ("prod-4p4d", {}, ["rebel100:router.autoTune", "rebel100:weights.revision"]),  # pvc at the branch main
+        ("prod-4p4d", {"router": NO_AUTOTUNE, "weights": {"revision": SHA}}, []),
+        (
+            "prod-4p4d",
+            {"router": NO_AUTOTUNE, "model": {"name": "acme/other"}, "weights": {"revision": SHA}},
+            [],
+        ),  # a pvc
+        ("dev", {"router": NO_AUTOTUNE}, []),  # a download of known size at main: allowed in dev, no advice
+        ("dev", {"router": NO_AUTOTUNE, "environment": "dev", "weights": {"source": "pvc"}}, []),  # pvc, not prod
+        ("dev", {"router": NO_AUTOTUNE, "model": {"name": "acme/other"}}, ["rebel100:weights.size"]),
+        ("dev", {"router": NO_AUTOTUNE, "engine": {"speculative": {"model": "acme/draft"}}}, ["rebel100:weights.size"]),
+    ],
+)
 def test_advice_paths(stack, overrides, paths):
     advice = warnings_for(load_config(stack_config(stack, **overrides)))
     assert [issue.path for issue in advice] == paths
@@ -332,29 +403,52 @@ def test_config_error_lists_every_issue_under_one_heading():
     assert str(two) == ("stack configuration is invalid (2 problems):\n  - rebel100:a: bad.\n  - rebel100:b: worse.")
 
 
-@pytest.mark.parametrize("overrides, found", [
-    ({"prefill": {"pipelineParallelSize": 4, "dataParallelSize": 2}},  # and 4 x 8 + 4 x 4 = 48 NPUs > 32
-     [("rebel100:hardware.nodes", ""), ("rebel100:prefill.pipelineParallelSize", "pp-with-dp")]),
-    ({"decode": {"dataParallelSize": 16, "enableExpertParallel": False}},
-     [("rebel100:decode", "npu-devices-fit-node"), ("rebel100:decode.dataParallelSizeLocal", ""),
-      ("rebel100:hardware.nodes", "")]),
-    ({"prefill": {"pipelineParallelSize": 64}, "hardware": {"npusPerNode": 64}},
-     [("rebel100:hardware.nodes", ""), ("rebel100:prefill.pipelineParallelSize", "parallelism-fits-model")]),
-    ({"decode": {"dataParallelSize": 3}}, [("rebel100:decode.enableExpertParallel", "parallelism-fits-model")]),
-    ({"decode": {"pipelineParallelSize": 2, "dataParallelSize": 1, "enableExpertParallel": False}},
-     [("rebel100:decode.pipelineParallelSize", "parallelism-fits-model")]),
-    ({"engine": {"blockSize": 4000}},  # once per role
-     [("rebel100:engine.blockSize", "engine-args-in-range"), ("rebel100:engine.blockSize", "engine-args-in-range")]),
-    ({"prefill": {"blockSize": 4000}},
-     [("rebel100:decode.blockSize", ""), ("rebel100:prefill.blockSize", "engine-args-in-range")]),
-    ({"decode": {"gpuMemoryUtilization": 1.2}}, [("rebel100:decode.gpuMemoryUtilization", "engine-args-in-range")]),
-    ({"engine": {"maxModelLen": 300000}}, [("rebel100:engine.maxModelLen", "engine-args-in-range")]),
-    ({"kvTier": {"rdsMaxChunks": 4000}}, [("rebel100:kvTier.rdsMaxChunks", "rds-memory-budget")]),
-    ({"engine": {"image": "rebellions/vllm-rbln:0.11.0"}},
-     [("rebel100:engine.image", "lmcache-reads-rds-max-chunks")]),
-    ({"kvTier": {"mode": "cpu", "cpuSizeGib": 512}}, [("rebel100:kvTier.cpuSizeGib", "")]),
-    ({"hardware": {"nvmeDrivesPerNode": 0}}, [("rebel100:hardware.nvmeDrivesPerNode", "")]),
-])
+@pytest.mark.parametrize(
+    "overrides, found",
+    [
+        (
+            {"prefill": {"pipelineParallelSize": 4, "dataParallelSize": 2}},  # and 4 x 8 + 4 x 4 = 48 NPUs > 32
+            [("rebel100:hardware.nodes", ""), ("rebel100:prefill.pipelineParallelSize", "pp-with-dp")],
+        ),
+        (
+            {"decode": {"dataParallelSize": 16, "enableExpertParallel": False}},
+            [
+                ("rebel100:decode", "npu-devices-fit-node"),
+                ("rebel100:decode.dataParallelSizeLocal", ""),
+                ("rebel100:hardware.nodes", ""),
+            ],
+        ),
+        (
+            {"prefill": {"pipelineParallelSize": 64}, "hardware": {"npusPerNode": 64}},
+            [("rebel100:hardware.nodes", ""), ("rebel100:prefill.pipelineParallelSize", "parallelism-fits-model")],
+        ),
+        ({"decode": {"dataParallelSize": 3}}, [("rebel100:decode.enableExpertParallel", "parallelism-fits-model")]),
+        (
+            {"decode": {"pipelineParallelSize": 2, "dataParallelSize": 1, "enableExpertParallel": False}},
+            [("rebel100:decode.pipelineParallelSize", "parallelism-fits-model")],
+        ),
+        (
+            {"engine": {"blockSize": 4000}},  # once per role
+            [
+                ("rebel100:engine.blockSize", "engine-args-in-range"),
+                ("rebel100:engine.blockSize", "engine-args-in-range"),
+            ],
+        ),
+        (
+            {"prefill": {"blockSize": 4000}},
+            [("rebel100:decode.blockSize", ""), ("rebel100:prefill.blockSize", "engine-args-in-range")],
+        ),
+        ({"decode": {"gpuMemoryUtilization": 1.2}}, [("rebel100:decode.gpuMemoryUtilization", "engine-args-in-range")]),
+        ({"engine": {"maxModelLen": 300000}}, [("rebel100:engine.maxModelLen", "engine-args-in-range")]),
+        ({"kvTier": {"rdsMaxChunks": 4000}}, [("rebel100:kvTier.rdsMaxChunks", "rds-memory-budget")]),
+        (
+            {"engine": {"image": "rebellions/vllm-rbln:0.11.0"}},
+            [("rebel100:engine.image", "lmcache-reads-rds-max-chunks")],
+        ),
+        ({"kvTier": {"mode": "cpu", "cpuSizeGib": 512}}, [("rebel100:kvTier.cpuSizeGib", "")]),
+        ({"hardware": {"nvmeDrivesPerNode": 0}}, [("rebel100:hardware.nvmeDrivesPerNode", "")]),
+    ],
+)
 def test_each_rule_names_its_key_and_the_pack_policy_of_the_same_rule(overrides, found):
     """The key path of each issue, and the policy of the pack that judges the same rule on the render ("" for the
     config-only rules): what `stacks check` and the gates-agree property match on."""
@@ -373,6 +467,7 @@ def test_eagle3_needs_its_draft_model_and_other_methods_do_not():
 # The tests above match a phrase; these pin every word a user reads, so a changed key path, a dropped value or a
 # wrong label in a message fails a test (mutation testing found them unchecked, docs/testing.md).
 
+
 def issues(stack="prod-4p4d", **overrides):
     """(key path, message, policy) of every issue of the stack with `overrides`, in a set: order is not promised."""
     with pytest.raises(ConfigError) as info:
@@ -385,106 +480,270 @@ def issues(stack="prod-4p4d", **overrides):
 PORTS_FIX = "choose ranges that do not overlap (sidecar 8000-8003, ranks 8200-8203)."
 
 
-@pytest.mark.parametrize("stack, overrides, expected", [
-    ("prod-4p4d", {"prefill": {"replicas": 0}, "kvTier": {"mode": "off"}},
-     {("rebel100:prefill.replicas", "topology 'pd' needs at least one prefill pod; use topology 'agg' for a stack "
-                                    "without prefill.", "")}),
-    ("agg", {"prefill": {"replicas": 2}},
-     {("rebel100:prefill.replicas", "topology 'agg' runs no prefill pods but prefill.replicas is 2: set it to 0.", "")}),
-    ("agg", {"prefill": {"replicas": 1}},
-     {("rebel100:prefill.replicas", "topology 'agg' runs no prefill pods but prefill.replicas is 1: set it to 0.", "")}),
-    # 9 ranks on a 9-NPU node: one targetPort more than an InferencePool holds (8).
-    ("prod-4p4d", {"decode": {"dataParallelSize": 9, "enableExpertParallel": False},
-                   "hardware": {"nodes": 6, "npusPerNode": 9}},
-     {("rebel100:decode.dataParallelSizeLocal", "9 DP ranks per decode pod need as many InferencePool targetPorts, "
-                                                "but the pool allows 8.", "")}),
-    # Ranks 8002-8005 against the sidecar's 8000-8003: two ports clash, each reported at the later group.
-    ("prod-4p4d", {"decode": {"port": 8002}},
-     {("rebel100:decode.port", f"port 8002 is used by both decode.sidecar.port and decode.port in the decode pod: "
-                               f"{PORTS_FIX}", ""),
-      ("rebel100:decode.port", f"port 8003 is used by both decode.sidecar.port and decode.port in the decode pod: "
-                               f"{PORTS_FIX}", "")}),
-    ("prod-4p4d", {"decode": {"dataParallelRpcPort": 8201}},
-     {("rebel100:decode.dataParallelRpcPort", f"port 8201 is used by both decode.port and decode.dataParallelRpcPort "
-                                              f"in the decode pod: {PORTS_FIX}", "")}),
-    # Side channels 5553-5556 against the RPC port 5555.
-    ("prod-4p4d", {"engine": {"nixlSideChannelPort": 5553}},
-     {("rebel100:engine.nixlSideChannelPort", f"port 5555 is used by both decode.dataParallelRpcPort and "
-                                              f"engine.nixlSideChannelPort in the decode pod: {PORTS_FIX}", "")}),
-    # Sidecar 5555-5558, RPC 5555, side channels 5555-5558: each clash names the first user of the port (the
-    # sidecar), not the last group that claimed it.
-    ("prod-4p4d", {"decode": {"sidecar": {"port": 5555}}, "engine": {"nixlSideChannelPort": 5555}},
-     {("rebel100:decode.dataParallelRpcPort", f"port 5555 is used by both decode.sidecar.port and "
-                                              f"decode.dataParallelRpcPort in the decode pod: {PORTS_FIX}", "")}
-     | {("rebel100:engine.nixlSideChannelPort", f"port {port} is used by both decode.sidecar.port and "
-                                                f"engine.nixlSideChannelPort in the decode pod: {PORTS_FIX}", "")
-        for port in (5555, 5556, 5557, 5558)}
-     # The pool follows the sidecar to 5555-5558, where prefill (8000) does not serve.
-     | {("rebel100:prefill.port", "the stack's InferencePool targets ports [5555, 5556, 5557, 5558] and selects every "
-                                  "prefill pod, which serves on [8000] (prefill.port and its DP ranks): the EPP makes "
-                                  "one endpoint per target port listed in its active-ports annotations [], so the pod "
-                                  "gets no endpoint: the router never sends it a request. Set prefill.port to one of "
-                                  "the target ports [5555, 5556, 5557, 5558] (the decode sidecar's: "
-                                  "decode.sidecar.port and up).", "pool-endpoints-serve")}),
-    ("prod-4p4d", {"router": {"nonCachedTokens": 0}},
-     {("rebel100:router.nonCachedTokens", "nonCachedTokens 0 disables the prefix-based decider: no request would ever "
-                                          "be prefilled remotely and P/D silently becomes decode-only. Use a positive "
-                                          "value, or decider always-disagg.", "")}),
-    ("prod-4p4d", {"router": {"autoTune": False, "blockSizeTokens": 4096}},
-     {("rebel100:router.blockSizeTokens", "with autoTune off the router hashes blockSizeTokens 4096-token units but the "
-                                          "engine reuses prefixes in 512-token units: set it to 512.", "")}),
-    # Without sub-block caching the engine reuses whole 4096-token blocks.
-    ("prod-4p4d", {"router": {"autoTune": False, "blockSizeTokens": 512}, "engine": {"subBlockCache": False}},
-     {("rebel100:router.blockSizeTokens", "with autoTune off the router hashes blockSizeTokens 512-token units but the "
-                                          "engine reuses prefixes in 4096-token units: set it to 4096.", "")}),
-])
+@pytest.mark.parametrize(
+    "stack, overrides, expected",
+    [
+        (
+            "prod-4p4d",
+            {"prefill": {"replicas": 0}, "kvTier": {"mode": "off"}},
+            {
+                (
+                    "rebel100:prefill.replicas",
+                    "topology 'pd' needs at least one prefill pod; use topology 'agg' for a stack without prefill.",
+                    "",
+                )
+            },
+        ),
+        (
+            "agg",
+            {"prefill": {"replicas": 2}},
+            {
+                (
+                    "rebel100:prefill.replicas",
+                    "topology 'agg' runs no prefill pods but prefill.replicas is 2: set it to 0.",
+                    "",
+                )
+            },
+        ),
+        (
+            "agg",
+            {"prefill": {"replicas": 1}},
+            {
+                (
+                    "rebel100:prefill.replicas",
+                    "topology 'agg' runs no prefill pods but prefill.replicas is 1: set it to 0.",
+                    "",
+                )
+            },
+        ),
+        # 9 ranks on a 9-NPU node: one targetPort more than an InferencePool holds (8).
+        (
+            "prod-4p4d",
+            {
+                "decode": {"dataParallelSize": 9, "enableExpertParallel": False},
+                "hardware": {"nodes": 6, "npusPerNode": 9},
+            },
+            {
+                (
+                    "rebel100:decode.dataParallelSizeLocal",
+                    "9 DP ranks per decode pod need as many InferencePool targetPorts, but the pool allows 8.",
+                    "",
+                )
+            },
+        ),
+        # Ranks 8002-8005 against the sidecar's 8000-8003: two ports clash, each reported at the later group.
+        (
+            "prod-4p4d",
+            {"decode": {"port": 8002}},
+            {
+                (
+                    "rebel100:decode.port",
+                    f"port 8002 is used by both decode.sidecar.port and decode.port in the decode pod: {PORTS_FIX}",
+                    "",
+                ),
+                (
+                    "rebel100:decode.port",
+                    f"port 8003 is used by both decode.sidecar.port and decode.port in the decode pod: {PORTS_FIX}",
+                    "",
+                ),
+            },
+        ),
+        (
+            "prod-4p4d",
+            {"decode": {"dataParallelRpcPort": 8201}},
+            {
+                (
+                    "rebel100:decode.dataParallelRpcPort",
+                    f"port 8201 is used by both decode.port and decode.dataParallelRpcPort "
+                    f"in the decode pod: {PORTS_FIX}",
+                    "",
+                )
+            },
+        ),
+        # Side channels 5553-5556 against the RPC port 5555.
+        (
+            "prod-4p4d",
+            {"engine": {"nixlSideChannelPort": 5553}},
+            {
+                (
+                    "rebel100:engine.nixlSideChannelPort",
+                    f"port 5555 is used by both decode.dataParallelRpcPort and "
+                    f"engine.nixlSideChannelPort in the decode pod: {PORTS_FIX}",
+                    "",
+                )
+            },
+        ),
+        # Sidecar 5555-5558, RPC 5555, side channels 5555-5558: each clash names the first user of the port (the
+        # sidecar), not the last group that claimed it.
+        (
+            "prod-4p4d",
+            {"decode": {"sidecar": {"port": 5555}}, "engine": {"nixlSideChannelPort": 5555}},
+            {
+                (
+                    "rebel100:decode.dataParallelRpcPort",
+                    f"port 5555 is used by both decode.sidecar.port and "
+                    f"decode.dataParallelRpcPort in the decode pod: {PORTS_FIX}",
+                    "",
+                )
+            }
+            | {
+                (
+                    "rebel100:engine.nixlSideChannelPort",
+                    f"port {port} is used by both decode.sidecar.port and "
+                    f"engine.nixlSideChannelPort in the decode pod: {PORTS_FIX}",
+                    "",
+                )
+                for port in (5555, 5556, 5557, 5558)
+            }
+            # The pool follows the sidecar to 5555-5558, where prefill (8000) does not serve.
+            | {
+                (
+                    "rebel100:prefill.port",
+                    "the stack's InferencePool targets ports [5555, 5556, 5557, 5558] and selects every "
+                    "prefill pod, which serves on [8000] (prefill.port and its DP ranks): the EPP makes "
+                    "one endpoint per target port listed in its active-ports annotations [], so the pod "
+                    "gets no endpoint: the router never sends it a request. Set prefill.port to one of "
+                    "the target ports [5555, 5556, 5557, 5558] (the decode sidecar's: "
+                    "decode.sidecar.port and up).",
+                    "pool-endpoints-serve",
+                )
+            },
+        ),
+        (
+            "prod-4p4d",
+            {"router": {"nonCachedTokens": 0}},
+            {
+                (
+                    "rebel100:router.nonCachedTokens",
+                    "nonCachedTokens 0 disables the prefix-based decider: no request would ever "
+                    "be prefilled remotely and P/D silently becomes decode-only. Use a positive "
+                    "value, or decider always-disagg.",
+                    "",
+                )
+            },
+        ),
+        (
+            "prod-4p4d",
+            {"router": {"autoTune": False, "blockSizeTokens": 4096}},
+            {
+                (
+                    "rebel100:router.blockSizeTokens",
+                    "with autoTune off the router hashes blockSizeTokens 4096-token units but the "
+                    "engine reuses prefixes in 512-token units: set it to 512.",
+                    "",
+                )
+            },
+        ),
+        # Without sub-block caching the engine reuses whole 4096-token blocks.
+        (
+            "prod-4p4d",
+            {"router": {"autoTune": False, "blockSizeTokens": 512}, "engine": {"subBlockCache": False}},
+            {
+                (
+                    "rebel100:router.blockSizeTokens",
+                    "with autoTune off the router hashes blockSizeTokens 512-token units but the "
+                    "engine reuses prefixes in 4096-token units: set it to 4096.",
+                    "",
+                )
+            },
+        ),
+    ],
+)
 def test_pd_wiring_issues_in_full(stack, overrides, expected):
     assert issues(stack, **overrides) == expected
 
 
-@pytest.mark.parametrize("stack, overrides", [
-    ("prod-4p4d", {"decode": {"dataParallelSize": 8, "enableExpertParallel": False}, "hardware": {"nodes": 6}}),  # 8 ports
-    ("prod-4p4d", {"decode": {"port": 8004}}),  # ranks 8004-8007 next to the sidecar's 8000-8003
-    ("prod-4p4d", {"engine": {"nixlSideChannelPort": 5556}}),  # side channels 5556-5559 next to RPC 5555
-    ("agg", {"router": {"nonCachedTokens": 0}}),  # no P/D decider in agg
-    ("agg", {"decode": {"sidecar": {"port": 8200}}}),  # no sidecar in agg
-    ("prod-4p4d", {"router": {"nonCachedTokens": 0, "decider": "always-disagg"}}),
-    ("prod-4p4d", {"router": {"autoTune": False, "blockSizeTokens": 4096}, "engine": {"subBlockCache": False}}),
-    ("prod-4p4d", {"router": {"autoTune": True, "blockSizeTokens": 4096}}),  # autoTune reads the engine's own
-])
+@pytest.mark.parametrize(
+    "stack, overrides",
+    [
+        (
+            "prod-4p4d",
+            {"decode": {"dataParallelSize": 8, "enableExpertParallel": False}, "hardware": {"nodes": 6}},
+        ),  # 8 ports
+        ("prod-4p4d", {"decode": {"port": 8004}}),  # ranks 8004-8007 next to the sidecar's 8000-8003
+        ("prod-4p4d", {"engine": {"nixlSideChannelPort": 5556}}),  # side channels 5556-5559 next to RPC 5555
+        ("agg", {"router": {"nonCachedTokens": 0}}),  # no P/D decider in agg
+        ("agg", {"decode": {"sidecar": {"port": 8200}}}),  # no sidecar in agg
+        ("prod-4p4d", {"router": {"nonCachedTokens": 0, "decider": "always-disagg"}}),
+        ("prod-4p4d", {"router": {"autoTune": False, "blockSizeTokens": 4096}, "engine": {"subBlockCache": False}}),
+        ("prod-4p4d", {"router": {"autoTune": True, "blockSizeTokens": 4096}}),  # autoTune reads the engine's own
+    ],
+)
 def test_pd_wiring_passes(stack, overrides):
     load_config(stack_config(stack, **overrides))
 
 
-SPEC_EAGLE3 = '{"method": "eagle3", "model": "asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k", "numSpeculativeTokens": 3}'
-SPEC_FIX = ("differ: EAGLE-3's draft head fills its own KV during prefill, so both roles need the same config (set it "
-            "once in engine.speculative).")
+SPEC_EAGLE3 = (
+    '{"method": "eagle3", "model": "asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k", "numSpeculativeTokens": 3}'
+)
+SPEC_FIX = (
+    "differ: EAGLE-3's draft head fills its own KV during prefill, so both roles need the same config (set it "
+    "once in engine.speculative)."
+)
 
 
-@pytest.mark.parametrize("overrides, expected", [
-    ({"decode": {"blockSize": 8192, "kvCacheDtype": "auto", "speculative": {"method": "ngram", "model": None}}},
-     {("rebel100:decode.blockSize", "prefill blockSize 4096 and decode blockSize 8192 differ: NIXL moves KV blocks as "
-                                    "they are, so both roles need the same value (set it once in engine.blockSize).", ""),
-      ("rebel100:decode.kvCacheDtype", "prefill kvCacheDtype 'fp8' and decode kvCacheDtype 'auto' differ: NIXL moves KV "
-                                       "blocks as they are, so both roles need the same value (set it once in "
-                                       "engine.kvCacheDtype).", ""),
-      ("rebel100:decode.speculative", f'prefill speculative {SPEC_EAGLE3} and decode speculative {{"method": "ngram", '
-                                      f'"model": null, "numSpeculativeTokens": 3}} {SPEC_FIX}', "")}),
-    ({"prefill": {"speculative": {"method": "suffix", "model": None, "numSpeculativeTokens": 4}}},
-     {("rebel100:decode.speculative", f'prefill speculative {{"method": "suffix", "model": null, "numSpeculativeTokens": '
-                                      f'4}} and decode speculative {SPEC_EAGLE3} {SPEC_FIX}', "")}),
-    # Speculative decoding off in one role only: `off`, not `null`.
-    ({"engine": {"speculative": None}, "decode": {"speculative": {"method": "ngram", "model": None}}},
-     {("rebel100:decode.speculative", 'prefill speculative off and decode speculative {"method": "ngram", "model": '
-                                      f'null, "numSpeculativeTokens": 3}} {SPEC_FIX}', "")}),
-])
+@pytest.mark.parametrize(
+    "overrides, expected",
+    [
+        (
+            {"decode": {"blockSize": 8192, "kvCacheDtype": "auto", "speculative": {"method": "ngram", "model": None}}},
+            {
+                (
+                    "rebel100:decode.blockSize",
+                    "prefill blockSize 4096 and decode blockSize 8192 differ: NIXL moves KV blocks as "
+                    "they are, so both roles need the same value (set it once in engine.blockSize).",
+                    "",
+                ),
+                (
+                    "rebel100:decode.kvCacheDtype",
+                    "prefill kvCacheDtype 'fp8' and decode kvCacheDtype 'auto' differ: NIXL moves KV "
+                    "blocks as they are, so both roles need the same value (set it once in "
+                    "engine.kvCacheDtype).",
+                    "",
+                ),
+                (
+                    "rebel100:decode.speculative",
+                    f'prefill speculative {SPEC_EAGLE3} and decode speculative {{"method": "ngram", '
+                    f'"model": null, "numSpeculativeTokens": 3}} {SPEC_FIX}',
+                    "",
+                ),
+            },
+        ),
+        (
+            {"prefill": {"speculative": {"method": "suffix", "model": None, "numSpeculativeTokens": 4}}},
+            {
+                (
+                    "rebel100:decode.speculative",
+                    f'prefill speculative {{"method": "suffix", "model": null, "numSpeculativeTokens": '
+                    f"4}} and decode speculative {SPEC_EAGLE3} {SPEC_FIX}",
+                    "",
+                )
+            },
+        ),
+        # Speculative decoding off in one role only: `off`, not `null`.
+        (
+            {"engine": {"speculative": None}, "decode": {"speculative": {"method": "ngram", "model": None}}},
+            {
+                (
+                    "rebel100:decode.speculative",
+                    'prefill speculative off and decode speculative {"method": "ngram", "model": '
+                    f'null, "numSpeculativeTokens": 3}} {SPEC_FIX}',
+                    "",
+                )
+            },
+        ),
+    ],
+)
 def test_roles_agree_issues_in_full(overrides, expected):
     assert issues(**overrides) == expected
 
 
 def test_roles_agree_passes_when_overrides_repeat_the_engine_values():
     ok(prefill={"blockSize": 4096, "kvCacheDtype": "fp8"}, decode={"blockSize": 4096, "kvCacheDtype": "fp8"})
-    ok(prefill={"speculative": {"method": "ngram", "model": None}}, decode={"speculative": {"method": "ngram", "model": None}})
+    ok(
+        prefill={"speculative": {"method": "ngram", "model": None}},
+        decode={"speculative": {"method": "ngram", "model": None}},
+    )
 
 
 def test_roles_need_not_agree_without_prefill():
@@ -496,101 +755,211 @@ GENERATED_ENV = "is generated by the program, and a second entry of one name is 
 
 
 def test_override_issues_in_full():
-    found = issues(prefill={"extraArgs": ["--enforce-eager", "-pp", "2"], "extraEnv": {"MY_PASSWORD": "hunter2"}},
-                   decode={"extraArgs": ["--max-num-seqs=2"],
-                           "extraEnv": {"VLLM_RPC_TIMEOUT": "1", "HF_HOME": "/x", "RBLN_DEVICES": "0"}},
-                   kvTier={"extraConfig": {"rds_max_chunks": 5}})
+    found = issues(
+        prefill={"extraArgs": ["--enforce-eager", "-pp", "2"], "extraEnv": {"MY_PASSWORD": "hunter2"}},
+        decode={
+            "extraArgs": ["--max-num-seqs=2"],
+            "extraEnv": {"VLLM_RPC_TIMEOUT": "1", "HF_HOME": "/x", "RBLN_DEVICES": "0"},
+        },
+        kvTier={"extraConfig": {"rds_max_chunks": 5}},
+    )
     assert found == {
-        ("rebel100:prefill.extraArgs[1]", "'-pp' redefines --pipeline-parallel-size, which the program generates from "
-                                          "prefill.pipelineParallelSize: the gates would check one value and the engine "
-                                          "run another. Set prefill.pipelineParallelSize instead.", ""),
-        ("rebel100:prefill.extraEnv.MY_PASSWORD", "MY_PASSWORD is a literal value (7 characters, not shown) but its name "
-                                                  "says it is a secret: a literal ends up in the stack state, the "
-                                                  "rendered YAML and anyone's `kubectl get -o yaml`. Take it from a "
-                                                  "Secret (valueFrom.secretKeyRef), or rename it if it is not a "
-                                                  "secret.", "no-literal-secrets"),
-        ("rebel100:decode.extraArgs[0]", "'--max-num-seqs=2' redefines --max-num-seqs, which the program generates "
-                                         "from decode.maxNumSeqs: the gates would check one value and the engine run "
-                                         "another. Set decode.maxNumSeqs instead.", ""),
+        (
+            "rebel100:prefill.extraArgs[1]",
+            "'-pp' redefines --pipeline-parallel-size, which the program generates from "
+            "prefill.pipelineParallelSize: the gates would check one value and the engine "
+            "run another. Set prefill.pipelineParallelSize instead.",
+            "",
+        ),
+        (
+            "rebel100:prefill.extraEnv.MY_PASSWORD",
+            "MY_PASSWORD is a literal value (7 characters, not shown) but its name "
+            "says it is a secret: a literal ends up in the stack state, the "
+            "rendered YAML and anyone's `kubectl get -o yaml`. Take it from a "
+            "Secret (valueFrom.secretKeyRef), or rename it if it is not a "
+            "secret.",
+            "no-literal-secrets",
+        ),
+        (
+            "rebel100:decode.extraArgs[0]",
+            "'--max-num-seqs=2' redefines --max-num-seqs, which the program generates "
+            "from decode.maxNumSeqs: the gates would check one value and the engine run "
+            "another. Set decode.maxNumSeqs instead.",
+            "",
+        ),
         # A field with a role in it names the role; a variable fixed by the design has no field to set.
-        ("rebel100:decode.extraEnv.VLLM_RPC_TIMEOUT", f"VLLM_RPC_TIMEOUT {GENERATED_ENV} (duplicate entries for key "
-                                                      f"[name='VLLM_RPC_TIMEOUT']). Set engine.rpcTimeoutMs instead.", ""),
-        ("rebel100:decode.extraEnv.HF_HOME", f"HF_HOME {GENERATED_ENV} (duplicate entries for key [name='HF_HOME']). It "
-                                             f"is fixed by the design; remove it.", ""),
-        ("rebel100:decode.extraEnv.RBLN_DEVICES", f"RBLN_DEVICES {GENERATED_ENV} (duplicate entries for key "
-                                                  f"[name='RBLN_DEVICES']). Set decode.tensorParallelSize / "
-                                                  f"pipelineParallelSize instead.", ""),
-        ("rebel100:kvTier.extraConfig.rds_max_chunks", "rds_max_chunks is set by the program from kvTier.rdsMaxChunks, "
-                                                       "where the RDS memory budget checks it; here it would silently "
-                                                       "replace the checked value. Set kvTier.rdsMaxChunks instead.", ""),
+        (
+            "rebel100:decode.extraEnv.VLLM_RPC_TIMEOUT",
+            f"VLLM_RPC_TIMEOUT {GENERATED_ENV} (duplicate entries for key "
+            f"[name='VLLM_RPC_TIMEOUT']). Set engine.rpcTimeoutMs instead.",
+            "",
+        ),
+        (
+            "rebel100:decode.extraEnv.HF_HOME",
+            f"HF_HOME {GENERATED_ENV} (duplicate entries for key [name='HF_HOME']). It "
+            f"is fixed by the design; remove it.",
+            "",
+        ),
+        (
+            "rebel100:decode.extraEnv.RBLN_DEVICES",
+            f"RBLN_DEVICES {GENERATED_ENV} (duplicate entries for key "
+            f"[name='RBLN_DEVICES']). Set decode.tensorParallelSize / "
+            f"pipelineParallelSize instead.",
+            "",
+        ),
+        (
+            "rebel100:kvTier.extraConfig.rds_max_chunks",
+            "rds_max_chunks is set by the program from kvTier.rdsMaxChunks, "
+            "where the RDS memory budget checks it; here it would silently "
+            "replace the checked value. Set kvTier.rdsMaxChunks instead.",
+            "",
+        ),
     }
 
 
 def test_prefill_override_names_the_prefill_field():
     assert issues(prefill={"extraArgs": ["--port=9000"], "extraEnv": {"RBLN_DEVICES": "0"}}) == {
-        ("rebel100:prefill.extraArgs[0]", "'--port=9000' redefines --port, which the program generates from "
-                                          "prefill.port: the gates would check one value and the engine run another. "
-                                          "Set prefill.port instead.", ""),
-        ("rebel100:prefill.extraEnv.RBLN_DEVICES", f"RBLN_DEVICES {GENERATED_ENV} (duplicate entries for key "
-                                                   f"[name='RBLN_DEVICES']). Set prefill.tensorParallelSize / "
-                                                   f"pipelineParallelSize instead.", ""),
+        (
+            "rebel100:prefill.extraArgs[0]",
+            "'--port=9000' redefines --port, which the program generates from "
+            "prefill.port: the gates would check one value and the engine run another. "
+            "Set prefill.port instead.",
+            "",
+        ),
+        (
+            "rebel100:prefill.extraEnv.RBLN_DEVICES",
+            f"RBLN_DEVICES {GENERATED_ENV} (duplicate entries for key "
+            f"[name='RBLN_DEVICES']). Set prefill.tensorParallelSize / "
+            f"pipelineParallelSize instead.",
+            "",
+        ),
     }
 
 
-@pytest.mark.parametrize("stack, overrides, expected", [
-    ("agg", {"kvTier": {"mode": "cpu"}},
-     {("rebel100:kvTier.mode", "kvTier.mode 'cpu' offloads prefill KV, but this stack has no prefill pods (topology "
-                               "'agg', prefill.replicas 0): set kvTier.mode off.", "")}),
-    ("prod-4p4d", {"prefill": {"replicas": 0}},
-     {("rebel100:kvTier.mode", "kvTier.mode 'rds' offloads prefill KV, but this stack has no prefill pods (topology "
-                               "'pd', prefill.replicas 0): set kvTier.mode off.", ""),
-      ("rebel100:prefill.replicas", "topology 'pd' needs at least one prefill pod; use topology 'agg' for a stack "
-                                    "without prefill.", "")}),
-    ("prod-4p4d", {"hardware": {"nvmeDrivesPerNode": 0}},
-     {("rebel100:hardware.nvmeDrivesPerNode", "RDS needs NVMe drives: set hardware.nvmeDrivesPerNode or "
-                                              "kvTier.rdsDrives, or use kvTier.mode cpu.", "")}),
-    # 256 GiB of tier in a 256Gi limit leaves nothing for the engine: refused at equality.
-    ("prod-4p4d", {"kvTier": {"mode": "cpu", "cpuSizeGib": 256}},
-     {("rebel100:kvTier.cpuSizeGib", "the CPU KV tier of 256 GiB does not fit in the prefill memory limit 256Gi "
-                                     "(prefill.resources.memory): raise the limit or shrink the tier.", "")}),
-    ("prod-4p4d", {"kvTier": {"mode": "cpu", "cpuSizeGib": 100.5}, "prefill": {"resources": {"memory": "100Gi"}}},
-     {("rebel100:kvTier.cpuSizeGib", "the CPU KV tier of 100.5 GiB does not fit in the prefill memory limit 100Gi "
-                                     "(prefill.resources.memory): raise the limit or shrink the tier.", "")}),
-])
+@pytest.mark.parametrize(
+    "stack, overrides, expected",
+    [
+        (
+            "agg",
+            {"kvTier": {"mode": "cpu"}},
+            {
+                (
+                    "rebel100:kvTier.mode",
+                    "kvTier.mode 'cpu' offloads prefill KV, but this stack has no prefill pods (topology "
+                    "'agg', prefill.replicas 0): set kvTier.mode off.",
+                    "",
+                )
+            },
+        ),
+        (
+            "prod-4p4d",
+            {"prefill": {"replicas": 0}},
+            {
+                (
+                    "rebel100:kvTier.mode",
+                    "kvTier.mode 'rds' offloads prefill KV, but this stack has no prefill pods (topology "
+                    "'pd', prefill.replicas 0): set kvTier.mode off.",
+                    "",
+                ),
+                (
+                    "rebel100:prefill.replicas",
+                    "topology 'pd' needs at least one prefill pod; use topology 'agg' for a stack without prefill.",
+                    "",
+                ),
+            },
+        ),
+        (
+            "prod-4p4d",
+            {"hardware": {"nvmeDrivesPerNode": 0}},
+            {
+                (
+                    "rebel100:hardware.nvmeDrivesPerNode",
+                    "RDS needs NVMe drives: set hardware.nvmeDrivesPerNode or "
+                    "kvTier.rdsDrives, or use kvTier.mode cpu.",
+                    "",
+                )
+            },
+        ),
+        # 256 GiB of tier in a 256Gi limit leaves nothing for the engine: refused at equality.
+        (
+            "prod-4p4d",
+            {"kvTier": {"mode": "cpu", "cpuSizeGib": 256}},
+            {
+                (
+                    "rebel100:kvTier.cpuSizeGib",
+                    "the CPU KV tier of 256 GiB does not fit in the prefill memory limit 256Gi "
+                    "(prefill.resources.memory): raise the limit or shrink the tier.",
+                    "",
+                )
+            },
+        ),
+        (
+            "prod-4p4d",
+            {"kvTier": {"mode": "cpu", "cpuSizeGib": 100.5}, "prefill": {"resources": {"memory": "100Gi"}}},
+            {
+                (
+                    "rebel100:kvTier.cpuSizeGib",
+                    "the CPU KV tier of 100.5 GiB does not fit in the prefill memory limit 100Gi "
+                    "(prefill.resources.memory): raise the limit or shrink the tier.",
+                    "",
+                )
+            },
+        ),
+    ],
+)
 def test_kv_tier_issues_in_full(stack, overrides, expected):
     assert issues(stack, **overrides) == expected
 
 
-@pytest.mark.parametrize("stack, overrides", [
-    ("prod-4p4d", {"kvTier": {"mode": "cpu", "cpuSizeGib": 255.5}}),
-    ("prod-4p4d", {"hardware": {"nvmeDrivesPerNode": 0}, "kvTier": {"rdsDrives": 1}}),  # drives of its own
-    ("prod-4p4d", {"hardware": {"nvmeDrivesPerNode": 0}, "kvTier": {"mode": "cpu"}}),
-    ("prod-4p4d", {"kvTier": {"mode": "off", "cpuSizeGib": 1000}}),  # off: no tier to fit
-    ("agg", {"kvTier": {"mode": "off", "rdsMaxChunks": 100000}}),
-])
+@pytest.mark.parametrize(
+    "stack, overrides",
+    [
+        ("prod-4p4d", {"kvTier": {"mode": "cpu", "cpuSizeGib": 255.5}}),
+        ("prod-4p4d", {"hardware": {"nvmeDrivesPerNode": 0}, "kvTier": {"rdsDrives": 1}}),  # drives of its own
+        ("prod-4p4d", {"hardware": {"nvmeDrivesPerNode": 0}, "kvTier": {"mode": "cpu"}}),
+        ("prod-4p4d", {"kvTier": {"mode": "off", "cpuSizeGib": 1000}}),  # off: no tier to fit
+        ("agg", {"kvTier": {"mode": "off", "rdsMaxChunks": 100000}}),
+    ],
+)
 def test_kv_tier_passes(stack, overrides):
     load_config(stack_config(stack, **overrides))
 
 
-NOT_A_COMMIT = ("is not a commit id: a download in prod would take whatever the branch points at on the day the Job "
-                "runs, so two environments (or a re-created Job) can serve different weights.")
-GATED = ("the weights are gated but the stack neither creates the Secret hf-token (rebel100:hfToken is not set) nor is "
-         "told it exists (weights.tokenSecretExists false): the download Job would fail with 401 on its first file. Set "
-         "the token with `pulumi config set --secret rebel100:hfToken hf_...`, or create the Secret and set "
-         "weights.tokenSecretExists true.")
+NOT_A_COMMIT = (
+    "is not a commit id: a download in prod would take whatever the branch points at on the day the Job "
+    "runs, so two environments (or a re-created Job) can serve different weights."
+)
+GATED = (
+    "the weights are gated but the stack neither creates the Secret hf-token (rebel100:hfToken is not set) nor is "
+    "told it exists (weights.tokenSecretExists false): the download Job would fail with 401 on its first file. Set "
+    "the token with `pulumi config set --secret rebel100:hfToken hf_...`, or create the Secret and set "
+    "weights.tokenSecretExists true."
+)
 
 
 def test_weights_issues_in_full():
     assert issues(weights={"source": "download", "size": "200Gi", "gated": True}) == {
-        ("rebel100:weights.size", "weights.size 200Gi (214.7 GB) is below MiniMaxAI/MiniMax-M2.7 + "
-                                  "asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k (234 GB) x headroom 1.2 = 280.8 GB: "
-                                  "the download would fill the volume part way and fail. Set weights.size to at least "
-                                  "262Gi.", ""),
-        ("rebel100:weights.revision", f"weights.revision 'main' of MiniMaxAI/MiniMax-M2.7 {NOT_A_COMMIT} Set "
-                                      f"weights.revision to the 40-hex commit id to serve.", ""),
-        ("rebel100:weights.draftRevision", f"weights.draftRevision 'main' of asherszhang/MiniMax-M2.7-EAGLE3-draft-"
-                                           f"vocab200k {NOT_A_COMMIT} Set weights.draftRevision to the 40-hex commit "
-                                           f"id to serve.", ""),
+        (
+            "rebel100:weights.size",
+            "weights.size 200Gi (214.7 GB) is below MiniMaxAI/MiniMax-M2.7 + "
+            "asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k (234 GB) x headroom 1.2 = 280.8 GB: "
+            "the download would fill the volume part way and fail. Set weights.size to at least "
+            "262Gi.",
+            "",
+        ),
+        (
+            "rebel100:weights.revision",
+            f"weights.revision 'main' of MiniMaxAI/MiniMax-M2.7 {NOT_A_COMMIT} Set "
+            f"weights.revision to the 40-hex commit id to serve.",
+            "",
+        ),
+        (
+            "rebel100:weights.draftRevision",
+            f"weights.draftRevision 'main' of asherszhang/MiniMax-M2.7-EAGLE3-draft-"
+            f"vocab200k {NOT_A_COMMIT} Set weights.draftRevision to the 40-hex commit "
+            f"id to serve.",
+            "",
+        ),
         ("rebel100:weights.gated", GATED, ""),
     }
 
@@ -599,11 +968,19 @@ def test_weights_issues_in_full():
 def test_weights_without_a_draft_size_and_pin_the_model_alone(speculative):
     """No draft model (speculative off, or a draft-free method): 230 GB x 1.2 = 276 GB, and no draft revision."""
     assert issues(weights={"source": "download", "size": "200Gi"}, engine={"speculative": speculative}) == {
-        ("rebel100:weights.size", "weights.size 200Gi (214.7 GB) is below MiniMaxAI/MiniMax-M2.7 (230 GB) x headroom "
-                                  "1.2 = 276 GB: the download would fill the volume part way and fail. Set weights.size "
-                                  "to at least 258Gi.", ""),
-        ("rebel100:weights.revision", f"weights.revision 'main' of MiniMaxAI/MiniMax-M2.7 {NOT_A_COMMIT} Set "
-                                      f"weights.revision to the 40-hex commit id to serve.", ""),
+        (
+            "rebel100:weights.size",
+            "weights.size 200Gi (214.7 GB) is below MiniMaxAI/MiniMax-M2.7 (230 GB) x headroom "
+            "1.2 = 276 GB: the download would fill the volume part way and fail. Set weights.size "
+            "to at least 258Gi.",
+            "",
+        ),
+        (
+            "rebel100:weights.revision",
+            f"weights.revision 'main' of MiniMaxAI/MiniMax-M2.7 {NOT_A_COMMIT} Set "
+            f"weights.revision to the 40-hex commit id to serve.",
+            "",
+        ),
     }
 
 
@@ -619,61 +996,81 @@ def paths_and_policies(stack="prod-4p4d", **overrides):
 
 def test_groups_issue_names_each_role_at_its_key():
     assert issues(placement={"groups": 3}) == {
-        ("rebel100:prefill.replicas", "prefill.replicas 4 cannot be split evenly over placement.groups 3 node groups: "
-                                      "use a multiple of 3.", ""),
-        ("rebel100:decode.replicas", "decode.replicas 4 cannot be split evenly over placement.groups 3 node groups: use "
-                                     "a multiple of 3.", ""),
+        (
+            "rebel100:prefill.replicas",
+            "prefill.replicas 4 cannot be split evenly over placement.groups 3 node groups: use a multiple of 3.",
+            "",
+        ),
+        (
+            "rebel100:decode.replicas",
+            "decode.replicas 4 cannot be split evenly over placement.groups 3 node groups: use a multiple of 3.",
+            "",
+        ),
     }
 
 
 def test_vllm_args_refusal_of_decode_alone_is_reported_after_a_prefill_that_parses():
     assert issues(decode={"extraArgs": ["--foo"]}) == {
-        ("rebel100:decode.extraArgs[0]", '`vllm serve` of vLLM 0.30.0 (the vLLM of vllm-rbln 0.12.0) exits with '
-                                         '"unrecognized arguments: --foo" before the engine starts, so the pod '
-                                         'crash-loops. Remove the entry, or spell it as `vllm serve --help` of that '
-                                         'version does.', "vllm-args-known")}
+        (
+            "rebel100:decode.extraArgs[0]",
+            "`vllm serve` of vLLM 0.30.0 (the vLLM of vllm-rbln 0.12.0) exits with "
+            '"unrecognized arguments: --foo" before the engine starts, so the pod '
+            "crash-loops. Remove the entry, or spell it as `vllm serve --help` of that "
+            "version does.",
+            "vllm-args-known",
+        )
+    }
 
 
 def test_lmcache_names_carry_the_policy_of_the_pack():
-    assert paths_and_policies(prefill={"extraEnv": {"LMCACHE_CHUNKSIZE": "512"}},
-                              kvTier={"extraConfig": {"chunk_size": 512}}) == [
+    assert paths_and_policies(
+        prefill={"extraEnv": {"LMCACHE_CHUNKSIZE": "512"}}, kvTier={"extraConfig": {"chunk_size": 512}}
+    ) == [
         ("rebel100:kvTier.extraConfig.chunk_size", "lmcache-env-known"),
-        ("rebel100:prefill.extraEnv.LMCACHE_CHUNKSIZE", "lmcache-env-known")]
+        ("rebel100:prefill.extraEnv.LMCACHE_CHUNKSIZE", "lmcache-env-known"),
+    ]
 
 
 def test_engine_image_issue_carries_the_policy_of_the_pack():
     assert paths_and_policies(engine={"image": "rebellions/vllm-rbln:0.10.4"}, kvTier={"mode": "cpu"}) == [
-        ("rebel100:engine.image", "engine-image-has-features")]
+        ("rebel100:engine.image", "engine-image-has-features")
+    ]
 
 
 OLD_EPP_MESSAGE = (
     "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1 (router.image) is 0.7.1, older than features the render uses: "
     "apiVersion llm-d.ai/v1alpha1 needs llm-d EPP 0.9.0 or later (github.com/llm-d/llm-d-router@v0.9.0 "
     "apix/config/v1alpha1/zz_generated.register.go). The program would refuse its configuration and the pod would "
-    "crash-loop. Pin 0.9.0 or later.")
+    "crash-loop. Pin 0.9.0 or later."
+)
 
 
 def test_epp_pin_older_than_a_feature_is_reported_once_though_its_line_has_schema_data():
     """v0.7.1 has schema data (core/versions/data/epp-v0.7.1.json), which would refuse the v0.9 apiVersion set by
     hand again in its own words; the feature rule names what is missing, and the schema is not asked."""
-    assert issues(router={"image": "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1",
-                          "configApiVersion": "llm-d.ai/v1alpha1"}) == {
-        ("rebel100:router.image", OLD_EPP_MESSAGE, "router-images-have-features")}
+    assert issues(
+        router={"image": "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1", "configApiVersion": "llm-d.ai/v1alpha1"}
+    ) == {("rebel100:router.image", OLD_EPP_MESSAGE, "router-images-have-features")}
 
 
 def test_epp_schema_refusal_in_full():
     assert issues("agg", router={"pluginParameters": {"token-load-scorer": {"queueThreshold": 8192}}}) == {
-        ("rebel100:router.pluginParameters.token-load-scorer.queueThreshold",
-         'the EPP 0.10.0 ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0 would refuse '
-         'plugins[3].parameters.queueThreshold of the rendered EndpointPickerConfig: json: unknown field '
-         '"queueThreshold" (its own rule, from core/versions/data/epp-v0.10.0.json). The pod would crash-loop. Remove or '
-         'correct the parameter, or pin an EPP that has it.', "router-config-schema")}
+        (
+            "rebel100:router.pluginParameters.token-load-scorer.queueThreshold",
+            "the EPP 0.10.0 ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0 would refuse "
+            "plugins[3].parameters.queueThreshold of the rendered EndpointPickerConfig: json: unknown field "
+            '"queueThreshold" (its own rule, from core/versions/data/epp-v0.10.0.json). The pod would crash-loop. Remove or '
+            "correct the parameter, or pin an EPP that has it.",
+            "router-config-schema",
+        )
+    }
 
 
 def sidecar_data_without(flag):
     """epp_schema.data_for, with a sidecar line that lacks `flag`: the render's flags are known to every sidecar we
     hold data for, so only such data shows how the gate reports a refused flag."""
     from core.versions import epp_schema
+
     real = epp_schema.data_for
 
     def data_for(program, pinned):
@@ -682,88 +1079,137 @@ def sidecar_data_without(flag):
             data = real(program, Version(0, 10, 0))
             data = {**data, "flags": {k: v for k, v in data["flags"].items() if k != flag}}
         return data
+
     return data_for
 
 
 def test_sidecar_flag_its_pin_does_not_know_is_refused_at_the_sidecar_image(monkeypatch):
     from core.versions import epp_schema
+
     monkeypatch.setattr(epp_schema, "data_for", sidecar_data_without("secure-proxy"))
     assert issues() == {
-        ("rebel100:decode.sidecar.image",
-         "the P/D sidecar 0.10.0 ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0 would refuse flag --secure-proxy: "
-         "exits 2: unknown flag: --secure-proxy (its own rule, from core/versions/data/sidecar-v0.10.0.json). The pod "
-         "would crash-loop. Pin a sidecar that has the flag.", "router-config-schema")}
+        (
+            "rebel100:decode.sidecar.image",
+            "the P/D sidecar 0.10.0 ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0 would refuse flag --secure-proxy: "
+            "exits 2: unknown flag: --secure-proxy (its own rule, from core/versions/data/sidecar-v0.10.0.json). The pod "
+            "would crash-loop. Pin a sidecar that has the flag.",
+            "router-config-schema",
+        )
+    }
     load_config(stack_config("agg"))  # agg runs no sidecar: its flags are not judged
 
 
 def test_sidecar_pin_older_than_a_feature_is_reported_once(monkeypatch):
     """v0.6.0 lacks --kv-connector (0.7.0): the feature rule says so; the schema data of its line is not asked."""
     from core.versions import epp_schema
+
     monkeypatch.setattr(epp_schema, "data_for", sidecar_data_without("kv-connector"))
     assert paths_and_policies(decode={"sidecar": {"image": "ghcr.io/llm-d/llm-d-routing-sidecar:v0.6.0"}}) == [
-        ("rebel100:decode.sidecar.image", "router-images-have-features")]
+        ("rebel100:decode.sidecar.image", "router-images-have-features")
+    ]
 
 
-@pytest.mark.parametrize("settings, problem, field", [
-    ({}, ("approx-prefix-cache-producer", "blockSizeTokens"), "router.blockSizeTokens"),  # a generated parameter
-    ({"pluginParameters": {"token-load-scorer": {"queueThresholdTokens": 1}}},
-     ("token-load-scorer", "queueThresholdTokens"), "router.pluginParameters.token-load-scorer.queueThresholdTokens"),
-    ({}, ("max-score-picker", "maxNumOfEndpoints"), "router.image"),  # rendered, from no field: the pin reads it so
-    ({}, (None, None), "router.image"),  # e.g. the apiVersion
-])
+@pytest.mark.parametrize(
+    "settings, problem, field",
+    [
+        ({}, ("approx-prefix-cache-producer", "blockSizeTokens"), "router.blockSizeTokens"),  # a generated parameter
+        (
+            {"pluginParameters": {"token-load-scorer": {"queueThresholdTokens": 1}}},
+            ("token-load-scorer", "queueThresholdTokens"),
+            "router.pluginParameters.token-load-scorer.queueThresholdTokens",
+        ),
+        ({}, ("max-score-picker", "maxNumOfEndpoints"), "router.image"),  # rendered, from no field: the pin reads it so
+        ({}, (None, None), "router.image"),  # e.g. the apiVersion
+    ],
+)
 def test_router_field_of_a_schema_problem(settings, problem, field):
     from core.gate import _router_field
     from core.config import Router
     from core.versions.epp_schema import Problem
+
     plugin_type, parameter = problem
     assert _router_field(Router.model_validate(settings), Problem("p", "m", plugin_type, parameter)) == field
 
 
-PD_PLUGINS = ("approx-prefix-cache-producer, decode-filter, disagg-profile-handler, max-score-picker, prefill-filter, "
-              "prefix-based-pd-decider, prefix-cache-scorer, queue-scorer")
+PD_PLUGINS = (
+    "approx-prefix-cache-producer, decode-filter, disagg-profile-handler, max-score-picker, prefill-filter, "
+    "prefix-based-pd-decider, prefix-cache-scorer, queue-scorer"
+)
 
 
 def test_plugin_parameters_issues_in_full_each_entry_judged():
-    assert issues(router={"pluginParameters": {"token-load-scorer": {"x": 1},
-                                               "prefix-based-pd-decider": {"nonCachedTokens": 0}}}) == {
-        ("rebel100:router.pluginParameters.token-load-scorer",
-         f"plugin type 'token-load-scorer' is not in this stack's EndpointPickerConfig (topology 'pd' declares "
-         f"{PD_PLUGINS}): its parameters would configure nothing. Use one of those types.", ""),
-        ("rebel100:router.pluginParameters.prefix-based-pd-decider.nonCachedTokens",
-         "nonCachedTokens of prefix-based-pd-decider is generated by the program from router.nonCachedTokens, where the "
-         "gates check it. Set router.nonCachedTokens instead.", ""),
+    assert issues(
+        router={"pluginParameters": {"token-load-scorer": {"x": 1}, "prefix-based-pd-decider": {"nonCachedTokens": 0}}}
+    ) == {
+        (
+            "rebel100:router.pluginParameters.token-load-scorer",
+            f"plugin type 'token-load-scorer' is not in this stack's EndpointPickerConfig (topology 'pd' declares "
+            f"{PD_PLUGINS}): its parameters would configure nothing. Use one of those types.",
+            "",
+        ),
+        (
+            "rebel100:router.pluginParameters.prefix-based-pd-decider.nonCachedTokens",
+            "nonCachedTokens of prefix-based-pd-decider is generated by the program from router.nonCachedTokens, where the "
+            "gates check it. Set router.nonCachedTokens instead.",
+            "",
+        ),
     }
 
 
 # --- parsing: the config map, schema errors and the heading ---------------------------------------------------
 
+
 def test_namespace_values_keeps_only_its_own_keys_and_decodes_objects():
     from core.gate import namespace_values
-    raw = {"aws:region": "x", "rebel100:hfToken": "[secret]", "rebel100:nodes": 3, "rebel100:flag": True,
-           "rebel100:prefill": '{"replicas": 2}', "rebel100:list": "[1, 2]", "rebel100:text": "{not json",
-           "rebel100:empty": "", "kubernetes:context": "y"}
-    assert namespace_values(raw) == {"nodes": 3, "flag": True, "prefill": {"replicas": 2}, "list": [1, 2],
-                                     "text": "{not json", "empty": ""}
+
+    raw = {
+        "aws:region": "x",
+        "rebel100:hfToken": "[secret]",
+        "rebel100:nodes": 3,
+        "rebel100:flag": True,
+        "rebel100:prefill": '{"replicas": 2}',
+        "rebel100:list": "[1, 2]",
+        "rebel100:text": "{not json",
+        "rebel100:empty": "",
+        "kubernetes:context": "y",
+    }
+    assert namespace_values(raw) == {
+        "nodes": 3,
+        "flag": True,
+        "prefill": {"replicas": 2},
+        "list": [1, 2],
+        "text": "{not json",
+        "empty": "",
+    }
 
 
 def test_a_key_of_a_map_is_refused_at_the_map_with_the_next_error_beside_it():
     assert issues(prefill={"extraEnv": {"A=B": "x"}}, decode={"replicas": 0}) == {
-        ("rebel100:prefill.extraEnv", "key 'A=B' is not valid: contains '=': an environment variable name is non-empty "
-                                      "printable ASCII without '=' (k8s.io/apimachinery v0.35.4 "
-                                      "pkg/util/validation/validation.go IsRelaxedEnvVarName).", ""),
-        ("rebel100:decode.replicas", "0 is not valid: Input should be greater than or equal to 1. (allowed: >= 1 and "
-                                     "<= 1024)", ""),
+        (
+            "rebel100:prefill.extraEnv",
+            "key 'A=B' is not valid: contains '=': an environment variable name is non-empty "
+            "printable ASCII without '=' (k8s.io/apimachinery v0.35.4 "
+            "pkg/util/validation/validation.go IsRelaxedEnvVarName).",
+            "",
+        ),
+        (
+            "rebel100:decode.replicas",
+            "0 is not valid: Input should be greater than or equal to 1. (allowed: >= 1 and <= 1024)",
+            "",
+        ),
     }
 
 
 def test_a_value_of_a_map_is_refused_at_its_key_without_bounds():
     assert issues(prefill={"extraEnv": {"OK": 5}}) == {
-        ("rebel100:prefill.extraEnv.OK", "5 is not valid: Input should be a valid string.", "")}
+        ("rebel100:prefill.extraEnv.OK", "5 is not valid: Input should be a valid string.", "")
+    }
 
 
 def test_field_models_of_a_path_through_a_map_is_none():
     from core.config import Prefill, StackConfig
     from core.gate import _field_models
+
     assert _field_models(StackConfig, ("prefill",)) is Prefill
     assert _field_models(StackConfig, ("prefill", "extraEnv")) is None
     assert _field_models(StackConfig, ("prefill", "replicas")) is None  # a field that is no section
@@ -775,13 +1221,17 @@ def test_a_moved_key_of_a_section_without_its_own_page_points_to_the_readme(monk
     """Every moved key today is in a section with a page (storage, engine); the fallback is the README. The page is
     found by the key's first part, also for a key two levels deep."""
     from core import gate
+
     monkeypatch.setitem(gate.MOVED_KEYS, "router.oldKey", "router.newKey")
     monkeypatch.setitem(gate.MOVED_KEYS, "decode.sidecar.oldPort", "decode.sidecar.port")
     monkeypatch.setitem(gate.MOVED_KEYS_DOCS, "decode", "docs/decode.md")
     assert issues(router={"oldKey": 1}, decode={"sidecar": {"oldPort": 1}}) == {
         ("rebel100:router.oldKey", "this key moved: set `rebel100:router.newKey` instead (see the README).", ""),
-        ("rebel100:decode.sidecar.oldPort", "this key moved: set `rebel100:decode.sidecar.port` instead (see "
-                                            "docs/decode.md).", ""),
+        (
+            "rebel100:decode.sidecar.oldPort",
+            "this key moved: set `rebel100:decode.sidecar.port` instead (see docs/decode.md).",
+            "",
+        ),
     }
 
 
@@ -799,6 +1249,7 @@ def test_config_error_heading_names_the_source():
 def test_validate_assumes_no_token_secret_unless_told():
     from core.config import StackConfig
     from core.gate import validate
+
     cfg = StackConfig.model_validate({"environment": "dev", "weights": {"source": "download", "gated": True}})
     assert [issue.path for issue in validate(cfg)] == ["rebel100:weights.gated"]
     assert validate(cfg, hf_token_set=True) == []
@@ -813,13 +1264,18 @@ def test_an_engine_image_without_a_version_is_not_judged_on_rds_max_chunks():
 def test_roles_need_not_agree_when_pd_has_no_prefill_pods():
     """pd with prefill.replicas 0 is refused once, for the replicas; a prefill override then meets no decode engine."""
     assert issues(prefill={"replicas": 0, "blockSize": 8192}, kvTier={"mode": "off"}) == {
-        ("rebel100:prefill.replicas", "topology 'pd' needs at least one prefill pod; use topology 'agg' for a stack "
-                                      "without prefill.", "")}
+        (
+            "rebel100:prefill.replicas",
+            "topology 'pd' needs at least one prefill pod; use topology 'agg' for a stack without prefill.",
+            "",
+        )
+    }
 
 
 def test_rule_weights_assumes_no_token_secret_unless_told():
     from core.config import StackConfig
     from core.gate import rule_weights
+
     cfg = StackConfig.model_validate({"environment": "dev", "weights": {"source": "download", "gated": True}})
     assert [issue.path for issue in rule_weights(cfg)] == ["rebel100:weights.gated"]
     assert list(rule_weights(cfg, hf_token_set=True)) == []
@@ -830,8 +1286,11 @@ def test_epp_pin_of_agg_is_judged_by_the_agg_render():
     the features come from the stack's own topology (0.8.0 is in no generation: it gets the newest render)."""
     [(path, message, policy)] = issues("agg", router={"image": "ghcr.io/llm-d/llm-d-inference-scheduler:v0.8.0"})
     assert (path, policy) == ("rebel100:router.image", "router-images-have-features")
-    for feature in ("plugin type inflight-load-producer needs llm-d EPP 0.9.0", "plugin type prefix-cache-affinity-filter "
-                    "needs llm-d EPP 0.9.0", "plugin type token-load-scorer needs llm-d EPP 0.9.0"):
+    for feature in (
+        "plugin type inflight-load-producer needs llm-d EPP 0.9.0",
+        "plugin type prefix-cache-affinity-filter needs llm-d EPP 0.9.0",
+        "plugin type token-load-scorer needs llm-d EPP 0.9.0",
+    ):
         assert feature in message
 
 
@@ -841,26 +1300,35 @@ def test_epp_pin_of_agg_is_judged_by_the_agg_render():
 def test_prefill_serving_on_no_target_port_is_refused_as_the_pack_refuses_it():
     """The pool targets the decode sidecar's ports; a prefill pod serving on none of them gets no endpoint (the render
     declares the empty set of active ports), so the router never finds a prefill endpoint."""
-    assert issues(prefill={"port": 8100}) == {(
-        "rebel100:prefill.port",
-        "the stack's InferencePool targets ports [8000, 8001, 8002, 8003] and selects every prefill pod, which serves "
-        "on [8100] (prefill.port and its DP ranks): the EPP makes one endpoint per target port listed in its "
-        "active-ports annotations [], so the pod gets no endpoint: the router never sends it a request. Set "
-        "prefill.port to one of the target ports [8000, 8001, 8002, 8003] (the decode sidecar's: "
-        "decode.sidecar.port and up).",
-        "pool-endpoints-serve")}
+    assert issues(prefill={"port": 8100}) == {
+        (
+            "rebel100:prefill.port",
+            "the stack's InferencePool targets ports [8000, 8001, 8002, 8003] and selects every prefill pod, which serves "
+            "on [8100] (prefill.port and its DP ranks): the EPP makes one endpoint per target port listed in its "
+            "active-ports annotations [], so the pod gets no endpoint: the router never sends it a request. Set "
+            "prefill.port to one of the target ports [8000, 8001, 8002, 8003] (the decode sidecar's: "
+            "decode.sidecar.port and up).",
+            "pool-endpoints-serve",
+        )
+    }
 
 
-@pytest.mark.parametrize("overrides", [{"prefill": {"port": 8003}},
-                                       {"prefill": {"port": 7999, "dataParallelSize": 2, "pipelineParallelSize": 1}}])
+@pytest.mark.parametrize(
+    "overrides",
+    [{"prefill": {"port": 8003}}, {"prefill": {"port": 7999, "dataParallelSize": 2, "pipelineParallelSize": 1}}],
+)
 def test_prefill_serving_on_a_target_port_passes(overrides):
     load_config(stack_config("prod-4p4d", **overrides))
 
 
 def test_pod_annotations_may_not_redefine_the_active_ports():
     found = issues(engine={"podAnnotations": {"llm-d.ai/active-ports": "8001", "example.com/team": "a"}})
-    assert found == {(
-        "rebel100:engine.podAnnotations",
-        "'llm-d.ai/active-ports' is written by the program: the target ports of the InferencePool each engine pod "
-        "serves on (from prefill.port, decode.sidecar.port and the DP ranks), which the EPP makes its endpoints of; "
-        "the value here would be replaced. Remove it.", "")}
+    assert found == {
+        (
+            "rebel100:engine.podAnnotations",
+            "'llm-d.ai/active-ports' is written by the program: the target ports of the InferencePool each engine pod "
+            "serves on (from prefill.port, decode.sidecar.port and the DP ranks), which the EPP makes its endpoints of; "
+            "the value here would be replaced. Remove it.",
+            "",
+        )
+    }

@@ -1,13 +1,20 @@
 """core.placement: the stack's engine pods against a site inventory (the local cluster's shape)."""
+
 from core.config import StackConfig
 from core.placement import NumaNode, SiteNode, needs, place
 
-LABELS = {"rebellions.ai/npu.present": "true", "rebellions.ai/npu.product": "RBLN-CR13", "rebellions.ai/rds.present": "true"}
+LABELS = {
+    "rebellions.ai/npu.present": "true",
+    "rebellions.ai/npu.product": "RBLN-CR13",
+    "rebellions.ai/rds.present": "true",
+}
 
 
 def site(nodes=4, labels=LABELS, npus_per_numa=4, nics_per_numa=2):
-    return [SiteNode(f"rebel100-node-{i}", dict(labels), {n: NumaNode(npus_per_numa, nics_per_numa) for n in (0, 1)})
-            for i in range(nodes)]
+    return [
+        SiteNode(f"rebel100-node-{i}", dict(labels), {n: NumaNode(npus_per_numa, nics_per_numa) for n in (0, 1)})
+        for i in range(nodes)
+    ]
 
 
 def test_prod_4p4d_fits_one_prefill_and_one_decode_per_node():
@@ -48,8 +55,10 @@ def test_each_pod_takes_its_devices_from_one_numa_node():
     nodes = site(nodes=1)
     placed, problems = place(cfg, nodes)
     assert problems == []
-    assert [(p.pod, p.node, p.numa) for p in placed] == [("minimax-m27-prefill pod 1", "rebel100-node-0", 0),
-                                                          ("minimax-m27-decode pod 1", "rebel100-node-0", 1)]
+    assert [(p.pod, p.node, p.numa) for p in placed] == [
+        ("minimax-m27-prefill pod 1", "rebel100-node-0", 0),
+        ("minimax-m27-decode pod 1", "rebel100-node-0", 1),
+    ]
     assert nodes[0].numa == {0: NumaNode(0, 0), 1: NumaNode(0, 0)}
 
 
@@ -60,17 +69,22 @@ def test_nics_count_as_much_as_npus():
     placed, problems = place(cfg, nodes)
     assert [p.numa for p in placed] == [1]  # prefill: NUMA 1 (NUMA 0 lacks a NIC); decode: nothing left
     assert len(problems) == 1
-    assert problems[0] == ("minimax-m27-decode pod 1 (4 NPUs + 2 NICs on one NUMA node, nodes labelled "
-                           "rebellions.ai/npu.present=true, rebellions.ai/npu.product=RBLN-CR13) fits no node of the "
-                           "site's 1: 1 node: no NUMA node with 4 free NPUs and 2 free NICs. It would stay Pending "
-                           "(\"0/1 nodes are available\"); lower decode.replicas, or add nodes.")
+    assert problems[0] == (
+        "minimax-m27-decode pod 1 (4 NPUs + 2 NICs on one NUMA node, nodes labelled "
+        "rebellions.ai/npu.present=true, rebellions.ai/npu.product=RBLN-CR13) fits no node of the "
+        "site's 1: 1 node: no NUMA node with 4 free NPUs and 2 free NICs. It would stay Pending "
+        '("0/1 nodes are available"); lower decode.replicas, or add nodes.'
+    )
 
 
 def test_reasons_are_counted_per_node_and_an_empty_site_says_so():
     cfg = StackConfig.model_validate({"prefill": {"replicas": 1}, "decode": {"replicas": 1}})
     without_rds = {k: v for k, v in LABELS.items() if k != "rebellions.ai/rds.present"}
-    nodes = [SiteNode("a", dict(without_rds), {0: NumaNode(4, 2)}), SiteNode("b", dict(LABELS), {0: NumaNode(2, 2)}),
-             SiteNode("c", dict(without_rds), {0: NumaNode(4, 2)})]
+    nodes = [
+        SiteNode("a", dict(without_rds), {0: NumaNode(4, 2)}),
+        SiteNode("b", dict(LABELS), {0: NumaNode(2, 2)}),
+        SiteNode("c", dict(without_rds), {0: NumaNode(4, 2)}),
+    ]
     _, problems = place(cfg, nodes)
     assert "fits no node of the site's 3: 2 nodes: node affinity; 1 node: no NUMA node with 4 free NPUs" in problems[0]
     assert "rebellions.ai/rds.present=true" in problems[0]  # prefill on RDS needs RDS nodes; decode does not
@@ -79,12 +93,16 @@ def test_reasons_are_counted_per_node_and_an_empty_site_says_so():
 
 
 def test_groups_add_their_label_and_cpu_tier_needs_no_rds():
-    cfg = StackConfig.model_validate({"prefill": {"replicas": 2}, "decode": {"replicas": 2}, "kvTier": {"mode": "cpu"},
-                                      "placement": {"groups": 2}})
+    cfg = StackConfig.model_validate(
+        {"prefill": {"replicas": 2}, "decode": {"replicas": 2}, "kvTier": {"mode": "cpu"}, "placement": {"groups": 2}}
+    )
     pods = needs(cfg)
     assert [(p.pool, p.labels.get(cfg.placement.group_label)) for p in pods] == [
-        ("minimax-m27-prefill-g0", "g0"), ("minimax-m27-prefill-g1", "g1"),
-        ("minimax-m27-decode-g0", "g0"), ("minimax-m27-decode-g1", "g1")]
+        ("minimax-m27-prefill-g0", "g0"),
+        ("minimax-m27-prefill-g1", "g1"),
+        ("minimax-m27-decode-g0", "g0"),
+        ("minimax-m27-decode-g1", "g1"),
+    ]
     assert all("rebellions.ai/rds.present" not in p.labels for p in pods)
     single = needs(StackConfig.model_validate({}))
     assert all(cfg.placement.group_label not in p.labels for p in single)

@@ -1,4 +1,5 @@
 """core.retained: changes the live stack's retained volumes cannot take, refused with object, field and way forward."""
+
 from __future__ import annotations
 
 from core.config import StackConfig
@@ -9,8 +10,17 @@ NS = "rebel100"
 
 def deployed(cfg: StackConfig, storage_class: str = "site-shared") -> list[Claim]:
     """The volumes a deployment of `cfg` left in the cluster (the default class filled in by the API server)."""
-    return [Claim(w.claim.namespace, w.claim.name, w.claim.storage_class or storage_class, w.claim.size,
-                  w.claim.access_modes, cfg.name) for w in wanted_claims(cfg)]
+    return [
+        Claim(
+            w.claim.namespace,
+            w.claim.name,
+            w.claim.storage_class or storage_class,
+            w.claim.size,
+            w.claim.access_modes,
+            cfg.name,
+        )
+        for w in wanted_claims(cfg)
+    ]
 
 
 PRELOADED = Claim(NS, "model-weights", "site-shared", "600Gi", ("ReadOnlyMany",), None)
@@ -18,8 +28,10 @@ PRELOADED = Claim(NS, "model-weights", "site-shared", "600Gi", ("ReadOnlyMany",)
 
 def test_the_deployed_stack_itself_passes():
     cfg = StackConfig()
-    assert [w.claim.name for w in wanted_claims(cfg)] == ["minimax-m27-prefill-compile-cache",
-                                                          "minimax-m27-decode-compile-cache"]
+    assert [w.claim.name for w in wanted_claims(cfg)] == [
+        "minimax-m27-prefill-compile-cache",
+        "minimax-m27-decode-compile-cache",
+    ]
     assert live_stack_refusals(cfg, deployed(cfg) + [PRELOADED], set()) == []
 
 
@@ -27,7 +39,9 @@ def test_a_download_into_the_name_of_a_preloaded_pvc_is_refused():
     cfg = StackConfig.model_validate({"weights": {"source": "download"}})
     problems = live_stack_refusals(cfg, deployed(StackConfig()) + [PRELOADED], set())
     assert len(problems) == 1, problems
-    assert problems[0].startswith("PersistentVolumeClaim rebel100/model-weights already exists and is not made by a stack")
+    assert problems[0].startswith(
+        "PersistentVolumeClaim rebel100/model-weights already exists and is not made by a stack"
+    )
     assert "weights.pvc: model-weights-2" in problems[0] and "weights.source: pvc" in problems[0]
     renamed = StackConfig.model_validate({"weights": {"source": "download", "pvc": "model-weights-2"}})
     assert live_stack_refusals(renamed, deployed(StackConfig()) + [PRELOADED], set()) == []
@@ -37,8 +51,9 @@ def test_a_storage_class_change_of_a_retained_volume_is_refused():
     cfg = StackConfig.model_validate({"storage": {"storageClass": "fast-nvme"}})
     problems = live_stack_refusals(cfg, deployed(StackConfig()), set())
     assert len(problems) == 2  # both compile caches
-    assert problems[0].startswith("PersistentVolumeClaim rebel100/minimax-m27-prefill-compile-cache: "
-                                  "spec.storageClassName is 'site-shared'")
+    assert problems[0].startswith(
+        "PersistentVolumeClaim rebel100/minimax-m27-prefill-compile-cache: spec.storageClassName is 'site-shared'"
+    )
     assert "keep storage.storageClass: site-shared" in problems[0] and "docs/recovery.md" in problems[0]
 
 
@@ -60,7 +75,12 @@ def test_moving_the_namespace_away_from_the_retained_volumes_is_refused():
 
 
 def test_a_live_pvc_is_read_from_kubectl_json():
-    item = {"metadata": {"name": "x", "namespace": NS, "labels": {"app.kubernetes.io/part-of": "minimax-m27"}},
-            "spec": {"storageClassName": "site-shared", "accessModes": ["ReadWriteMany"],
-                     "resources": {"requests": {"storage": "200Gi"}}}}
+    item = {
+        "metadata": {"name": "x", "namespace": NS, "labels": {"app.kubernetes.io/part-of": "minimax-m27"}},
+        "spec": {
+            "storageClassName": "site-shared",
+            "accessModes": ["ReadWriteMany"],
+            "resources": {"requests": {"storage": "200Gi"}},
+        },
+    }
     assert claim_of(item) == Claim(NS, "x", "site-shared", "200Gi", ("ReadWriteMany",), "minimax-m27")

@@ -1,6 +1,7 @@
 """core.versions.router GENERATIONS: which releases each router generation covers, what the render is for each, and
 the gate judging a v0.7.x pin with the v0.7.1 data. The expected values are written out by hand from the sources
 (docs/consumers-router.md), not computed by the code under test."""
+
 from __future__ import annotations
 
 import pytest
@@ -30,13 +31,23 @@ def issues(stack: str = "prod-4p4d", **overrides) -> list[str]:
     return [str(issue) for issue in info.value.issues]
 
 
-@pytest.mark.parametrize("version, name", [
-    (None, None), (Version(0, 3, 2), None), (Version(0, 6, 9), None),
-    (Version(0, 7, 0), "v0.7"), (Version(0, 7, 1), "v0.7"), (Version(0, 7, 9), "v0.7"),
-    (Version(0, 8, 0), None), (Version(0, 8, 9), None),
-    (Version(0, 9, 0), "v0.10"), (Version(0, 10, 0), "v0.10"), (Version(0, 10, 3), "v0.10"),
-    (Version(1, 0, 0), "v0.10"),
-])
+@pytest.mark.parametrize(
+    "version, name",
+    [
+        (None, None),
+        (Version(0, 3, 2), None),
+        (Version(0, 6, 9), None),
+        (Version(0, 7, 0), "v0.7"),
+        (Version(0, 7, 1), "v0.7"),
+        (Version(0, 7, 9), "v0.7"),
+        (Version(0, 8, 0), None),
+        (Version(0, 8, 9), None),
+        (Version(0, 9, 0), "v0.10"),
+        (Version(0, 10, 0), "v0.10"),
+        (Version(0, 10, 3), "v0.10"),
+        (Version(1, 0, 0), "v0.10"),
+    ],
+)
 def test_each_release_belongs_to_the_generation_its_sources_say(version, name):
     found = router_versions.generation(version)
     assert (found.name if found else None) == name
@@ -53,12 +64,15 @@ def test_bounds_of_each_generation():
     assert (v010.first, v010.until) == (Version(0, 9, 0), None)
 
 
-@pytest.mark.parametrize("version, keys", [
-    (Version(0, 7, 1), (LEGACY_PORTS,)),
-    (Version(0, 10, 0), (PORTS, LEGACY_PORTS)),
-    (Version(0, 9, 0), (PORTS, LEGACY_PORTS)),
-    (None, (PORTS, LEGACY_PORTS)),
-])
+@pytest.mark.parametrize(
+    "version, keys",
+    [
+        (Version(0, 7, 1), (LEGACY_PORTS,)),
+        (Version(0, 10, 0), (PORTS, LEGACY_PORTS)),
+        (Version(0, 9, 0), (PORTS, LEGACY_PORTS)),
+        (None, (PORTS, LEGACY_PORTS)),
+    ],
+)
 def test_active_ports_annotation_keys_each_epp_reads(version, keys):
     assert router_versions.active_ports_annotations(version) == keys
 
@@ -69,9 +83,14 @@ def test_every_active_ports_key_of_the_supported_epps():
 
 def test_every_fact_of_the_table_says_where_it_was_read():
     for generation in router_versions.GENERATIONS:
-        for source in (generation.bounds, generation.prefix_index_source, generation.plugins_source,
-                       generation.engine_port_flag_source, generation.active_ports_source,
-                       *([generation.feature_gates_source] if generation.feature_gates else [])):
+        for source in (
+            generation.bounds,
+            generation.prefix_index_source,
+            generation.plugins_source,
+            generation.engine_port_flag_source,
+            generation.active_ports_source,
+            *([generation.feature_gates_source] if generation.feature_gates else []),
+        ):
             assert "@v" in source, (generation.name, source)
     v07, v010 = router_versions.GENERATIONS
     gie = "sigs.k8s.io/gateway-api-inference-extension@v1.4.0"
@@ -84,12 +103,15 @@ def test_v0_7_pd_render():
     reads no prefix match and every request is decode-only) and the disagg-headers-handler (without it the prefill
     pick never reaches the sidecar); both found by tests/localsite's first P/D request."""
     assert routing.endpoint_picker_config(Router(image=EPP_071), "pd") == {
-        "apiVersion": GIE_API, "kind": "EndpointPickerConfig",
+        "apiVersion": GIE_API,
+        "kind": "EndpointPickerConfig",
         "featureGates": ["prepareDataPlugins"],
         "plugins": [
             {"type": "disagg-headers-handler"},
-            {"type": "prefix-cache-scorer", "parameters": {"blockSizeTokens": 512, "lruCapacityPerServer": 1024,
-                                                           "autoTune": True}},
+            {
+                "type": "prefix-cache-scorer",
+                "parameters": {"blockSizeTokens": 512, "lruCapacityPerServer": 1024, "autoTune": True},
+            },
             {"type": "queue-scorer"},
             {"type": "prefill-filter"},
             {"type": "decode-filter"},
@@ -98,26 +120,43 @@ def test_v0_7_pd_render():
             {"type": "disagg-profile-handler", "parameters": {"deciders": {"prefill": "prefix-based-pd-decider"}}},
         ],
         "schedulingProfiles": [
-            {"name": name, "plugins": [{"pluginRef": f"{name}-filter"}, {"pluginRef": "max-score-picker"},
-                                       {"pluginRef": "prefix-cache-scorer", "weight": 2},
-                                       {"pluginRef": "queue-scorer", "weight": 1}]}
-            for name in ("prefill", "decode")],
+            {
+                "name": name,
+                "plugins": [
+                    {"pluginRef": f"{name}-filter"},
+                    {"pluginRef": "max-score-picker"},
+                    {"pluginRef": "prefix-cache-scorer", "weight": 2},
+                    {"pluginRef": "queue-scorer", "weight": 1},
+                ],
+            }
+            for name in ("prefill", "decode")
+        ],
     }
 
 
 def test_v0_7_agg_render():
     settings = Router(image=EPP_071, auto_tune=False, block_size_tokens=64, prefix_scorer_weight=3)
     assert routing.endpoint_picker_config(settings, "agg") == {
-        "apiVersion": GIE_API, "kind": "EndpointPickerConfig",
+        "apiVersion": GIE_API,
+        "kind": "EndpointPickerConfig",
         "plugins": [
-            {"type": "prefix-cache-scorer", "parameters": {"blockSizeTokens": 64, "lruCapacityPerServer": 1024,
-                                                           "autoTune": False}},
+            {
+                "type": "prefix-cache-scorer",
+                "parameters": {"blockSizeTokens": 64, "lruCapacityPerServer": 1024, "autoTune": False},
+            },
             {"type": "queue-scorer"},
             {"type": "max-score-picker"},
         ],
-        "schedulingProfiles": [{"name": "default", "plugins": [
-            {"pluginRef": "prefix-cache-scorer", "weight": 3}, {"pluginRef": "queue-scorer", "weight": 1},
-            {"pluginRef": "max-score-picker"}]}],
+        "schedulingProfiles": [
+            {
+                "name": "default",
+                "plugins": [
+                    {"pluginRef": "prefix-cache-scorer", "weight": 3},
+                    {"pluginRef": "queue-scorer", "weight": 1},
+                    {"pluginRef": "max-score-picker"},
+                ],
+            }
+        ],
     }
 
 
@@ -125,9 +164,12 @@ def test_v0_10_pd_render_keeps_the_producer_and_its_api_version():
     config = routing.endpoint_picker_config(Router(), "pd")
     assert config["apiVersion"] == "llm-d.ai/v1alpha1"
     assert config["plugins"][:2] == [
-        {"type": "approx-prefix-cache-producer", "parameters": {"blockSizeTokens": 512, "lruCapacityPerServer": 1024,
-                                                                "autoTune": True}},
-        {"type": "prefix-cache-scorer"}]
+        {
+            "type": "approx-prefix-cache-producer",
+            "parameters": {"blockSizeTokens": 512, "lruCapacityPerServer": 1024, "autoTune": True},
+        },
+        {"type": "prefix-cache-scorer"},
+    ]
 
 
 def test_api_version_set_by_hand_wins():
@@ -142,8 +184,10 @@ def test_renders_are_read_by_the_data_of_their_generation():
 
 
 def test_generated_parameters_follow_the_generation():
-    assert routing.parameter_fields(Router(image=EPP_071))[("prefix-cache-scorer", "blockSizeTokens")] == \
-        "router.blockSizeTokens"
+    assert (
+        routing.parameter_fields(Router(image=EPP_071))[("prefix-cache-scorer", "blockSizeTokens")]
+        == "router.blockSizeTokens"
+    )
     fields = routing.parameter_fields(Router())
     assert ("prefix-cache-scorer", "blockSizeTokens") not in fields
     assert fields[("approx-prefix-cache-producer", "autoTune")] == "router.autoTune"
@@ -151,17 +195,38 @@ def test_generated_parameters_follow_the_generation():
 
 def test_sidecar_flags_of_each_generation():
     """The same flags; SSRF protection only where the sidecar's allowlist reads the GA pool (0.10.0 on)."""
-    base = ["--port", "8000", "--vllm-port", "8200", "--data-parallel-size", "4", "--kv-connector", "nixlv2",
-            "--secure-proxy=false"]
+    base = [
+        "--port",
+        "8000",
+        "--vllm-port",
+        "8200",
+        "--data-parallel-size",
+        "4",
+        "--kv-connector",
+        "nixlv2",
+        "--secure-proxy=false",
+    ]
+
     def args(image):
-        return serving.sidecar_args(Decode(sidecar=Sidecar(image=image), data_parallel_size=4, port=8200),
-                                    pool_namespace="ns", pool_name="s-pool")
+        return serving.sidecar_args(
+            Decode(sidecar=Sidecar(image=image), data_parallel_size=4, port=8200),
+            pool_namespace="ns",
+            pool_name="s-pool",
+        )
+
     assert args(SIDECAR_071) == base
-    assert args(router_versions.SIDECAR_IMAGE) == [*base, "--enable-ssrf-protection=true", "--inference-pool",
-                                                   "ns/s-pool"]
+    assert args(router_versions.SIDECAR_IMAGE) == [
+        *base,
+        "--enable-ssrf-protection=true",
+        "--inference-pool",
+        "ns/s-pool",
+    ]
     assert args("ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.9.0") == base  # 0.9.0's allowlist: the flat map
     assert args("ghcr.io/llm-d/llm-d-router-disagg-sidecar:latest")[-3:] == [
-        "--enable-ssrf-protection=true", "--inference-pool", "ns/s-pool"]  # no version: the newest's render
+        "--enable-ssrf-protection=true",
+        "--inference-pool",
+        "ns/s-pool",
+    ]  # no version: the newest's render
 
 
 def test_a_v0_7_pin_of_pd_passes_the_gate():
@@ -176,11 +241,13 @@ def test_a_v0_7_pin_of_agg_passes_the_gate():
 def test_a_v0_7_pin_is_judged_by_the_v0_7_1_data():
     found = issues(**pinned_07(pluginParameters={"prefix-cache-scorer": {"maxPrefixBlocksToMatch": "all"}}))
     assert found == [
-        "rebel100:router.pluginParameters.prefix-cache-scorer.maxPrefixBlocksToMatch: the EPP 0.7.1 " + EPP_071
+        "rebel100:router.pluginParameters.prefix-cache-scorer.maxPrefixBlocksToMatch: the EPP 0.7.1 "
+        + EPP_071
         + " would refuse plugins[1].parameters.maxPrefixBlocksToMatch of the rendered EndpointPickerConfig: json: "
         "cannot unmarshal string into Go struct field maxPrefixBlocksToMatch of type int (its own rule, from "
         "core/versions/data/epp-v0.7.1.json). The pod would crash-loop. Remove or correct the parameter, or pin an "
-        "EPP that has it."]
+        "EPP that has it."
+    ]
 
 
 def test_an_unknown_parameter_passes_at_v0_7_as_the_program_ignores_it_and_is_refused_at_v0_10():
@@ -193,7 +260,8 @@ def test_the_prefix_index_parameters_are_generated_at_v0_7():
     assert issues(**pinned_07(pluginParameters={"prefix-cache-scorer": {"blockSizeTokens": 64}})) == [
         "rebel100:router.pluginParameters.prefix-cache-scorer.blockSizeTokens: blockSizeTokens of prefix-cache-scorer "
         "is generated by the program from router.blockSizeTokens, where the gates check it. Set "
-        "router.blockSizeTokens instead."]
+        "router.blockSizeTokens instead."
+    ]
 
 
 def test_the_v0_10_apiversion_on_a_v0_7_pin_is_refused():
@@ -209,10 +277,13 @@ def test_a_pin_between_generations_keeps_the_refusal_by_features():
     assert len(found) == 1 and "Pin 0.9.0 or later." in found[0]
 
 
-@pytest.mark.parametrize("version, metric", [
-    (Version(0, 7, 1), "llm_d_inference_scheduler_disagg_decision_total"),
-    (Version(0, 10, 0), "llm_d_epp_disagg_decision_total"),
-])
+@pytest.mark.parametrize(
+    "version, metric",
+    [
+        (Version(0, 7, 1), "llm_d_inference_scheduler_disagg_decision_total"),
+        (Version(0, 10, 0), "llm_d_epp_disagg_decision_total"),
+    ],
+)
 def test_the_pd_decision_counter_each_disagg_profile_handler_increments(version, metric):
     """Not `..._pd_decision_total`: only the deprecated pd-profile-handler counts there (the dashboard's P/D panel
     stayed empty on the local site until it queried these)."""

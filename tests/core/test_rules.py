@@ -5,6 +5,7 @@ refusal must contain, figures worked out by hand from the reference design, neve
 The rows sit on both sides of every boundary (equality, one past it, 0, TP > 1), so that a rule
 loosened or tightened by one step fails here, not only in the two gates that both call it.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Optional, Sequence
@@ -33,56 +34,79 @@ def table(rows: dict[str, tuple]) -> Callable:
 
 # --- parallelism --------------------------------------------------------------------------------
 
-@table({
-    "pp1-dp1": ((1, 1), None),
-    "prefill-pp4-dp1": ((4, 1), None),
-    "decode-pp1-dp4": ((1, 4), None),
-    "pp2-dp2": ((2, 2), ("pipeline parallel size 2 together with data parallel size 2", "PP > 1 with DP > 1")),
-    "pp4-dp4": ((4, 4), ("pipeline parallel size 4 together with data parallel size 4",)),
-})
+
+@table(
+    {
+        "pp1-dp1": ((1, 1), None),
+        "prefill-pp4-dp1": ((4, 1), None),
+        "decode-pp1-dp4": ((1, 4), None),
+        "pp2-dp2": ((2, 2), ("pipeline parallel size 2 together with data parallel size 2", "PP > 1 with DP > 1")),
+        "pp4-dp4": ((4, 4), ("pipeline parallel size 4 together with data parallel size 4",)),
+    }
+)
 def test_pp_with_dp(args, expected):
     check(rules.pp_with_dp(*args), expected)
 
 
-@table({
-    # (TP, PP, DP-local, NPUs per node)
-    "prefill-pp4-fills-a-4-npu-node": ((1, 4, 1, 4), None),
-    "tp2-pp2-dp2-fills-8": ((2, 2, 2, 8), None),
-    "one-npu": ((1, 1, 1, 1), None),
-    "tp2-pp2-dp2-on-7": ((2, 2, 2, 7), ("TP 2 x PP 2 x DP-local 2 = 8 NPUs per pod, more than the 7 NPUs of a node "
-                                         "(hardware.npusPerNode)", "at most 7 NPUs")),
-    "dp-local-5-on-4": ((1, 1, 5, 4), ("= 5 NPUs per pod, more than the 4 NPUs",)),
-    "tp-alone-over": ((16, 1, 1, 8), ("TP 16 x PP 1 x DP-local 1 = 16 NPUs per pod",)),
-})
+@table(
+    {
+        # (TP, PP, DP-local, NPUs per node)
+        "prefill-pp4-fills-a-4-npu-node": ((1, 4, 1, 4), None),
+        "tp2-pp2-dp2-fills-8": ((2, 2, 2, 8), None),
+        "one-npu": ((1, 1, 1, 1), None),
+        "tp2-pp2-dp2-on-7": (
+            (2, 2, 2, 7),
+            (
+                "TP 2 x PP 2 x DP-local 2 = 8 NPUs per pod, more than the 7 NPUs of a node (hardware.npusPerNode)",
+                "at most 7 NPUs",
+            ),
+        ),
+        "dp-local-5-on-4": ((1, 1, 5, 4), ("= 5 NPUs per pod, more than the 4 NPUs",)),
+        "tp-alone-over": ((16, 1, 1, 8), ("TP 16 x PP 1 x DP-local 1 = 16 NPUs per pod",)),
+    }
+)
 def test_devices_fit_node(args, expected):
     check(rules.devices_fit_node(*args, per_node_name="hardware.npusPerNode"), expected)
 
 
-@table({
-    "pp-equals-layers": ((62, 62), None),
-    "pp-one-past-layers": ((63, 62), ("pipeline parallel size 63 exceeds the model's 62 layers (model.layers)",
-                                      "at most 62 stages")),
-    "pp1-one-layer": ((1, 1), None),
-})
+@table(
+    {
+        "pp-equals-layers": ((62, 62), None),
+        "pp-one-past-layers": (
+            (63, 62),
+            ("pipeline parallel size 63 exceeds the model's 62 layers (model.layers)", "at most 62 stages"),
+        ),
+        "pp1-one-layer": ((1, 1), None),
+    }
+)
 def test_pipeline_fits_layers(args, expected):
     check(rules.pipeline_fits_layers(*args, layers_name="model.layers"), expected)
 
 
-@table({
-    # (experts, DP, TP)
-    "decode-dp4-tp1": ((256, 4, 1), None),
-    "dp3-does-not-divide": ((256, 3, 1), ("256 experts (model.experts) over data parallel 3 x tensor parallel 1 = 3 "
-                                          "devices", "Choose DP x TP dividing 256")),
-    # DP x TP, not DP alone: 6 experts divide over DP 2 but not over 2 x 2 = 4 devices.
-    "tp2-dp2-counts-4-devices": ((6, 2, 2), ("6 experts (model.experts) over data parallel 2 x tensor parallel 2 = 4 "
-                                             "devices",)),
-    "tp2-dp4-8-divides-256": ((256, 4, 2), None),
-    "tp3-dp2-6-divides-6": ((6, 2, 3), None),
-    # 0 % n == 0, yet a model without routed experts has nothing to spread.
-    "zero-experts": ((0, 4, 1), ("the model's 0 experts", "= 4 devices", "turn expert parallel off")),
-    "zero-experts-one-device": ((0, 1, 1), ("the model's 0 experts",)),
-    "one-expert-one-device": ((1, 1, 1), None),
-})
+@table(
+    {
+        # (experts, DP, TP)
+        "decode-dp4-tp1": ((256, 4, 1), None),
+        "dp3-does-not-divide": (
+            (256, 3, 1),
+            (
+                "256 experts (model.experts) over data parallel 3 x tensor parallel 1 = 3 devices",
+                "Choose DP x TP dividing 256",
+            ),
+        ),
+        # DP x TP, not DP alone: 6 experts divide over DP 2 but not over 2 x 2 = 4 devices.
+        "tp2-dp2-counts-4-devices": (
+            (6, 2, 2),
+            ("6 experts (model.experts) over data parallel 2 x tensor parallel 2 = 4 devices",),
+        ),
+        "tp2-dp4-8-divides-256": ((256, 4, 2), None),
+        "tp3-dp2-6-divides-6": ((6, 2, 3), None),
+        # 0 % n == 0, yet a model without routed experts has nothing to spread.
+        "zero-experts": ((0, 4, 1), ("the model's 0 experts", "= 4 devices", "turn expert parallel off")),
+        "zero-experts-one-device": ((0, 1, 1), ("the model's 0 experts",)),
+        "one-expert-one-device": ((1, 1, 1), None),
+    }
+)
 def test_experts_divide(args, expected):
     check(rules.experts_divide(*args, experts_name="model.experts"), expected)
 
@@ -103,63 +127,98 @@ def test_decode_without_pipeline(args, expected):
     check(rules.decode_without_pipeline(*args), expected)
 
 
-@table({
-    "zero": ((0.0,), ("gpu-memory-utilization 0 is outside (0, 1]",)),
-    "negative": ((-0.1,), ("gpu-memory-utilization -0.1 is outside",)),
-    "just-above-zero": ((0.01,), None),
-    "prefill-0.8": ((0.8,), None),
-    "one": ((1.0,), None),
-    "just-above-one": ((1.01,), ("gpu-memory-utilization 1.01 is outside (0, 1]",)),
-})
+@table(
+    {
+        "zero": ((0.0,), ("gpu-memory-utilization 0 is outside (0, 1]",)),
+        "negative": ((-0.1,), ("gpu-memory-utilization -0.1 is outside",)),
+        "just-above-zero": ((0.01,), None),
+        "prefill-0.8": ((0.8,), None),
+        "one": ((1.0,), None),
+        "just-above-one": ((1.01,), ("gpu-memory-utilization 1.01 is outside (0, 1]",)),
+    }
+)
 def test_utilization_in_range(args, expected):
     check(rules.utilization_in_range(*args), expected)
 
 
-@table({
-    "4096-over-512": ((4096, 512), None),
-    "equal": ((512, 512), None),
-    "4000-over-512": ((4000, 512), ("block size 4000 is not a multiple of the sub-block size 512 "
-                                    "(engine.maxNumBatchedTokens)", "divisible by 512")),
-    "smaller-than-sub-block": ((256, 512), ("block size 256 is not a multiple",)),
-})
+@table(
+    {
+        "4096-over-512": ((4096, 512), None),
+        "equal": ((512, 512), None),
+        "4000-over-512": (
+            (4000, 512),
+            (
+                "block size 4000 is not a multiple of the sub-block size 512 (engine.maxNumBatchedTokens)",
+                "divisible by 512",
+            ),
+        ),
+        "smaller-than-sub-block": ((256, 512), ("block size 256 is not a multiple",)),
+    }
+)
 def test_block_holds_sub_blocks(args, expected):
     check(rules.block_holds_sub_blocks(*args, sub_block_name="engine.maxNumBatchedTokens"), expected)
 
 
-@table({
-    "equal": ((204800, 204800), None),
-    "one-past": ((204801, 204800), ("max-model-len 204801 exceeds the model's context of 204800 tokens "
-                                    "(model.maxContext)", "at most 204800")),
-    "below": ((8192, 204800), None),
-})
+@table(
+    {
+        "equal": ((204800, 204800), None),
+        "one-past": (
+            (204801, 204800),
+            ("max-model-len 204801 exceeds the model's context of 204800 tokens (model.maxContext)", "at most 204800"),
+        ),
+        "below": ((8192, 204800), None),
+    }
+)
 def test_max_model_len_fits(args, expected):
     check(rules.max_model_len_fits(*args, context_name="model.maxContext"), expected)
 
 
 # --- the RDS memory budget (reference design section 5) -----------------------------------------
 
-def budget(chunks: int, utilization: Optional[float], *, drives: int = 2, staging: float = 512.0,
-           overhead: float = 2.0, hbm_gib: float = 36.0) -> sizing.RdsBudget:
-    return sizing.rds_budget(rds_max_chunks=chunks, chunk_overhead_mib=overhead, drives=drives, staging_mib=staging,
-                             hbm_per_chiplet_gib=hbm_gib, gpu_memory_utilization=utilization)
+
+def budget(
+    chunks: int,
+    utilization: Optional[float],
+    *,
+    drives: int = 2,
+    staging: float = 512.0,
+    overhead: float = 2.0,
+    hbm_gib: float = 36.0,
+) -> sizing.RdsBudget:
+    return sizing.rds_budget(
+        rds_max_chunks=chunks,
+        chunk_overhead_mib=overhead,
+        drives=drives,
+        staging_mib=staging,
+        hbm_per_chiplet_gib=hbm_gib,
+        gpu_memory_utilization=utilization,
+    )
 
 
 def rds_verdict(value: sizing.RdsBudget) -> Optional[str]:
-    return rules.rds_budget_fits(value, chunks_name="kvTier.rdsMaxChunks", utilization_name="prefill.gpuMemoryUtilization")
+    return rules.rds_budget_fits(
+        value, chunks_name="kvTier.rdsMaxChunks", utilization_name="prefill.gpuMemoryUtilization"
+    )
 
 
-@table({
-    # chunks x 2 MiB x drives + staging <= 36 GiB x 1024 x (1 - utilization)
-    "target-1000-at-0.8": ((1000, 0.8), None),  # 4000 + 512 = 4512 <= 7372.8
-    "exact-equality": ((2176, 0.75), None),  # 2176 x 2 x 2 + 512 = 9216 = 36864 x 0.25
-    "one-chunk-over": ((2177, 0.75), ("RDS needs kvTier.rdsMaxChunks 2177 x 2 MiB x 2 NVMe drives + 512 MiB staging "
-                                      "= 9,220 MiB of chiplet-0 memory",
-                                      "prefill.gpuMemoryUtilization 0.75 leaves 36,864 MiB x (1 - 0.75) = 9,216 MiB",
-                                      "Lower kvTier.rdsMaxChunks to at most 2176 or prefill.gpuMemoryUtilization to "
-                                      "at most 0.74")),
-    "4000-at-0.8": ((4000, 0.8), ("= 16,512 MiB", "= 7,372.8 MiB", "at most 1715", "at most 0.55")),
-    "engine-default-0.9": ((1000, None), ("gpuMemoryUtilization 0.9 leaves", "= 3,686.4 MiB", "at most 793")),
-})
+@table(
+    {
+        # chunks x 2 MiB x drives + staging <= 36 GiB x 1024 x (1 - utilization)
+        "target-1000-at-0.8": ((1000, 0.8), None),  # 4000 + 512 = 4512 <= 7372.8
+        "exact-equality": ((2176, 0.75), None),  # 2176 x 2 x 2 + 512 = 9216 = 36864 x 0.25
+        "one-chunk-over": (
+            (2177, 0.75),
+            (
+                "RDS needs kvTier.rdsMaxChunks 2177 x 2 MiB x 2 NVMe drives + 512 MiB staging "
+                "= 9,220 MiB of chiplet-0 memory",
+                "prefill.gpuMemoryUtilization 0.75 leaves 36,864 MiB x (1 - 0.75) = 9,216 MiB",
+                "Lower kvTier.rdsMaxChunks to at most 2176 or prefill.gpuMemoryUtilization to at most 0.74",
+            ),
+        ),
+        "4000-at-0.8": ((4000, 0.8), ("= 16,512 MiB", "= 7,372.8 MiB", "at most 1715", "at most 0.55")),
+        "engine-default-0.9": ((1000, None), ("gpuMemoryUtilization 0.9 leaves", "= 3,686.4 MiB", "at most 793")),
+    }
+)
 def test_rds_budget_fits(args, expected):
     check(rds_verdict(budget(*args)), expected)
 
@@ -174,44 +233,56 @@ def test_rds_budget_fits_at_exact_equality():
     assert rds_verdict(budget(2177, 0.75)) is not None
 
 
-@table({
-    "none": ((None, 1000), None),
-    "empty": (("", 1000), None),
-    "first-that-reads": (("0.12.0", 1000), None),
-    "later": (("v0.13", 1000), None),
-    "last-that-ignores": (("0.11.9", 1000), ("rds_max_chunks 1000 is ignored by lmcache-rbln 0.11.9: only 0.12.0 and "
-                                             "later read it", "lmcache-rbln 0.12.0 or later")),
-})
+@table(
+    {
+        "none": ((None, 1000), None),
+        "empty": (("", 1000), None),
+        "first-that-reads": (("0.12.0", 1000), None),
+        "later": (("v0.13", 1000), None),
+        "last-that-ignores": (
+            ("0.11.9", 1000),
+            (
+                "rds_max_chunks 1000 is ignored by lmcache-rbln 0.11.9: only 0.12.0 and later read it",
+                "lmcache-rbln 0.12.0 or later",
+            ),
+        ),
+    }
+)
 def test_lmcache_reads_rds_max_chunks(args, expected):
     check(rules.lmcache_reads_rds_max_chunks(*args), expected)
 
 
 # --- literal secrets ------------------------------------------------------------------------------
 
-@table({
-    "api-key": (("OPENAI_API_KEY", "sk-live-123456"), ("OPENAI_API_KEY is a literal value (14 characters, not shown)",
-                                                       "valueFrom.secretKeyRef")),
-    "apikey-one-word": (("SERVICE_APIKEY", "q9z"), ("SERVICE_APIKEY is a literal value (3 characters",)),
-    "password": (("REDIS_PASSWORD", "hunter2"), ("(7 characters",)),
-    "passwd": (("PASSWD", "#"), ("(1 characters",)),
-    "secret-lower-case": (("aws_secret_access_key", "AKIA-q9z"), ("aws_secret_access_key is a literal value",)),
-    "token-alone": (("TOKEN", "q9z-token"), ("TOKEN is a literal value (9 characters",)),
-    "token-in-the-middle": (("GITHUB_TOKEN_VALUE", "ghp_q9z"), ("GITHUB_TOKEN_VALUE",)),
-    # Empty values hold nothing to leak.
-    "empty-value": (("REDIS_PASSWORD", ""), None),
-    # A name segment, not a substring.
-    "tokens-plural": (("MAX_NUM_BATCHED_TOKENS", "512"), None),
-    "tokenizers": (("TOKENIZERS_PARALLELISM", "false"), None),
-    "secret-inside-a-word": (("SECRETARY", "x"), None),
-    "no-secret-word": (("VLLM_RPC_TIMEOUT", "1800000"), None),
-    # Pointer suffixes: the value says where the secret is, not what it is.
-    "pointer-file": (("HF_TOKEN_FILE", "/var/run/secrets/hf/token"), None),
-    "pointer-path": (("DB_PASSWORD_PATH", "/etc/db/password"), None),
-    "pointer-dir": (("API_KEY_DIR", "/etc/keys"), None),
-    "pointer-name": (("API_KEY_SECRET_NAME", "openai"), None),
-    "pointer-lower-case": (("hf_token_file", "/token"), None),
-    "pointer-suffix-not-at-end": (("API_KEY_FILE_CONTENT", "q9z"), ("API_KEY_FILE_CONTENT is a literal value",)),
-})
+
+@table(
+    {
+        "api-key": (
+            ("OPENAI_API_KEY", "sk-live-123456"),
+            ("OPENAI_API_KEY is a literal value (14 characters, not shown)", "valueFrom.secretKeyRef"),
+        ),
+        "apikey-one-word": (("SERVICE_APIKEY", "q9z"), ("SERVICE_APIKEY is a literal value (3 characters",)),
+        "password": (("REDIS_PASSWORD", "hunter2"), ("(7 characters",)),
+        "passwd": (("PASSWD", "#"), ("(1 characters",)),
+        "secret-lower-case": (("aws_secret_access_key", "AKIA-q9z"), ("aws_secret_access_key is a literal value",)),
+        "token-alone": (("TOKEN", "q9z-token"), ("TOKEN is a literal value (9 characters",)),
+        "token-in-the-middle": (("GITHUB_TOKEN_VALUE", "ghp_q9z"), ("GITHUB_TOKEN_VALUE",)),
+        # Empty values hold nothing to leak.
+        "empty-value": (("REDIS_PASSWORD", ""), None),
+        # A name segment, not a substring.
+        "tokens-plural": (("MAX_NUM_BATCHED_TOKENS", "512"), None),
+        "tokenizers": (("TOKENIZERS_PARALLELISM", "false"), None),
+        "secret-inside-a-word": (("SECRETARY", "x"), None),
+        "no-secret-word": (("VLLM_RPC_TIMEOUT", "1800000"), None),
+        # Pointer suffixes: the value says where the secret is, not what it is.
+        "pointer-file": (("HF_TOKEN_FILE", "/var/run/secrets/hf/token"), None),
+        "pointer-path": (("DB_PASSWORD_PATH", "/etc/db/password"), None),
+        "pointer-dir": (("API_KEY_DIR", "/etc/keys"), None),
+        "pointer-name": (("API_KEY_SECRET_NAME", "openai"), None),
+        "pointer-lower-case": (("hf_token_file", "/token"), None),
+        "pointer-suffix-not-at-end": (("API_KEY_FILE_CONTENT", "q9z"), ("API_KEY_FILE_CONTENT is a literal value",)),
+    }
+)
 def test_literal_secret(args, expected):
     verdict = rules.literal_secret(*args)
     check(verdict, expected)
@@ -219,60 +290,100 @@ def test_literal_secret(args, expected):
         assert args[1] not in verdict, "the secret's value must never be printed"
 
 
-@pytest.mark.parametrize("name, secret", [
-    ("OPENAI_API_KEY", True), ("api-key", False), ("API-KEY", False), ("X_PASSWORD", True), ("HF_TOKEN", True),
-    ("HF_TOKEN_NAME", False), ("TOKEN_NAME_X", True), ("", False),
-])
+@pytest.mark.parametrize(
+    "name, secret",
+    [
+        ("OPENAI_API_KEY", True),
+        ("api-key", False),
+        ("API-KEY", False),
+        ("X_PASSWORD", True),
+        ("HF_TOKEN", True),
+        ("HF_TOKEN_NAME", False),
+        ("TOKEN_NAME_X", True),
+        ("", False),
+    ],
+)
 def test_is_secret_name(name, secret):
     assert rules.is_secret_name(name) is secret
 
 
 # --- model weights ----------------------------------------------------------------------------
 
-@table({
-    # size, needed, headroom: 200 GB x 1.25 = 250 GB
-    "exactly-enough": ((250_000_000_000, 200_000_000_000, 1.25, "250G"), None),
-    "233Gi-is-enough": ((233 * sizing.GIB, 200_000_000_000, 1.25, "233Gi"), None),
-    "232Gi-is-short": ((232 * sizing.GIB, 200_000_000_000, 1.25, "232Gi"),
-                       ("weights.size 232Gi (249.1 GB) is below M (200 GB) x headroom 1.25 = 250 GB",
-                        "Set weights.size to at least 233Gi")),
-    "one-byte-short": ((249_999_999_999, 200_000_000_000, 1.25, "x"), ("at least 233Gi",)),
-})
+
+@table(
+    {
+        # size, needed, headroom: 200 GB x 1.25 = 250 GB
+        "exactly-enough": ((250_000_000_000, 200_000_000_000, 1.25, "250G"), None),
+        "233Gi-is-enough": ((233 * sizing.GIB, 200_000_000_000, 1.25, "233Gi"), None),
+        "232Gi-is-short": (
+            (232 * sizing.GIB, 200_000_000_000, 1.25, "232Gi"),
+            (
+                "weights.size 232Gi (249.1 GB) is below M (200 GB) x headroom 1.25 = 250 GB",
+                "Set weights.size to at least 233Gi",
+            ),
+        ),
+        "one-byte-short": ((249_999_999_999, 200_000_000_000, 1.25, "x"), ("at least 233Gi",)),
+    }
+)
 def test_weights_volume_fits(args, expected):
     size, needed, headroom, text = args
-    check(rules.weights_volume_fits(size, needed, headroom, size_name="weights.size", size_text=text, what="M"),
-          expected)
+    check(
+        rules.weights_volume_fits(size, needed, headroom, size_name="weights.size", size_text=text, what="M"), expected
+    )
 
 
-@table({
-    "commit": (("0123456789abcdef0123456789abcdef01234567",), None),
-    "branch": (("main",), ("weights.revision 'main' of MiniMaxAI/MiniMax-M2.7 is not a commit id",
-                           "the 40-hex commit id")),
-    "39-hex": (("0123456789abcdef0123456789abcdef0123456",), ("is not a commit id",)),
-    "upper-case-hex": (("0123456789ABCDEF0123456789ABCDEF01234567",), ("is not a commit id",)),
-})
+@table(
+    {
+        "commit": (("0123456789abcdef0123456789abcdef01234567",), None),
+        "branch": (
+            ("main",),
+            ("weights.revision 'main' of MiniMaxAI/MiniMax-M2.7 is not a commit id", "the 40-hex commit id"),
+        ),
+        "39-hex": (("0123456789abcdef0123456789abcdef0123456",), ("is not a commit id",)),
+        "upper-case-hex": (("0123456789ABCDEF0123456789ABCDEF01234567",), ("is not a commit id",)),
+    }
+)
 def test_revision_pinned(args, expected):
     check(rules.revision_pinned(*args, revision_name="weights.revision", repository="MiniMaxAI/MiniMax-M2.7"), expected)
 
 
-@table({
-    "not-gated": ((False, False), None),
-    "not-gated-token-known": ((False, True), None),
-    "gated-token-known": ((True, True), None),
-    "gated-no-token": ((True, False), ("the weights are gated but the stack neither creates the Secret hf-token "
-                                       "(rebel100:hfToken is not set) nor is told it exists (weights.tokenSecretExists "
-                                       "false)", "pulumi config set --secret rebel100:hfToken")),
-})
+@table(
+    {
+        "not-gated": ((False, False), None),
+        "not-gated-token-known": ((False, True), None),
+        "gated-token-known": ((True, True), None),
+        "gated-no-token": (
+            (True, False),
+            (
+                "the weights are gated but the stack neither creates the Secret hf-token "
+                "(rebel100:hfToken is not set) nor is told it exists (weights.tokenSecretExists "
+                "false)",
+                "pulumi config set --secret rebel100:hfToken",
+            ),
+        ),
+    }
+)
 def test_gated_download_token(args, expected):
-    check(rules.gated_download_token(*args, secret="hf-token", token_name="rebel100:hfToken",
-                                     exists_name="weights.tokenSecretExists"), expected)
+    check(
+        rules.gated_download_token(
+            *args, secret="hf-token", token_name="rebel100:hfToken", exists_name="weights.tokenSecretExists"
+        ),
+        expected,
+    )
 
 
-@table({
-    "same": (("revision", "abc", "abc"), None),
-    "differ": (("revision", "abc", "def"), ("the engine serves revision abc but its weights volume holds def (job)",
-                                            "Serve def, or change the download to abc")),
-})
+@table(
+    {
+        "same": (("revision", "abc", "abc"), None),
+        "differ": (
+            ("revision", "abc", "def"),
+            (
+                "the engine serves revision abc but its weights volume holds def (job)",
+                "Serve def, or change the download to abc",
+            ),
+        ),
+    }
+)
 def test_weights_match(args, expected):
     check(rules.weights_match(*args, held_by="job"), expected)
 
@@ -283,18 +394,30 @@ FLAG = Feature("vllm-rbln", "flag", "--new-flag", Version(0, 10, 2), "test@0.10.
 PLUGIN = Feature("vllm-rbln", "env var", "VLLM_NEW", Version(0, 11, 0), "test@0.11.0")
 
 
-@table({
-    "no-version-in-tag": ((None, [FLAG]), None),
-    "nothing-used": ((Version(0, 1, 0), []), None),
-    "pin-equals-first-version": ((Version(0, 10, 2), [FLAG]), None),
-    "pin-newer": ((Version(0, 11, 0), [FLAG, PLUGIN]), None),
-    "pin-one-patch-older": ((Version(0, 10, 1), [FLAG]), ("img:0.10.1 (engine.image) is 0.10.1, older than features "
-                                                          "the render uses: flag --new-flag needs vllm-rbln 0.10.2 or "
-                                                          "later (test@0.10.2)", "Pin 0.10.2 or later")),
-    "pin-older-than-both": ((Version(0, 10, 0), [PLUGIN, FLAG]), ("flag --new-flag needs vllm-rbln 0.10.2 or later "
-                                                                  "(test@0.10.2); env var VLLM_NEW needs",
-                                                                  "Pin 0.11.0 or later")),
-})
+@table(
+    {
+        "no-version-in-tag": ((None, [FLAG]), None),
+        "nothing-used": ((Version(0, 1, 0), []), None),
+        "pin-equals-first-version": ((Version(0, 10, 2), [FLAG]), None),
+        "pin-newer": ((Version(0, 11, 0), [FLAG, PLUGIN]), None),
+        "pin-one-patch-older": (
+            (Version(0, 10, 1), [FLAG]),
+            (
+                "img:0.10.1 (engine.image) is 0.10.1, older than features "
+                "the render uses: flag --new-flag needs vllm-rbln 0.10.2 or "
+                "later (test@0.10.2)",
+                "Pin 0.10.2 or later",
+            ),
+        ),
+        "pin-older-than-both": (
+            (Version(0, 10, 0), [PLUGIN, FLAG]),
+            (
+                "flag --new-flag needs vllm-rbln 0.10.2 or later (test@0.10.2); env var VLLM_NEW needs",
+                "Pin 0.11.0 or later",
+            ),
+        ),
+    }
+)
 def test_image_has_features(args, expected):
     pinned, used = args
     image = f"img:{pinned}" if pinned else "img:latest"
@@ -307,51 +430,99 @@ V0100, V091, V071 = Version(0, 10, 0), Version(0, 9, 1), Version(0, 7, 1)
 OWN = "ns/s-pool"
 
 
-@table({
-    # (pinned, protected, pool, fronting)
-    "protected-from-its-own-pool": ((V0100, True, OWN, [OWN]), None),
-    "protected-pool-unknown-to-the-caller": ((V0100, True, "ns/other", []), None),
-    "protected-no-version": ((None, True, OWN, [OWN]), None),
-    "unprotected": ((V0100, False, None, [OWN]), ("runs without SSRF protection", "POSTs the prompt to whatever "
-                                                  "host:port a client sends in x-prefiller-host-port",
-                                                  "Set --enable-ssrf-protection=true and --inference-pool ns/s-pool")),
-    "unprotected-no-version": ((None, False, None, []), ("runs without SSRF protection",)),
-    "no-pool": ((V0100, True, None, [OWN]), ("no InferencePool is named: the sidecar refuses to start",)),
-    "another-pool": ((V0100, True, "ns/other", [OWN]), ("allowlists the pods of InferencePool ns/other, which does not "
-                                                        "select this pod; the pool that does is ns/s-pool",)),
-    "before-the-ga-allowlist-protected": ((V091, True, OWN, [OWN]), ("SSRF protection is on but img:0.9.1 is 0.9.1",
-                                                                     "refuses every prefill", "Pin 0.10.0 or later")),
-    "before-the-ga-allowlist-unprotected": ((V071, False, None, [OWN]), None),  # advice: sidecar_ssrf_capable
-})
+@table(
+    {
+        # (pinned, protected, pool, fronting)
+        "protected-from-its-own-pool": ((V0100, True, OWN, [OWN]), None),
+        "protected-pool-unknown-to-the-caller": ((V0100, True, "ns/other", []), None),
+        "protected-no-version": ((None, True, OWN, [OWN]), None),
+        "unprotected": (
+            (V0100, False, None, [OWN]),
+            (
+                "runs without SSRF protection",
+                "POSTs the prompt to whatever host:port a client sends in x-prefiller-host-port",
+                "Set --enable-ssrf-protection=true and --inference-pool ns/s-pool",
+            ),
+        ),
+        "unprotected-no-version": ((None, False, None, []), ("runs without SSRF protection",)),
+        "no-pool": ((V0100, True, None, [OWN]), ("no InferencePool is named: the sidecar refuses to start",)),
+        "another-pool": (
+            (V0100, True, "ns/other", [OWN]),
+            (
+                "allowlists the pods of InferencePool ns/other, which does not "
+                "select this pod; the pool that does is ns/s-pool",
+            ),
+        ),
+        "before-the-ga-allowlist-protected": (
+            (V091, True, OWN, [OWN]),
+            ("SSRF protection is on but img:0.9.1 is 0.9.1", "refuses every prefill", "Pin 0.10.0 or later"),
+        ),
+        "before-the-ga-allowlist-unprotected": ((V071, False, None, [OWN]), None),  # advice: sidecar_ssrf_capable
+    }
+)
 def test_sidecar_ssrf_protection(args, expected):
     pinned, protected, pool, fronting = args
     image = f"img:{pinned}" if pinned else "img:latest"
-    check(rules.sidecar_ssrf_protection(image, pinned, protected=protected, pool=pool, fronting=fronting,
-                                        can_protect=pinned is None or pinned >= V0100, since=V0100, fix_pool=OWN),
-          expected)
+    check(
+        rules.sidecar_ssrf_protection(
+            image,
+            pinned,
+            protected=protected,
+            pool=pool,
+            fronting=fronting,
+            can_protect=pinned is None or pinned >= V0100,
+            since=V0100,
+            fix_pool=OWN,
+        ),
+        expected,
+    )
 
 
-@table({
-    "can-protect": ((V0100, False), None),
-    "no-version": ((None, False), None),
-    "protected-anyway": ((V071, True), None),  # the mandatory rule says it refuses every prefill
-    "one-minor-older": ((V091, False), ("img:0.9.1 (decode.sidecar.image) is 0.9.1: its SSRF allowlist cannot read",
-                                        "Pin 0.10.0 or later")),
-    "v0.7.1": ((V071, False), ("is 0.7.1", "POSTs the prompt to any host:port a client sends in x-prefiller-host-port")),
-})
+@table(
+    {
+        "can-protect": ((V0100, False), None),
+        "no-version": ((None, False), None),
+        "protected-anyway": ((V071, True), None),  # the mandatory rule says it refuses every prefill
+        "one-minor-older": (
+            (V091, False),
+            ("img:0.9.1 (decode.sidecar.image) is 0.9.1: its SSRF allowlist cannot read", "Pin 0.10.0 or later"),
+        ),
+        "v0.7.1": (
+            (V071, False),
+            ("is 0.7.1", "POSTs the prompt to any host:port a client sends in x-prefiller-host-port"),
+        ),
+    }
+)
 def test_sidecar_ssrf_capable(args, expected):
     pinned, protected = args
     image = f"img:{pinned}" if pinned else "img:latest"
-    check(rules.sidecar_ssrf_capable(image, pinned, protected=protected, can_protect=pinned is None or pinned >= V0100,
-                                     since=V0100, image_name="decode.sidecar.image"), expected)
+    check(
+        rules.sidecar_ssrf_capable(
+            image,
+            pinned,
+            protected=protected,
+            can_protect=pinned is None or pinned >= V0100,
+            since=V0100,
+            image_name="decode.sidecar.image",
+        ),
+        expected,
+    )
 
 
 # --- pool_endpoints_serve: the endpoints the EPP makes of a pod the InferencePool selects -----------------------
 
+
 def _endpoints(targets, serving, active):
-    return rules.pool_endpoints_serve("InferencePool ns/p", "Deployment ns/prefill", targets, serving, active,
-                                      serving_name="its engine port", active_name="llm-d.ai/active-ports",
-                                      fix="Declare the ports.")
+    return rules.pool_endpoints_serve(
+        "InferencePool ns/p",
+        "Deployment ns/prefill",
+        targets,
+        serving,
+        active,
+        serving_name="its engine port",
+        active_name="llm-d.ai/active-ports",
+        fix="Declare the ports.",
+    )
 
 
 def test_a_pod_without_active_ports_gets_an_endpoint_per_target_port_and_the_dead_ones_are_named():
@@ -359,7 +530,8 @@ def test_a_pod_without_active_ports_gets_an_endpoint_per_target_port_and_the_dea
         "InferencePool ns/p targets ports [8000, 8001, 8002, 8003] and selects Deployment ns/prefill, which serves on "
         "[8000] (its engine port): the EPP makes one endpoint per target port (it declares no llm-d.ai/active-ports), "
         "so the endpoints on [8001, 8002, 8003] lead nowhere and a request the router sends there fails (a P/D "
-        "prefill pick: 502 from the decode sidecar). Declare the ports.")
+        "prefill pick: 502 from the decode sidecar). Declare the ports."
+    )
 
 
 def test_active_ports_that_are_no_target_ports_are_dropped_beside_a_dead_one():
@@ -368,7 +540,8 @@ def test_active_ports_that_are_no_target_ports_are_dropped_beside_a_dead_one():
         "engine port): the EPP makes one endpoint per target port listed in its llm-d.ai/active-ports "
         "[8000, 8001, 9000], so the endpoints on [8001] lead nowhere and a request the router sends there fails (a "
         "P/D prefill pick: 502 from the decode sidecar); and [9000] are no target ports of the pool: the EPP drops "
-        "them. Declare the ports.")
+        "them. Declare the ports."
+    )
 
 
 def test_active_ports_outside_the_targets_leave_the_pod_without_an_endpoint():
@@ -376,28 +549,40 @@ def test_active_ports_outside_the_targets_leave_the_pod_without_an_endpoint():
         "InferencePool ns/p targets ports [8000] and selects Deployment ns/prefill, which serves on [8000] (its "
         "engine port): the EPP makes one endpoint per target port listed in its llm-d.ai/active-ports [9000], so the "
         "pod gets no endpoint: the router never sends it a request; and [9000] are no target ports of the pool: the "
-        "EPP drops them. Declare the ports.")
+        "EPP drops them. Declare the ports."
+    )
 
 
-@pytest.mark.parametrize("targets, serving, active", [
-    ([8000, 8001, 8002, 8003], [8000], [8000]),            # prefill pods, as rendered
-    ([8000, 8001, 8002, 8003], [8000, 8001, 8002, 8003], None),  # decode pods serve every target port
-])
+@pytest.mark.parametrize(
+    "targets, serving, active",
+    [
+        ([8000, 8001, 8002, 8003], [8000], [8000]),  # prefill pods, as rendered
+        ([8000, 8001, 8002, 8003], [8000, 8001, 8002, 8003], None),  # decode pods serve every target port
+    ],
+)
 def test_endpoints_that_all_lead_somewhere_pass(targets, serving, active):
     assert _endpoints(targets, serving, active) is None
 
 
 # --- sidecar_ssrf_protection ---------------------------------------------------------------------------------------
 
+
 def _ssrf(pinned, **kwargs):
-    args = dict(protected=True, pool="ns/pool", fronting=["ns/pool"], can_protect=True, since=Version(0, 10, 0),
-                fix_pool="ns/pool")
+    args = dict(
+        protected=True,
+        pool="ns/pool",
+        fronting=["ns/pool"],
+        can_protect=True,
+        since=Version(0, 10, 0),
+        fix_pool="ns/pool",
+    )
     return rules.sidecar_ssrf_protection("sidecar:x", pinned, **{**args, **kwargs})
 
 
 def test_protection_a_sidecar_cannot_give_is_named_by_its_image_alone_without_a_version():
     assert _ssrf(None, can_protect=False).startswith(
-        "SSRF protection is on but sidecar:x, whose allowlist reads an InferencePool's spec.selector as a flat map")
+        "SSRF protection is on but sidecar:x, whose allowlist reads an InferencePool's spec.selector as a flat map"
+    )
     assert _ssrf(Version(0, 7, 1), can_protect=False).startswith("SSRF protection is on but sidecar:x is 0.7.1, whose")
 
 
@@ -405,4 +590,5 @@ def test_protection_naming_another_pool_names_every_pool_that_selects_the_pod():
     assert _ssrf(Version(0, 10, 0), pool="ns/a", fronting=["ns/b", "ns/c"]) == (
         "SSRF protection allowlists the pods of InferencePool ns/a, which does not select this pod; the pool that does "
         "is ns/b or ns/c: the prefill pods its EPP picks are refused (403) unless ns/a happens to select them too. Set "
-        "--inference-pool ns/pool.")
+        "--inference-pool ns/pool."
+    )

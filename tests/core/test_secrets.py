@@ -1,4 +1,5 @@
 """core/secrets.py: a prod stack's secrets never under the passphrase written in the project, or under none."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,14 @@ from core.secrets import BUILTIN_PASSPHRASE, backend_url, passphrase_of, prod_se
 FILE = "file:///tmp/state"
 
 
-@pytest.mark.parametrize("passphrase, why", [(None, "no passphrase is set"), ("", "the passphrase is empty"),
-                                             (BUILTIN_PASSPHRASE, "the built-in 'rebel100-local'")])
+@pytest.mark.parametrize(
+    "passphrase, why",
+    [
+        (None, "no passphrase is set"),
+        ("", "the passphrase is empty"),
+        (BUILTIN_PASSPHRASE, "the built-in 'rebel100-local'"),
+    ],
+)
 def test_prod_under_the_builtin_passphrase_or_none_is_refused(passphrase, why):
     refusal = prod_secrets_refusal("prod-4p4d", "prod", None, FILE, passphrase)
     assert refusal is not None and why in refusal

@@ -1,5 +1,6 @@
 """core.serving: the LMCache environment per KV tier mode, and the engines' command lines written out by hand
 from the reference design (section 4)."""
+
 import json
 
 import pytest
@@ -33,12 +34,21 @@ def test_off_has_no_env():
 # --- the `vllm serve` command lines of the target configuration (reference design section 4) -----------
 
 MODEL = "MiniMaxAI/MiniMax-M2.7"
-SPECULATIVE = ('{"method":"eagle3","model":"asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k",'
-               '"num_speculative_tokens":3,"revision":"d1"}')
+SPECULATIVE = (
+    '{"method":"eagle3","model":"asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k",'
+    '"num_speculative_tokens":3,"revision":"d1"}'
+)
 NIXL = '{"kv_connector":"RblnNixlConnector","kv_role":"kv_both","kv_buffer_device":"rbln","kv_connector_extra_config":{"name":"nixl"}}'
 # Section 4: common to both roles, in the order serve_args writes them.
-COMMON_TAIL = ["--enable-prefix-caching", "--enable-chunked-prefill", "--enable-auto-tool-choice",
-               "--tool-call-parser", "minimax_m2", "--reasoning-parser", "minimax_m2"]
+COMMON_TAIL = [
+    "--enable-prefix-caching",
+    "--enable-chunked-prefill",
+    "--enable-auto-tool-choice",
+    "--tool-call-parser",
+    "minimax_m2",
+    "--reasoning-parser",
+    "minimax_m2",
+]
 
 
 def target(**overrides):
@@ -47,20 +57,51 @@ def target(**overrides):
 
 def test_prefill_command_of_the_target_configuration():
     cfg = target()
-    command = serving.prefill_command(cfg.model, cfg.engine, cfg.prefill, lmcache=True, revision="r1", draft_revision="d1")
+    command = serving.prefill_command(
+        cfg.model, cfg.engine, cfg.prefill, lmcache=True, revision="r1", draft_revision="d1"
+    )
     assert command.args == [
-        MODEL, "--revision", "r1", "--served-model-name", MODEL, "--port", "8000", "--block-size", "4096",
-        "--max-model-len", "204800", "--max-num-batched-tokens", "512", "--max-num-seqs", "4", "--kv-cache-dtype", "fp8",
-        "--pipeline-parallel-size", "4", *COMMON_TAIL, "--gpu-memory-utilization", "0.8",
-        "--speculative-config", SPECULATIVE,
-        "--kv-transfer-config", '{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":'
-                                '{"connectors":[' + NIXL + ',{"kv_connector":"RBLNLMCacheConnectorV1","kv_role":"kv_both"}]}}',
+        MODEL,
+        "--revision",
+        "r1",
+        "--served-model-name",
+        MODEL,
+        "--port",
+        "8000",
+        "--block-size",
+        "4096",
+        "--max-model-len",
+        "204800",
+        "--max-num-batched-tokens",
+        "512",
+        "--max-num-seqs",
+        "4",
+        "--kv-cache-dtype",
+        "fp8",
+        "--pipeline-parallel-size",
+        "4",
+        *COMMON_TAIL,
+        "--gpu-memory-utilization",
+        "0.8",
+        "--speculative-config",
+        SPECULATIVE,
+        "--kv-transfer-config",
+        '{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":'
+        '{"connectors":[' + NIXL + ',{"kv_connector":"RBLNLMCacheConnectorV1","kv_role":"kv_both"}]}}',
     ]
     assert command.env == {
-        "RBLN_FORCE_CCL_ASYNC": "1", "VLLM_RBLN_USE_DEVICE_TENSOR": "1", "VLLM_RBLN_USE_VLLM_MODEL": "1",
-        "VLLM_RBLN_AUTO_PORT": "1", "VLLM_RBLN_SUB_BLOCK_CACHE": "1", "VLLM_ENGINE_READY_TIMEOUT_S": "9600",
-        "VLLM_RPC_TIMEOUT": "1800000", "VLLM_CACHE_ROOT": "/workspace/.cache", "HF_HOME": "/models",
-        "HF_HUB_OFFLINE": "1", "VLLM_NIXL_SIDE_CHANNEL_PORT": "5600", "RBLN_DEVICES": "0,1,2,3",
+        "RBLN_FORCE_CCL_ASYNC": "1",
+        "VLLM_RBLN_USE_DEVICE_TENSOR": "1",
+        "VLLM_RBLN_USE_VLLM_MODEL": "1",
+        "VLLM_RBLN_AUTO_PORT": "1",
+        "VLLM_RBLN_SUB_BLOCK_CACHE": "1",
+        "VLLM_ENGINE_READY_TIMEOUT_S": "9600",
+        "VLLM_RPC_TIMEOUT": "1800000",
+        "VLLM_CACHE_ROOT": "/workspace/.cache",
+        "HF_HOME": "/models",
+        "HF_HUB_OFFLINE": "1",
+        "VLLM_NIXL_SIDE_CHANNEL_PORT": "5600",
+        "RBLN_DEVICES": "0,1,2,3",
     }
     assert command.ports == [("http", 8000), ("nixl", 5600)]
 
@@ -69,59 +110,139 @@ def test_decode_command_of_the_target_configuration():
     cfg = target()
     command = serving.decode_command(cfg.model, cfg.engine, cfg.decode, nixl=True, revision="r1", draft_revision="d1")
     assert command.args == [
-        MODEL, "--revision", "r1", "--served-model-name", MODEL, "--port", "8200", "--block-size", "4096",
-        "--max-model-len", "204800", "--max-num-batched-tokens", "512", "--max-num-seqs", "1", "--kv-cache-dtype", "fp8",
-        "--data-parallel-size", "4", "--data-parallel-size-local", "4", "--data-parallel-multi-port-external-lb",
-        "--data-parallel-rpc-port", "5555", "--enable-expert-parallel", *COMMON_TAIL,
-        "--speculative-config", SPECULATIVE, "--kv-transfer-config", NIXL,
+        MODEL,
+        "--revision",
+        "r1",
+        "--served-model-name",
+        MODEL,
+        "--port",
+        "8200",
+        "--block-size",
+        "4096",
+        "--max-model-len",
+        "204800",
+        "--max-num-batched-tokens",
+        "512",
+        "--max-num-seqs",
+        "1",
+        "--kv-cache-dtype",
+        "fp8",
+        "--data-parallel-size",
+        "4",
+        "--data-parallel-size-local",
+        "4",
+        "--data-parallel-multi-port-external-lb",
+        "--data-parallel-rpc-port",
+        "5555",
+        "--enable-expert-parallel",
+        *COMMON_TAIL,
+        "--speculative-config",
+        SPECULATIVE,
+        "--kv-transfer-config",
+        NIXL,
     ]
-    assert command.ports == [("http-0", 8200), ("http-1", 8201), ("http-2", 8202), ("http-3", 8203), ("dp-rpc", 5555),
-                             ("nixl-0", 5600), ("nixl-1", 5601), ("nixl-2", 5602), ("nixl-3", 5603)]
+    assert command.ports == [
+        ("http-0", 8200),
+        ("http-1", 8201),
+        ("http-2", 8202),
+        ("http-3", 8203),
+        ("dp-rpc", 5555),
+        ("nixl-0", 5600),
+        ("nixl-1", 5601),
+        ("nixl-2", 5602),
+        ("nixl-3", 5603),
+    ]
     assert "RBLN_DEVICES" not in command.env
     assert serving.sidecar_args(cfg.decode, pool_namespace="rebel100", pool_name="minimax-m27-pool") == [
-        "--port", "8000", "--vllm-port", "8200", "--data-parallel-size", "4", "--kv-connector", "nixlv2",
-        "--secure-proxy=false", "--enable-ssrf-protection=true", "--inference-pool", "rebel100/minimax-m27-pool"]
+        "--port",
+        "8000",
+        "--vllm-port",
+        "8200",
+        "--data-parallel-size",
+        "4",
+        "--kv-connector",
+        "nixlv2",
+        "--secure-proxy=false",
+        "--enable-ssrf-protection=true",
+        "--inference-pool",
+        "rebel100/minimax-m27-pool",
+    ]
 
 
 def test_serve_args_defaults_and_optional_flags():
-    cfg = target(model={"servedName": "m27"}, decode={"tensorParallelSize": 2, "gpuMemoryUtilization": 0.85,
-                                                      "extraArgs": ["--enforce-eager"]},
-                 engine={"enablePrefixCaching": False, "enableChunkedPrefill": False, "toolCallParser": None,
-                         "reasoningParser": None, "speculative": None}, hardware={"nodes": 6})
+    cfg = target(
+        model={"servedName": "m27"},
+        decode={"tensorParallelSize": 2, "gpuMemoryUtilization": 0.85, "extraArgs": ["--enforce-eager"]},
+        engine={
+            "enablePrefixCaching": False,
+            "enableChunkedPrefill": False,
+            "toolCallParser": None,
+            "reasoningParser": None,
+            "speculative": None,
+        },
+        hardware={"nodes": 6},
+    )
     args = serving.serve_args(cfg.model, cfg.engine, cfg.decode, kv_transfer=None, role_args=["--x"])
     assert args[:6] == [MODEL, "--revision", "main", "--served-model-name", "m27", "--port"]
-    assert args[17:] == ["--tensor-parallel-size", "2", "--x", "--enable-expert-parallel",
-                         "--gpu-memory-utilization", "0.85", "--enforce-eager"]
+    assert args[17:] == [
+        "--tensor-parallel-size",
+        "2",
+        "--x",
+        "--enable-expert-parallel",
+        "--gpu-memory-utilization",
+        "0.85",
+        "--enforce-eager",
+    ]
     assert "--kv-transfer-config" not in args and "--speculative-config" not in args
 
 
-@pytest.mark.parametrize("nixl, lmcache, expected", [
-    (False, False, None),
-    (True, False, {"kv_connector": "RblnNixlConnector", "kv_role": "kv_both", "kv_buffer_device": "rbln",
-                   "kv_connector_extra_config": {"name": "nixl"}}),
-    (False, True, {"kv_connector": "RBLNLMCacheConnectorV1", "kv_role": "kv_both"}),
-])
+@pytest.mark.parametrize(
+    "nixl, lmcache, expected",
+    [
+        (False, False, None),
+        (
+            True,
+            False,
+            {
+                "kv_connector": "RblnNixlConnector",
+                "kv_role": "kv_both",
+                "kv_buffer_device": "rbln",
+                "kv_connector_extra_config": {"name": "nixl"},
+            },
+        ),
+        (False, True, {"kv_connector": "RBLNLMCacheConnectorV1", "kv_role": "kv_both"}),
+    ],
+)
 def test_kv_transfer_config_one_or_no_connector(nixl, lmcache, expected):
     assert serving.kv_transfer_config(nixl=nixl, lmcache=lmcache) == expected
 
 
 def test_speculative_json_without_a_draft_model_has_no_revision():
-    assert serving.speculative_json(Speculative(method="suffix", model=None), "d1") == \
-        '{"method":"suffix","num_speculative_tokens":3}'
+    assert (
+        serving.speculative_json(Speculative(method="suffix", model=None), "d1")
+        == '{"method":"suffix","num_speculative_tokens":3}'
+    )
 
 
 def test_prefill_with_dp_gets_dp_args_without_rpc_port():
     cfg = target(prefill={"pipelineParallelSize": 1, "dataParallelSize": 2})
     args = serving.prefill_command(cfg.model, cfg.engine, cfg.prefill, lmcache=False).args
-    assert args[args.index("--data-parallel-size"):][:5] == ["--data-parallel-size", "2", "--data-parallel-size-local",
-                                                             "2", "--data-parallel-multi-port-external-lb"]
+    assert args[args.index("--data-parallel-size") :][:5] == [
+        "--data-parallel-size",
+        "2",
+        "--data-parallel-size-local",
+        "2",
+        "--data-parallel-multi-port-external-lb",
+    ]
     assert "--data-parallel-rpc-port" not in args
 
 
 def test_commands_default_to_the_main_revision():
     cfg = target()
-    for command in (serving.prefill_command(cfg.model, cfg.engine, cfg.prefill, lmcache=False),
-                    serving.decode_command(cfg.model, cfg.engine, cfg.decode, nixl=False)):
+    for command in (
+        serving.prefill_command(cfg.model, cfg.engine, cfg.prefill, lmcache=False),
+        serving.decode_command(cfg.model, cfg.engine, cfg.decode, nixl=False),
+    ):
         assert command.args[1:3] == ["--revision", "main"]
         speculative = command.args[command.args.index("--speculative-config") + 1]
         assert json.loads(speculative)["revision"] == "main"
@@ -139,7 +260,11 @@ def test_pipeline_of_two_stages_is_passed():
 def test_decode_with_one_rank_has_no_external_lb_nor_rpc_port():
     cfg = target(decode={"dataParallelSize": 1, "enableExpertParallel": False})
     assert serving.data_parallel_args(cfg.decode, dp_local=1, rpc_port=5555) == [
-        "--data-parallel-size", "1", "--data-parallel-size-local", "1"]
+        "--data-parallel-size",
+        "1",
+        "--data-parallel-size-local",
+        "1",
+    ]
     command = serving.decode_command(cfg.model, cfg.engine, cfg.decode, nixl=False)
     assert command.ports == [("http-0", 8200), ("nixl-0", 5600)]
     assert "--kv-transfer-config" not in command.args  # agg-style decode: no connector
@@ -159,10 +284,17 @@ def test_sub_block_cache_off_is_zero_in_the_env():
 
 def test_lmcache_env_of_each_mode_in_full():
     assert lmcache_env(KvTier()) == {
-        "LMCACHE_CHUNK_SIZE": "4096", "LMCACHE_ENABLE_KV_EVENTS": "True",
-        "LMCACHE_PRE_CACHING_HASH_ALGORITHM": "sha256_cbor_64bit", "LMCACHE_LOCAL_CPU": "False",
-        "LMCACHE_EXTRA_CONFIG": '{"rds_max_chunks":1000}'}
+        "LMCACHE_CHUNK_SIZE": "4096",
+        "LMCACHE_ENABLE_KV_EVENTS": "True",
+        "LMCACHE_PRE_CACHING_HASH_ALGORITHM": "sha256_cbor_64bit",
+        "LMCACHE_LOCAL_CPU": "False",
+        "LMCACHE_EXTRA_CONFIG": '{"rds_max_chunks":1000}',
+    }
     assert lmcache_env(KvTier(mode="cpu", cpu_size_gib=32.5, enable_kv_events=False, extra_config={"x": 1})) == {
-        "LMCACHE_CHUNK_SIZE": "4096", "LMCACHE_ENABLE_KV_EVENTS": "False",
-        "LMCACHE_PRE_CACHING_HASH_ALGORITHM": "sha256_cbor_64bit", "LMCACHE_LOCAL_CPU": "True",
-        "LMCACHE_MAX_LOCAL_CPU_SIZE": "32.5", "LMCACHE_EXTRA_CONFIG": '{"x":1}'}
+        "LMCACHE_CHUNK_SIZE": "4096",
+        "LMCACHE_ENABLE_KV_EVENTS": "False",
+        "LMCACHE_PRE_CACHING_HASH_ALGORITHM": "sha256_cbor_64bit",
+        "LMCACHE_LOCAL_CPU": "True",
+        "LMCACHE_MAX_LOCAL_CPU_SIZE": "32.5",
+        "LMCACHE_EXTRA_CONFIG": '{"x":1}',
+    }

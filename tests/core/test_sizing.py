@@ -3,6 +3,7 @@
 Every expected number is written by hand (the arithmetic in a comment beside it), never computed by
 the function under test.
 """
+
 import pytest
 
 from core import sizing
@@ -38,8 +39,14 @@ def test_prefix_reuse_unit():
 
 
 def target_budget(**overrides):
-    values = dict(rds_max_chunks=1000, chunk_overhead_mib=2.0, drives=2, staging_mib=512.0,
-                  hbm_per_chiplet_gib=36.0, gpu_memory_utilization=0.8)
+    values = dict(
+        rds_max_chunks=1000,
+        chunk_overhead_mib=2.0,
+        drives=2,
+        staging_mib=512.0,
+        hbm_per_chiplet_gib=36.0,
+        gpu_memory_utilization=0.8,
+    )
     values.update(overrides)
     return sizing.rds_budget(**values)
 
@@ -73,16 +80,27 @@ def test_parse_quantity(text, value):
     assert sizing.parse_quantity(text) == pytest.approx(value)
 
 
-@pytest.mark.parametrize("version,reads", [("0.12.0", True), ("0.13.1rc2", True), ("0.11.9", False), ("v0.12", True), (None, None)])
+@pytest.mark.parametrize(
+    "version,reads", [("0.12.0", True), ("0.13.1rc2", True), ("0.11.9", False), ("v0.12", True), (None, None)]
+)
 def test_lmcache_reads_rds_max_chunks(version, reads):
     assert sizing.lmcache_reads_rds_max_chunks(version) is reads
 
 
 # --- each figure at its boundaries -----------------------------------------------------------------
 
-@pytest.mark.parametrize("tp, pp, dp_local, devices", [
-    (1, 1, 1, 1), (4, 1, 1, 4), (1, 4, 1, 4), (1, 1, 4, 4), (2, 2, 2, 8), (2, 3, 1, 6),
-])
+
+@pytest.mark.parametrize(
+    "tp, pp, dp_local, devices",
+    [
+        (1, 1, 1, 1),
+        (4, 1, 1, 4),
+        (1, 4, 1, 4),
+        (1, 1, 4, 4),
+        (2, 2, 2, 8),
+        (2, 3, 1, 6),
+    ],
+)
 def test_devices_per_pod_is_the_product(tp, pp, dp_local, devices):
     assert sizing.devices_per_pod(tp, pp, dp_local) == devices
 
@@ -91,11 +109,17 @@ def test_rank_ports_of_no_rank_is_empty():
     assert sizing.rank_ports(8200, 0) == []
 
 
-@pytest.mark.parametrize("dtype, per_token", [
-    ("fp8", 126_976), ("fp8_e4m3", 126_976), ("fp8_e5m2", 126_976),  # 2 x 62 x 8 x 128 x 1 B
-    ("auto", 253_952), ("bfloat16", 253_952),  # x 2 B
-    ("float32-unknown", 253_952),  # an unknown dtype counts 2 B, vLLM's default
-])
+@pytest.mark.parametrize(
+    "dtype, per_token",
+    [
+        ("fp8", 126_976),
+        ("fp8_e4m3", 126_976),
+        ("fp8_e5m2", 126_976),  # 2 x 62 x 8 x 128 x 1 B
+        ("auto", 253_952),
+        ("bfloat16", 253_952),  # x 2 B
+        ("float32-unknown", 253_952),  # an unknown dtype counts 2 B, vLLM's default
+    ],
+)
 def test_kv_bytes_per_token_by_dtype(dtype, per_token):
     assert sizing.kv_bytes_per_token(62, 8, 128, dtype) == per_token
 
@@ -125,8 +149,14 @@ def test_rds_budget_at_exact_equality_fits():
 
 
 def test_rds_budget_keeps_its_inputs():
-    budget = target_budget(rds_max_chunks=7, chunk_overhead_mib=1.5, drives=3, staging_mib=10.0,
-                           hbm_per_chiplet_gib=2.0, gpu_memory_utilization=0.5)
+    budget = target_budget(
+        rds_max_chunks=7,
+        chunk_overhead_mib=1.5,
+        drives=3,
+        staging_mib=10.0,
+        hbm_per_chiplet_gib=2.0,
+        gpu_memory_utilization=0.5,
+    )
     assert (budget.rds_max_chunks, budget.chunk_overhead_mib, budget.drives, budget.staging_mib) == (7, 1.5, 3, 10.0)
     assert budget.gpu_memory_utilization == 0.5
     assert budget.chiplet0_mib == 2048 and budget.free_mib == 1024  # 2 GiB x (1 - 0.5)
@@ -153,14 +183,25 @@ def test_rds_budget_larger_than_the_chiplet_leaves_no_utilization():
 
 def test_rds_budget_as_output_rounds_to_one_decimal():
     assert target_budget().as_output() == {
-        "chiplet0MiB": 36864.0, "gpuMemoryUtilization": 0.8, "freeMiB": 7372.8, "chunksMiB": 4000.0,
-        "stagingMiB": 512.0, "usedMiB": 4512.0, "headroomMiB": 2860.8,  # 7372.8 - 4512
+        "chiplet0MiB": 36864.0,
+        "gpuMemoryUtilization": 0.8,
+        "freeMiB": 7372.8,
+        "chunksMiB": 4000.0,
+        "stagingMiB": 512.0,
+        "usedMiB": 4512.0,
+        "headroomMiB": 2860.8,  # 7372.8 - 4512
     }
 
 
 def test_rds_budget_as_output_rounds_every_figure_to_one_decimal():
-    budget = target_budget(rds_max_chunks=1, chunk_overhead_mib=1.33, drives=1, staging_mib=10.26,
-                           hbm_per_chiplet_gib=1.00015, gpu_memory_utilization=0.5)
+    budget = target_budget(
+        rds_max_chunks=1,
+        chunk_overhead_mib=1.33,
+        drives=1,
+        staging_mib=10.26,
+        hbm_per_chiplet_gib=1.00015,
+        gpu_memory_utilization=0.5,
+    )
     assert budget.as_output() == {
         "chiplet0MiB": 1024.2,  # 1.00015 GiB = 1024.1536 MiB
         "gpuMemoryUtilization": 0.5,
@@ -181,33 +222,62 @@ def test_rds_budget_lines_as_the_plan_prints_them():
         ("used", "4,512.0 MiB"),
         ("headroom", "2,860.8 MiB (fits)"),
     ]
-    assert target_budget(rds_max_chunks=4000).lines()[-1] == ("headroom", "-9,139.2 MiB (OVER BUDGET)")  # 7372.8 - 16512
+    assert target_budget(rds_max_chunks=4000).lines()[-1] == (
+        "headroom",
+        "-9,139.2 MiB (OVER BUDGET)",
+    )  # 7372.8 - 16512
 
 
-@pytest.mark.parametrize("threshold, startup, rollout", [
-    (0, 15, 315),  # 15 s initial delay, + 300 s margin
-    (1, 45, 345),  # 15 + 30
-    (320, 9615, 9915),  # 15 + 30 x 320: VLLM_ENGINE_READY_TIMEOUT_S 9600 and one period more
-])
+@pytest.mark.parametrize(
+    "threshold, startup, rollout",
+    [
+        (0, 15, 315),  # 15 s initial delay, + 300 s margin
+        (1, 45, 345),  # 15 + 30
+        (320, 9615, 9915),  # 15 + 30 x 320: VLLM_ENGINE_READY_TIMEOUT_S 9600 and one period more
+    ],
+)
 def test_startup_and_rollout_budgets(threshold, startup, rollout):
     assert sizing.startup_budget_seconds(threshold) == startup
     assert sizing.rollout_timeout_seconds(threshold) == rollout
 
 
-@pytest.mark.parametrize("text, value", [
-    ("1Ki", 1024), ("1Mi", 1024**2), ("1Gi", 1024**3), ("1Ti", 1024**4), ("1Pi", 1024**5),
-    ("2k", 2000), ("3M", 3e6), ("4G", 4e9), ("5T", 5e12), ("6P", 6e15), ("250m", 0.25),
-    ("1.5Gi", 1.5 * 1024**3), (" 32 ", 32.0), ("0", 0.0),
-])
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("1Ki", 1024),
+        ("1Mi", 1024**2),
+        ("1Gi", 1024**3),
+        ("1Ti", 1024**4),
+        ("1Pi", 1024**5),
+        ("2k", 2000),
+        ("3M", 3e6),
+        ("4G", 4e9),
+        ("5T", 5e12),
+        ("6P", 6e15),
+        ("250m", 0.25),
+        ("1.5Gi", 1.5 * 1024**3),
+        (" 32 ", 32.0),
+        ("0", 0.0),
+    ],
+)
 def test_parse_quantity_every_suffix(text, value):
     assert sizing.parse_quantity(text) == value
 
 
-@pytest.mark.parametrize("text, parts", [
-    ("0.12.0", (0, 12, 0)), ("v0.12", (0, 12, 0)), ("1", (1, 0, 0)), ("0.13.1rc2", (0, 13, 1)),
-    ("1.2.3.4", (1, 2, 3, 4)), ("0.x.1", (0, 0, 0)), ("latest", (0, 0, 0)), ("10.20.30", (10, 20, 30)),
-    ("X0.12", (0, 0, 0)),  # only a leading v is dropped
-])
+@pytest.mark.parametrize(
+    "text, parts",
+    [
+        ("0.12.0", (0, 12, 0)),
+        ("v0.12", (0, 12, 0)),
+        ("1", (1, 0, 0)),
+        ("0.13.1rc2", (0, 13, 1)),
+        ("1.2.3.4", (1, 2, 3, 4)),
+        ("0.x.1", (0, 0, 0)),
+        ("latest", (0, 0, 0)),
+        ("10.20.30", (10, 20, 30)),
+        ("X0.12", (0, 0, 0)),  # only a leading v is dropped
+    ],
+)
 def test_version_tuple(text, parts):
     assert sizing.version_tuple(text) == parts
 

@@ -1,4 +1,5 @@
 """core/versions/engine.py: the engine image's facts agree with what core.serving renders."""
+
 import pytest
 
 from core import serving
@@ -25,8 +26,11 @@ def test_every_connector_the_render_uses_has_a_fact():
 def test_the_default_image_has_every_feature_the_stack_uses(stack):
     cfg = StackConfig.model_validate(stack)
     for command in engine_commands(cfg).values():
-        used = engine.features_used(engine.flag_names(command.args),
-                                    serving.connector_classes(serving.kv_transfer_in(command.args)), command.env)
+        used = engine.features_used(
+            engine.flag_names(command.args),
+            serving.connector_classes(serving.kv_transfer_in(command.args)),
+            command.env,
+        )
         assert used and all(f.since <= engine.TARGET for f in used)
     assert image_version(cfg.engine.image) == engine.TARGET
 
@@ -38,17 +42,22 @@ def test_releases_are_ordered_and_the_target_pins_lmcache_rbln():
     assert engine.target_release().lmcache_rbln == Version(0, 12, 0)
 
 
-@pytest.mark.parametrize("image, lmcache", [
-    ("rebellions/vllm-rbln:0.12.0", Version(0, 12, 0)),
-    ("mirror.example:5000/rebellions/vllm-rbln:0.11.2", Version(0, 11, 2)),
-    ("rebellions/vllm-rbln:latest", None),
-])
+@pytest.mark.parametrize(
+    "image, lmcache",
+    [
+        ("rebellions/vllm-rbln:0.12.0", Version(0, 12, 0)),
+        ("mirror.example:5000/rebellions/vllm-rbln:0.11.2", Version(0, 11, 2)),
+        ("rebellions/vllm-rbln:latest", None),
+    ],
+)
 def test_lmcache_rbln_is_derived_from_the_image(image, lmcache):
     assert engine.is_engine_image(image)
     assert engine.lmcache_rbln_version(image_version(image)) == lmcache
 
 
-@pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.30.0", "registry.example/team/engine:7", "rbln/lmcache-rbln:0.12.1"])
+@pytest.mark.parametrize(
+    "image", ["vllm/vllm-openai:v0.30.0", "registry.example/team/engine:7", "rbln/lmcache-rbln:0.12.1"]
+)
 def test_other_images_are_not_judged_as_vllm_rbln(image):
     assert not engine.is_engine_image(image)
 

@@ -1,5 +1,6 @@
 """core/versions/vllm_args.py: argvs judged against `vllm serve`'s own options (the data tests/consumers checks
 against the real parser)."""
+
 import pytest
 
 from core import serving
@@ -16,21 +17,32 @@ def test_the_data_is_vllms_serve_parser():
     assert set(serving.FLAG_ALIASES) <= options
 
 
-@pytest.mark.parametrize("argv", [
-    ["--port", "8000"], ["--tensor_parallel_size", "2"], ["-tp", "2"], ["--no-enable-prefix-caching"],
-    ["--speculative-config.method", "ngram"], ["--speculative-config.num_speculative_tokens=3"], ["-O3"],
-    ["--kv-cache-dtype=fp8"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--port", "8000"],
+        ["--tensor_parallel_size", "2"],
+        ["-tp", "2"],
+        ["--no-enable-prefix-caching"],
+        ["--speculative-config.method", "ngram"],
+        ["--speculative-config.num_speculative_tokens=3"],
+        ["-O3"],
+        ["--kv-cache-dtype=fp8"],
+    ],
+)
 def test_what_vllm_accepts(argv):
     assert vllm_args.judge(MODEL + argv) is None
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--foo"], "unrecognized arguments: --foo"),
-    (["--foo=1", "--bar"], "unrecognized arguments: --foo=1 --bar"),
-    (["--kv-cache-dtype", "fp4"], "argument --kv-cache-dtype: invalid choice: 'fp4'"),
-    (["--port", "http"], "argument --port: invalid int value: 'http'"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--foo"], "unrecognized arguments: --foo"),
+        (["--foo=1", "--bar"], "unrecognized arguments: --foo=1 --bar"),
+        (["--kv-cache-dtype", "fp4"], "argument --kv-cache-dtype: invalid choice: 'fp4'"),
+        (["--port", "http"], "argument --port: invalid int value: 'http'"),
+    ],
+)
 def test_what_vllm_refuses_in_its_words(argv, message):
     verdict = vllm_args.judge(MODEL + argv)
     assert verdict is not None and verdict.message.startswith(message)

@@ -4,6 +4,7 @@ The tests never build the toolchain (that is `scripts/install-pulumi`, run by `m
 Without it they skip, unless REBEL100_REQUIRE_E2E=1 (set by .ci/run), which turns the skip into a
 failure so that CI can never pass without running them.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -14,7 +15,9 @@ from tests.pulumi_project import Project, copy_project, toolchain_dir
 
 @pytest.fixture(scope="session")
 def toolchain() -> str:
-    return require(toolchain_dir(), "no Pulumi toolchain on PATH or in the scripts/install-pulumi cache (run `make toolchain`)")
+    return require(
+        toolchain_dir(), "no Pulumi toolchain on PATH or in the scripts/install-pulumi cache (run `make toolchain`)"
+    )
 
 
 @pytest.fixture(scope="module")

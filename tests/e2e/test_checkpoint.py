@@ -1,6 +1,7 @@
 """A damaged checkpoint with the real CLI on a render-mode stack (no cluster needed): `scripts/up` names the last good
 copy Pulumi's file backend kept and the command that restores it, changes nothing, and that command restores and
 deploys (stacks/checkpoint.py; docs/recovery.md, A damaged checkpoint)."""
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,14 @@ STACK = "ckpt"
 
 
 def up(project: Project, *flags: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(project.root / "scripts" / "up"), STACK, *flags], cwd=project.root, env=project.env,
-                          capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [str(project.root / "scripts" / "up"), STACK, *flags],
+        cwd=project.root,
+        env=project.env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def urns(project: Project) -> list[str]:
@@ -27,7 +34,8 @@ def urns(project: Project) -> list[str]:
 
 def test_a_truncated_checkpoint_is_named_with_its_last_good_copy_and_restored_by_one_command(project: Project):
     (project.root / f"Pulumi.{STACK}.yaml").write_text(
-        (project.root / "Pulumi.dev.yaml").read_text().replace("build/dev", f"build/{STACK}"))
+        (project.root / "Pulumi.dev.yaml").read_text().replace("build/dev", f"build/{STACK}")
+    )
     first = up(project)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     deployed = urns(project)
@@ -44,10 +52,14 @@ def test_a_truncated_checkpoint_is_named_with_its_last_good_copy_and_restored_by
     refused = up(project)
     assert refused.returncode != 0
     assert "failed to load checkpoint" in refused.stderr  # Pulumi's own words, then ours
-    assert (f"error: the checkpoint of stack '{STACK}', .pulumi-state/.pulumi/stacks/rebel100-serving/{STACK}.json, "
-            f"is not valid JSON") in refused.stderr, refused.stderr
-    assert f"The last good copy is .pulumi-state/.pulumi/backups/rebel100-serving/{STACK}/{backups[0].name}" \
-           in refused.stderr
+    assert (
+        f"error: the checkpoint of stack '{STACK}', .pulumi-state/.pulumi/stacks/rebel100-serving/{STACK}.json, "
+        f"is not valid JSON"
+    ) in refused.stderr, refused.stderr
+    assert (
+        f"The last good copy is .pulumi-state/.pulumi/backups/rebel100-serving/{STACK}/{backups[0].name}"
+        in refused.stderr
+    )
     command = refused.stderr.strip().splitlines()[-1].strip()
     assert command == f"scripts/up {STACK} --restore-checkpoint"
     assert "Traceback" not in refused.stderr

@@ -3,6 +3,7 @@
 Each test runs `pulumi` on a copy of the project (see conftest.py), so the working tree, its
 state and its renders are never touched.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,14 @@ def policy_config(stack: str) -> list[str]:
 @pytest.mark.parametrize("stack", STACKS)
 def test_pr_check_preview_passes(project: Project, stack: str):
     """scripts/preview, the command of the PR workflow: preview with the pack at the stack's level."""
-    proc = subprocess.run([str(project.root / "scripts" / "preview"), stack], cwd=project.root, env=project.env,
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [str(project.root / "scripts" / "preview"), stack],
+        cwd=project.root,
+        env=project.env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "[mandatory]" not in proc.stdout
     assert "to create" in proc.stdout
@@ -63,8 +70,11 @@ def test_up_matches_offline_render_then_no_changes_then_destroy(project: Project
     # One pool at a time: the engine orders decode's update after prefill's (rollout.poolAtATime), through the
     # prefill pool's rolled-out barrier (a Stash that waits for every prefill Deployment: stacks/compose.py).
     state = json.loads(next((project.root / ".pulumi-state").rglob("dev.json")).read_text())
-    by_name = {r["urn"].rsplit("::", 1)[1]: r for r in state["checkpoint"]["latest"]["resources"]
-               if r["type"] == "kubernetes:apps/v1:Deployment"}
+    by_name = {
+        r["urn"].rsplit("::", 1)[1]: r
+        for r in state["checkpoint"]["latest"]["resources"]
+        if r["type"] == "kubernetes:apps/v1:Deployment"
+    }
     [barrier] = [r for r in state["checkpoint"]["latest"]["resources"] if r["type"] == "pulumi:index:Stash"]
     assert barrier["urn"].endswith("::minimax-m27-prefill-rolled-out")
     assert barrier.get("dependencies") == [by_name["minimax-m27-prefill"]["urn"]], barrier
@@ -75,8 +85,11 @@ def test_up_matches_offline_render_then_no_changes_then_destroy(project: Project
     [job] = [r for r in resources if r["type"] == "kubernetes:batch/v1:Job"]
     for name in ("minimax-m27-prefill", "minimax-m27-decode"):
         assert job["urn"] in by_name[name].get("dependencies", []), by_name[name]
-    [weights_pvc] = [r for r in resources if r["type"] == "kubernetes:core/v1:PersistentVolumeClaim"
-                     and r["urn"].endswith("minimax-m27-weights-pvc")]
+    [weights_pvc] = [
+        r
+        for r in resources
+        if r["type"] == "kubernetes:core/v1:PersistentVolumeClaim" and r["urn"].endswith("minimax-m27-weights-pvc")
+    ]
     assert weights_pvc.get("retainOnDelete") is True
 
     again = project.pulumi("up", "-s", "dev", "--yes", "--policy-pack", "policy", *policy_config("dev"))
@@ -89,17 +102,21 @@ def test_up_matches_offline_render_then_no_changes_then_destroy(project: Project
     assert destroy.returncode == 0, destroy.stdout + destroy.stderr
     # storage.retainOnDelete (default true): the data volumes and their namespace stay; nothing else does.
     left = sorted(p.name for p in (project.root / "build" / "dev").rglob("*.yaml"))
-    assert left == ["v1-namespace-default-rebel100.yaml",
-                    "v1-persistentvolumeclaim-rebel100-minimax-m27-decode-compile-cache.yaml",
-                    "v1-persistentvolumeclaim-rebel100-minimax-m27-prefill-compile-cache.yaml",
-                    "v1-persistentvolumeclaim-rebel100-model-weights.yaml"], left
+    assert left == [
+        "v1-namespace-default-rebel100.yaml",
+        "v1-persistentvolumeclaim-rebel100-minimax-m27-decode-compile-cache.yaml",
+        "v1-persistentvolumeclaim-rebel100-minimax-m27-prefill-compile-cache.yaml",
+        "v1-persistentvolumeclaim-rebel100-model-weights.yaml",
+    ], left
 
 
 @pytest.fixture(scope="module")
 def deployed(project: Project) -> Project:
     """dev deployed once: a state and a render that a refused change must leave as they are."""
     project.select("gate")
-    (project.root / "Pulumi.gate.yaml").write_text((project.root / "Pulumi.dev.yaml").read_text().replace("build/dev", "build/gate"))
+    (project.root / "Pulumi.gate.yaml").write_text(
+        (project.root / "Pulumi.dev.yaml").read_text().replace("build/dev", "build/gate")
+    )
     project.pulumi("up", "-s", "gate", "--yes", "--policy-pack", "policy", *policy_config("dev"), check=True)
     return project
 
@@ -110,7 +127,9 @@ def refused(project: Project, *config: tuple[str, str], level: str = "dev"):
     stack_yaml = (project.root / "Pulumi.gate.yaml").read_text()
     for key, value in config:
         project.pulumi("config", "set", "-s", "gate", "--path", key, "--", value, check=True)
-    proc = project.pulumi("up", "-s", "gate", "--yes", "--policy-pack", "policy", "--policy-pack-config", f"policy/config/{level}.json")
+    proc = project.pulumi(
+        "up", "-s", "gate", "--yes", "--policy-pack", "policy", "--policy-pack-config", f"policy/config/{level}.json"
+    )
     changed = (project.checkpoint("gate") != state, tree_digest(project.root / "build" / "gate") != files)
     (project.root / "Pulumi.gate.yaml").write_text(stack_yaml)
     return proc, changed
@@ -119,7 +138,10 @@ def refused(project: Project, *config: tuple[str, str], level: str = "dev"):
 def test_config_gate_pp_with_dp(deployed: Project):
     proc, changed = refused(deployed, ("rebel100:prefill.dataParallelSize", "2"))
     assert proc.returncode != 0
-    assert "rebel100:prefill.pipelineParallelSize: pipeline parallel size 4 together with data parallel size 2" in proc.stdout + proc.stderr
+    assert (
+        "rebel100:prefill.pipelineParallelSize: pipeline parallel size 4 together with data parallel size 2"
+        in proc.stdout + proc.stderr
+    )
     assert changed == (False, False)
 
 
@@ -171,7 +193,9 @@ def free_port() -> int:
 
 def test_up_against_s3_backend(project: Project):
     # Installed by `make venv` (moto[server] brings boto3): missing, this fails in CI instead of skipping.
-    require(importable("boto3", "moto.server"), "boto3 or moto is not installed (requirements-dev.txt: run `make venv`)")
+    require(
+        importable("boto3", "moto.server"), "boto3 or moto is not installed (requirements-dev.txt: run `make venv`)"
+    )
     import boto3
     from moto.server import ThreadedMotoServer
 
@@ -181,13 +205,15 @@ def test_up_against_s3_backend(project: Project):
     try:
         endpoint = f"http://127.0.0.1:{port}"
         credentials = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"}
-        s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
-                          aws_access_key_id="test", aws_secret_access_key="test")
+        s3 = boto3.client(
+            "s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test"
+        )
         s3.create_bucket(Bucket="pulumi-state")
         s3_project = Project(project.root, project.env["PATH"].split(":")[0])
         s3_project.env.update(credentials)
         s3_project.env["PULUMI_BACKEND_URL"] = (
-            f"s3://pulumi-state?endpoint=127.0.0.1:{port}&disableSSL=true&s3ForcePathStyle=true&region=us-east-1")
+            f"s3://pulumi-state?endpoint=127.0.0.1:{port}&disableSSL=true&s3ForcePathStyle=true&region=us-east-1"
+        )
         s3_project.select("dev")
         up = s3_project.pulumi("up", "-s", "dev", "--yes", "--policy-pack", "policy", *policy_config("dev"))
         assert up.returncode == 0, up.stdout + up.stderr
@@ -206,8 +232,12 @@ def test_hf_token_is_a_secret_in_state_and_outputs(project: Project):
     """The token set with `config set --secret` is never in the checkpoint or an output; a render-mode stack does
     not render the Secret, whose data the provider would write to the render folder (docs/recovery.md)."""
     project.select("secret")
-    (project.root / "Pulumi.secret.yaml").write_text((project.root / "Pulumi.dev.yaml").read_text().replace("build/dev", "build/secret"))
-    project.pulumi("config", "set", "-s", "secret", "--secret", "rebel100:hfToken", "hf_e2e_not_a_real_token", check=True)
+    (project.root / "Pulumi.secret.yaml").write_text(
+        (project.root / "Pulumi.dev.yaml").read_text().replace("build/dev", "build/secret")
+    )
+    project.pulumi(
+        "config", "set", "-s", "secret", "--secret", "rebel100:hfToken", "hf_e2e_not_a_real_token", check=True
+    )
     assert "hf_e2e_not_a_real_token" not in (project.root / "Pulumi.secret.yaml").read_text()
     up = project.pulumi("up", "-s", "secret", "--yes", "--policy-pack", "policy", *policy_config("dev"), check=True)
     assert "the Secret hf-token is not rendered" in up.stdout, up.stdout[-3000:]

@@ -4,6 +4,7 @@ Runs on a copy of the project (its own file backend and stack files, the project
 linked in), so nothing in the working tree changes. Skipped when no `pulumi` is on PATH or in the
 toolchain cache of scripts/install-pulumi; never builds the toolchain itself.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -32,13 +33,20 @@ def test_overrides_are_judged_at_their_key_path(project):
     path = root / "Pulumi.pp-dp.yaml"
     stack = yaml.safe_load((root / "Pulumi.dev.yaml").read_text())
     stack.pop("encryptionsalt", None)
-    stack["config"]["rebel100:prefill"] = {"replicas": 1, "extraArgs": ["--data-parallel-size=2"],
-                                           "extraEnv": {"HF_TOKEN": "hf_literal"}}
+    stack["config"]["rebel100:prefill"] = {
+        "replicas": 1,
+        "extraArgs": ["--data-parallel-size=2"],
+        "extraEnv": {"HF_TOKEN": "hf_literal"},
+    }
     stack["config"]["rebel100:kvTier"] = {"extraConfig": {"rds_max_chunks": 4000}}
     path.write_text(yaml.safe_dump(stack))
     proc = preview(project, "pp-dp")
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out
-    for key in ("rebel100:prefill.extraArgs[0]", "rebel100:prefill.extraEnv.HF_TOKEN", "rebel100:kvTier.extraConfig.rds_max_chunks"):
+    for key in (
+        "rebel100:prefill.extraArgs[0]",
+        "rebel100:prefill.extraEnv.HF_TOKEN",
+        "rebel100:kvTier.extraConfig.rds_max_chunks",
+    ):
         assert key in out, out
     assert "hf_literal" not in out

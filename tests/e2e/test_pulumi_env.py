@@ -1,5 +1,6 @@
 """scripts/pulumi-env, sourced by scripts/up and scripts/preview: the backend it chooses without
 starting the CLI, the provider it puts in the plugin cache, and the stack it creates only once."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,14 @@ def sourced(project: Project, home: pathlib.Path, script: str = "true", **extra:
     """The environment after `. scripts/pulumi-env` and `script` in a copy of the project, with PULUMI_HOME=home."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_")}
     env.update(PULUMI_HOME=str(home), **extra)
-    proc = subprocess.run(["bash", "-c", f". scripts/pulumi-env && {script} && env -0"], cwd=project.root, env=env,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        ["bash", "-c", f". scripts/pulumi-env && {script} && env -0"],
+        cwd=project.root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     return dict(item.split("=", 1) for item in proc.stdout.split("\0") if "=" in item)
 
@@ -33,14 +40,18 @@ def test_without_a_login_the_project_file_backend(project, tmp_path):
 def test_a_login_in_pulumi_home_is_kept(project, tmp_path):
     home = tmp_path / "home"
     home.mkdir()
-    (home / "credentials.json").write_text(json.dumps({"current": "s3://team-state?region=eu-west-1", "accessTokens": {}}))
+    (home / "credentials.json").write_text(
+        json.dumps({"current": "s3://team-state?region=eu-west-1", "accessTokens": {}})
+    )
     assert "PULUMI_BACKEND_URL" not in sourced(project, home)
 
 
 def test_the_provider_comes_from_the_plugin_cache(project, toolchain, tmp_path):
     env = sourced(project, tmp_path / "home")
     plugins = list((tmp_path / "home" / "plugins").glob("resource-kubernetes-v*/pulumi-resource-kubernetes"))
-    assert len(plugins) == 1 and plugins[0].resolve() == (pathlib.Path(toolchain) / "pulumi-resource-kubernetes").resolve()
+    assert (
+        len(plugins) == 1 and plugins[0].resolve() == (pathlib.Path(toolchain) / "pulumi-resource-kubernetes").resolve()
+    )
     assert env["PULUMI_IGNORE_AMBIENT_PLUGINS"] == "true"
     listed = subprocess.run(["pulumi", "plugin", "ls", "--json"], env=env, capture_output=True, text=True, check=True)
     assert [(p["name"], p["kind"]) for p in json.loads(listed.stdout)] == [("kubernetes", "resource")]
@@ -62,7 +73,7 @@ def test_the_pack_level_of_a_stack_is_its_environments_prod_when_unset(project, 
     schema's default, what `check` applies), not the lower dev level."""
     lines = ["config:", "  rebel100:topology: pd"] + ([f"  rebel100:environment: {environment}"] if environment else [])
     (project.root / "Pulumi.fresh.yaml").write_text("\n".join(lines) + "\n")
-    env = sourced(project, tmp_path / "home", "export LEVEL=\"$(rebel100_policy_config fresh)\"")
+    env = sourced(project, tmp_path / "home", 'export LEVEL="$(rebel100_policy_config fresh)"')
     assert env["LEVEL"] == f"policy/config/{level}.json"
 
 

@@ -4,6 +4,7 @@ Pulumi's diy backend records who holds a lock (user, host, pid, time: pkg/backen
 `pulumi` is gone from this host is cleared and the update runs; a lock of a live `pulumi` here, or of another
 host, is named and left alone. tests/cluster/test_faults.py makes real dead locks (kill -9 mid-update).
 """
+
 from __future__ import annotations
 
 import os
@@ -20,17 +21,26 @@ STACK = "recovery"
 
 
 def up(project: Project) -> subprocess.CompletedProcess:
-    return subprocess.run([str(project.root / "scripts" / "up"), STACK], cwd=project.root, env=project.env,
-                          capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [str(project.root / "scripts" / "up"), STACK],
+        cwd=project.root,
+        env=project.env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 @pytest.fixture(scope="module")
 def deployed(project: Project) -> Project:
     (project.root / f"Pulumi.{STACK}.yaml").write_text(
-        (project.root / "Pulumi.dev.yaml").read_text().replace("build/dev", f"build/{STACK}"))
+        (project.root / "Pulumi.dev.yaml").read_text().replace("build/dev", f"build/{STACK}")
+    )
     first = up(project)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    assert project.lock_dir(STACK).is_dir() and not list(project.lock_dir(STACK).iterdir())  # where Pulumi locks this stack
+    assert project.lock_dir(STACK).is_dir() and not list(
+        project.lock_dir(STACK).iterdir()
+    )  # where Pulumi locks this stack
     return project
 
 
@@ -62,8 +72,9 @@ def test_a_lock_of_a_live_pulumi_is_named_and_left_alone(deployed: Project, tmp_
     try:
         proc = up(deployed)
         assert proc.returncode != 0
-        assert f"is locked by a running pulumi (someone@{os.uname().nodename}, pid {live.pid}," in proc.stderr, \
+        assert f"is locked by a running pulumi (someone@{os.uname().nodename}, pid {live.pid}," in proc.stderr, (
             proc.stderr
+        )
         assert lock.exists() and live.poll() is None
     finally:
         live.kill()

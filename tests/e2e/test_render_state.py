@@ -3,6 +3,7 @@ commands (docs/deploying.md) work in the order written on a fresh clone with no 
 
 Runs scripts/up and scripts/preview on a copy of the project (see conftest.py).
 """
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,9 @@ pytestmark = pytest.mark.e2e
 
 
 def run(project: Project, *command: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    proc = subprocess.run(list(command), cwd=project.root, env=env or project.env,
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        list(command), cwd=project.root, env=env or project.env, capture_output=True, text=True, timeout=900
+    )
     assert proc.returncode == 0, f"{' '.join(command)}:\n{proc.stdout}\n{proc.stderr}"
     return proc
 
@@ -69,5 +71,7 @@ def test_readme_order_up_then_preview_without_login(project: Project):
     assert "to create" in preview.stdout
     stacks = {p.stem for p in (project.root / ".pulumi-state").rglob("*.json") if p.parent.name == "rebel100-serving"}
     assert {"dev", "prod-4p4d"} <= stacks, stacks
-    assert not os.path.exists(project.root / ".pulumi-home" / "credentials.json") or \
-        "pulumi.com" not in (project.root / ".pulumi-home" / "credentials.json").read_text()
+    assert (
+        not os.path.exists(project.root / ".pulumi-home" / "credentials.json")
+        or "pulumi.com" not in (project.root / ".pulumi-home" / "credentials.json").read_text()
+    )

@@ -3,6 +3,7 @@ moto's KMS on 127.0.0.1), a prod stack refused under the built-in passphrase, an
 appear in plain text in any file, output, plan, check or SARIF of a render-mode stack (tests/cluster/test_faults.py
 plants one in a deployed stack, whose state holds it as a secret).
 """
+
 from __future__ import annotations
 
 import base64
@@ -40,8 +41,13 @@ def kms():
     server.start()
     endpoint = f"http://127.0.0.1:{port}"
     try:
-        client = boto3.client("kms", endpoint_url=endpoint, region_name="us-east-1",
-                              aws_access_key_id="test", aws_secret_access_key="test")
+        client = boto3.client(
+            "kms",
+            endpoint_url=endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="test",
+            aws_secret_access_key="test",
+        )
         key = client.create_key(Description="rebel100 e2e")["KeyMetadata"]["KeyId"]
         client.create_alias(AliasName="alias/rebel100-e2e", TargetKeyId=key)
         yield endpoint
@@ -75,11 +81,17 @@ def test_a_prod_stack_under_aws_kms(project: Project, kms: str):
     got = project.pulumi("config", "get", "-s", stack, "rebel100:hfToken", check=True)
     assert got.stdout.strip() == TOKEN
     # No passphrase anywhere, and the prod check passes: the secrets are the key-management service's.
-    check = subprocess.run([sys.executable, "-m", "stacks", "secrets", stack], cwd=project.root,
-                           env=project.env, capture_output=True, text=True)
+    check = subprocess.run(
+        [sys.executable, "-m", "stacks", "secrets", stack],
+        cwd=project.root,
+        env=project.env,
+        capture_output=True,
+        text=True,
+    )
     assert check.returncode == 0, check.stderr
-    preview = project.pulumi("preview", "-s", stack, "--policy-pack", "policy",
-                             "--policy-pack-config", "policy/config/prod.json")
+    preview = project.pulumi(
+        "preview", "-s", stack, "--policy-pack", "policy", "--policy-pack-config", "policy/config/prod.json"
+    )
     assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-3000:]
     assert TOKEN not in preview.stdout + preview.stderr
 
@@ -104,21 +116,39 @@ def test_a_planted_token_appears_only_as_ciphertext(project: Project):
     stack = "planted"
     render_dir = f"build/{stack}"
     (project.root / f"Pulumi.{stack}.yaml").write_text(
-        (project.root / "Pulumi.dev.yaml").read_text().replace("build/dev", render_dir))
+        (project.root / "Pulumi.dev.yaml").read_text().replace("build/dev", render_dir)
+    )
     project.select(stack)
     project.pulumi("config", "set", "-s", stack, "--secret", "rebel100:hfToken", TOKEN, check=True)
     seen = {}
-    up = subprocess.run([str(project.root / "scripts" / "up"), stack], cwd=project.root, env=project.env,
-                        capture_output=True, text=True, timeout=900)
+    up = subprocess.run(
+        [str(project.root / "scripts" / "up"), stack],
+        cwd=project.root,
+        env=project.env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
     seen["scripts/up output"] = up.stdout + up.stderr
-    for command in (["plan", stack], ["plan", stack, "--json"], ["check", stack, "--format", "sarif"],
-                    ["check", stack, "--format", "json"], ["render", stack, "--out", str(project.root / "offline")]):
-        proc = subprocess.run([sys.executable, "-m", "stacks", *command], cwd=project.root, env=project.env,
-                              capture_output=True, text=True)
+    for command in (
+        ["plan", stack],
+        ["plan", stack, "--json"],
+        ["check", stack, "--format", "sarif"],
+        ["check", stack, "--format", "json"],
+        ["render", stack, "--out", str(project.root / "offline")],
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "stacks", *command],
+            cwd=project.root,
+            env=project.env,
+            capture_output=True,
+            text=True,
+        )
         seen[f"python -m stacks {' '.join(command)}"] = proc.stdout + proc.stderr
-    seen["stack output --show-secrets"] = project.pulumi("stack", "output", "-s", stack, "--json",
-                                                         "--show-secrets", check=True).stdout
+    seen["stack output --show-secrets"] = project.pulumi(
+        "stack", "output", "-s", stack, "--json", "--show-secrets", check=True
+    ).stdout
     for folder, dirs, files in os.walk(project.root):  # not into the linked .venv
         dirs[:] = [d for d in dirs if d != ".venv"]
         for name in files:

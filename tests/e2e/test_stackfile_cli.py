@@ -1,6 +1,7 @@
 """Differential test: tricky stack files read by core/stackfile.py and by the real Pulumi CLI
 (`pulumi config --json -s <stack>`, a temp project on a local file backend) give the same values or both
 refuse the file. This is what keeps `check` judging the values `pulumi up` will pass to the program."""
+
 from __future__ import annotations
 
 import json
@@ -287,6 +288,5 @@ def test_a_duplicate_key_is_refused_with_the_clis_line_numbers(cli_project):
 
 def test_corpus_covers_every_class_of_the_issue():
     covered = " ".join(CORPUS)
-    for word in ("duplicate", "yes no on off", "octal", "underscores", "anchors and merge", "tags", "empty",
-                 "secrets"):
+    for word in ("duplicate", "yes no on off", "octal", "underscores", "anchors and merge", "tags", "empty", "secrets"):
         assert word in covered

@@ -6,6 +6,7 @@ builds named by REBEL100_EPP_BINARY and REBEL100_SIDECAR_BINARY follows their ge
 
 Without the built programs or control plane the tests skip, unless REBEL100_REQUIRE_E2E=1 (.ci/run): a failure.
 """
+
 from __future__ import annotations
 
 import pytest

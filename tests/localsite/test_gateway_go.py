@@ -1,6 +1,7 @@
 """The gateway role's own Go tests (localsite/gateway: `go test ./...`, a fake EPP and fake upstreams on 127.0.0.1),
 run with the environment scripts/consumers builds it with, so the Go build cache is the one the build filled.
 Without go the test skips, unless REBEL100_REQUIRE_E2E=1 (.ci/run): then it fails."""
+
 from __future__ import annotations
 
 import os
@@ -17,6 +18,14 @@ GO_ENV = {"GOWORK": "off", "CGO_ENABLED": "0", "GOFLAGS": "-buildvcs=false -trim
 
 def test_gateway_go_tests_pass():
     go = require(shutil.which("go"), "go is not installed: the gateway role's Go tests need it")
-    proc = subprocess.run([go, "test", "-count=1", "-timeout", "120s", "./..."], cwd=GATEWAY, capture_output=True,
-                          text=True, env={**os.environ, **GO_ENV}, timeout=900)
-    assert proc.returncode == 0, f"go test ./... in localsite/gateway failed:\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}"
+    proc = subprocess.run(
+        [go, "test", "-count=1", "-timeout", "120s", "./..."],
+        cwd=GATEWAY,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **GO_ENV},
+        timeout=900,
+    )
+    assert proc.returncode == 0, (
+        f"go test ./... in localsite/gateway failed:\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}"
+    )

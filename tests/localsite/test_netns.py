@@ -1,5 +1,6 @@
 """The site's pod network on its own: pods reach each other by pod IP, `localhost` stays each pod's own, the host's
 namespace is untouched, and stopping the anchors removes everything (needs root, util-linux and iproute2)."""
+
 from __future__ import annotations
 
 import os
@@ -12,14 +13,19 @@ import pytest
 from localsite import netns, procs
 from tests.prerequisites import require
 
-SERVE = [sys.executable, "-c", "import http.server as h; h.HTTPServer(('0.0.0.0', 8000), h.SimpleHTTPRequestHandler)"
-         ".serve_forever()"]
+SERVE = [
+    sys.executable,
+    "-c",
+    "import http.server as h; h.HTTPServer(('0.0.0.0', 8000), h.SimpleHTTPRequestHandler).serve_forever()",
+]
 
 
 @pytest.fixture
 def registry(tmp_path):
-    require(os.geteuid() == 0 and shutil.which("unshare") and shutil.which("ip") and "yes",
-            "network namespaces need root, unshare and ip")
+    require(
+        os.geteuid() == 0 and shutil.which("unshare") and shutil.which("ip") and "yes",
+        "network namespaces need root, unshare and ip",
+    )
     reg = procs.Registry(tmp_path)
     yield reg
     reg.stop_all()
@@ -32,6 +38,7 @@ def host_links() -> str:
 
 def get(ns: netns.Namespace, ip: str, port: int = 8000) -> int:
     import http.client
+
     conn = http.client.HTTPConnection(ip, port, timeout=5)
     conn.sock = netns.connect_in(ns, ip, port)
     conn.request("GET", "/")
@@ -55,12 +62,12 @@ def test_pods_reach_each_other_by_pod_ip_and_localhost_stays_their_own(registry)
     b = site.attach("pod-b", "127.1.0.2")
     registry.start("server-a", a.command(SERVE), cwd=registry.dir)
     wait_listening(site.ns, "127.1.0.1")
-    assert get(b, "127.1.0.1") == 200         # pod to pod
-    assert get(site.ns, "127.1.0.1") == 200   # the site (gateway, tests) to a pod
-    assert get(a, "127.0.0.1") == 200          # the pod's own localhost (the sidecar to its engine)
+    assert get(b, "127.1.0.1") == 200  # pod to pod
+    assert get(site.ns, "127.1.0.1") == 200  # the site (gateway, tests) to a pod
+    assert get(a, "127.0.0.1") == 200  # the pod's own localhost (the sidecar to its engine)
     with pytest.raises(OSError):
-        get(b, "127.0.0.1")                    # another pod's localhost is not a's
-    assert host_links() == links_before        # nothing was added to the host's namespace
+        get(b, "127.0.0.1")  # another pod's localhost is not a's
+    assert host_links() == links_before  # nothing was added to the host's namespace
 
 
 def test_a_pod_ip_outside_the_site_range_is_refused(registry):

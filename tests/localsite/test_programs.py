@@ -1,5 +1,6 @@
 """What the local site runs for a pod: the image mapping and the `vllm serve` -> simulator translation, against
 command lines written out by hand (the prod-4p4d render's, as tests/golden has them)."""
+
 from __future__ import annotations
 
 import copy
@@ -11,39 +12,109 @@ from localsite import programs
 BIN = programs.Binaries(sim="/b/sim", epp="/b/epp", sidecar="/b/sidecar")
 
 DECODE_ARGS = [
-    "MiniMaxAI/MiniMax-M2.7", "--revision", "main", "--served-model-name", "MiniMaxAI/MiniMax-M2.7", "--port", "8200",
-    "--block-size", "4096", "--max-model-len", "204800", "--max-num-batched-tokens", "512", "--max-num-seqs", "1",
-    "--kv-cache-dtype", "fp8", "--data-parallel-size", "4", "--data-parallel-size-local", "4",
-    "--data-parallel-multi-port-external-lb", "--data-parallel-rpc-port", "5555", "--enable-expert-parallel",
-    "--enable-prefix-caching", "--enable-chunked-prefill", "--enable-auto-tool-choice", "--tool-call-parser",
-    "minimax_m2", "--reasoning-parser", "minimax_m2", "--speculative-config", '{"method":"eagle3"}',
-    "--kv-transfer-config", '{"kv_connector":"RblnNixlConnector"}']
+    "MiniMaxAI/MiniMax-M2.7",
+    "--revision",
+    "main",
+    "--served-model-name",
+    "MiniMaxAI/MiniMax-M2.7",
+    "--port",
+    "8200",
+    "--block-size",
+    "4096",
+    "--max-model-len",
+    "204800",
+    "--max-num-batched-tokens",
+    "512",
+    "--max-num-seqs",
+    "1",
+    "--kv-cache-dtype",
+    "fp8",
+    "--data-parallel-size",
+    "4",
+    "--data-parallel-size-local",
+    "4",
+    "--data-parallel-multi-port-external-lb",
+    "--data-parallel-rpc-port",
+    "5555",
+    "--enable-expert-parallel",
+    "--enable-prefix-caching",
+    "--enable-chunked-prefill",
+    "--enable-auto-tool-choice",
+    "--tool-call-parser",
+    "minimax_m2",
+    "--reasoning-parser",
+    "minimax_m2",
+    "--speculative-config",
+    '{"method":"eagle3"}',
+    "--kv-transfer-config",
+    '{"kv_connector":"RblnNixlConnector"}',
+]
 
 
 def pod(containers: list[dict], init: list[dict] = (), volumes: list[dict] = ()) -> dict:
-    return {"metadata": {"name": "p-1", "namespace": "rebel100", "uid": "u"},
-            "spec": {"containers": containers, "initContainers": list(init), "volumes": list(volumes),
-                     "nodeName": "rebel100-node-0", "serviceAccountName": "minimax-m27-epp"},
-            "status": {"podIP": "127.1.0.7", "phase": "Running"}}
+    return {
+        "metadata": {"name": "p-1", "namespace": "rebel100", "uid": "u"},
+        "spec": {
+            "containers": containers,
+            "initContainers": list(init),
+            "volumes": list(volumes),
+            "nodeName": "rebel100-node-0",
+            "serviceAccountName": "minimax-m27-epp",
+        },
+        "status": {"podIP": "127.1.0.7", "phase": "Running"},
+    }
 
 
-ENGINE = {"name": "vllm", "image": "rebellions/vllm-rbln:0.12.0", "command": ["vllm", "serve"], "args": DECODE_ARGS,
-          "env": [{"name": "A", "value": "1"}, {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
-                  {"name": "S", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}]}
-SIDECAR = {"name": "routing-proxy", "image": "ghcr.io/llm-d/llm-d-routing-sidecar:v0.7.1", "restartPolicy": "Always",
-           "args": ["--port", "8000", "--vllm-port", "8200", "--data-parallel-size", "4"]}
+ENGINE = {
+    "name": "vllm",
+    "image": "rebellions/vllm-rbln:0.12.0",
+    "command": ["vllm", "serve"],
+    "args": DECODE_ARGS,
+    "env": [
+        {"name": "A", "value": "1"},
+        {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "S", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}},
+    ],
+}
+SIDECAR = {
+    "name": "routing-proxy",
+    "image": "ghcr.io/llm-d/llm-d-routing-sidecar:v0.7.1",
+    "restartPolicy": "Always",
+    "args": ["--port", "8000", "--vllm-port", "8200", "--data-parallel-size", "4"],
+}
 WAIT = {"name": "wait-for-weights", "image": "python:3.12.11-slim", "command": ["sh", "-c", "true"]}
 
 
 def test_the_decode_engine_becomes_a_simulator_with_its_serving_shape():
     [program] = programs.plan(pod([ENGINE]), BIN, {})
-    assert program.argv == ["/b/sim", "--model", "MiniMaxAI/MiniMax-M2.7",
-                            "--served-model-name", "MiniMaxAI/MiniMax-M2.7", "--port", "8200",
-                            "--max-model-len", "204800", "--max-num-seqs", "1", "--data-parallel-size", "4",
-                            "--mode", "echo", "--force-dummy-tokenizer", "--block-size", "64"]
+    assert program.argv == [
+        "/b/sim",
+        "--model",
+        "MiniMaxAI/MiniMax-M2.7",
+        "--served-model-name",
+        "MiniMaxAI/MiniMax-M2.7",
+        "--port",
+        "8200",
+        "--max-model-len",
+        "204800",
+        "--max-num-seqs",
+        "1",
+        "--data-parallel-size",
+        "4",
+        "--mode",
+        "echo",
+        "--force-dummy-tokenizer",
+        "--block-size",
+        "64",
+    ]
     assert program.ports == (8200, 8201, 8202, 8203)  # what the site waits for before calling the pod up
-    assert program.env == {"POD_NAME": "p-1", "POD_NAMESPACE": "rebel100", "POD_IP": "127.1.0.7", "A": "1",
-                           "IP": "127.1.0.7"}  # a secret is not handed to a simulator
+    assert program.env == {
+        "POD_NAME": "p-1",
+        "POD_NAMESPACE": "rebel100",
+        "POD_IP": "127.1.0.7",
+        "A": "1",
+        "IP": "127.1.0.7",
+    }  # a secret is not handed to a simulator
 
 
 def test_the_native_sidecar_runs_first_and_the_plain_init_container_not_at_all():
@@ -54,22 +125,36 @@ def test_the_native_sidecar_runs_first_and_the_plain_init_container_not_at_all()
 
 
 def test_the_epp_reads_a_copy_of_its_mounted_config_map_and_runs_as_its_service_account():
-    epp = {"name": "epp", "image": "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0",
-           "args": ["--pool-name", "pool", "--config-file", "/etc/epp/epp-config.yaml", "--other=/etc/epp/x"],
-           "volumeMounts": [{"name": "config", "mountPath": "/etc/epp"}]}
+    epp = {
+        "name": "epp",
+        "image": "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0",
+        "args": ["--pool-name", "pool", "--config-file", "/etc/epp/epp-config.yaml", "--other=/etc/epp/x"],
+        "volumeMounts": [{"name": "config", "mountPath": "/etc/epp"}],
+    }
     volumes = [{"name": "config", "configMap": {"name": "minimax-m27-epp-config"}}]
-    [program] = programs.plan(pod([epp], volumes=volumes), BIN,
-                              {"minimax-m27-epp-config": {"data": {"epp-config.yaml": "kind: X\n"}}})
-    assert program.argv == ["/b/epp", "--pool-name", "pool", "--config-file", "{pod}/volumes/config/epp-config.yaml",
-                            "--other={pod}/volumes/config/x"]
+    [program] = programs.plan(
+        pod([epp], volumes=volumes), BIN, {"minimax-m27-epp-config": {"data": {"epp-config.yaml": "kind: X\n"}}}
+    )
+    assert program.argv == [
+        "/b/epp",
+        "--pool-name",
+        "pool",
+        "--config-file",
+        "{pod}/volumes/config/epp-config.yaml",
+        "--other={pod}/volumes/config/x",
+    ]
     assert program.files == {"volumes/config/epp-config.yaml": "kind: X\n"}
     assert program.service_account == "minimax-m27-epp"
     assert program.ports == (9002,)  # --grpc-port's default
 
 
 def test_a_missing_config_map_is_said():
-    epp = {"name": "epp", "image": "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1", "args": [],
-           "volumeMounts": [{"name": "config", "mountPath": "/etc/epp"}]}
+    epp = {
+        "name": "epp",
+        "image": "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1",
+        "args": [],
+        "volumeMounts": [{"name": "config", "mountPath": "/etc/epp"}],
+    }
     with pytest.raises(programs.Unsupported, match="ConfigMap cfg that epp mounts does not exist"):
         programs.plan(pod([epp], volumes=[{"name": "config", "configMap": {"name": "cfg"}}]), BIN, {})
 
@@ -90,15 +175,19 @@ def test_a_serving_flag_the_site_has_not_decided_on_is_refused_by_name():
 def test_arguments_vllm_itself_would_refuse_are_refused_in_its_words():
     engine = copy.deepcopy(ENGINE)
     engine["args"] = [*DECODE_ARGS, "--new-flag", "3"]
-    with pytest.raises(programs.Unsupported, match="would refuse the engine's arguments: unrecognized arguments: "
-                                                   "--new-flag 3"):
+    with pytest.raises(
+        programs.Unsupported, match="would refuse the engine's arguments: unrecognized arguments: --new-flag 3"
+    ):
         programs.plan(pod([engine]), BIN, {})
 
 
-@pytest.mark.parametrize("args, expected", [
-    (["m", "--port=9"], ["--model", "m", "--port", "9"]),
-    (["--port", "9", "m", "--enable-prefix-caching"], ["--model", "m", "--port", "9"]),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["m", "--port=9"], ["--model", "m", "--port", "9"]),
+        (["--port", "9", "m", "--enable-prefix-caching"], ["--model", "m", "--port", "9"]),
+    ],
+)
 def test_flags_with_equals_or_space_and_the_model_anywhere(args, expected):
     assert programs.sim_args(["vllm", "serve"], args) == [*expected, *programs.SIM_FIXED]
 
@@ -108,9 +197,15 @@ def test_something_else_than_vllm_serve_is_refused():
         programs.sim_args(["python", "-m", "x"], [])
 
 
-TOKEN_VOLUME = {"name": "api-token", "projected": {"sources": [
-    {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},
-    {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}]}}
+TOKEN_VOLUME = {
+    "name": "api-token",
+    "projected": {
+        "sources": [
+            {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},
+            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        ]
+    },
+}
 
 
 def decode_pod(sidecar: dict, volumes: list[dict] = (TOKEN_VOLUME,)) -> dict:
@@ -123,8 +218,12 @@ def test_the_sidecar_reads_the_api_as_the_pods_account_and_the_engine_does_not()
     """The rendered decode pod mounts no token but gives its sidecar a projected one (SSRF protection lists the pool
     and its pods): the sidecar runs with a token of the pod's ServiceAccount (the agent writes it into KUBECONFIG,
     which client-go reads before the in-cluster files the site cannot mount), the simulated engine with none."""
-    sidecar = {**SIDECAR, "volumeMounts": [{"name": "api-token", "readOnly": True,
-                                            "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]}
+    sidecar = {
+        **SIDECAR,
+        "volumeMounts": [
+            {"name": "api-token", "readOnly": True, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}
+        ],
+    }
     plan = {p.container: p for p in programs.plan(decode_pod(sidecar), BIN, {})}
     assert plan["routing-proxy"].service_account == "minimax-m27-decode"
     assert plan["vllm"].service_account is None
@@ -139,4 +238,6 @@ def test_an_automounted_token_reaches_every_container_as_the_default_account():
     found = pod([ENGINE], init=[SIDECAR])
     del found["spec"]["serviceAccountName"]
     assert {p.container: p.service_account for p in programs.plan(found, BIN, {})} == {
-        "routing-proxy": "default", "vllm": "default"}
+        "routing-proxy": "default",
+        "vllm": "default",
+    }

@@ -7,6 +7,7 @@ The engines are simulators in echo mode: the answer is the prompt, and each carr
 (`x-inference-pod`). The gateway role adds the endpoint it forwarded to and the prefill endpoint the EPP chose
 (`x-gateway-destination-endpoint`, `x-gateway-prefiller-host-port`).
 """
+
 from __future__ import annotations
 
 import base64
@@ -47,7 +48,9 @@ def prefill_remote_decodes(serving: ServedSite) -> int:
     for ip in ips(serving, "prefill"):
         status, text = serving.get_in_site(ip, 8000, "/metrics")
         assert status == 200, text[:500]
-        for m in re.finditer(r'^vllm:request_success_total\{[^}]*finish_reason="remote_decode"[^}]*\} (\S+)$', text, re.M):
+        for m in re.finditer(
+            r'^vllm:request_success_total\{[^}]*finish_reason="remote_decode"[^}]*\} (\S+)$', text, re.M
+        ):
             total += int(float(m.group(1)))
     return total
 
@@ -90,8 +93,12 @@ def test_a_short_prompt_is_decode_only(serving):
 
 def served_sidecar(serving: ServedSite) -> dict:
     """The routing sidecar container of the decode Deployment, as applied."""
-    return next(c for d in serving.get("deployments") for c in d["spec"]["template"]["spec"].get("initContainers") or []
-                if c["name"] == "routing-proxy")
+    return next(
+        c
+        for d in serving.get("deployments")
+        for c in d["spec"]["template"]["spec"].get("initContainers") or []
+        if c["name"] == "routing-proxy"
+    )
 
 
 def test_a_prefiller_named_by_the_client_is_not_called(serving):
@@ -107,11 +114,14 @@ def test_a_prefiller_named_by_the_client_is_not_called(serving):
     sidecar = served_sidecar(serving)
     if not router_versions.ssrf_protection_on(router_versions.sidecar_flags(sidecar["args"])):
         assert not router_versions.sidecar_can_protect(image_version(sidecar["image"])), sidecar
-        pytest.xfail(f"{sidecar['image']} cannot be SSRF-protected against a GA InferencePool (needs "
-                     f"{router_versions.SSRF_ALLOWLIST.since}): its render runs it unprotected")
+        pytest.xfail(
+            f"{sidecar['image']} cannot be SSRF-protected against a GA InferencePool (needs "
+            f"{router_versions.SSRF_ALLOWLIST.since}): its render runs it unprotected"
+        )
     foreign = f"{netns.SITE_ADDRESS}:9"
-    answer = serving.post("/completions", completion(f"hi {uuid.uuid4().hex[:6]}"),
-                          headers={"x-prefiller-host-port": foreign})
+    answer = serving.post(
+        "/completions", completion(f"hi {uuid.uuid4().hex[:6]}"), headers={"x-prefiller-host-port": foreign}
+    )
     assert answer.prefiller == foreign, answer.headers  # decode-only: the EPP left the client's header as it was
     assert host(answer.destination) in ips(serving, "decode"), answer.destination
     log = serving.log(f"pod-{ips(serving, 'decode')[host(answer.destination)]}-routing-proxy", lines=400)
@@ -119,7 +129,9 @@ def test_a_prefiller_named_by_the_client_is_not_called(serving):
     called = [line for line in about if "not in allowlist" not in line]
     assert not called, f"the sidecar called the client's prefiller (answer {answer.status}):\n" + "\n".join(called)
     assert (answer.status, answer.body.strip()) == (403, b"Forbidden: prefill target not allowed by SSRF protection"), (
-        answer.status, answer.body[:500])
+        answer.status,
+        answer.body[:500],
+    )
     assert any("SSRF protection: prefill target not in allowlist" in line for line in about), log[-2000:]
     # The EPP's own picks are on the allowlist: P/D still works through the same sidecars.
     legit = serving.post("/completions", completion(long_prompt()))
@@ -130,15 +142,18 @@ def test_a_prefiller_named_by_the_client_is_not_called(serving):
 @pytest.mark.parametrize("stream", [False, True])
 def test_chat_completions_streamed_and_not(serving, stream):
     prompt = long_prompt(100)
-    answer = serving.post("/chat/completions", {"model": MODEL, "stream": stream, "max_tokens": 8,
-                                                "messages": [{"role": "user", "content": prompt}]})
+    answer = serving.post(
+        "/chat/completions",
+        {"model": MODEL, "stream": stream, "max_tokens": 8, "messages": [{"role": "user", "content": prompt}]},
+    )
     assert answer.status == 200, answer.body[:500]
     assert host(answer.destination) in ips(serving, "decode")
     if stream:
-        events = [line[len("data: "):] for line in answer.body.decode().splitlines() if line.startswith("data: ")]
+        events = [line[len("data: ") :] for line in answer.body.decode().splitlines() if line.startswith("data: ")]
         assert events[-1] == "[DONE]"
-        text = "".join(json.loads(e)["choices"][0]["delta"].get("content") or "" for e in events[:-1]
-                       if json.loads(e)["choices"])
+        text = "".join(
+            json.loads(e)["choices"][0]["delta"].get("content") or "" for e in events[:-1] if json.loads(e)["choices"]
+        )
         assert text and prompt.startswith(text[:20])
     else:
         assert prompt.startswith(echoed(answer)[:20])
@@ -165,27 +180,37 @@ def test_the_dashboards_pd_decision_counter_counts_where_the_pod_monitor_scrapes
     /metrics refused the PodMonitor's scrape (401) and the panel queried a counter the disagg-profile-handler never
     increments."""
     dashboard = next(c for c in serving.get("configmaps") if c["metadata"]["name"].endswith("grafana-dashboard"))
-    panel_exprs = re.findall(r'rate\((\w+)\{', "".join(dashboard["data"].values()))
+    panel_exprs = re.findall(r"rate\((\w+)\{", "".join(dashboard["data"].values()))
     [metric] = {m for m in panel_exprs if "decision" in m}
     monitor = next(m for m in serving.get("podmonitors") if "epp" in m["metadata"]["name"])
     endpoint = monitor["spec"]["podMetricsEndpoints"][0]
     selector = monitor["spec"]["selector"]["matchLabels"]
-    [epp] = [p for p in serving.pods() if all((p["metadata"].get("labels") or {}).get(k) == v
-                                              for k, v in selector.items())]
-    port = next(p["containerPort"] for c in epp["spec"]["containers"] for p in c.get("ports") or []
-                if p.get("name") == endpoint["port"])
+    [epp] = [
+        p for p in serving.pods() if all((p["metadata"].get("labels") or {}).get(k) == v for k, v in selector.items())
+    ]
+    port = next(
+        p["containerPort"]
+        for c in epp["spec"]["containers"]
+        for p in c.get("ports") or []
+        if p.get("name") == endpoint["port"]
+    )
     headers = {}
     credentials = (endpoint.get("authorization") or {}).get("credentials")
     if credentials:  # the token controller fills the Secret once its ServiceAccount exists
-        secret = serving.wait_for("the scrape token", lambda: (s := serving.get("secret", credentials["name"])).get(
-            "data", {}).get(credentials["key"]) and s, timeout=60)
+        secret = serving.wait_for(
+            "the scrape token",
+            lambda: (s := serving.get("secret", credentials["name"])).get("data", {}).get(credentials["key"]) and s,
+            timeout=60,
+        )
         headers["Authorization"] = "Bearer " + base64.b64decode(secret["data"][credentials["key"]]).decode()
 
     def prefill_decode() -> float:
         status, text = serving.get_in_site(epp["status"]["podIP"], port, endpoint.get("path", "/metrics"), headers)
         assert status == 200, f"the EPP answered {status} to the PodMonitor's scrape: {text[:300]}"
-        return sum(float(v) for v in re.findall(
-            rf'^{metric}\{{[^}}]*decision_type="prefill-decode"[^}}]*\}} (\S+)$', text, re.M))
+        return sum(
+            float(v)
+            for v in re.findall(rf'^{metric}\{{[^}}]*decision_type="prefill-decode"[^}}]*\}} (\S+)$', text, re.M)
+        )
 
     before = prefill_decode()
     answer = serving.post("/completions", completion(long_prompt()))
@@ -202,14 +227,16 @@ def test_a_traced_request_leaves_the_epps_log_one_json_object_a_line(serving):
     that."""
     [epp] = [p["metadata"]["name"] for p in serving.pods() if "epp" in p["metadata"]["name"]]
     trace_id = uuid.uuid4().hex
-    answer = serving.post("/completions", completion(long_prompt()),
-                          headers={"traceparent": f"00-{trace_id}-{uuid.uuid4().hex[:16]}-01"})
+    answer = serving.post(
+        "/completions", completion(long_prompt()), headers={"traceparent": f"00-{trace_id}-{uuid.uuid4().hex[:16]}-01"}
+    )
     assert answer.status == 200, answer.body[:500]
     time.sleep(6)
     log = serving.log(f"pod-{epp}-epp", lines=1_000_000)
     not_json = [line for line in log.splitlines() if line.strip() and not is_json_object(line)]
     assert not not_json, f"{len(not_json)} lines of the EPP's log are not JSON objects, e.g.:\n" + "\n".join(
-        not_json[:20])
+        not_json[:20]
+    )
 
 
 def is_json_object(line: str) -> bool:
@@ -220,6 +247,7 @@ def is_json_object(line: str) -> bool:
 
 
 # --- disruption (each test leaves the stack as it found it) -------------------------------------------------------
+
 
 def scale(serving: ServedSite, deployment: str, replicas: int) -> None:
     serving.kubectl("scale", f"deployment/{deployment}", f"--replicas={replicas}", f"--namespace={NAMESPACE}")
@@ -243,15 +271,20 @@ def test_a_deleted_decode_pod_stops_getting_traffic_and_its_replacement_serves(s
     first = serving.post("/completions", completion(prompt))
     victim = decode[host(first.destination)]
     serving.kubectl("delete", "pod", victim, f"--namespace={NAMESPACE}", "--wait=false")
-    serving.wait_for("the victim gone and its replacement served", lambda: victim not in ips(serving, "decode").values()
-                     and serving_all(serving, "decode", len(decode)))
+    serving.wait_for(
+        "the victim gone and its replacement served",
+        lambda: victim not in ips(serving, "decode").values() and serving_all(serving, "decode", len(decode)),
+    )
     answers = [serving.post("/completions", completion(long_prompt(50))) for _ in range(24)]
     assert all(a.status == 200 for a in answers)
     assert victim not in {a.pod for a in answers}
     replacement = set(ips(serving, "decode").values()) - set(decode.values())
     assert replacement, "no replacement pod"
-    serving.wait_for("the replacement answering", lambda: any(
-        serving.post("/completions", completion(long_prompt(50))).pod in replacement for _ in range(8)), timeout=60)
+    serving.wait_for(
+        "the replacement answering",
+        lambda: any(serving.post("/completions", completion(long_prompt(50))).pod in replacement for _ in range(8)),
+        timeout=60,
+    )
 
 
 def test_no_ready_decode_pod_is_refused_no_pod_at_all_is_a_503_and_serving_resumes(serving):
@@ -265,40 +298,58 @@ def test_no_ready_decode_pod_is_refused_no_pod_at_all_is_a_503_and_serving_resum
     counts = {decode: len(ips(serving, "decode")), prefill: len(ips(serving, "prefill"))}
     try:
         scale(serving, decode, 0)
-        serving.wait_for("no decode pod served", lambda: not ips(serving, "decode") and not any(
-            n.startswith(decode) for n in serving.served()))
-        answer = serving.wait_for("the EPP to see no decode pod", lambda: (a := serving.post(
-            "/completions", completion(long_prompt(20)))).status != 200 and a, timeout=30)
+        serving.wait_for(
+            "no decode pod served",
+            lambda: not ips(serving, "decode") and not any(n.startswith(decode) for n in serving.served()),
+        )
+        answer = serving.wait_for(
+            "the EPP to see no decode pod",
+            lambda: (a := serving.post("/completions", completion(long_prompt(20)))).status != 200 and a,
+            timeout=30,
+        )
         assert answer.status == 429 and b"failed to find available decode workers" in answer.body, (
-            answer.status, answer.body[:300])
+            answer.status,
+            answer.body[:300],
+        )
         assert not answer.destination
         scale(serving, prefill, 0)
-        serving.wait_for("no engine pod served", lambda: not ips(serving, "prefill") and not any(
-            n.startswith(prefill) for n in serving.served()))
-        answer = serving.wait_for("the EPP to see no pod", lambda: (a := serving.post(
-            "/completions", completion(long_prompt(20)))).status == 503 and a, timeout=30)
+        serving.wait_for(
+            "no engine pod served",
+            lambda: not ips(serving, "prefill") and not any(n.startswith(prefill) for n in serving.served()),
+        )
+        answer = serving.wait_for(
+            "the EPP to see no pod",
+            lambda: (a := serving.post("/completions", completion(long_prompt(20)))).status == 503 and a,
+            timeout=30,
+        )
         assert not answer.destination
     finally:
         for deployment, count in counts.items():
             scale(serving, deployment, count)
     serving.wait_for("decode pods served again", lambda: serving_all(serving, "decode", counts[decode]))
-    serving.wait_for("an answer again", lambda: serving.post("/completions", completion("back?")).status == 200,
-                     timeout=60)
+    serving.wait_for(
+        "an answer again", lambda: serving.post("/completions", completion("back?")).status == 200, timeout=60
+    )
 
 
 def test_the_epp_gone_gives_the_pools_failure_mode_and_serving_resumes(serving):
     """FailClose (the render's): the gateway answers with an error instead of routing around the EPP."""
     pool = serving.get("inferencepools")[0]
     assert pool["spec"]["endpointPickerRef"]["failureMode"] == "FailClose"
-    deployment = next(p["metadata"]["name"].rsplit("-", 2)[0] for p in serving.pods()
-                      if (p["metadata"].get("labels") or {}).get("app.kubernetes.io/component") == "router")
+    deployment = next(
+        p["metadata"]["name"].rsplit("-", 2)[0]
+        for p in serving.pods()
+        if (p["metadata"].get("labels") or {}).get("app.kubernetes.io/component") == "router"
+    )
     scale(serving, deployment, 0)
     try:
-        serving.wait_for("the EPP's pod gone from the site", lambda: not any(
-            n.startswith(deployment) for n in serving.served()))
+        serving.wait_for(
+            "the EPP's pod gone from the site", lambda: not any(n.startswith(deployment) for n in serving.served())
+        )
         answer = serving.post("/completions", completion("anyone?"))
         assert answer.status >= 500 and answer.status != 503, (answer.status, answer.body[:300])
     finally:
         scale(serving, deployment, 1)
-    serving.wait_for("an answer again", lambda: serving.post("/completions", completion("back?")).status == 200,
-                     timeout=120)
+    serving.wait_for(
+        "an answer again", lambda: serving.post("/completions", completion("back?")).status == 200, timeout=120
+    )

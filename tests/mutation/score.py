@@ -20,6 +20,7 @@ counts as a survivor and fails the run, until someone looks at it again.
     python -m tests.mutation.score SCOPE build/mutate/SCOPE/results.txt
     python -m tests.mutation.score --show SCOPE MUTANT-NAME ...   # diff and hash, for a line of the list
 """
+
 from __future__ import annotations
 
 import configparser
@@ -62,6 +63,7 @@ def parse_results(text: str) -> dict[str, str]:
 @dataclasses.dataclass(frozen=True)
 class Equivalent:
     """One line of the equivalents list: the mutant, the hash of the change it was judged on, and why."""
+
     name: str
     change: str
     reason: str
@@ -86,12 +88,15 @@ def parse_equivalents(text: str) -> dict[str, Equivalent]:
         if not MUTANT_NAME.match(name):
             raise ScoreError(f"{where}: {name!r} is not a mutmut mutant name; a line is {EQUIVALENT_FORMAT}.")
         if not CHANGE.match(change):
-            raise ScoreError(f"{where}: {name} has no change hash (12 hex digits) after its name, {change!r} found; a "
-                             f"line is {EQUIVALENT_FORMAT}. `scripts/mutate SCOPE --show {name}` prints the mutant's "
-                             f"diff and hash: check that it is the change the reason is about.")
+            raise ScoreError(
+                f"{where}: {name} has no change hash (12 hex digits) after its name, {change!r} found; a "
+                f"line is {EQUIVALENT_FORMAT}. `scripts/mutate SCOPE --show {name}` prints the mutant's "
+                f"diff and hash: check that it is the change the reason is about."
+            )
         if not reason.strip():
-            raise ScoreError(f"{where}: {name} has no reason; write one line saying why no test can tell it from the "
-                             f"original.")
+            raise ScoreError(
+                f"{where}: {name} has no reason; write one line saying why no test can tell it from the original."
+            )
         if name in equivalents:
             raise ScoreError(f"{where}: {name} is listed twice (first on line {equivalents[name].line}).")
         equivalents[name] = Equivalent(name, change, reason.strip(), number)
@@ -130,13 +135,17 @@ class Report:
     def lines(self) -> list[str]:
         out = [f"{'file':<24}{'mutants':>8}{'killed':>8}{'equiv.':>8}{'surv.':>7}{'score':>9}"]
         for row in [*sorted(self.files.values(), key=lambda f: f.path), self.total]:
-            out.append(f"{row.path:<24}{row.mutants:>8}{row.killed:>8}{row.equivalent:>8}{len(row.survivors):>7}"
-                       f"{row.score:>8.1f}%")
+            out.append(
+                f"{row.path:<24}{row.mutants:>8}{row.killed:>8}{row.equivalent:>8}{len(row.survivors):>7}"
+                f"{row.score:>8.1f}%"
+            )
         out.append("statuses: " + ", ".join(f"{status} {count}" for status, count in sorted(self.statuses.items())))
         survivors = self.total.survivors
         if survivors:
-            out.append(f"survivors not listed in tests/mutation/equivalents.txt ({len(survivors)}): kill each with a "
-                       f"test, or list it there with the reason it is equivalent (`mutmut show NAME` in build/mutate/<scope>):")
+            out.append(
+                f"survivors not listed in tests/mutation/equivalents.txt ({len(survivors)}): kill each with a "
+                f"test, or list it there with the reason it is equivalent (`mutmut show NAME` in build/mutate/<scope>):"
+            )
             out += [f"  {name}" for name in survivors]
         return out
 
@@ -144,21 +153,26 @@ class Report:
 def pinned_change(name: str, entry: Equivalent, diff: str | None) -> str | None:
     """Why the listed survivor `name` is not (or no longer known to be) the change its line vouches for, or None."""
     if diff is None:
-        return (f"{name} is listed as equivalent (equivalents.txt line {entry.line}) but its diff could not be read, "
-                f"so its change {entry.change} is not verified.")
+        return (
+            f"{name} is listed as equivalent (equivalents.txt line {entry.line}) but its diff could not be read, "
+            f"so its change {entry.change} is not verified."
+        )
     now = change_hash(diff)
     if now == entry.change:
         return None
     diff_lines = "\n".join(f"    {line}" for line in diff.splitlines())
-    return (f"equivalents.txt line {entry.line}: {name} was judged equivalent as change {entry.change} "
-            f"({entry.reason}), but that name now names change {now}; the code changed and mutmut may have "
-            f"renumbered its mutants. Re-examine the entry: if this mutant is equivalent too, write its hash and a "
-            f"reason on the line, else kill it with a test and drop or renumber the line. The mutant now:\n"
-            f"{diff_lines}")
+    return (
+        f"equivalents.txt line {entry.line}: {name} was judged equivalent as change {entry.change} "
+        f"({entry.reason}), but that name now names change {now}; the code changed and mutmut may have "
+        f"renumbered its mutants. Re-examine the entry: if this mutant is equivalent too, write its hash and a "
+        f"reason on the line, else kill it with a test and drop or renumber the line. The mutant now:\n"
+        f"{diff_lines}"
+    )
 
 
-def score(results: dict[str, str], equivalents: Mapping[str, Equivalent], floors: dict[str, float],
-          diffs: Mapping[str, str]) -> Report:
+def score(
+    results: dict[str, str], equivalents: Mapping[str, Equivalent], floors: dict[str, float], diffs: Mapping[str, str]
+) -> Report:
     """Score `results` per file and in total, and what makes the run fail. `diffs` holds the current diff of every
     listed mutant that survived (`listed_survivors`), whose hash must still be the one on its line."""
     files: dict[str, FileScore] = {}
@@ -174,8 +188,10 @@ def score(results: dict[str, str], equivalents: Mapping[str, Equivalent], floors
             for counted in (row, total):
                 counted.killed += 1
             if name in equivalents:
-                problems.append(f"{name} is listed as equivalent but a test killed it ({status}): it is not "
-                                f"equivalent; remove it from tests/mutation/equivalents.txt.")
+                problems.append(
+                    f"{name} is listed as equivalent but a test killed it ({status}): it is not "
+                    f"equivalent; remove it from tests/mutation/equivalents.txt."
+                )
         elif status in SURVIVED:
             problem = pinned_change(name, equivalents[name], diffs.get(name)) if name in equivalents else None
             if name in equivalents and problem is None:
@@ -195,8 +211,10 @@ def score(results: dict[str, str], equivalents: Mapping[str, Equivalent], floors
         if row is None:
             problems.append(f"{path} has a floor of {floor:g}% but no mutants in the results: is it in only_mutate?")
         elif row.score < floor:
-            problems.append(f"{path}: {row.score:.1f}% of its mutants killed, below the floor of {floor:g}% "
-                            f"({len(row.survivors)} survivors listed above).")
+            problems.append(
+                f"{path}: {row.score:.1f}% of its mutants killed, below the floor of {floor:g}% "
+                f"({len(row.survivors)} survivors listed above)."
+            )
     return Report(files, total, problems, statuses)
 
 
@@ -220,12 +238,22 @@ def mutant_diffs(workspace: pathlib.Path, names: Iterable[str]) -> dict[str, str
     if not names:
         return {}
     python = ROOT / ".venv" / "bin" / "python"
-    proc = subprocess.run([str(python if python.exists() else sys.executable), "-c", DIFFS,
-                           json.dumps({name: source_file(name) for name in names})],
-                          cwd=workspace, capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            str(python if python.exists() else sys.executable),
+            "-c",
+            DIFFS,
+            json.dumps({name: source_file(name) for name in names}),
+        ],
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
-        raise ScoreError(f"could not read the diffs of {len(names)} mutants in {workspace} with mutmut "
-                         f"({proc.returncode}):\n{proc.stderr[-2000:]}")
+        raise ScoreError(
+            f"could not read the diffs of {len(names)} mutants in {workspace} with mutmut "
+            f"({proc.returncode}):\n{proc.stderr[-2000:]}"
+        )
     return json.loads(proc.stdout)
 
 
@@ -260,8 +288,11 @@ def main(argv: Iterable[str]) -> int:
             return 2
         return 0
     if len(args) != 2:
-        print("usage: python -m tests.mutation.score SCOPE RESULTS-FILE\n"
-              "       python -m tests.mutation.score --show SCOPE MUTANT-NAME ...", file=sys.stderr)
+        print(
+            "usage: python -m tests.mutation.score SCOPE RESULTS-FILE\n"
+            "       python -m tests.mutation.score --show SCOPE MUTANT-NAME ...",
+            file=sys.stderr,
+        )
         return 2
     scope, results_file = args
     try:
@@ -277,8 +308,10 @@ def main(argv: Iterable[str]) -> int:
     listed = listed_survivors(results, equivalents)
     pinned = sum(name in diffs and change_hash(diffs[name]) == equivalents[name].change for name in listed)
     if listed:
-        print(f"equivalents: {len(listed)} listed mutants survived, {pinned} of them still the change their line pins "
-              f"(its hash in tests/mutation/equivalents.txt)")
+        print(
+            f"equivalents: {len(listed)} listed mutants survived, {pinned} of them still the change their line pins "
+            f"(its hash in tests/mutation/equivalents.txt)"
+        )
     else:
         print("equivalents: no mutant listed in tests/mutation/equivalents.txt survived in these results")
     for problem in report.problems:

@@ -1,4 +1,5 @@
 """tests/mutation/score.py: mutmut's results, the equivalents list and the floors, read and scored."""
+
 import hashlib
 
 import pytest
@@ -16,8 +17,10 @@ RESULTS = """\
 
 def test_parse_results_reads_names_and_statuses():
     assert score.parse_results("noise\n" + RESULTS) == {
-        "core.rules.x_pp_with_dp__mutmut_1": "killed", "core.rules.x_pp_with_dp__mutmut_2": "survived",
-        "core.sizing.xǁRdsBudgetǁfits__mutmut_1": "timeout", "core.sizing.x_parse_quantity__mutmut_51": "survived",
+        "core.rules.x_pp_with_dp__mutmut_1": "killed",
+        "core.rules.x_pp_with_dp__mutmut_2": "survived",
+        "core.sizing.xǁRdsBudgetǁfits__mutmut_1": "timeout",
+        "core.sizing.x_parse_quantity__mutmut_51": "survived",
         "core.sizing.x_rank_ports__mutmut_3": "no tests",
     }
 
@@ -43,21 +46,35 @@ def test_change_hash_is_sha256_of_the_diff_as_mutmut_show_prints_it():
 def test_equivalents_pin_a_change_and_need_a_reason():
     text = f"# comment\n\n  core.a.x_f__mutmut_1  {HASH_1}  the same   value\n"
     assert score.parse_equivalents(text) == {
-        "core.a.x_f__mutmut_1": score.Equivalent("core.a.x_f__mutmut_1", HASH_1, "the same   value", 3)}
+        "core.a.x_f__mutmut_1": score.Equivalent("core.a.x_f__mutmut_1", HASH_1, "the same   value", 3)
+    }
 
 
-@pytest.mark.parametrize("line, message", [
-    ("core.a.x_f__mutmut_1",
-     r"line 2: core.a.x_f__mutmut_1 has no change hash \(12 hex digits\) after its name, '' found"),
-    ("core.a.x_f__mutmut_1  the same value", r"line 2: core.a.x_f__mutmut_1 has no change hash .* 'the' found; a line "
-                                              r"is `<mutant name>  <change: 12 hex digits>  <reason>`"),
-    ("core.a.x_f__mutmut_1  928DD4B4E00C  upper case", r"line 2: .* has no change hash .*'928DD4B4E00C' found"),
-    ("core.a.x_f__mutmut_1  928dd4b4e00  eleven digits", r"line 2: .* has no change hash .*'928dd4b4e00' found"),
-    (f"core.a.x_f__mutmut_1  {HASH_1}", r"line 2: core.a.x_f__mutmut_1 has no reason"),
-    (f"core.a.f  {HASH_1}  not a mutant", r"line 2: 'core.a.f' is not a mutmut mutant name; a line is `<mutant name>"),
-    (f"core.a.x_f__mutmut_1  {HASH_1}  twice\ncore.a.x_f__mutmut_1  {HASH_1}  again",
-     r"line 3: core.a.x_f__mutmut_1 is listed twice \(first on line 2\)"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        (
+            "core.a.x_f__mutmut_1",
+            r"line 2: core.a.x_f__mutmut_1 has no change hash \(12 hex digits\) after its name, '' found",
+        ),
+        (
+            "core.a.x_f__mutmut_1  the same value",
+            r"line 2: core.a.x_f__mutmut_1 has no change hash .* 'the' found; a line "
+            r"is `<mutant name>  <change: 12 hex digits>  <reason>`",
+        ),
+        ("core.a.x_f__mutmut_1  928DD4B4E00C  upper case", r"line 2: .* has no change hash .*'928DD4B4E00C' found"),
+        ("core.a.x_f__mutmut_1  928dd4b4e00  eleven digits", r"line 2: .* has no change hash .*'928dd4b4e00' found"),
+        (f"core.a.x_f__mutmut_1  {HASH_1}", r"line 2: core.a.x_f__mutmut_1 has no reason"),
+        (
+            f"core.a.f  {HASH_1}  not a mutant",
+            r"line 2: 'core.a.f' is not a mutmut mutant name; a line is `<mutant name>",
+        ),
+        (
+            f"core.a.x_f__mutmut_1  {HASH_1}  twice\ncore.a.x_f__mutmut_1  {HASH_1}  again",
+            r"line 3: core.a.x_f__mutmut_1 is listed twice \(first on line 2\)",
+        ),
+    ],
+)
 def test_equivalents_that_cannot_be_read_name_their_line(line, message):
     with pytest.raises(score.ScoreError, match=r"^equivalents.txt " + message):
         score.parse_equivalents("# comment\n" + line + "\n")
@@ -77,8 +94,10 @@ def test_a_listed_name_that_now_names_another_change_is_refused():
     equivalents = score.parse_equivalents(f"# first\ncore.a.x_f__mutmut_1  {HASH_1}  maxsplit 2 is the same\n")
     report = score.score(results, equivalents, {}, {"core.a.x_f__mutmut_1": DIFF_2})
     [problem] = report.problems
-    assert problem.startswith(f"equivalents.txt line 2: core.a.x_f__mutmut_1 was judged equivalent as change {HASH_1} "
-                              f"(maxsplit 2 is the same), but that name now names change {score.change_hash(DIFF_2)};")
+    assert problem.startswith(
+        f"equivalents.txt line 2: core.a.x_f__mutmut_1 was judged equivalent as change {HASH_1} "
+        f"(maxsplit 2 is the same), but that name now names change {score.change_hash(DIFF_2)};"
+    )
     assert "Re-examine the entry" in problem
     assert '    +    return token.split("=", )[0]' in problem.splitlines()  # the mutant it names now
     assert (report.total.equivalent, report.total.survivors) == (0, ["core.a.x_f__mutmut_1"])  # not vouched for
@@ -119,19 +138,33 @@ def test_show_prints_the_diff_and_the_start_of_a_line(monkeypatch):
     assert f"core.a.x_f__mutmut_1  {HASH_1}  <why no test can tell it from the original>" in out.splitlines()
 
 
-@pytest.mark.parametrize("mutant, path", [("core.rules.x_pp_with_dp__mutmut_3", "core/rules.py"),
-                                          ("core.sizing.xǁRdsBudgetǁfits__mutmut_1", "core/sizing.py"),
-                                          ("policy.security.x_no_literal_secrets__mutmut_9", "policy/security.py")])
+@pytest.mark.parametrize(
+    "mutant, path",
+    [
+        ("core.rules.x_pp_with_dp__mutmut_3", "core/rules.py"),
+        ("core.sizing.xǁRdsBudgetǁfits__mutmut_1", "core/sizing.py"),
+        ("policy.security.x_no_literal_secrets__mutmut_9", "policy/security.py"),
+    ],
+)
 def test_source_file(mutant, path):
     assert score.source_file(mutant) == path
 
 
 def test_score_sets_equivalents_aside_and_lists_survivors():
     listed = score.parse_equivalents(f"core.sizing.x_parse_quantity__mutmut_51  {HASH_1}  order\n")
-    report = score.score(score.parse_results(RESULTS), listed, {"core/rules.py": 50, "total": 75},
-                         {"core.sizing.x_parse_quantity__mutmut_51": DIFF_1})
+    report = score.score(
+        score.parse_results(RESULTS),
+        listed,
+        {"core/rules.py": 50, "total": 75},
+        {"core.sizing.x_parse_quantity__mutmut_51": DIFF_1},
+    )
     rules, sizing = report.files["core/rules.py"], report.files["core/sizing.py"]
-    assert (rules.mutants, rules.killed, rules.equivalent, rules.survivors) == (2, 1, 0, ["core.rules.x_pp_with_dp__mutmut_2"])
+    assert (rules.mutants, rules.killed, rules.equivalent, rules.survivors) == (
+        2,
+        1,
+        0,
+        ["core.rules.x_pp_with_dp__mutmut_2"],
+    )
     assert rules.score == 50.0  # 1 of 2
     assert (sizing.mutants, sizing.killed, sizing.equivalent) == (3, 1, 1)
     assert sizing.survivors == ["core.sizing.x_rank_ports__mutmut_3"]  # no tests is no kill
@@ -140,8 +173,12 @@ def test_score_sets_equivalents_aside_and_lists_survivors():
 
 
 def test_a_killed_equivalent_and_an_unchecked_mutant_fail_the_run():
-    report = score.score({"core.a.x_f__mutmut_1": "killed", "core.a.x_f__mutmut_2": "not checked"},
-                         score.parse_equivalents(f"core.a.x_f__mutmut_1  {HASH_1}  thought equivalent"), {}, {})
+    report = score.score(
+        {"core.a.x_f__mutmut_1": "killed", "core.a.x_f__mutmut_2": "not checked"},
+        score.parse_equivalents(f"core.a.x_f__mutmut_1  {HASH_1}  thought equivalent"),
+        {},
+        {},
+    )
     assert any("listed as equivalent but a test killed it" in p for p in report.problems)
     assert any("was not checked" in p for p in report.problems)
 
@@ -159,12 +196,15 @@ def test_every_equivalent_has_a_reason_and_the_scopes_have_floors():
     assert score.read_floors(score.HERE / "objects.cfg")["total"] >= 85
 
 
-@pytest.mark.parametrize("scope, package, left_out", [
-    ("objects", "objects", set()),
-    # pack.py is the Pulumi adapter, levels.py picks a file, and the consumer policies are tested against the real
-    # programs (tests/consumers), which the in-process selection does not run.
-    ("policy", "policy", {"pack.py", "levels.py", "consumers.py", "engine_consumers.py", "__main__.py"}),
-])
+@pytest.mark.parametrize(
+    "scope, package, left_out",
+    [
+        ("objects", "objects", set()),
+        # pack.py is the Pulumi adapter, levels.py picks a file, and the consumer policies are tested against the real
+        # programs (tests/consumers), which the in-process selection does not run.
+        ("policy", "policy", {"pack.py", "levels.py", "consumers.py", "engine_consumers.py", "__main__.py"}),
+    ],
+)
 def test_a_scope_mutates_every_module_of_its_package(scope, package, left_out):
     """A new module is mutated as soon as it exists (objects/ was outside every scope, and policy/ssrf.py and
     observability.py outside the pack's)."""
@@ -176,8 +216,11 @@ def test_a_scope_mutates_every_module_of_its_package(scope, package, left_out):
     parser = configparser.ConfigParser()
     parser.read(pathlib.Path(score.__file__).with_name(f"{scope}.cfg"))
     mutated = {line.strip() for line in parser["mutmut"]["only_mutate"].splitlines() if line.strip()}
-    modules = {f"{package}/{path.name}" for path in (PROJECT_ROOT / package).glob("*.py")
-               if path.name != "__init__.py" and path.name not in left_out}
+    modules = {
+        f"{package}/{path.name}"
+        for path in (PROJECT_ROOT / package).glob("*.py")
+        if path.name != "__init__.py" and path.name not in left_out
+    }
     assert mutated == modules
 
 
@@ -193,8 +236,12 @@ def test_every_package_of_the_project_is_in_the_mutation_workspace(scope):
 
     parser = configparser.ConfigParser()
     parser.read(pathlib.Path(score.__file__).with_name(f"{scope}.cfg"))
-    copied = {line.strip().rstrip("/") for key in ("source_paths", "also_copy")
-              for line in parser["mutmut"][key].splitlines() if line.strip()}
+    copied = {
+        line.strip().rstrip("/")
+        for key in ("source_paths", "also_copy")
+        for line in parser["mutmut"][key].splitlines()
+        if line.strip()
+    }
     assert set(PACKAGES) <= copied, sorted(set(PACKAGES) - copied)
     # The stack files too: tests/core loads every one of them (a new stack failed CI's mutation run once).
     stacks = {path.name for path in PROJECT_ROOT.glob("Pulumi.*.yaml")}

@@ -9,6 +9,7 @@ WithAuthenticationAndAuthorization answers a request without a token 401, sends 
 a SubjectAccessReview (verb `get`, non-resource path `/metrics`) for its user, both created with the EPP's own
 ServiceAccount. The API server's RBAC then decides: ClusterRoles only, for a non-resource URL.
 """
+
 from typing import Optional
 
 import pytest
@@ -42,11 +43,14 @@ def cluster_rules_of(manifests: list[dict], namespace: str, account: str) -> lis
 def allows(rules: list[dict], verb: str, *, group: str = "", resource: str = "", path: str = "") -> bool:
     def match(values, value):
         return "*" in values or value in values
+
     for rule in rules:
         if not match(rule.get("verbs", []), verb):
             continue
-        if path and any(url == path or url == "*" or (url.endswith("*") and path.startswith(url[:-1]))
-                        for url in rule.get("nonResourceURLs", [])):
+        if path and any(
+            url == path or url == "*" or (url.endswith("*") and path.startswith(url[:-1]))
+            for url in rule.get("nonResourceURLs", [])
+        ):
             return True
         if resource and match(rule.get("apiGroups", []), group) and match(rule.get("resources", []), resource):
             return True
@@ -61,8 +65,9 @@ def epp_scrape(manifests: list[dict]) -> int:
     if "--metrics-endpoint-auth=false" in container["args"]:
         return 200
     labels = epp["spec"]["template"]["metadata"]["labels"]
-    monitor = next(m for m in of_kind(manifests, "PodMonitor")
-                   if m["spec"]["selector"]["matchLabels"].items() <= labels.items())
+    monitor = next(
+        m for m in of_kind(manifests, "PodMonitor") if m["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    )
     metrics_names = {p["name"] for p in container["ports"] if p["containerPort"] == 9090}
     endpoint = next(e for e in monitor["spec"]["podMetricsEndpoints"] if e["port"] in metrics_names)
     credentials = (endpoint.get("authorization") or {}).get("credentials")
@@ -74,8 +79,10 @@ def epp_scrape(manifests: list[dict]) -> int:
     reader = secret["metadata"]["annotations"]["kubernetes.io/service-account.name"]
     assert named(manifests, "ServiceAccount", reader) is not None, "the token controller deletes a token of no account"
     epp_rules = cluster_rules_of(manifests, "ns", spec["serviceAccountName"])
-    if not (allows(epp_rules, "create", group="authentication.k8s.io", resource="tokenreviews")
-            and allows(epp_rules, "create", group="authorization.k8s.io", resource="subjectaccessreviews")):
+    if not (
+        allows(epp_rules, "create", group="authentication.k8s.io", resource="tokenreviews")
+        and allows(epp_rules, "create", group="authorization.k8s.io", resource="subjectaccessreviews")
+    ):
         return 500  # the filter's own answer when the review cannot be created
     return 200 if allows(cluster_rules_of(manifests, "ns", reader), "get", path="/metrics") else 403
 
@@ -87,27 +94,34 @@ def test_prometheus_gets_the_epps_metrics_as_rendered():
 def test_the_metrics_reader_may_read_metrics_and_nothing_else():
     manifests = render()
     assert cluster_rules_of(manifests, "ns", "t-metrics-reader") == [
-        {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+        {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}
+    ]
     assert named(manifests, "ServiceAccount", "t-metrics-reader")["automountServiceAccountToken"] is False
 
 
 def test_the_epp_may_create_reviews_and_nothing_else_cluster_wide():
     assert cluster_rules_of(render(), "ns", "t-epp") == [
         {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
-        {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]}]
+        {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+    ]
 
 
 def test_cluster_scoped_names_are_the_stacks_own():
     """Two stacks of one name in two namespaces share no ClusterRole or ClusterRoleBinding."""
+
     def names(namespace):
         manifests = stack_objects(StackConfig(name="t", namespace=namespace)).manifests()
-        return {(m["kind"], m["metadata"]["name"]) for m in manifests
-                if m["kind"] in ("ClusterRole", "ClusterRoleBinding")}
+        return {
+            (m["kind"], m["metadata"]["name"]) for m in manifests if m["kind"] in ("ClusterRole", "ClusterRoleBinding")
+        }
+
     assert names("a") and not names("a") & names("b")
 
 
-@pytest.mark.parametrize("config", [{"observability": {"podMonitors": False}},
-                                    {"observability": {"podMonitors": False, "grafanaDashboard": False}}])
+@pytest.mark.parametrize(
+    "config",
+    [{"observability": {"podMonitors": False}}, {"observability": {"podMonitors": False, "grafanaDashboard": False}}],
+)
 def test_without_pod_monitors_no_reader_but_the_epp_still_checks_tokens(config):
     """The EPP's /metrics keeps its authentication (another Prometheus brings its own reader); nothing reads it here."""
     manifests = render(**config)

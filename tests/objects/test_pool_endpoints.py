@@ -7,13 +7,16 @@ gateway-api-inference-extension v1.4.0, the EPP of llm-d-inference-scheduler v0.
 A pod without the annotation gets one endpoint per targetPort; with it, one per target port it lists
 (comma-separated numbers; other ports and words are dropped).
 """
+
 import pytest
 
 from core.config import StackConfig
 from objects.stack import stack_objects
 
-EPP_LOOKUPS = {"llm-d-router v0.10.0": ("llm-d.ai/active-ports", "inference.networking.k8s.io/active-ports"),
-               "llm-d-inference-scheduler v0.7.1": ("inference.networking.k8s.io/active-ports",)}
+EPP_LOOKUPS = {
+    "llm-d-router v0.10.0": ("llm-d.ai/active-ports", "inference.networking.k8s.io/active-ports"),
+    "llm-d-inference-scheduler v0.7.1": ("inference.networking.k8s.io/active-ports",),
+}
 
 
 def endpoint_ports(annotations: dict, targets: list[int], keys: tuple[str, ...]) -> list[int]:
@@ -28,23 +31,32 @@ def serving_ports(spec: dict) -> list[int]:
     """Where a pod serves requests: its routing sidecar's ports when it has one, else its engine's `http` ports."""
     sidecars = [c for c in spec.get("initContainers") or [] if c["name"] == "routing-proxy"]
     containers = sidecars or [c for c in spec["containers"] if c["name"] == "vllm"]
-    return sorted(p["containerPort"] for c in containers for p in c["ports"]
-                  if p["name"].startswith(("proxy", "http")))
+    return sorted(p["containerPort"] for c in containers for p in c["ports"] if p["name"].startswith(("proxy", "http")))
 
 
 def pool_and_templates(**config):
     manifests = stack_objects(StackConfig(name="t", namespace="ns", **config)).manifests()
     pool = next(m for m in manifests if m["kind"] == "InferencePool")
     selector = pool["spec"]["selector"]["matchLabels"]
-    templates = {m["metadata"]["name"]: m["spec"]["template"] for m in manifests if m["kind"] == "Deployment"
-                 and selector.items() <= m["spec"]["template"]["metadata"]["labels"].items()}
+    templates = {
+        m["metadata"]["name"]: m["spec"]["template"]
+        for m in manifests
+        if m["kind"] == "Deployment" and selector.items() <= m["spec"]["template"]["metadata"]["labels"].items()
+    }
     return [p["number"] for p in pool["spec"]["targetPorts"]], templates
 
 
-@pytest.mark.parametrize("config", [{}, {"topology": "agg", "prefill": {"replicas": 0}, "kvTier": {"mode": "off"}},
-                                    {"decode": {"dataParallelSize": 2}}, {"prefill": {"port": 8002}},
-                                    {"placement": {"groups": 2}}],
-                         ids=["pd", "agg", "decode-dp2", "prefill-on-8002", "two-groups"])
+@pytest.mark.parametrize(
+    "config",
+    [
+        {},
+        {"topology": "agg", "prefill": {"replicas": 0}, "kvTier": {"mode": "off"}},
+        {"decode": {"dataParallelSize": 2}},
+        {"prefill": {"port": 8002}},
+        {"placement": {"groups": 2}},
+    ],
+    ids=["pd", "agg", "decode-dp2", "prefill-on-8002", "two-groups"],
+)
 @pytest.mark.parametrize("epp", EPP_LOOKUPS)
 def test_every_endpoint_the_epp_makes_of_a_selected_pod_leads_to_a_port_it_serves_on(config, epp):
     targets, templates = pool_and_templates(**config)
@@ -73,9 +85,11 @@ def test_the_programs_active_ports_win_over_pod_annotations_of_the_same_key():
 def test_the_pods_carry_every_key_some_router_generation_reads():
     """The pods carry the keys core/versions/router.py says some generation reads, and those are the EPPs' own."""
     from core.versions import router
+
     _, templates = pool_and_templates()
     for template in templates.values():
         carried = {k for k in template["metadata"]["annotations"] if k.endswith("/active-ports")}
         assert carried == set(router.every_active_ports_annotation())
-    assert {key for g in router.GENERATIONS for key in g.active_ports} == \
-        {key for keys in EPP_LOOKUPS.values() for key in keys}
+    assert {key for g in router.GENERATIONS for key in g.active_ports} == {
+        key for keys in EPP_LOOKUPS.values() for key in keys
+    }

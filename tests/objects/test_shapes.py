@@ -8,6 +8,7 @@ prefill PP4 on one rank at 8000; decode DP4 ranks 8200-8203 behind the sidecar's
 never computed by a call into core/ or objects/. Each stack file, and boundary configs: a decode pod that fills its
 node (DP 8 of 8 NPUs, 8 target ports, the most an InferencePool takes), no RDMA NICs, and each KV mode.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -52,21 +53,44 @@ NO_NICS = {"hardware": {"rdmaNicsPerPod": 0}}
 # --- ports and targetPorts -----------------------------------------------------------------------------------------
 
 SIDECAR_PORTS = [("proxy-0", 8000), ("proxy-1", 8001), ("proxy-2", 8002), ("proxy-3", 8003)]
-DECODE_PORTS = [("http-0", 8200), ("http-1", 8201), ("http-2", 8202), ("http-3", 8203), ("dp-rpc", 5555),
-                ("nixl-0", 5600), ("nixl-1", 5601), ("nixl-2", 5602), ("nixl-3", 5603)]
+DECODE_PORTS = [
+    ("http-0", 8200),
+    ("http-1", 8201),
+    ("http-2", 8202),
+    ("http-3", 8203),
+    ("dp-rpc", 5555),
+    ("nixl-0", 5600),
+    ("nixl-1", 5601),
+    ("nixl-2", 5602),
+    ("nixl-3", 5603),
+]
 PREFILL_PORTS = [("http", 8000), ("nixl", 5600)]
 
 
-@pytest.mark.parametrize("stack, overrides, target_ports, sidecar, decode, prefill", [
-    *[pytest.param(stack, {}, [8000, 8001, 8002, 8003], SIDECAR_PORTS, DECODE_PORTS, PREFILL_PORTS, id=stack)
-      for stack in PD_STACKS],
-    # AGG: no sidecar, the pool targets the decode ranks themselves.
-    pytest.param("agg", {}, [8200, 8201, 8202, 8203], None, DECODE_PORTS, None, id="agg"),
-    pytest.param("prod-4p4d", FILLS_NODE, [8000, 8001, 8002, 8003, 8004, 8005, 8006, 8007],
-                 [(f"proxy-{i}", 8000 + i) for i in range(8)],
-                 [*[(f"http-{i}", 8200 + i) for i in range(8)], ("dp-rpc", 5555),
-                  *[(f"nixl-{i}", 5600 + i) for i in range(8)]], PREFILL_PORTS, id="decode-fills-a-node-8-target-ports"),
-])
+@pytest.mark.parametrize(
+    "stack, overrides, target_ports, sidecar, decode, prefill",
+    [
+        *[
+            pytest.param(stack, {}, [8000, 8001, 8002, 8003], SIDECAR_PORTS, DECODE_PORTS, PREFILL_PORTS, id=stack)
+            for stack in PD_STACKS
+        ],
+        # AGG: no sidecar, the pool targets the decode ranks themselves.
+        pytest.param("agg", {}, [8200, 8201, 8202, 8203], None, DECODE_PORTS, None, id="agg"),
+        pytest.param(
+            "prod-4p4d",
+            FILLS_NODE,
+            [8000, 8001, 8002, 8003, 8004, 8005, 8006, 8007],
+            [(f"proxy-{i}", 8000 + i) for i in range(8)],
+            [
+                *[(f"http-{i}", 8200 + i) for i in range(8)],
+                ("dp-rpc", 5555),
+                *[(f"nixl-{i}", 5600 + i) for i in range(8)],
+            ],
+            PREFILL_PORTS,
+            id="decode-fills-a-node-8-target-ports",
+        ),
+    ],
+)
 def test_the_pool_targets_the_ports_the_pods_listen_on(stack, overrides, target_ports, sidecar, decode, prefill):
     found = objects_of(stack, **overrides)
     pool = found[("InferencePool", POOL)]["spec"]
@@ -94,16 +118,24 @@ def test_the_epp_service_sends_each_port_to_the_listener_of_its_name(stack):
     assert service["ports"] == [
         {"name": "grpc-ext-proc", "appProtocol": "http2", "port": 9002, "protocol": "TCP", "targetPort": 9002},
         {"name": "grpc-health", "port": 9003, "protocol": "TCP", "targetPort": 9003},
-        {"name": "metrics", "port": 9090, "protocol": "TCP", "targetPort": 9090}]
-    assert service["selector"] == {"app.kubernetes.io/component": "router", "app.kubernetes.io/name": EPP,
-                                   "app.kubernetes.io/part-of": STACK}
-    assert ports(container(pod_spec(found, "epp"), "epp")) == [("grpc", 9002), ("grpc-health", 9003),
-                                                               ("metrics", 9090)]
+        {"name": "metrics", "port": 9090, "protocol": "TCP", "targetPort": 9090},
+    ]
+    assert service["selector"] == {
+        "app.kubernetes.io/component": "router",
+        "app.kubernetes.io/name": EPP,
+        "app.kubernetes.io/part-of": STACK,
+    }
+    assert ports(container(pod_spec(found, "epp"), "epp")) == [("grpc", 9002), ("grpc-health", 9003), ("metrics", 9090)]
 
 
-@pytest.mark.parametrize("stack, role, probe_ports", [
-    ("prod-4p4d", "prefill", [8000]), ("prod-4p4d", "decode", [8200, 8201, 8202, 8203]), ("agg", "decode",
-                                                                                         [8200, 8201, 8202, 8203])])
+@pytest.mark.parametrize(
+    "stack, role, probe_ports",
+    [
+        ("prod-4p4d", "prefill", [8000]),
+        ("prod-4p4d", "decode", [8200, 8201, 8202, 8203]),
+        ("agg", "decode", [8200, 8201, 8202, 8203]),
+    ],
+)
 def test_engines_are_probed_on_their_rank_ports(stack, role, probe_ports):
     vllm = container(pod_spec(objects_of(stack), role), "vllm")
     assert vllm["startupProbe"]["httpGet"] == {"path": "/health", "port": probe_ports[0]}
@@ -118,9 +150,12 @@ def test_engines_are_probed_on_their_rank_ports(stack, role, probe_ports):
 
 # --- DRA claims and their constraints -------------------------------------------------------------------------------
 
+
 def npus(count: int) -> dict:
-    return {"name": "npu", "exactly": {"allocationMode": "ExactCount", "count": count,
-                                       "deviceClassName": "npu.rebellions.ai"}}
+    return {
+        "name": "npu",
+        "exactly": {"allocationMode": "ExactCount", "count": count, "deviceClassName": "npu.rebellions.ai"},
+    }
 
 
 TWO_NICS = {"name": "rdma", "exactly": {"allocationMode": "ExactCount", "count": 2, "deviceClassName": "dranet"}}
@@ -147,23 +182,57 @@ def claims(found: dict) -> dict[str, dict]:
 FOUR_NPUS_TWO_NICS = {"requests": [npus(4), TWO_NICS], "constraints": ONE_NUMA_NODE}
 
 
-@pytest.mark.parametrize("stack, overrides, expected", [
-    *[pytest.param(stack, {}, {"prefill": FOUR_NPUS_TWO_NICS, "decode": FOUR_NPUS_TWO_NICS}, id=stack)
-      for stack in PD_STACKS],
-    pytest.param("agg", {}, {"decode": FOUR_NPUS_TWO_NICS}, id="agg"),
-    pytest.param("prod-4p4d", FILLS_NODE, {"prefill": FOUR_NPUS_TWO_NICS,
-                                           "decode": {"requests": [npus(8), TWO_NICS], "constraints": ONE_NUMA_NODE}},
-                 id="decode-fills-a-node"),
-    # No NICs: no NIC request (a count of 0 is refused by the API) and nothing to keep on the NPUs' NUMA node.
-    pytest.param("prod-4p4d", NO_NICS, {"prefill": {"requests": [npus(4)]}, "decode": {"requests": [npus(4)]}},
-                 id="no-rdma-nics"),
-    pytest.param("prod-4p4d", {"hardware": {"rdmaNicsPerPod": 1, "nicDeviceClass": "rdma.example.com",
-                                            "numaAttribute": "example.com/numa"}},
-                 {role: {"requests": [npus(4), {"name": "rdma", "exactly": {
-                     "allocationMode": "ExactCount", "count": 1, "deviceClassName": "rdma.example.com"}}],
-                         "constraints": [{"matchAttribute": "example.com/numa", "requests": ["npu", "rdma"]}]}
-                  for role in ("prefill", "decode")}, id="one-nic-of-another-class"),
-])
+@pytest.mark.parametrize(
+    "stack, overrides, expected",
+    [
+        *[
+            pytest.param(stack, {}, {"prefill": FOUR_NPUS_TWO_NICS, "decode": FOUR_NPUS_TWO_NICS}, id=stack)
+            for stack in PD_STACKS
+        ],
+        pytest.param("agg", {}, {"decode": FOUR_NPUS_TWO_NICS}, id="agg"),
+        pytest.param(
+            "prod-4p4d",
+            FILLS_NODE,
+            {"prefill": FOUR_NPUS_TWO_NICS, "decode": {"requests": [npus(8), TWO_NICS], "constraints": ONE_NUMA_NODE}},
+            id="decode-fills-a-node",
+        ),
+        # No NICs: no NIC request (a count of 0 is refused by the API) and nothing to keep on the NPUs' NUMA node.
+        pytest.param(
+            "prod-4p4d",
+            NO_NICS,
+            {"prefill": {"requests": [npus(4)]}, "decode": {"requests": [npus(4)]}},
+            id="no-rdma-nics",
+        ),
+        pytest.param(
+            "prod-4p4d",
+            {
+                "hardware": {
+                    "rdmaNicsPerPod": 1,
+                    "nicDeviceClass": "rdma.example.com",
+                    "numaAttribute": "example.com/numa",
+                }
+            },
+            {
+                role: {
+                    "requests": [
+                        npus(4),
+                        {
+                            "name": "rdma",
+                            "exactly": {
+                                "allocationMode": "ExactCount",
+                                "count": 1,
+                                "deviceClassName": "rdma.example.com",
+                            },
+                        },
+                    ],
+                    "constraints": [{"matchAttribute": "example.com/numa", "requests": ["npu", "rdma"]}],
+                }
+                for role in ("prefill", "decode")
+            },
+            id="one-nic-of-another-class",
+        ),
+    ],
+)
 def test_each_pod_claims_its_npus_and_nics_on_one_numa_node(stack, overrides, expected):
     assert claims(objects_of(stack, **overrides)) == expected
 
@@ -173,8 +242,10 @@ def test_a_claim_that_asks_for_something_else_is_a_template_of_another_name():
     names = {}
     for label, overrides in (("default", {}), ("fills", FILLS_NODE), ("no-nics", NO_NICS)):
         found = objects_of("prod-4p4d", **overrides)
-        names[label] = {role: pod_spec(found, role)["resourceClaims"][0]["resourceClaimTemplateName"]
-                        for role in ("prefill", "decode")}
+        names[label] = {
+            role: pod_spec(found, role)["resourceClaims"][0]["resourceClaimTemplateName"]
+            for role in ("prefill", "decode")
+        }
     assert names["fills"]["prefill"] == names["default"]["prefill"]  # prefill asks for the same
     assert names["fills"]["decode"] != names["default"]["decode"]
     assert names["no-nics"]["prefill"] != names["default"]["prefill"]
@@ -183,8 +254,10 @@ def test_a_claim_that_asks_for_something_else_is_a_template_of_another_name():
 
 # --- node affinity per KV mode, and the spread ------------------------------------------------------------------------
 
-NPU_NODE = [{"key": "rebellions.ai/npu.present", "operator": "In", "values": ["true"]},
-            {"key": "rebellions.ai/npu.product", "operator": "In", "values": ["RBLN-CR13"]}]
+NPU_NODE = [
+    {"key": "rebellions.ai/npu.present", "operator": "In", "values": ["true"]},
+    {"key": "rebellions.ai/npu.product", "operator": "In", "values": ["RBLN-CR13"]},
+]
 RDS_NODE = [*NPU_NODE, {"key": "rebellions.ai/rds.present", "operator": "In", "values": ["true"]}]
 
 
@@ -194,19 +267,25 @@ def node_expressions(found: dict, role: str) -> list[dict]:
     return term["matchExpressions"]
 
 
-@pytest.mark.parametrize("stack, overrides, prefill, decode", [
-    pytest.param("prod-4p4d", {}, RDS_NODE, NPU_NODE, id="prod-rds"),
-    pytest.param("dev", {}, RDS_NODE, NPU_NODE, id="dev-rds"),
-    pytest.param("pd-router07", {}, RDS_NODE, NPU_NODE, id="pd-router07-rds"),
-    # The CPU tier keeps KV in host memory: any NPU node will do, RDS or not.
-    pytest.param("prod-4p4d", {"kvTier": {"mode": "cpu"}}, NPU_NODE, NPU_NODE, id="cpu"),
-    pytest.param("prod-4p4d", {"kvTier": {"mode": "off"}}, NPU_NODE, NPU_NODE, id="off"),
-    pytest.param("agg", {}, None, NPU_NODE, id="agg"),
-    pytest.param("prod-4p4d", {"hardware": {"npuProduct": "RBLN-CA25"}, "kvTier": {"mode": "cpu"}},
-                 [NPU_NODE[0], {"key": "rebellions.ai/npu.product", "operator": "In", "values": ["RBLN-CA25"]}],
-                 [NPU_NODE[0], {"key": "rebellions.ai/npu.product", "operator": "In", "values": ["RBLN-CA25"]}],
-                 id="another-npu-product"),
-])
+@pytest.mark.parametrize(
+    "stack, overrides, prefill, decode",
+    [
+        pytest.param("prod-4p4d", {}, RDS_NODE, NPU_NODE, id="prod-rds"),
+        pytest.param("dev", {}, RDS_NODE, NPU_NODE, id="dev-rds"),
+        pytest.param("pd-router07", {}, RDS_NODE, NPU_NODE, id="pd-router07-rds"),
+        # The CPU tier keeps KV in host memory: any NPU node will do, RDS or not.
+        pytest.param("prod-4p4d", {"kvTier": {"mode": "cpu"}}, NPU_NODE, NPU_NODE, id="cpu"),
+        pytest.param("prod-4p4d", {"kvTier": {"mode": "off"}}, NPU_NODE, NPU_NODE, id="off"),
+        pytest.param("agg", {}, None, NPU_NODE, id="agg"),
+        pytest.param(
+            "prod-4p4d",
+            {"hardware": {"npuProduct": "RBLN-CA25"}, "kvTier": {"mode": "cpu"}},
+            [NPU_NODE[0], {"key": "rebellions.ai/npu.product", "operator": "In", "values": ["RBLN-CA25"]}],
+            [NPU_NODE[0], {"key": "rebellions.ai/npu.product", "operator": "In", "values": ["RBLN-CA25"]}],
+            id="another-npu-product",
+        ),
+    ],
+)
 def test_engines_land_on_npu_nodes_and_an_rds_prefill_on_rds_nodes(stack, overrides, prefill, decode):
     found = objects_of(stack, **overrides)
     assert node_expressions(found, "decode") == decode
@@ -219,18 +298,26 @@ def test_engines_land_on_npu_nodes_and_an_rds_prefill_on_rds_nodes(stack, overri
 @pytest.mark.parametrize("role", ["prefill", "decode"])
 def test_one_pod_of_a_role_per_node_unless_spreading_is_off(role):
     anti = pod_spec(objects_of("prod-4p4d"), role)["affinity"]["podAntiAffinity"]
-    assert anti == {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"labelSelector": {"matchLabels": {"app.kubernetes.io/part-of": STACK, "llm-d.ai/role": role}},
-         "topologyKey": "kubernetes.io/hostname"}]}
-    assert "podAntiAffinity" not in pod_spec(objects_of("prod-4p4d", placement={"spreadRoles": False}), role)[
-        "affinity"]
+    assert anti == {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {
+                "labelSelector": {"matchLabels": {"app.kubernetes.io/part-of": STACK, "llm-d.ai/role": role}},
+                "topologyKey": "kubernetes.io/hostname",
+            }
+        ]
+    }
+    assert (
+        "podAntiAffinity" not in pod_spec(objects_of("prod-4p4d", placement={"spreadRoles": False}), role)["affinity"]
+    )
 
 
 # --- annotations ------------------------------------------------------------------------------------------------------
 
-EXCEPTIONS = ("runAsRoot: the RBLN runtime opens the NPU device nodes and NIXL registers RDMA memory as root; "
-              "readOnlyRootFilesystem=false: vLLM and the RBLN compiler write caches and temp files outside the "
-              "mounted volumes; capabilities IPC_LOCK: pin RDMA buffers for NIXL")
+EXCEPTIONS = (
+    "runAsRoot: the RBLN runtime opens the NPU device nodes and NIXL registers RDMA memory as root; "
+    "readOnlyRootFilesystem=false: vLLM and the RBLN compiler write caches and temp files outside the "
+    "mounted volumes; capabilities IPC_LOCK: pin RDMA buffers for NIXL"
+)
 
 
 def annotations(found: dict, role: str) -> dict:
@@ -242,12 +329,20 @@ def active(ports_text: str) -> dict:
     return {"llm-d.ai/active-ports": ports_text, "inference.networking.k8s.io/active-ports": ports_text}
 
 
-@pytest.mark.parametrize("stack, overrides, prefill, decode", [
-    *[pytest.param(stack, {}, active("8000"), active("8000,8001,8002,8003"), id=stack) for stack in PD_STACKS],
-    pytest.param("agg", {}, None, active("8200,8201,8202,8203"), id="agg"),
-    pytest.param("prod-4p4d", FILLS_NODE, active("8000"), active("8000,8001,8002,8003,8004,8005,8006,8007"),
-                 id="decode-fills-a-node"),
-])
+@pytest.mark.parametrize(
+    "stack, overrides, prefill, decode",
+    [
+        *[pytest.param(stack, {}, active("8000"), active("8000,8001,8002,8003"), id=stack) for stack in PD_STACKS],
+        pytest.param("agg", {}, None, active("8200,8201,8202,8203"), id="agg"),
+        pytest.param(
+            "prod-4p4d",
+            FILLS_NODE,
+            active("8000"),
+            active("8000,8001,8002,8003,8004,8005,8006,8007"),
+            id="decode-fills-a-node",
+        ),
+    ],
+)
 def test_pods_declare_the_target_ports_they_serve_on(stack, overrides, prefill, decode):
     found = objects_of(stack, **overrides)
     common = {"rebel100.ai/model-revision": "main", "rebel100.ai/security-exceptions": EXCEPTIONS}
@@ -257,31 +352,48 @@ def test_pods_declare_the_target_ports_they_serve_on(stack, overrides, prefill, 
 
 
 def test_pod_annotations_of_the_config_and_fewer_exceptions_when_the_engine_needs_fewer():
-    found = objects_of("prod-4p4d", engine={"podAnnotations": {"rebel100.local/ready-delay": "5"}},
-                       security={"engineRunAsRoot": False, "engineCapabilities": []})
+    found = objects_of(
+        "prod-4p4d",
+        engine={"podAnnotations": {"rebel100.local/ready-delay": "5"}},
+        security={"engineRunAsRoot": False, "engineCapabilities": []},
+    )
     for role in ("prefill", "decode"):
         assert annotations(found, role)["rebel100.local/ready-delay"] == "5"
         assert annotations(found, role)["rebel100.ai/security-exceptions"] == (
             "readOnlyRootFilesystem=false: vLLM and the RBLN compiler write caches and temp files outside the mounted "
-            "volumes")
+            "volumes"
+        )
 
 
 def test_the_lmcache_config_map_records_the_rds_budget_it_was_checked_with():
     found = objects_of("prod-4p4d")
     assert found[("ConfigMap", LMCACHE)]["metadata"]["annotations"]["rebel100.ai/rds-budget"] == (
-        '{"nvmeDrives":2,"chunkOverheadMib":2.0,"stagingBufferMib":512.0,"hbmPerChipletGib":36.0}')
+        '{"nvmeDrives":2,"chunkOverheadMib":2.0,"stagingBufferMib":512.0,"hbmPerChipletGib":36.0}'
+    )
     assert "rebel100.ai/rds-budget" not in (
-        objects_of("prod-4p4d", kvTier={"mode": "cpu"})[("ConfigMap", LMCACHE)]["metadata"].get("annotations") or {})
+        objects_of("prod-4p4d", kvTier={"mode": "cpu"})[("ConfigMap", LMCACHE)]["metadata"].get("annotations") or {}
+    )
 
 
 # --- env and envFrom --------------------------------------------------------------------------------------------------
 
-ENGINE_ENV = [("RBLN_FORCE_CCL_ASYNC", "1"), ("VLLM_RBLN_USE_DEVICE_TENSOR", "1"), ("VLLM_RBLN_USE_VLLM_MODEL", "1"),
-              ("VLLM_RBLN_AUTO_PORT", "1"), ("VLLM_RBLN_SUB_BLOCK_CACHE", "1"), ("VLLM_ENGINE_READY_TIMEOUT_S", "9600"),
-              ("VLLM_RPC_TIMEOUT", "1800000"), ("VLLM_CACHE_ROOT", "/workspace/.cache"), ("HF_HOME", "/models"),
-              ("HF_HUB_OFFLINE", "1"), ("VLLM_NIXL_SIDE_CHANNEL_PORT", "5600")]
-BY_REFERENCE = [{"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
-                {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}]
+ENGINE_ENV = [
+    ("RBLN_FORCE_CCL_ASYNC", "1"),
+    ("VLLM_RBLN_USE_DEVICE_TENSOR", "1"),
+    ("VLLM_RBLN_USE_VLLM_MODEL", "1"),
+    ("VLLM_RBLN_AUTO_PORT", "1"),
+    ("VLLM_RBLN_SUB_BLOCK_CACHE", "1"),
+    ("VLLM_ENGINE_READY_TIMEOUT_S", "9600"),
+    ("VLLM_RPC_TIMEOUT", "1800000"),
+    ("VLLM_CACHE_ROOT", "/workspace/.cache"),
+    ("HF_HOME", "/models"),
+    ("HF_HUB_OFFLINE", "1"),
+    ("VLLM_NIXL_SIDE_CHANNEL_PORT", "5600"),
+]
+BY_REFERENCE = [
+    {"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+    {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}},
+]
 
 
 def literal(pairs) -> list[dict]:
@@ -294,26 +406,44 @@ def test_engine_env_literal_values_then_the_pod_ip_and_the_token_by_reference(st
     assert container(pod_spec(found, "decode"), "vllm")["env"] == literal(ENGINE_ENV) + BY_REFERENCE
     if stack != "agg":
         # Prefill (PP4 on one rank) names its four devices; decode's DP ranks each take their own.
-        assert container(pod_spec(found, "prefill"), "vllm")["env"] == literal(
-            ENGINE_ENV + [("RBLN_DEVICES", "0,1,2,3")]) + BY_REFERENCE
+        assert (
+            container(pod_spec(found, "prefill"), "vllm")["env"]
+            == literal(ENGINE_ENV + [("RBLN_DEVICES", "0,1,2,3")]) + BY_REFERENCE
+        )
 
 
-RDS_ENV = {"LMCACHE_CHUNK_SIZE": "4096", "LMCACHE_ENABLE_KV_EVENTS": "True",
-           "LMCACHE_EXTRA_CONFIG": '{"rds_max_chunks":1000}', "LMCACHE_LOCAL_CPU": "False",
-           "LMCACHE_PRE_CACHING_HASH_ALGORITHM": "sha256_cbor_64bit"}
-CPU_ENV = {"LMCACHE_CHUNK_SIZE": "4096", "LMCACHE_ENABLE_KV_EVENTS": "True", "LMCACHE_LOCAL_CPU": "True",
-           "LMCACHE_MAX_LOCAL_CPU_SIZE": "64", "LMCACHE_PRE_CACHING_HASH_ALGORITHM": "sha256_cbor_64bit"}
+RDS_ENV = {
+    "LMCACHE_CHUNK_SIZE": "4096",
+    "LMCACHE_ENABLE_KV_EVENTS": "True",
+    "LMCACHE_EXTRA_CONFIG": '{"rds_max_chunks":1000}',
+    "LMCACHE_LOCAL_CPU": "False",
+    "LMCACHE_PRE_CACHING_HASH_ALGORITHM": "sha256_cbor_64bit",
+}
+CPU_ENV = {
+    "LMCACHE_CHUNK_SIZE": "4096",
+    "LMCACHE_ENABLE_KV_EVENTS": "True",
+    "LMCACHE_LOCAL_CPU": "True",
+    "LMCACHE_MAX_LOCAL_CPU_SIZE": "64",
+    "LMCACHE_PRE_CACHING_HASH_ALGORITHM": "sha256_cbor_64bit",
+}
 
 
-@pytest.mark.parametrize("overrides, lmcache_env", [
-    pytest.param({}, RDS_ENV, id="rds"),
-    pytest.param({"kvTier": {"mode": "rds", "rdsMaxChunks": 1}}, {**RDS_ENV, "LMCACHE_EXTRA_CONFIG":
-                                                                  '{"rds_max_chunks":1}'}, id="rds-one-chunk"),
-    pytest.param({"kvTier": {"mode": "cpu"}}, CPU_ENV, id="cpu"),
-    pytest.param({"kvTier": {"mode": "cpu", "cpuSizeGib": 8}}, {**CPU_ENV, "LMCACHE_MAX_LOCAL_CPU_SIZE": "8"},
-                 id="cpu-8-gib"),
-    pytest.param({"kvTier": {"mode": "off"}}, None, id="off"),
-])
+@pytest.mark.parametrize(
+    "overrides, lmcache_env",
+    [
+        pytest.param({}, RDS_ENV, id="rds"),
+        pytest.param(
+            {"kvTier": {"mode": "rds", "rdsMaxChunks": 1}},
+            {**RDS_ENV, "LMCACHE_EXTRA_CONFIG": '{"rds_max_chunks":1}'},
+            id="rds-one-chunk",
+        ),
+        pytest.param({"kvTier": {"mode": "cpu"}}, CPU_ENV, id="cpu"),
+        pytest.param(
+            {"kvTier": {"mode": "cpu", "cpuSizeGib": 8}}, {**CPU_ENV, "LMCACHE_MAX_LOCAL_CPU_SIZE": "8"}, id="cpu-8-gib"
+        ),
+        pytest.param({"kvTier": {"mode": "off"}}, None, id="off"),
+    ],
+)
 def test_prefill_takes_the_kv_tiers_lmcache_env_from_its_config_map_and_decode_none(overrides, lmcache_env):
     found = objects_of("prod-4p4d", **overrides)
     prefill = container(pod_spec(found, "prefill"), "vllm")
@@ -333,22 +463,54 @@ def test_extra_env_of_the_config_is_a_literal_entry_of_its_role_only():
 
 # --- the routing sidecar's and the EPP's args -----------------------------------------------------------------------
 
-SIDECAR_V0_7 = ["--port", "8000", "--vllm-port", "8200", "--data-parallel-size", "4", "--kv-connector", "nixlv2",
-                "--secure-proxy=false"]
+SIDECAR_V0_7 = [
+    "--port",
+    "8000",
+    "--vllm-port",
+    "8200",
+    "--data-parallel-size",
+    "4",
+    "--kv-connector",
+    "nixlv2",
+    "--secure-proxy=false",
+]
 # v0.10 protects against SSRF: it calls only prefill pods of the pool it names (and so reads the API).
 SIDECAR_V0_10 = [*SIDECAR_V0_7, "--enable-ssrf-protection=true", "--inference-pool", f"{NS}/{POOL}"]
 
 
-@pytest.mark.parametrize("stack, overrides, image, args, reads_api", [
-    pytest.param("prod-4p4d", {}, "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0", SIDECAR_V0_10, True, id="prod"),
-    pytest.param("dev", {}, "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0", SIDECAR_V0_10, True, id="dev"),
-    pytest.param("pd-router07", {}, "ghcr.io/llm-d/llm-d-routing-sidecar:v0.7.1", SIDECAR_V0_7, False,
-                 id="pd-router07"),
-    pytest.param("prod-4p4d", FILLS_NODE, "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0",
-                 ["--port", "8000", "--vllm-port", "8200", "--data-parallel-size", "8", "--kv-connector", "nixlv2",
-                  "--secure-proxy=false", "--enable-ssrf-protection=true", "--inference-pool", f"{NS}/{POOL}"], True,
-                 id="decode-fills-a-node"),
-])
+@pytest.mark.parametrize(
+    "stack, overrides, image, args, reads_api",
+    [
+        pytest.param(
+            "prod-4p4d", {}, "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0", SIDECAR_V0_10, True, id="prod"
+        ),
+        pytest.param("dev", {}, "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0", SIDECAR_V0_10, True, id="dev"),
+        pytest.param(
+            "pd-router07", {}, "ghcr.io/llm-d/llm-d-routing-sidecar:v0.7.1", SIDECAR_V0_7, False, id="pd-router07"
+        ),
+        pytest.param(
+            "prod-4p4d",
+            FILLS_NODE,
+            "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0",
+            [
+                "--port",
+                "8000",
+                "--vllm-port",
+                "8200",
+                "--data-parallel-size",
+                "8",
+                "--kv-connector",
+                "nixlv2",
+                "--secure-proxy=false",
+                "--enable-ssrf-protection=true",
+                "--inference-pool",
+                f"{NS}/{POOL}",
+            ],
+            True,
+            id="decode-fills-a-node",
+        ),
+    ],
+)
 def test_the_sidecar_fronts_each_decode_rank(stack, overrides, image, args, reads_api):
     found = objects_of(stack, **overrides)
     spec = pod_spec(found, "decode")
@@ -360,24 +522,44 @@ def test_the_sidecar_fronts_each_decode_rank(stack, overrides, image, args, read
         assert spec["serviceAccountName"] == DECODE
         assert found[("Role", DECODE)]["rules"] == [
             {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
-            {"apiGroups": ["inference.networking.k8s.io"], "resources": ["inferencepools"], "verbs": ["list", "watch"]}]
+            {"apiGroups": ["inference.networking.k8s.io"], "resources": ["inferencepools"], "verbs": ["list", "watch"]},
+        ]
     else:
         assert "volumeMounts" not in routing and "serviceAccountName" not in spec
         assert ("Role", DECODE) not in found
     assert spec["automountServiceAccountToken"] is False  # the engine container gets no API credential
 
 
-EPP_ARGS = ["--pool-name", POOL, "--pool-namespace", NS, "--pool-group", "inference.networking.k8s.io",
-            "--config-file", "/etc/epp/epp-config.yaml", "--grpc-port", "9002", "--grpc-health-port", "9003",
-            "--metrics-port", "9090", "--zap-encoder", "json", "--tracing=false"]
+EPP_ARGS = [
+    "--pool-name",
+    POOL,
+    "--pool-namespace",
+    NS,
+    "--pool-group",
+    "inference.networking.k8s.io",
+    "--config-file",
+    "/etc/epp/epp-config.yaml",
+    "--grpc-port",
+    "9002",
+    "--grpc-health-port",
+    "9003",
+    "--metrics-port",
+    "9090",
+    "--zap-encoder",
+    "json",
+    "--tracing=false",
+]
 
 
-@pytest.mark.parametrize("stack, image", [
-    ("prod-4p4d", "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0"),
-    ("dev", "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0"),
-    ("agg", "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0"),
-    ("pd-router07", "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1"),
-])
+@pytest.mark.parametrize(
+    "stack, image",
+    [
+        ("prod-4p4d", "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0"),
+        ("dev", "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0"),
+        ("agg", "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0"),
+        ("pd-router07", "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1"),
+    ],
+)
 def test_the_epp_serves_its_pool_on_the_services_ports(stack, image):
     epp = container(pod_spec(objects_of(stack), "epp"), "epp")
     assert (epp["image"], epp["args"]) == (image, EPP_ARGS)
@@ -389,15 +571,24 @@ def test_the_epp_ports_of_the_config_reach_its_args_its_container_and_its_servic
     assert epp["args"][8:14] == ["--grpc-port", "9102", "--grpc-health-port", "9103", "--metrics-port", "9190"]
     assert ports(epp) == [("grpc", 9102), ("grpc-health", 9103), ("metrics", 9190)]
     assert [(p["name"], p["port"], p["targetPort"]) for p in found[("Service", EPP)]["spec"]["ports"]] == [
-        ("grpc-ext-proc", 9102, 9102), ("grpc-health", 9103, 9103), ("metrics", 9190, 9190)]
+        ("grpc-ext-proc", 9102, 9102),
+        ("grpc-health", 9103, 9103),
+        ("metrics", 9190, 9190),
+    ]
     assert found[("InferencePool", POOL)]["spec"]["endpointPickerRef"]["port"] == {"number": 9102}
 
 
 # --- node groups, and the heads of the claim templates and the LMCache ConfigMap (found by mutation, issue 25) ------
 
+
 def role_labels(role: str) -> dict:
-    return {"app.kubernetes.io/component": role, "app.kubernetes.io/name": f"{STACK}-{role}",
-            "app.kubernetes.io/part-of": STACK, "llm-d.ai/inference-serving": "true", "llm-d.ai/role": role}
+    return {
+        "app.kubernetes.io/component": role,
+        "app.kubernetes.io/name": f"{STACK}-{role}",
+        "app.kubernetes.io/part-of": STACK,
+        "llm-d.ai/inference-serving": "true",
+        "llm-d.ai/role": role,
+    }
 
 
 def test_two_node_groups_are_a_deployment_each_pinned_to_its_group():
@@ -410,9 +601,11 @@ def test_two_node_groups_are_a_deployment_each_pinned_to_its_group():
             assert deployment["spec"]["replicas"] == 2
             assert deployment["spec"]["template"]["metadata"]["labels"]["rebel100.ai/pool"] == f"{STACK}-{role}-{group}"
             required = deployment["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
-                "requiredDuringSchedulingIgnoredDuringExecution"]
-            assert required["nodeSelectorTerms"] == [{"matchExpressions": [
-                *base, {"key": "rebel100.ai/pool-group", "operator": "In", "values": [group]}]}]
+                "requiredDuringSchedulingIgnoredDuringExecution"
+            ]
+            assert required["nodeSelectorTerms"] == [
+                {"matchExpressions": [*base, {"key": "rebel100.ai/pool-group", "operator": "In", "values": [group]}]}
+            ]
         assert ("Deployment", f"{STACK}-{role}") not in found
 
 
@@ -422,7 +615,13 @@ def test_claim_templates_and_the_lmcache_config_map_are_of_their_api_in_the_stac
         name = pod_spec(found, role)["resourceClaims"][0]["resourceClaimTemplateName"]
         template = found[("ResourceClaimTemplate", name)]
         assert (template["apiVersion"], template["metadata"]["namespace"], template["metadata"]["labels"]) == (
-            "resource.k8s.io/v1", NS, role_labels(role))
+            "resource.k8s.io/v1",
+            NS,
+            role_labels(role),
+        )
     config_map = found[("ConfigMap", LMCACHE)]
     assert (config_map["apiVersion"], config_map["metadata"]["namespace"], config_map["metadata"]["labels"]) == (
-        "v1", NS, {"app.kubernetes.io/part-of": STACK})
+        "v1",
+        NS,
+        {"app.kubernetes.io/part-of": STACK},
+    )

@@ -1,5 +1,6 @@
 """objects/stack.py: every component's objects, and what Pulumi is told about each of them (what it waits for,
 what it keeps on destroy, how long it waits): the options the mock runtime cannot show."""
+
 from core.config import StackConfig
 from core.sizing import rollout_timeout_seconds
 from objects.stack import stack_objects
@@ -31,7 +32,10 @@ def test_up_waits_for_engine_rollouts_and_the_download_as_long_as_they_may_take(
     _, by_name = children(weights={"source": "download", "timeoutMinutes": 90})
     engine = f"{rollout_timeout_seconds(240)}s"
     assert {c.name: c.timeout for c in by_name.values() if c.timeout} == {
-        "t-prefill": engine, "t-decode": engine, next(c.name for c in by_name.values() if c.kind == "Job"): "90m"}
+        "t-prefill": engine,
+        "t-decode": engine,
+        next(c.name for c in by_name.values() if c.kind == "Job"): "90m",
+    }
 
 
 def test_siblings_wait_for_what_they_refer_to():

@@ -1,4 +1,5 @@
 """The real program's renders, made once per session: the good fixtures every policy test starts from."""
+
 from __future__ import annotations
 
 import pytest

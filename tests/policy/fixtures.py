@@ -4,6 +4,7 @@ Good fixtures are the program's own renders (conftest renders each stack once pe
 bad fixture is a deep copy of one with a hand edit, the kind a person makes to a rendered or
 hand-written manifest. Helpers edit the YAML-shaped dicts directly, never the program's config.
 """
+
 from __future__ import annotations
 
 import copy
@@ -45,7 +46,7 @@ def set_arg(container: dict, flag: str, value: Optional[str], equals: bool = Fal
     for i, word in enumerate(list(args)):
         if word == flag or word.startswith(flag + "="):
             has_separate_value = word == flag and i + 1 < len(args) and not args[i + 1].startswith("--")
-            del args[i:i + (2 if has_separate_value else 1)]
+            del args[i : i + (2 if has_separate_value else 1)]
             break
     if value is not None:
         args += [f"{flag}={value}"] if equals else [flag, value]
@@ -67,11 +68,13 @@ def npu_request(manifests: list[dict], template: str) -> dict:
 
 def epp_config(manifests: list[dict]) -> dict:
     import yaml
+
     return yaml.safe_load(get(manifests, "ConfigMap", EPP_CONFIG)["data"]["epp-config.yaml"])
 
 
 def set_epp_config(manifests: list[dict], config: dict) -> None:
     import yaml
+
     get(manifests, "ConfigMap", EPP_CONFIG)["data"]["epp-config.yaml"] = yaml.safe_dump(config, sort_keys=False)
 
 
@@ -91,7 +94,9 @@ def run_policy(name: str, manifests: list[dict], config: Optional[dict] = None) 
     return [v for v in catalog.evaluate(manifests, config) if v.policy == name]
 
 
-def assert_verdict(violations: list[catalog.Violation], *, resource: str, level: str, contains: tuple[str, ...]) -> None:
+def assert_verdict(
+    violations: list[catalog.Violation], *, resource: str, level: str, contains: tuple[str, ...]
+) -> None:
     """Exactly one violation, on `resource`, at `level`, whose message names every expected text."""
     assert len(violations) == 1, [v.line() for v in violations]
     violation = violations[0]

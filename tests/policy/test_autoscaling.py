@@ -3,6 +3,7 @@
 Good fixtures: the real renders (prod-autoscale scales both roles; the fixed-replica stacks have no ScaledObject).
 Bad fixtures: named hand edits of prod-autoscale, one per finding. Every expected text is written out here.
 """
+
 import pytest
 
 from core.stackfile import stack_file
@@ -45,23 +46,40 @@ def test_fixed_replica_renders_have_nothing_to_judge(renders, stack):
 
 def test_no_decode_pod_is_refused(scaled):
     bad = mutate(scaled, lambda m: spec(m, DECODE).update(minReplicaCount=0))
-    assert_verdict(run_policy("autoscaling-bounds", bad, PROD), resource=DECODE_SO, level="mandatory", contains=(
-        "spec.minReplicaCount 0 lets the autoscaler remove every decode pod",
-        "the EPP finds no decode worker: 429, or 503 with no pod at all",
-        "Set spec.minReplicaCount to at least 1."))
+    assert_verdict(
+        run_policy("autoscaling-bounds", bad, PROD),
+        resource=DECODE_SO,
+        level="mandatory",
+        contains=(
+            "spec.minReplicaCount 0 lets the autoscaler remove every decode pod",
+            "the EPP finds no decode worker: 429, or 503 with no pod at all",
+            "Set spec.minReplicaCount to at least 1.",
+        ),
+    )
 
 
 def test_minimum_left_out_is_keda_default_zero(scaled):
     bad = mutate(scaled, lambda m: spec(m, PREFILL).pop("minReplicaCount"))
-    assert_verdict(run_policy("autoscaling-bounds", bad, PROD), resource=PREFILL_SO, level="mandatory", contains=(
-        "spec.minReplicaCount 0 lets the autoscaler remove every prefill pod", "decides decode-only"))
+    assert_verdict(
+        run_policy("autoscaling-bounds", bad, PROD),
+        resource=PREFILL_SO,
+        level="mandatory",
+        contains=("spec.minReplicaCount 0 lets the autoscaler remove every prefill pod", "decides decode-only"),
+    )
 
 
 def test_inverted_bounds_are_refused(scaled):
     bad = mutate(scaled, lambda m: spec(m, DECODE).update(minReplicaCount=3, maxReplicaCount=2))
-    assert_verdict(run_policy("autoscaling-bounds", bad, PROD), resource=DECODE_SO, level="mandatory", contains=(
-        "spec.minReplicaCount 3 is above spec.maxReplicaCount 2",
-        '"MinReplicaCount=3 must be less than MaxReplicaCount=2"', "Swap them"))
+    assert_verdict(
+        run_policy("autoscaling-bounds", bad, PROD),
+        resource=DECODE_SO,
+        level="mandatory",
+        contains=(
+            "spec.minReplicaCount 3 is above spec.maxReplicaCount 2",
+            '"MinReplicaCount=3 must be less than MaxReplicaCount=2"',
+            "Swap them",
+        ),
+    )
 
 
 def test_a_maximum_beyond_the_site_is_refused(scaled):
@@ -75,10 +93,12 @@ def test_a_maximum_beyond_the_site_is_refused(scaled):
         "spec.maxReplicaCount 5 does not fit the site: 5 pods x 4 NPUs + 16 NPUs of the other engine pods = 36 NPUs, "
         "more than nodes 4 x 8 = 32; and one decode pod per node (required pod anti-affinity on kubernetes.io/hostname) "
         "allows 4 on 4 nodes. The pods above 4 would stay Pending while the load that asked for them waits. Set spec.maxReplicaCount to at "
-        "most 4, or add nodes.")
+        "most 4, or add nodes."
+    )
     assert violations[PREFILL_SO].startswith(
         "spec.maxReplicaCount 4 does not fit the site: 4 pods x 4 NPUs + 20 NPUs of the other engine pods = 36 NPUs, "
-        "more than nodes 4 x 8 = 32. The pods above 3 would stay Pending"), violations[PREFILL_SO]
+        "more than nodes 4 x 8 = 32. The pods above 3 would stay Pending"
+    ), violations[PREFILL_SO]
 
 
 def test_a_maximum_within_the_site_passes(scaled):
@@ -89,25 +109,44 @@ def test_a_maximum_within_the_site_passes(scaled):
 
 def test_a_recreate_rollout_is_refused(scaled):
     bad = mutate(scaled, lambda m: get(m, "Deployment", PREFILL)["spec"].update(strategy={"type": "Recreate"}))
-    assert_verdict(run_policy("autoscaling-rollout", bad, PROD), resource=f"Deployment/rebel100/{PREFILL}",
-                   level="mandatory", contains=(f"scaled by {PREFILL_SO}: spec.strategy.type Recreate with an "
-                                                "autoscaled prefill", "Set spec.strategy.type RollingUpdate"))
+    assert_verdict(
+        run_policy("autoscaling-rollout", bad, PROD),
+        resource=f"Deployment/rebel100/{PREFILL}",
+        level="mandatory",
+        contains=(
+            f"scaled by {PREFILL_SO}: spec.strategy.type Recreate with an autoscaled prefill",
+            "Set spec.strategy.type RollingUpdate",
+        ),
+    )
 
 
 def test_the_epp_signal_on_decode_is_refused(scaled):
     epp_query = 'sum(rate(llm_d_epp_disagg_decision_total{namespace="rebel100",decision_type="prefill-decode"}[2m]))'
     bad = mutate(scaled, lambda m: spec(m, DECODE)["triggers"][0]["metadata"].update(query=epp_query))
-    assert_verdict(run_policy("autoscaling-signal", bad, PROD), resource=DECODE_SO, level="mandatory", contains=(
-        "triggers[0] (query llm_d_epp_disagg_decision_total) pdDecisionRate cannot scale decode",
-        "a signal of prefill only"))
+    assert_verdict(
+        run_policy("autoscaling-signal", bad, PROD),
+        resource=DECODE_SO,
+        level="mandatory",
+        contains=(
+            "triggers[0] (query llm_d_epp_disagg_decision_total) pdDecisionRate cannot scale decode",
+            "a signal of prefill only",
+        ),
+    )
 
 
 def test_the_other_generations_counter_is_refused(scaled):
     old = 'sum(rate(llm_d_inference_scheduler_disagg_decision_total{decision_type="prefill-decode"}[2m]))'
     bad = mutate(scaled, lambda m: spec(m, PREFILL)["triggers"][0]["metadata"].update(query=old))
-    assert_verdict(run_policy("autoscaling-signal", bad, PROD), resource=PREFILL_SO, level="mandatory", contains=(
-        "reads llm_d_inference_scheduler_disagg_decision_total, but ghcr.io/llm-d/llm-d-router-endpoint-picker:"
-        "v0.10.0 serves the P/D decision counter as llm_d_epp_disagg_decision_total", "Query llm_d_epp_disagg"))
+    assert_verdict(
+        run_policy("autoscaling-signal", bad, PROD),
+        resource=PREFILL_SO,
+        level="mandatory",
+        contains=(
+            "reads llm_d_inference_scheduler_disagg_decision_total, but ghcr.io/llm-d/llm-d-router-endpoint-picker:"
+            "v0.10.0 serves the P/D decision counter as llm_d_epp_disagg_decision_total",
+            "Query llm_d_epp_disagg",
+        ),
+    )
 
 
 def test_the_epp_signal_on_prefill_passes(scaled):
@@ -120,54 +159,88 @@ def test_an_engine_older_than_the_metric_is_refused(scaled):
     def older(m):
         for name in (PREFILL, DECODE):
             engine(m, name)["image"] = "rebellions/vllm-rbln:0.11.2"
+
     violations = run_policy("autoscaling-signal", mutate(scaled, older), PROD)
     assert sorted(v.resource for v in violations) == [DECODE_SO, PREFILL_SO], [v.line() for v in violations]
     decode = next(v for v in violations if v.resource == DECODE_SO)
-    assert "rebellions/vllm-rbln:0.11.2 (engine image) is 0.11.2, older than features the render uses: metric " \
-           "vllm:kv_cache_usage_perc needs vllm-rbln 0.12.0 or later" in decode.message, decode.message
+    assert (
+        "rebellions/vllm-rbln:0.11.2 (engine image) is 0.11.2, older than features the render uses: metric "
+        "vllm:kv_cache_usage_perc needs vllm-rbln 0.12.0 or later" in decode.message
+    ), decode.message
 
 
 def test_a_signal_nothing_scrapes_is_refused(scaled):
     bad = mutate(scaled, lambda m: m.remove(get(m, "PodMonitor", DECODE)))
-    assert_verdict(run_policy("autoscaling-signal", bad, PROD), resource=DECODE_SO, level="mandatory", contains=(
-        "triggers[0] (query vllm:kv_cache_usage_perc) kvCacheUsage is read from Prometheus, but nothing scrapes "
-        "vllm:kv_cache_usage_perc", "never scale up", "Add a PodMonitor that selects those pods."))
+    assert_verdict(
+        run_policy("autoscaling-signal", bad, PROD),
+        resource=DECODE_SO,
+        level="mandatory",
+        contains=(
+            "triggers[0] (query vllm:kv_cache_usage_perc) kvCacheUsage is read from Prometheus, but nothing scrapes "
+            "vllm:kv_cache_usage_perc",
+            "never scale up",
+            "Add a PodMonitor that selects those pods.",
+        ),
+    )
 
 
 def test_queries_are_written_for_the_pool(scaled):
     """The trigger sums the pool's own pods (the scrape's pod label), per pod for the KV usage."""
-    assert query(scaled, DECODE) == ('sum(avg by (pod) (vllm:kv_cache_usage_perc{namespace="rebel100",'
-                                     'pod=~"minimax-m27-decode-[a-z0-9]+-[a-z0-9]+"})) or vector(0)')
-    assert query(scaled, PREFILL) == ('sum(vllm:num_requests_waiting{namespace="rebel100",'
-                                      'pod=~"minimax-m27-prefill-[a-z0-9]+-[a-z0-9]+"}) or vector(0)')
+    assert query(scaled, DECODE) == (
+        'sum(avg by (pod) (vllm:kv_cache_usage_perc{namespace="rebel100",'
+        'pod=~"minimax-m27-decode-[a-z0-9]+-[a-z0-9]+"})) or vector(0)'
+    )
+    assert query(scaled, PREFILL) == (
+        'sum(vllm:num_requests_waiting{namespace="rebel100",'
+        'pod=~"minimax-m27-prefill-[a-z0-9]+-[a-z0-9]+"}) or vector(0)'
+    )
 
 
 # --- foreign manifests: the llm-d chart's P/D render with ScaledObjects shaped like llm-d's own KEDA guide --------
+
 
 # The shape of llm-d's P/D KEDA guide (llm-d/llm-d@56cb121 guides/workload-autoscaling/keda-epp-token-aware/
 # pd-disaggregation/base/{prefill,decode}-scaledobject.yaml): a ScaledObject per role, prefill on the EPP's in-flight
 # tokens (a series none of this stack's signals reads: not judged), decode on vllm:kv_cache_usage_perc, 1..10 pods.
 # Written here for the llm-d-modelservice chart's P/D example render (fixtures/llm-d-modelservice/output-pd.yaml).
 def guide_scaled_object(role: str, query: str, **spec) -> dict:
-    return {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
-            "metadata": {"name": f"pd-{role}", "labels": {"llm-d.ai/role": role}},
-            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment",
-                                        "name": f"pd-llm-d-modelservice-{role}"},
-                     "minReplicaCount": 1, "maxReplicaCount": 10, "pollingInterval": 15,
-                     "triggers": [{"type": "prometheus", "metricType": "AverageValue", "metadata": {
-                         "serverAddress": "https://prometheus.monitoring.svc:9090", "query": query,
-                         "threshold": "0.8"}}], **spec}}
+    return {
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "ScaledObject",
+        "metadata": {"name": f"pd-{role}", "labels": {"llm-d.ai/role": role}},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": f"pd-llm-d-modelservice-{role}"},
+            "minReplicaCount": 1,
+            "maxReplicaCount": 10,
+            "pollingInterval": 15,
+            "triggers": [
+                {
+                    "type": "prometheus",
+                    "metricType": "AverageValue",
+                    "metadata": {
+                        "serverAddress": "https://prometheus.monitoring.svc:9090",
+                        "query": query,
+                        "threshold": "0.8",
+                    },
+                }
+            ],
+            **spec,
+        },
+    }
 
 
 def foreign(**decode_spec) -> list[dict]:
     import pathlib
     import yaml
+
     path = pathlib.Path(__file__).resolve().parent / "fixtures" / "llm-d-modelservice" / "output-pd.yaml"
     manifests = [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict) and d.get("kind")]
     return manifests + [
-        guide_scaled_object("prefill", '(sum(llm_d_epp_inflight_tokens{endpoint_name=~".*prefill.*"}) / 33821) '
-                                       'or vector(0)'),
-        guide_scaled_object("decode", 'sum(vllm:kv_cache_usage_perc{pod=~".*decode.*"}) or vector(0)', **decode_spec)]
+        guide_scaled_object(
+            "prefill", '(sum(llm_d_epp_inflight_tokens{endpoint_name=~".*prefill.*"}) / 33821) or vector(0)'
+        ),
+        guide_scaled_object("decode", 'sum(vllm:kv_cache_usage_perc{pod=~".*decode.*"}) or vector(0)', **decode_spec),
+    ]
 
 
 def test_a_foreign_pd_render_scaled_like_the_llm_d_guide_passes():
@@ -176,9 +249,26 @@ def test_a_foreign_pd_render_scaled_like_the_llm_d_guide_passes():
 
 def test_a_foreign_scaled_object_is_judged_by_the_same_rules():
     bad = foreign(minReplicaCount=0)
-    assert_verdict(run_policy("autoscaling-bounds", bad, PROD), resource="ScaledObject/pd-decode",
-                   level="mandatory", contains=("spec.minReplicaCount 0 lets the autoscaler remove every decode pod",))
-    on_decode = foreign(triggers=[{"type": "prometheus", "metadata": {
-        "query": 'sum(rate(llm_d_epp_disagg_decision_total{decision_type="prefill-decode"}[1m]))', "threshold": "1"}}])
-    assert_verdict(run_policy("autoscaling-signal", on_decode, PROD), resource="ScaledObject/pd-decode",
-                   level="mandatory", contains=("pdDecisionRate cannot scale decode",))
+    assert_verdict(
+        run_policy("autoscaling-bounds", bad, PROD),
+        resource="ScaledObject/pd-decode",
+        level="mandatory",
+        contains=("spec.minReplicaCount 0 lets the autoscaler remove every decode pod",),
+    )
+    on_decode = foreign(
+        triggers=[
+            {
+                "type": "prometheus",
+                "metadata": {
+                    "query": 'sum(rate(llm_d_epp_disagg_decision_total{decision_type="prefill-decode"}[1m]))',
+                    "threshold": "1",
+                },
+            }
+        ]
+    )
+    assert_verdict(
+        run_policy("autoscaling-signal", on_decode, PROD),
+        resource="ScaledObject/pd-decode",
+        level="mandatory",
+        contains=("pdDecisionRate cannot scale decode",),
+    )

@@ -1,4 +1,5 @@
 """`python -m stacks check` as CI runs it: stacks pass, one edit to a copy of a render fails and is named."""
+
 from __future__ import annotations
 
 import json
@@ -21,7 +22,9 @@ EPP_FILE = "apps_v1-deployment-rebel100-minimax-m27-epp.yaml"
 
 
 def check(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "stacks", "check", *args], cwd=PROJECT_ROOT, capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "stacks", "check", *args], cwd=PROJECT_ROOT, capture_output=True, text=True
+    )
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod-4p4d", "agg", "pd-router07"])
@@ -46,8 +49,9 @@ def edit_yaml(path: pathlib.Path, change) -> None:
 
 
 def decode_claim_8(folder):
-    edit_yaml(folder / DECODE_CLAIM_FILE,
-              lambda d: d["spec"]["spec"]["devices"]["requests"][0]["exactly"].update(count=8))
+    edit_yaml(
+        folder / DECODE_CLAIM_FILE, lambda d: d["spec"]["spec"]["devices"]["requests"][0]["exactly"].update(count=8)
+    )
 
 
 def sidecar_vllm_port_8001(folder):
@@ -55,23 +59,37 @@ def sidecar_vllm_port_8001(folder):
         sidecar = next(c for c in d["spec"]["template"]["spec"]["initContainers"] if c["name"] == "routing-proxy")
         args = sidecar["args"]
         args[args.index("--vllm-port") + 1] = "8001"
+
     edit_yaml(folder / DECODE_FILE, change)
 
 
 def rds_max_chunks_4000(folder):
     """The LMCache environment lives in RdsTier's ConfigMap, which prefill takes through envFrom."""
+
     def change(d):
-        d["data"]["LMCACHE_EXTRA_CONFIG"] = json.dumps({**json.loads(d["data"]["LMCACHE_EXTRA_CONFIG"]), "rds_max_chunks": 4000})
+        d["data"]["LMCACHE_EXTRA_CONFIG"] = json.dumps(
+            {**json.loads(d["data"]["LMCACHE_EXTRA_CONFIG"]), "rds_max_chunks": 4000}
+        )
+
     edit_yaml(folder / "v1-configmap-rebel100-minimax-m27-lmcache.yaml", change)
 
 
 EDITS = {
-    "decode-claim-count-8": (decode_claim_8, "[mandatory] npu-claim-matches-parallelism: Deployment/rebel100/minimax-m27-decode:",
-                             ("claims 8 NPUs", "exactly.count 8", "= 4")),
-    "sidecar-vllm-port-8001": (sidecar_vllm_port_8001, "[mandatory] sidecar-matches-decode: Deployment/rebel100/minimax-m27-decode:",
-                               ("--vllm-port 8001", "--port 8200")),
-    "rds-max-chunks-4000": (rds_max_chunks_4000, "[mandatory] rds-memory-budget: Deployment/rebel100/minimax-m27-prefill:",
-                            ("rds_max_chunks 4000", "16,512 MiB", "7,372.8 MiB", "at most 1715")),
+    "decode-claim-count-8": (
+        decode_claim_8,
+        "[mandatory] npu-claim-matches-parallelism: Deployment/rebel100/minimax-m27-decode:",
+        ("claims 8 NPUs", "exactly.count 8", "= 4"),
+    ),
+    "sidecar-vllm-port-8001": (
+        sidecar_vllm_port_8001,
+        "[mandatory] sidecar-matches-decode: Deployment/rebel100/minimax-m27-decode:",
+        ("--vllm-port 8001", "--port 8200"),
+    ),
+    "rds-max-chunks-4000": (
+        rds_max_chunks_4000,
+        "[mandatory] rds-memory-budget: Deployment/rebel100/minimax-m27-prefill:",
+        ("rds_max_chunks 4000", "16,512 MiB", "7,372.8 MiB", "at most 1715"),
+    ),
 }
 
 
@@ -110,8 +128,12 @@ def test_manifests_reads_multi_document_helm_style_output(tmp_path):
 
 def test_environment_decides_image_hygiene(tmp_path):
     folder = copy_of_golden(tmp_path)
-    edit_yaml(folder / EPP_FILE, lambda d: d["spec"]["template"]["spec"]["containers"][0].update(
-        image="ghcr.io/llm-d/llm-d-inference-scheduler:latest"))
+    edit_yaml(
+        folder / EPP_FILE,
+        lambda d: d["spec"]["template"]["spec"]["containers"][0].update(
+            image="ghcr.io/llm-d/llm-d-inference-scheduler:latest"
+        ),
+    )
     prod = check("--manifests", str(folder))
     assert prod.returncode == 1 and "[mandatory] image-tag-pinned: Deployment/rebel100/minimax-m27-epp:" in prod.stdout
     dev = check("--manifests", str(folder), "--environment", "dev")
@@ -141,6 +163,8 @@ def test_invalid_config_stops_before_the_pack(tmp_path):
     assert "policy pack" not in proc.stdout
 
 
-@pytest.mark.parametrize("args", [(), ("prod-4p4d", "--manifests", "tests/golden/prod-4p4d"), ("--manifests", "no/such/dir")])
+@pytest.mark.parametrize(
+    "args", [(), ("prod-4p4d", "--manifests", "tests/golden/prod-4p4d"), ("--manifests", "no/such/dir")]
+)
 def test_usage_errors(args):
     assert check(*args).returncode == 2

@@ -1,11 +1,27 @@
 """policy/consumers.py: the router's images know what their render uses, and accept it by their schema."""
+
 import pytest
 
 from tests.policy.conftest import STACKS
-from tests.policy.fixtures import (DECODE, EPP, EPP_CONFIG, assert_verdict, epp_config, mutate, plugin, pod_spec, run_policy,
-                                   set_epp_config, sidecar)
+from tests.policy.fixtures import (
+    DECODE,
+    EPP,
+    EPP_CONFIG,
+    assert_verdict,
+    epp_config,
+    mutate,
+    plugin,
+    pod_spec,
+    run_policy,
+    set_epp_config,
+    sidecar,
+)
 
-DECODE_ID, EPP_ID, CONFIG_ID = f"Deployment/rebel100/{DECODE}", f"Deployment/rebel100/{EPP}", f"ConfigMap/rebel100/{EPP_CONFIG}"
+DECODE_ID, EPP_ID, CONFIG_ID = (
+    f"Deployment/rebel100/{DECODE}",
+    f"Deployment/rebel100/{EPP}",
+    f"ConfigMap/rebel100/{EPP_CONFIG}",
+)
 POLICIES = ("router-images-have-features", "router-config-schema")
 
 
@@ -21,16 +37,27 @@ def test_good_render_passes(renders, stack, policy):
 
 def test_old_epp_image_is_refused_naming_the_feature(prod):
     old = mutate(prod, lambda m: epp_container(m).update(image="ghcr.io/llm-d/llm-d-inference-scheduler:v0.3.2"))
-    assert_verdict(run_policy("router-images-have-features", old), resource=EPP_ID, level="mandatory",
-                   contains=("is 0.3.2", "plugin type approx-prefix-cache-producer needs llm-d EPP 0.9.0 or later",
-                             "Pin 0.9.0 or later"))
+    assert_verdict(
+        run_policy("router-images-have-features", old),
+        resource=EPP_ID,
+        level="mandatory",
+        contains=(
+            "is 0.3.2",
+            "plugin type approx-prefix-cache-producer needs llm-d EPP 0.9.0 or later",
+            "Pin 0.9.0 or later",
+        ),
+    )
     assert run_policy("router-config-schema", old) == []  # reported once, by the feature rule
 
 
 def test_old_sidecar_image_is_refused_naming_the_flags(prod):
     old = mutate(prod, lambda m: sidecar(m).update(image="ghcr.io/llm-d/llm-d-routing-sidecar:v0.3.0"))
-    assert_verdict(run_policy("router-images-have-features", old), resource=DECODE_ID, level="mandatory",
-                   contains=("flag --data-parallel-size needs llm-d P/D sidecar 0.4.0", "flag --kv-connector needs"))
+    assert_verdict(
+        run_policy("router-images-have-features", old),
+        resource=DECODE_ID,
+        level="mandatory",
+        contains=("flag --data-parallel-size needs llm-d P/D sidecar 0.4.0", "flag --kv-connector needs"),
+    )
 
 
 def test_unknown_parameter_is_refused_with_the_programs_words(prod):
@@ -38,8 +65,13 @@ def test_unknown_parameter_is_refused_with_the_programs_words(prod):
         config = epp_config(m)
         plugin(config, "approx-prefix-cache-producer")["parameters"]["blockSizeTokenz"] = 64
         set_epp_config(m, config)
-    assert_verdict(run_policy("router-config-schema", mutate(prod, edit)), resource=CONFIG_ID, level="mandatory",
-                   contains=('json: unknown field "blockSizeTokenz"', "the EPP 0.10.0", "epp-v0.10.0.json"))
+
+    assert_verdict(
+        run_policy("router-config-schema", mutate(prod, edit)),
+        resource=CONFIG_ID,
+        level="mandatory",
+        contains=('json: unknown field "blockSizeTokenz"', "the EPP 0.10.0", "epp-v0.10.0.json"),
+    )
 
 
 def test_wrong_parameter_type_is_refused(prod):
@@ -47,8 +79,13 @@ def test_wrong_parameter_type_is_refused(prod):
         config = epp_config(m)
         plugin(config, "prefix-based-pd-decider")["parameters"]["nonCachedTokens"] = "16"
         set_epp_config(m, config)
-    assert_verdict(run_policy("router-config-schema", mutate(prod, edit)), resource=CONFIG_ID, level="mandatory",
-                   contains=("json: cannot unmarshal string", "nonCachedTokens", "of type int"))
+
+    assert_verdict(
+        run_policy("router-config-schema", mutate(prod, edit)),
+        resource=CONFIG_ID,
+        level="mandatory",
+        contains=("json: cannot unmarshal string", "nonCachedTokens", "of type int"),
+    )
 
 
 def test_unknown_plugin_type_is_refused(prod):
@@ -56,11 +93,20 @@ def test_unknown_plugin_type_is_refused(prod):
         config = epp_config(m)
         config["plugins"].append({"type": "approx-prefix-cache-scorer"})
         set_epp_config(m, config)
-    assert_verdict(run_policy("router-config-schema", mutate(prod, edit)), resource=CONFIG_ID, level="mandatory",
-                   contains=("plugin type 'approx-prefix-cache-scorer' is not registered",))
+
+    assert_verdict(
+        run_policy("router-config-schema", mutate(prod, edit)),
+        resource=CONFIG_ID,
+        level="mandatory",
+        contains=("plugin type 'approx-prefix-cache-scorer' is not registered",),
+    )
 
 
 def test_unknown_sidecar_flag_is_refused(prod):
     edited = mutate(prod, lambda m: sidecar(m)["args"].append("--connector=nixlv2"))
-    assert_verdict(run_policy("router-config-schema", edited), resource=DECODE_ID, level="mandatory",
-                   contains=("unknown flag: --connector", "the P/D sidecar 0.10.0"))
+    assert_verdict(
+        run_policy("router-config-schema", edited),
+        resource=DECODE_ID,
+        level="mandatory",
+        contains=("unknown flag: --connector", "the P/D sidecar 0.10.0"),
+    )

@@ -1,4 +1,5 @@
 """policy/engine_consumers.py: the pack refuses an engine image older than a feature its container uses."""
+
 import pytest
 
 from tests.policy.conftest import STACKS
@@ -17,19 +18,33 @@ def image(name, tag):
 
 
 BAD = {
-    "decode-0.10.2": (image(DECODE, "0.10.2"), DECODE, (
-        "rebellions/vllm-rbln:0.10.2 (vllm-rbln) is 0.10.2", "connector RblnNixlConnector needs vllm-rbln 0.10.3",
-        "flag --data-parallel-multi-port-external-lb needs vllm-rbln 0.11.0", "Pin 0.11.0 or later")),
-    "prefill-0.10.3-lacks-device-tensor": (image(PREFILL, "0.10.3"), PREFILL, (
-        "env var VLLM_RBLN_USE_DEVICE_TENSOR needs vllm-rbln 0.10.4",)),
+    "decode-0.10.2": (
+        image(DECODE, "0.10.2"),
+        DECODE,
+        (
+            "rebellions/vllm-rbln:0.10.2 (vllm-rbln) is 0.10.2",
+            "connector RblnNixlConnector needs vllm-rbln 0.10.3",
+            "flag --data-parallel-multi-port-external-lb needs vllm-rbln 0.11.0",
+            "Pin 0.11.0 or later",
+        ),
+    ),
+    "prefill-0.10.3-lacks-device-tensor": (
+        image(PREFILL, "0.10.3"),
+        PREFILL,
+        ("env var VLLM_RBLN_USE_DEVICE_TENSOR needs vllm-rbln 0.10.4",),
+    ),
 }
 
 
 @pytest.mark.parametrize("case", BAD, ids=list(BAD))
 def test_old_image_is_refused(prod, case):
     edit, deployment, contains = BAD[case]
-    assert_verdict(run_policy(POLICY, mutate(prod, edit)), resource=f"Deployment/rebel100/{deployment}",
-                   level="mandatory", contains=contains)
+    assert_verdict(
+        run_policy(POLICY, mutate(prod, edit)),
+        resource=f"Deployment/rebel100/{deployment}",
+        level="mandatory",
+        contains=contains,
+    )
 
 
 GOOD = {
@@ -37,8 +52,10 @@ GOOD = {
     "prefill-0.10.4-prefill-passes-no-multi-port-flag": image(PREFILL, "0.10.4"),
     "not-a-version-tag": lambda m: engine(m, DECODE).update(image="rebellions/vllm-rbln@sha256:" + "0" * 64),
     "foreign-vllm-image": lambda m: engine(m, DECODE).update(image="vllm/vllm-openai:v0.10.0"),
-    "prefill-0.10.3-without-device-tensor": lambda m: (image(PREFILL, "0.10.3")(m),
-                                                       set_env(engine(m, PREFILL), "VLLM_RBLN_USE_DEVICE_TENSOR", None)),
+    "prefill-0.10.3-without-device-tensor": lambda m: (
+        image(PREFILL, "0.10.3")(m),
+        set_env(engine(m, PREFILL), "VLLM_RBLN_USE_DEVICE_TENSOR", None),
+    ),
 }
 
 
@@ -52,7 +69,8 @@ LMCACHE_POLICY = "lmcache-env-known"
 
 def config_map_env(name, value):
     return lambda m: next(x for x in m if x["kind"] == "ConfigMap" and x["metadata"]["name"] == "minimax-m27-lmcache")[
-        "data"].update({name: value})
+        "data"
+    ].update({name: value})
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -60,16 +78,31 @@ def test_lmcache_names_of_the_render_are_known(renders, stack):
     assert run_policy(LMCACHE_POLICY, renders[stack]) == []
 
 
-@pytest.mark.parametrize("edit, contains", [
-    (config_map_env("LMCACHE_CHUNKSIZE", "512"), ("env LMCACHE_CHUNKSIZE: LMCACHE_CHUNKSIZE is not a setting lmcache 0.5.6 reads",
-                                                  "Did you mean LMCACHE_CHUNK_SIZE?")),
-    (lambda m: set_env(engine(m, PREFILL), "LMCACHE_MAX_LOCAL_CPU", "4"), ("env LMCACHE_MAX_LOCAL_CPU:",)),
-    (config_map_env("LMCACHE_EXTRA_CONFIG", '{"rds_max_chunks":1000,"chunk_size":512}'),
-     ("LMCACHE_EXTRA_CONFIG key chunk_size: chunk_size is a top-level setting",)),
-], ids=["config-map-typo", "container-env-typo", "extra-config-top-level-key"])
+@pytest.mark.parametrize(
+    "edit, contains",
+    [
+        (
+            config_map_env("LMCACHE_CHUNKSIZE", "512"),
+            (
+                "env LMCACHE_CHUNKSIZE: LMCACHE_CHUNKSIZE is not a setting lmcache 0.5.6 reads",
+                "Did you mean LMCACHE_CHUNK_SIZE?",
+            ),
+        ),
+        (lambda m: set_env(engine(m, PREFILL), "LMCACHE_MAX_LOCAL_CPU", "4"), ("env LMCACHE_MAX_LOCAL_CPU:",)),
+        (
+            config_map_env("LMCACHE_EXTRA_CONFIG", '{"rds_max_chunks":1000,"chunk_size":512}'),
+            ("LMCACHE_EXTRA_CONFIG key chunk_size: chunk_size is a top-level setting",),
+        ),
+    ],
+    ids=["config-map-typo", "container-env-typo", "extra-config-top-level-key"],
+)
 def test_lmcache_name_lmcache_does_not_read_is_refused(prod, edit, contains):
-    assert_verdict(run_policy(LMCACHE_POLICY, mutate(prod, edit)), resource=f"Deployment/rebel100/{PREFILL}",
-                   level="mandatory", contains=contains)
+    assert_verdict(
+        run_policy(LMCACHE_POLICY, mutate(prod, edit)),
+        resource=f"Deployment/rebel100/{PREFILL}",
+        level="mandatory",
+        contains=contains,
+    )
 
 
 def test_lmcache_names_lmcache_reads_pass(prod):
@@ -85,11 +118,16 @@ def test_rendered_args_are_vllm_options(renders, stack):
     assert run_policy(ARGS_POLICY, renders[stack]) == []
 
 
-@pytest.mark.parametrize("extra, contains", [
-    (["--foo"], ('exits with "unrecognized arguments: --foo"',)),
-    (["--kv-cache-dtype", "fp4"], ("argument --kv-cache-dtype: invalid choice: 'fp4'",)),
-], ids=["unknown-flag", "value-outside-choices"])
+@pytest.mark.parametrize(
+    "extra, contains",
+    [
+        (["--foo"], ('exits with "unrecognized arguments: --foo"',)),
+        (["--kv-cache-dtype", "fp4"], ("argument --kv-cache-dtype: invalid choice: 'fp4'",)),
+    ],
+    ids=["unknown-flag", "value-outside-choices"],
+)
 def test_args_vllm_refuses_are_refused(prod, extra, contains):
     edited = mutate(prod, lambda m: engine(m, DECODE)["args"].extend(extra))
-    assert_verdict(run_policy(ARGS_POLICY, edited), resource=f"Deployment/rebel100/{DECODE}", level="mandatory",
-                   contains=contains)
+    assert_verdict(
+        run_policy(ARGS_POLICY, edited), resource=f"Deployment/rebel100/{DECODE}", level="mandatory", contains=contains
+    )

@@ -4,6 +4,7 @@ Each render is checked on its own and must give exactly the findings written dow
 fixtures/llm-d-modelservice/expected.yaml (security and hygiene only); hand edits of those renders show
 that a wrong device count is still caught on a GPU, Gaudi or ATOM pod, with the source named.
 """
+
 from __future__ import annotations
 
 import collections
@@ -23,8 +24,11 @@ FOLDER = pathlib.Path(__file__).resolve().parent / "fixtures" / "llm-d-modelserv
 EXPECTED = yaml.safe_load((FOLDER / "expected.yaml").read_text())
 RENDERS = sorted(p.name for p in FOLDER.glob("output-*.yaml"))
 # The policies that must stay quiet on a foreign render unless it is really wrong.
-ENGINE_POLICIES = {spec.name for spec in catalog.POLICIES
-                   if spec.rule.__module__ in ("policy.parallelism", "policy.memory", "policy.wiring")}
+ENGINE_POLICIES = {
+    spec.name
+    for spec in catalog.POLICIES
+    if spec.rule.__module__ in ("policy.parallelism", "policy.memory", "policy.wiring")
+}
 CLAIM = "npu-claim-matches-parallelism"
 
 
@@ -42,7 +46,9 @@ def deployment(manifests: list[dict], suffix: str) -> dict:
 
 
 def vllm(manifests: list[dict], suffix: str) -> dict:
-    return next(c for c in deployment(manifests, suffix)["spec"]["template"]["spec"]["containers"] if c["name"] == "vllm")
+    return next(
+        c for c in deployment(manifests, suffix)["spec"]["template"]["spec"]["containers"] if c["name"] == "vllm"
+    )
 
 
 def test_every_render_has_its_expectations():
@@ -70,9 +76,17 @@ def test_gpu_pod_with_tp4_on_two_gpus_is_caught():
     set_arg(vllm(manifests, "-prefill"), "--tensor-parallel-size", "4")
     for field in ("limits", "requests"):
         vllm(manifests, "-prefill")["resources"][field]["nvidia.com/gpu"] = "2"
-    assert_verdict(run_policy(CLAIM, manifests), resource="Deployment/pd-llm-d-modelservice-prefill", level="mandatory",
-                   contains=("claims 2 accelerators through limits nvidia.com/gpu 2", "TP 4 x PP 1 x DP-local 1 = 4",
-                             "every rank needs one accelerator", "Set limits and requests nvidia.com/gpu to 4"))
+    assert_verdict(
+        run_policy(CLAIM, manifests),
+        resource="Deployment/pd-llm-d-modelservice-prefill",
+        level="mandatory",
+        contains=(
+            "claims 2 accelerators through limits nvidia.com/gpu 2",
+            "TP 4 x PP 1 x DP-local 1 = 4",
+            "every rank needs one accelerator",
+            "Set limits and requests nvidia.com/gpu to 4",
+        ),
+    )
 
 
 def test_gpu_count_comes_from_requests_when_there_are_no_limits():
@@ -80,8 +94,12 @@ def test_gpu_count_comes_from_requests_when_there_are_no_limits():
     resources = vllm(manifests, "-decode")["resources"]
     del resources["limits"]["nvidia.com/gpu"]
     set_arg(vllm(manifests, "-decode"), "--tensor-parallel-size", "2")
-    assert_verdict(run_policy(CLAIM, manifests), resource="Deployment/pd-llm-d-modelservice-decode", level="mandatory",
-                   contains=("claims 1 accelerators through requests nvidia.com/gpu 1", "= 2"))
+    assert_verdict(
+        run_policy(CLAIM, manifests),
+        resource="Deployment/pd-llm-d-modelservice-decode",
+        level="mandatory",
+        contains=("claims 1 accelerators through requests nvidia.com/gpu 1", "= 2"),
+    )
 
 
 def atom_engine(tp: str, atoms: str) -> list[dict]:
@@ -102,17 +120,29 @@ def test_atom_pod_with_tp4_on_four_atoms_passes():
 
 
 def test_atom_pod_with_tp4_on_two_atoms_is_caught():
-    assert_verdict(run_policy(CLAIM, atom_engine("4", "2")), resource="Deployment/rebellions-atom-llm-d-modelservice-decode",
-                   level="mandatory", contains=("limits rebellions.ai/ATOM 2", "= 4"))
+    assert_verdict(
+        run_policy(CLAIM, atom_engine("4", "2")),
+        resource="Deployment/rebellions-atom-llm-d-modelservice-decode",
+        level="mandatory",
+        contains=("limits rebellions.ai/ATOM 2", "= 4"),
+    )
 
 
 def test_gaudi_dra_claim_count_is_compared():
     manifests = load("output-dra.yaml")
     template = next(m for m in manifests if m["kind"] == "ResourceClaimTemplate")
     template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] = 4
-    assert_verdict(run_policy(CLAIM, manifests), resource="Deployment/dra-llm-d-modelservice-decode", level="mandatory",
-                   contains=("4 accelerators through ResourceClaimTemplate intel-gaudi-claim-template-decode",
-                             "(deviceClassName gaudi.intel.com)", "TP 2 x PP 1 x DP-local 1 = 2", "Set the claim count to 2"))
+    assert_verdict(
+        run_policy(CLAIM, manifests),
+        resource="Deployment/dra-llm-d-modelservice-decode",
+        level="mandatory",
+        contains=(
+            "4 accelerators through ResourceClaimTemplate intel-gaudi-claim-template-decode",
+            "(deviceClassName gaudi.intel.com)",
+            "TP 2 x PP 1 x DP-local 1 = 2",
+            "Set the claim count to 2",
+        ),
+    )
 
 
 def test_missing_claim_template_is_reported_when_the_devices_do_not_add_up():
@@ -120,17 +150,29 @@ def test_missing_claim_template_is_reported_when_the_devices_do_not_add_up():
     manifests = load("output-pd-mnnvl.yaml")
     for field in ("limits", "requests"):
         del vllm(manifests, "-decode")["resources"][field]["nvidia.com/gpu"]
-    assert_verdict(run_policy(CLAIM, manifests), resource="Deployment/pd-mnnvl-llm-d-modelservice-decode", level="mandatory",
-                   contains=("spec.resourceClaims[llm-d-imex-channel-0] references ResourceClaimTemplate llm-d-imex-channel-0, "
-                             "which is not among the resources", "0 accelerators can be read", "= 1"))
+    assert_verdict(
+        run_policy(CLAIM, manifests),
+        resource="Deployment/pd-mnnvl-llm-d-modelservice-decode",
+        level="mandatory",
+        contains=(
+            "spec.resourceClaims[llm-d-imex-channel-0] references ResourceClaimTemplate llm-d-imex-channel-0, "
+            "which is not among the resources",
+            "0 accelerators can be read",
+            "= 1",
+        ),
+    )
 
 
 def test_claim_of_an_unknown_device_class_is_reported_until_configured():
     manifests = load("output-heterogeneous-pd.yaml")
     template = next(m for m in manifests if m["kind"] == "ResourceClaimTemplate")
     template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = "tpu.example.com"
-    assert_verdict(run_policy(CLAIM, manifests), resource="Deployment/heterogeneous-pd-llm-d-modelservice-decode",
-                   level="mandatory", contains=("claims no NPUs or other accelerators", "acceleratorDeviceClasses gpu.nvidia.com"))
+    assert_verdict(
+        run_policy(CLAIM, manifests),
+        resource="Deployment/heterogeneous-pd-llm-d-modelservice-decode",
+        level="mandatory",
+        contains=("claims no NPUs or other accelerators", "acceleratorDeviceClasses gpu.nvidia.com"),
+    )
     config = {CLAIM: {"acceleratorDeviceClasses": ["tpu.example.com"]}}
     assert run_policy(CLAIM, manifests, config) == []
 
@@ -145,8 +187,12 @@ def test_extended_resources_come_from_the_policy_config():
     # ... and once configured, its count is compared.
     set_arg(vllm(manifests, "-prefill"), "--tensor-parallel-size", "2")
     config = {CLAIM: {"acceleratorResources": ["example.com/npu"]}}
-    assert_verdict(run_policy(CLAIM, manifests, config), resource="Deployment/pd-llm-d-modelservice-prefill",
-                   level="mandatory", contains=("limits example.com/npu 1", "= 2"))
+    assert_verdict(
+        run_policy(CLAIM, manifests, config),
+        resource="Deployment/pd-llm-d-modelservice-prefill",
+        level="mandatory",
+        contains=("limits example.com/npu 1", "= 2"),
+    )
 
 
 def test_accelerator_lists_must_be_lists():
@@ -165,8 +211,10 @@ def test_cpu_engine_is_skipped_and_noted():
     assert run_policy(CLAIM, manifests) == []
     facts = {name: setting.facts for name, setting in catalog.resolve(prod_config()).items()}
     note = parallelism.skip_note(manifests, facts)
-    assert note.startswith("skipped: 2 non-Rebel100 engines (Deployment/pd-llm-d-modelservice-decode, "
-                           "Deployment/pd-llm-d-modelservice-prefill) for npu-devices-fit-node; "), note
+    assert note.startswith(
+        "skipped: 2 non-Rebel100 engines (Deployment/pd-llm-d-modelservice-decode, "
+        "Deployment/pd-llm-d-modelservice-prefill) for npu-devices-fit-node; "
+    ), note
     assert "1 engines without accelerators, read as CPU engines (Deployment/pd-llm-d-modelservice-prefill)" in note
 
 
@@ -187,19 +235,28 @@ def test_the_programs_renders_skip_nothing(renders):
 
 def test_check_prints_the_skip_line(tmp_path):
     shutil.copy(FOLDER / "output-pd.yaml", tmp_path)
-    proc = subprocess.run([sys.executable, "-m", "stacks", "check", "--manifests", str(tmp_path)], cwd=PROJECT_ROOT,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "stacks", "check", "--manifests", str(tmp_path)],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr  # the chart's :latest images etc. are mandatory in prod
     assert CLAIM not in proc.stdout
     skipped = [line for line in proc.stdout.splitlines() if line.startswith("skipped:")]
-    assert skipped == ["skipped: 2 non-Rebel100 engines (Deployment/pd-llm-d-modelservice-decode, "
-                       "Deployment/pd-llm-d-modelservice-prefill) for npu-devices-fit-node"], proc.stdout
+    assert skipped == [
+        "skipped: 2 non-Rebel100 engines (Deployment/pd-llm-d-modelservice-decode, "
+        "Deployment/pd-llm-d-modelservice-prefill) for npu-devices-fit-node"
+    ], proc.stdout
 
 
 def test_disabled_policy_is_not_noted():
     manifests = load("output-pd.yaml")
-    facts = {name: setting.facts for name, setting in catalog.resolve({"npu-devices-fit-node": "disabled"}).items()
-             if setting.level != catalog.DISABLED}
+    facts = {
+        name: setting.facts
+        for name, setting in catalog.resolve({"npu-devices-fit-node": "disabled"}).items()
+        if setting.level != catalog.DISABLED
+    }
     assert parallelism.skip_note(manifests, facts) is None
     assert manifests == load("output-pd.yaml")  # the rules never edit what they read
 
@@ -207,5 +264,9 @@ def test_disabled_policy_is_not_noted():
 def test_unreadable_extended_resource_is_named():
     manifests = load("output-pd.yaml")
     vllm(manifests, "-prefill")["resources"]["limits"]["nvidia.com/gpu"] = "1.5"
-    assert_verdict(run_policy(CLAIM, manifests), resource="Deployment/pd-llm-d-modelservice-prefill", level="mandatory",
-                   contains=("limits nvidia.com/gpu '1.5' is not a whole number", "cannot be counted"))
+    assert_verdict(
+        run_policy(CLAIM, manifests),
+        resource="Deployment/pd-llm-d-modelservice-prefill",
+        level="mandatory",
+        contains=("limits nvidia.com/gpu '1.5' is not a whole number", "cannot be counted"),
+    )

@@ -1,10 +1,22 @@
 """Rule 7 (policy/hygiene.py): token from a Secret, pinned images, engine requests; dev relaxes some to advice."""
+
 import pytest
 
 from policy import catalog, levels
 from tests.policy.conftest import STACKS
-from tests.policy.fixtures import (DECODE, EPP, PREFILL, assert_verdict, engine, get, mutate, pod_spec, run_policy,
-                                   set_env, sidecar)
+from tests.policy.fixtures import (
+    DECODE,
+    EPP,
+    PREFILL,
+    assert_verdict,
+    engine,
+    get,
+    mutate,
+    pod_spec,
+    run_policy,
+    set_env,
+    sidecar,
+)
 
 POLICIES = ("hf-token-secret-ref", "image-tag-pinned", "engine-resource-requests")
 DECODE_ID, PREFILL_ID, EPP_ID = (f"Deployment/rebel100/{name}" for name in (DECODE, PREFILL, EPP))
@@ -30,28 +42,51 @@ def drop_requests(m):
 BAD = {
     "prefill-hf-token-literal": (
         lambda m: set_env(engine(m, PREFILL), "HF_TOKEN", "hf_abc123"),
-        "hf-token-secret-ref", PREFILL_ID, ("container vllm env HF_TOKEN is a literal value", "valueFrom.secretKeyRef")),
+        "hf-token-secret-ref",
+        PREFILL_ID,
+        ("container vllm env HF_TOKEN is a literal value", "valueFrom.secretKeyRef"),
+    ),
     "decode-hf-token-from-configmap": (
-        lambda m: set_env(engine(m, DECODE), "HF_TOKEN", valueFrom={"configMapKeyRef": {"name": "tokens", "key": "hf"}}),
-        "hf-token-secret-ref", DECODE_ID, ("env HF_TOKEN comes from configMapKeyRef, not from a Secret",)),
+        lambda m: set_env(
+            engine(m, DECODE), "HF_TOKEN", valueFrom={"configMapKeyRef": {"name": "tokens", "key": "hf"}}
+        ),
+        "hf-token-secret-ref",
+        DECODE_ID,
+        ("env HF_TOKEN comes from configMapKeyRef, not from a Secret",),
+    ),
     "sidecar-hub-token-literal": (
         lambda m: set_env(sidecar(m), "HUGGING_FACE_HUB_TOKEN", "hf_abc123"),
-        "hf-token-secret-ref", DECODE_ID, ("container routing-proxy env HUGGING_FACE_HUB_TOKEN is a literal value",)),
+        "hf-token-secret-ref",
+        DECODE_ID,
+        ("container routing-proxy env HUGGING_FACE_HUB_TOKEN is a literal value",),
+    ),
     "epp-image-latest": (
         lambda m: epp_container(m).update(image="ghcr.io/llm-d/llm-d-inference-scheduler:latest"),
-        "image-tag-pinned", EPP_ID, ("image ghcr.io/llm-d/llm-d-inference-scheduler:latest uses the latest tag", "Pin a version tag")),
+        "image-tag-pinned",
+        EPP_ID,
+        ("image ghcr.io/llm-d/llm-d-inference-scheduler:latest uses the latest tag", "Pin a version tag"),
+    ),
     "sidecar-image-untagged-on-registry-with-port": (
         lambda m: sidecar(m).update(image="registry.example:5000/llm-d/llm-d-routing-sidecar"),
-        "image-tag-pinned", DECODE_ID, ("container routing-proxy image registry.example:5000/llm-d/llm-d-routing-sidecar is untagged",)),
+        "image-tag-pinned",
+        DECODE_ID,
+        ("container routing-proxy image registry.example:5000/llm-d/llm-d-routing-sidecar is untagged",),
+    ),
     "prefill-engine-without-memory-request": (
-        drop_requests, "engine-resource-requests", PREFILL_ID, ("engine container vllm sets no resources.requests.memory",)),
+        drop_requests,
+        "engine-resource-requests",
+        PREFILL_ID,
+        ("engine container vllm sets no resources.requests.memory",),
+    ),
 }
 
 
 @pytest.mark.parametrize("case", BAD, ids=list(BAD))
 def test_bad_fixture_is_rejected_in_prod(prod, case):
     edit, policy, resource, contains = BAD[case]
-    assert_verdict(run_policy(policy, mutate(prod, edit), PROD), resource=resource, level="mandatory", contains=contains)
+    assert_verdict(
+        run_policy(policy, mutate(prod, edit), PROD), resource=resource, level="mandatory", contains=contains
+    )
 
 
 @pytest.mark.parametrize("case", BAD, ids=list(BAD))
@@ -62,7 +97,9 @@ def test_dev_relaxes_images_and_requests_not_the_token(prod, case):
 
 
 def test_digest_pinned_image_passes(prod):
-    pinned = mutate(prod, lambda m: epp_container(m).update(image="ghcr.io/llm-d/llm-d-inference-scheduler@sha256:" + "a" * 64))
+    pinned = mutate(
+        prod, lambda m: epp_container(m).update(image="ghcr.io/llm-d/llm-d-inference-scheduler@sha256:" + "a" * 64)
+    )
     assert run_policy("image-tag-pinned", pinned) == []
 
 
@@ -97,14 +134,26 @@ def drop(kind, *names):
     return lambda m: [m.remove(get(m, kind, name)) for name in names]
 
 
-@pytest.mark.parametrize("edit, policy, contains", [
-    pytest.param(drop("NetworkPolicy", "minimax-m27-default-deny", "minimax-m27-decode"), "engine-network-policy",
-                 ("no ingress NetworkPolicy in namespace rebel100 selects this engine pod template", "llm-d.ai/role: decode"),
-                 id="decode-without-network-policy"),
-    pytest.param(drop("PodMonitor", "minimax-m27-decode"), "engine-metrics-scraped",
-                 ("no PodMonitor selects this engine pod template", "llm-d.ai/role: decode"),
-                 id="decode-without-pod-monitor"),
-])
+@pytest.mark.parametrize(
+    "edit, policy, contains",
+    [
+        pytest.param(
+            drop("NetworkPolicy", "minimax-m27-default-deny", "minimax-m27-decode"),
+            "engine-network-policy",
+            (
+                "no ingress NetworkPolicy in namespace rebel100 selects this engine pod template",
+                "llm-d.ai/role: decode",
+            ),
+            id="decode-without-network-policy",
+        ),
+        pytest.param(
+            drop("PodMonitor", "minimax-m27-decode"),
+            "engine-metrics-scraped",
+            ("no PodMonitor selects this engine pod template", "llm-d.ai/role: decode"),
+            id="decode-without-pod-monitor",
+        ),
+    ],
+)
 def test_engines_unprotected_or_unscraped(prod, edit, policy, contains):
     bad = mutate(prod, edit)
     assert_verdict(run_policy(policy, bad, PROD), resource=DECODE_ID, level="mandatory", contains=contains)
@@ -117,15 +166,24 @@ def test_dev_stack_runs_without_network_policies_and_monitors_as_advice(renders)
     for policy in NETWORK_AND_METRICS:
         assert {v.level for v in run_policy(policy, renders["dev"], DEV)} == {"advisory"}
         assert {(v.resource, v.level) for v in run_policy(policy, renders["dev"], PROD)} == {
-            (DECODE_ID, "mandatory"), (PREFILL_ID, "mandatory")}
+            (DECODE_ID, "mandatory"),
+            (PREFILL_ID, "mandatory"),
+        }
 
 
 def test_selector_expressions_are_understood(prod):
     def by_expression(m):
         policy = get(m, "NetworkPolicy", "minimax-m27-default-deny")
-        policy["spec"]["podSelector"] = {"matchExpressions": [
-            {"key": "llm-d.ai/role", "operator": "In", "values": ["prefill", "decode"]}]}
-    assert run_policy("engine-network-policy", mutate(prod, drop("NetworkPolicy", "minimax-m27-decode"), by_expression), PROD) == []
+        policy["spec"]["podSelector"] = {
+            "matchExpressions": [{"key": "llm-d.ai/role", "operator": "In", "values": ["prefill", "decode"]}]
+        }
+
+    assert (
+        run_policy(
+            "engine-network-policy", mutate(prod, drop("NetworkPolicy", "minimax-m27-decode"), by_expression), PROD
+        )
+        == []
+    )
 
 
 # runtime-accepts-container: what the kubelet and the container runtime refuse though the API server stores it. The
@@ -136,23 +194,46 @@ RUNTIME = "runtime-accepts-container"
 
 def with_capabilities(add=None, drop=("ALL",)):
     def edit(m):
-        engine(m, DECODE)["securityContext"]["capabilities"] = {"drop": list(drop), **({"add": list(add)} if add else {})}
+        engine(m, DECODE)["securityContext"]["capabilities"] = {
+            "drop": list(drop),
+            **({"add": list(add)} if add else {}),
+        }
+
     return edit
 
 
-@pytest.mark.parametrize("edit, contains", [
-    pytest.param(lambda m: engine(m, PREFILL).update(image="rebellions/VLLM-rbln:0.12.0"),
-                 ("container vllm image 'rebellions/VLLM-rbln:0.12.0' is not an image reference the kubelet can parse",
-                  "repository name 'rebellions/VLLM-rbln' has capital letters", "InvalidImageName"), id="capital-letters"),
-    pytest.param(lambda m: engine(m, PREFILL).update(image="rebellions/vllm-rbln:0.12.0@sha256:" + "A" * 64),
-                 ("a sha256 digest is 64 lower-case hexadecimal digits",), id="upper-case-digest"),
-    pytest.param(with_capabilities(add=["CAP_IPC_LOCK"]),
-                 ("container vllm securityContext.capabilities.add 'CAP_IPC_LOCK': written with its CAP_ prefix",),
-                 id="cap-prefix"),
-    pytest.param(with_capabilities(add=["IPC_LOK"]), ("'IPC_LOK': not a Linux capability (did you mean 'IPC_LOCK'?)",),
-                 id="misspelt-capability"),
-    pytest.param(with_capabilities(drop=["ALL", "NET_RAWW"]), ("capabilities.drop 'NET_RAWW'",), id="misspelt-drop"),
-])
+@pytest.mark.parametrize(
+    "edit, contains",
+    [
+        pytest.param(
+            lambda m: engine(m, PREFILL).update(image="rebellions/VLLM-rbln:0.12.0"),
+            (
+                "container vllm image 'rebellions/VLLM-rbln:0.12.0' is not an image reference the kubelet can parse",
+                "repository name 'rebellions/VLLM-rbln' has capital letters",
+                "InvalidImageName",
+            ),
+            id="capital-letters",
+        ),
+        pytest.param(
+            lambda m: engine(m, PREFILL).update(image="rebellions/vllm-rbln:0.12.0@sha256:" + "A" * 64),
+            ("a sha256 digest is 64 lower-case hexadecimal digits",),
+            id="upper-case-digest",
+        ),
+        pytest.param(
+            with_capabilities(add=["CAP_IPC_LOCK"]),
+            ("container vllm securityContext.capabilities.add 'CAP_IPC_LOCK': written with its CAP_ prefix",),
+            id="cap-prefix",
+        ),
+        pytest.param(
+            with_capabilities(add=["IPC_LOK"]),
+            ("'IPC_LOK': not a Linux capability (did you mean 'IPC_LOCK'?)",),
+            id="misspelt-capability",
+        ),
+        pytest.param(
+            with_capabilities(drop=["ALL", "NET_RAWW"]), ("capabilities.drop 'NET_RAWW'",), id="misspelt-drop"
+        ),
+    ],
+)
 def test_what_the_node_refuses_is_refused_in_every_environment(prod, edit, contains):
     resource = DECODE_ID if "capabilit" in contains[0] else PREFILL_ID
     bad = mutate(prod, edit)
@@ -165,11 +246,17 @@ def test_rendered_containers_are_what_the_node_accepts(renders, stack):
     assert run_policy(RUNTIME, renders[stack]) == []
 
 
-@pytest.mark.parametrize("edit", [
-    pytest.param(lambda m: engine(m, PREFILL).update(image="rebellions/vllm-rbln:0.12.0@sha256:" + "a" * 64), id="tag-and-digest"),
-    pytest.param(with_capabilities(add=["ipc_lock", "NET_BIND_SERVICE"]), id="lower-case-name"),
-    pytest.param(with_capabilities(add=["ALL"], drop=["all"]), id="all-is-pod-security-contexts"),
-])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        pytest.param(
+            lambda m: engine(m, PREFILL).update(image="rebellions/vllm-rbln:0.12.0@sha256:" + "a" * 64),
+            id="tag-and-digest",
+        ),
+        pytest.param(with_capabilities(add=["ipc_lock", "NET_BIND_SERVICE"]), id="lower-case-name"),
+        pytest.param(with_capabilities(add=["ALL"], drop=["all"]), id="all-is-pod-security-contexts"),
+    ],
+)
 def test_what_the_node_accepts_passes(prod, edit):
     assert run_policy(RUNTIME, mutate(prod, edit)) == []
 
@@ -182,13 +269,16 @@ def test_an_invalid_image_is_not_also_reported_as_unpinned(prod):
 
 # --- engine-metrics-scraped: which namespaces a PodMonitor watches (issue 25) ------------------------------------
 
+
 def move_monitor(name, namespace_selector=None):
     """The PodMonitor into namespace `monitoring`, with a namespaceSelector or (None) without one."""
+
     def edit(m):
         monitor = get(m, "PodMonitor", name)
         monitor["metadata"]["namespace"] = "monitoring"
         if namespace_selector is not None:
             monitor["spec"]["namespaceSelector"] = namespace_selector
+
     return edit
 
 
@@ -197,19 +287,26 @@ DECODE_UNSCRAPED = (
     "app.kubernetes.io/name: minimax-m27-decode, app.kubernetes.io/part-of: minimax-m27, llm-d.ai/inference-serving: "
     "true, llm-d.ai/role: decode, rebel100.ai/pool: minimax-m27-decode}): vLLM's /metrics (KV cache usage, queue "
     "length, TTFT) are not scraped, so capacity and latency alerts are blind. Add a PodMonitor whose selector matches "
-    "these labels (rebel100:observability.podMonitors true).")
+    "these labels (rebel100:observability.podMonitors true)."
+)
 
 
-@pytest.mark.parametrize("namespace_selector", [None, {"matchNames": ["other"]}, {"any": False}],
-                         ids=["none: its own namespace", "another namespace", "any false"])
+@pytest.mark.parametrize(
+    "namespace_selector",
+    [None, {"matchNames": ["other"]}, {"any": False}],
+    ids=["none: its own namespace", "another namespace", "any false"],
+)
 def test_a_pod_monitor_that_does_not_watch_the_engines_namespace_does_not_scrape_them(prod, namespace_selector):
     """A PodMonitor without namespaceSelector watches its own namespace (Prometheus Operator's API): one in
     `monitoring` does not select the decode pods of rebel100, whatever its label selector says."""
-    violation, = run_policy("engine-metrics-scraped", mutate(prod, move_monitor(DECODE, namespace_selector)), PROD)
+    (violation,) = run_policy("engine-metrics-scraped", mutate(prod, move_monitor(DECODE, namespace_selector)), PROD)
     assert (violation.resource, violation.level, violation.message) == (DECODE_ID, "mandatory", DECODE_UNSCRAPED)
 
 
-@pytest.mark.parametrize("namespace_selector", [{"matchNames": ["rebel100"]}, {"matchNames": ["x", "rebel100"]},
-                                                {"any": True}], ids=["matchNames", "among-others", "any"])
+@pytest.mark.parametrize(
+    "namespace_selector",
+    [{"matchNames": ["rebel100"]}, {"matchNames": ["x", "rebel100"]}, {"any": True}],
+    ids=["matchNames", "among-others", "any"],
+)
 def test_a_pod_monitor_elsewhere_that_watches_the_engines_namespace_scrapes_them(prod, namespace_selector):
     assert run_policy("engine-metrics-scraped", mutate(prod, move_monitor(DECODE, namespace_selector)), PROD) == []

@@ -1,11 +1,11 @@
 """Rules 4-5 (policy/memory.py): the RDS budget, lmcache-rbln versions, serving-argument ranges."""
+
 import json
 
 import pytest
 
 from tests.policy.conftest import STACKS
-from tests.policy.fixtures import (DECODE, PREFILL, assert_verdict, engine, get, mutate, run_policy, set_arg,
-                                   set_env)
+from tests.policy.fixtures import DECODE, PREFILL, assert_verdict, engine, get, mutate, run_policy, set_arg, set_env
 
 POLICIES = ("rds-memory-budget", "lmcache-reads-rds-max-chunks", "engine-args-in-range")
 DECODE_ID, PREFILL_ID = f"Deployment/rebel100/{DECODE}", f"Deployment/rebel100/{PREFILL}"
@@ -33,23 +33,27 @@ def rds_chunks(chunks):
 
 def budget_annotation(**inputs):
     """Edit (or with no inputs remove) the budget inputs RdsTier recorded on its ConfigMap."""
+
     def edit(m):
         annotations = get(m, "ConfigMap", LMCACHE_CONFIG_MAP)["metadata"]["annotations"]
         if inputs:
             annotations[BUDGET] = json.dumps({**json.loads(annotations[BUDGET]), **inputs})
         else:
             annotations.pop(BUDGET)
+
     return edit
 
 
 def annotate_lmcache(version):
     """Set (or with None remove) the pod template's lmcache-rbln version annotation."""
+
     def edit(m):
         annotations = get(m, "Deployment", PREFILL)["spec"]["template"]["metadata"].setdefault("annotations", {})
         if version is None:
             annotations.pop(ANNOTATION, None)
         else:
             annotations[ANNOTATION] = version
+
     return edit
 
 
@@ -65,48 +69,95 @@ def foreign_image_annotated(version):
 
 BAD = {
     "prefill-rds-max-chunks-4000": (
-        rds_chunks(4000), "rds-memory-budget", PREFILL_ID,
-        ("rds_max_chunks 4000 x 2 MiB x 2 NVMe drives + 512 MiB staging = 16,512 MiB",
-         "--gpu-memory-utilization 0.8 leaves 36,864 MiB x (1 - 0.8) = 7,372.8 MiB",
-         "16384000 tokens per rank at LMCACHE_CHUNK_SIZE 4096", "at most 1715", "at most 0.55")),
+        rds_chunks(4000),
+        "rds-memory-budget",
+        PREFILL_ID,
+        (
+            "rds_max_chunks 4000 x 2 MiB x 2 NVMe drives + 512 MiB staging = 16,512 MiB",
+            "--gpu-memory-utilization 0.8 leaves 36,864 MiB x (1 - 0.8) = 7,372.8 MiB",
+            "16384000 tokens per rank at LMCACHE_CHUNK_SIZE 4096",
+            "at most 1715",
+            "at most 0.55",
+        ),
+    ),
     "prefill-utilization-0.9-equals-form": (
         lambda m: set_arg(engine(m, PREFILL), "--gpu-memory-utilization", "0.9", equals=True),
-        "rds-memory-budget", PREFILL_ID,
-        ("rds_max_chunks 1000", "= 4,512 MiB", "--gpu-memory-utilization 0.9 leaves", "= 3,686.4 MiB", "at most 793")),
+        "rds-memory-budget",
+        PREFILL_ID,
+        ("rds_max_chunks 1000", "= 4,512 MiB", "--gpu-memory-utilization 0.9 leaves", "= 3,686.4 MiB", "at most 793"),
+    ),
     "prefill-utilization-left-to-engine-default": (
         lambda m: set_arg(engine(m, PREFILL), "--gpu-memory-utilization", None),
-        "rds-memory-budget", PREFILL_ID, ("the engine default --gpu-memory-utilization 0.9", "= 3,686.4 MiB")),
+        "rds-memory-budget",
+        PREFILL_ID,
+        ("the engine default --gpu-memory-utilization 0.9", "= 3,686.4 MiB"),
+    ),
     "prefill-extra-config-not-json": (
         lambda m: set_env(engine(m, PREFILL), "LMCACHE_EXTRA_CONFIG", "rds_max_chunks=1000"),
-        "rds-memory-budget", PREFILL_ID, ("env LMCACHE_EXTRA_CONFIG 'rds_max_chunks=1000' is not a JSON object",)),
+        "rds-memory-budget",
+        PREFILL_ID,
+        ("env LMCACHE_EXTRA_CONFIG 'rds_max_chunks=1000' is not a JSON object",),
+    ),
     "prefill-vllm-rbln-0.11.2-image": (
-        lmcache_image("rebellions/vllm-rbln:0.11.2"), "lmcache-reads-rds-max-chunks", PREFILL_ID,
-        ("rds_max_chunks 1000 is ignored by lmcache-rbln 0.11.2",
-         "from image rebellions/vllm-rbln:0.11.2, which ships lmcache-rbln 0.11.2", "0.12.0 and later")),
+        lmcache_image("rebellions/vllm-rbln:0.11.2"),
+        "lmcache-reads-rds-max-chunks",
+        PREFILL_ID,
+        (
+            "rds_max_chunks 1000 is ignored by lmcache-rbln 0.11.2",
+            "from image rebellions/vllm-rbln:0.11.2, which ships lmcache-rbln 0.11.2",
+            "0.12.0 and later",
+        ),
+    ),
     "prefill-foreign-image-lmcache-0.11.2-annotated": (
-        foreign_image_annotated("0.11.2"), "lmcache-reads-rds-max-chunks", PREFILL_ID,
-        ("rds_max_chunks 1000 is ignored by lmcache-rbln 0.11.2", f"from annotation {ANNOTATION} 0.11.2", "0.12.0 and later")),
+        foreign_image_annotated("0.11.2"),
+        "lmcache-reads-rds-max-chunks",
+        PREFILL_ID,
+        (
+            "rds_max_chunks 1000 is ignored by lmcache-rbln 0.11.2",
+            f"from annotation {ANNOTATION} 0.11.2",
+            "0.12.0 and later",
+        ),
+    ),
     "prefill-lmcache-image-v0.11.0": (
         lmcache_image("registry.example:5000/rbln/lmcache-rbln:v0.11.0"),
-        "lmcache-reads-rds-max-chunks", PREFILL_ID,
-        ("ignored by lmcache-rbln v0.11.0", "from image registry.example:5000/rbln/lmcache-rbln:v0.11.0")),
+        "lmcache-reads-rds-max-chunks",
+        PREFILL_ID,
+        ("ignored by lmcache-rbln v0.11.0", "from image registry.example:5000/rbln/lmcache-rbln:v0.11.0"),
+    ),
     "decode-utilization-1.5": (
         lambda m: set_arg(engine(m, DECODE), "--gpu-memory-utilization", "1.5"),
-        "engine-args-in-range", DECODE_ID, ("gpu-memory-utilization 1.5 is outside (0, 1]",)),
+        "engine-args-in-range",
+        DECODE_ID,
+        ("gpu-memory-utilization 1.5 is outside (0, 1]",),
+    ),
     "decode-utilization-0-equals-form": (
         lambda m: set_arg(engine(m, DECODE), "--gpu-memory-utilization", "0", equals=True),
-        "engine-args-in-range", DECODE_ID, ("gpu-memory-utilization 0 is outside (0, 1]",)),
+        "engine-args-in-range",
+        DECODE_ID,
+        ("gpu-memory-utilization 0 is outside (0, 1]",),
+    ),
     "decode-block-size-4000-with-sub-blocks": (
         lambda m: set_arg(engine(m, DECODE), "--block-size", "4000"),
-        "engine-args-in-range", DECODE_ID,
-        ("block size 4000 is not a multiple of the sub-block size 512",
-         "VLLM_RBLN_SUB_BLOCK_CACHE=1", "divisible by 512")),
+        "engine-args-in-range",
+        DECODE_ID,
+        (
+            "block size 4000 is not a multiple of the sub-block size 512",
+            "VLLM_RBLN_SUB_BLOCK_CACHE=1",
+            "divisible by 512",
+        ),
+    ),
     "prefill-max-model-len-300000": (
         lambda m: set_arg(engine(m, PREFILL), "--max-model-len", "300000"),
-        "engine-args-in-range", PREFILL_ID, ("max-model-len 300000 exceeds the model's context of 204800 tokens",)),
+        "engine-args-in-range",
+        PREFILL_ID,
+        ("max-model-len 300000 exceeds the model's context of 204800 tokens",),
+    ),
     "prefill-block-size-not-a-number": (
         lambda m: set_arg(engine(m, PREFILL), "--block-size", "4k"),
-        "engine-args-in-range", PREFILL_ID, ("--block-size '4k' is not an integer",)),
+        "engine-args-in-range",
+        PREFILL_ID,
+        ("--block-size '4k' is not an integer",),
+    ),
 }
 
 
@@ -123,10 +174,14 @@ GOOD = {
     "prefill-vllm-rbln-0.12.0-annotated-0.11.2-the-image-wins": annotate_lmcache("0.11.2"),
     "prefill-lmcache-version-unknown": lmcache_image("registry.example/team/engine:7"),
     "prefill-lmcache-image-0.12.1": lmcache_image("rbln/lmcache-rbln:0.12.1"),
-    "decode-block-size-4000-without-sub-blocks": lambda m: (set_arg(engine(m, DECODE), "--block-size", "4000"),
-                                                           set_env(engine(m, DECODE), "VLLM_RBLN_SUB_BLOCK_CACHE", "0")),
-    "prefill-cpu-tier-no-rds": lambda m: (lmcache_data(m).pop("LMCACHE_EXTRA_CONFIG"),
-                                          set_arg(engine(m, PREFILL), "--gpu-memory-utilization", None)),
+    "decode-block-size-4000-without-sub-blocks": lambda m: (
+        set_arg(engine(m, DECODE), "--block-size", "4000"),
+        set_env(engine(m, DECODE), "VLLM_RBLN_SUB_BLOCK_CACHE", "0"),
+    ),
+    "prefill-cpu-tier-no-rds": lambda m: (
+        lmcache_data(m).pop("LMCACHE_EXTRA_CONFIG"),
+        set_arg(engine(m, PREFILL), "--gpu-memory-utilization", None),
+    ),
     "prefill-one-drive-3000-chunks": lambda m: (rds_chunks(3000)(m), budget_annotation(nvmeDrives=1)(m)),
 }
 
@@ -142,20 +197,27 @@ def test_budget_inputs_come_from_the_annotation_first(prod):
     """The stack's own drives win over the pack config: 4 drives there, 1000 x 2 MiB x 4 + 512 = 8512 MiB."""
     assert run_policy("rds-memory-budget", prod, {"rds-memory-budget": {"nvmeDrivesPerNode": 4}}) == []
     violations = run_policy("rds-memory-budget", mutate(prod, budget_annotation(nvmeDrives=4)))
-    assert_verdict(violations, resource=PREFILL_ID, level="mandatory",
-                   contains=("x 4 NVMe drives", "= 8,512 MiB", f"ConfigMap {LMCACHE_CONFIG_MAP} annotation {BUDGET}"))
+    assert_verdict(
+        violations,
+        resource=PREFILL_ID,
+        level="mandatory",
+        contains=("x 4 NVMe drives", "= 8,512 MiB", f"ConfigMap {LMCACHE_CONFIG_MAP} annotation {BUDGET}"),
+    )
 
 
 def test_without_the_annotation_the_policy_config_decides(prod):
     bare = mutate(prod, budget_annotation())
     violations = run_policy("rds-memory-budget", bare, {"rds-memory-budget": {"nvmeDrivesPerNode": 4}})
-    assert_verdict(violations, resource=PREFILL_ID, level="mandatory", contains=("x 4 NVMe drives", "the policy config"))
+    assert_verdict(
+        violations, resource=PREFILL_ID, level="mandatory", contains=("x 4 NVMe drives", "the policy config")
+    )
     assert run_policy("rds-memory-budget", bare, {"rds-memory-budget": {"hbmPerChipletGib": 64}}) == []
 
 
 def test_rds_defaults_match_the_program():
     from policy.facts import DEFAULTS
     from core.config import Hardware, KvTier
+
     assert DEFAULTS.nvme_drives_per_node == Hardware().nvme_drives_per_node == 2
     assert DEFAULTS.rds_staging_buffer_mib == KvTier().staging_buffer_mib == 512
     assert DEFAULTS.rds_chunk_overhead_mib == KvTier().rds_chunk_overhead_mib == 2
@@ -164,14 +226,20 @@ def test_rds_defaults_match_the_program():
 
 # --- rds_max_chunks at its lower boundary and in the wrong type, each verdict by hand (issue 25) ------------------
 
-@pytest.mark.parametrize("chunks, shown", [(0, "0"), (-1, "-1"), (True, "True"), ("1000", "'1000'"), (2.5, "2.5")],
-                         ids=["zero", "negative", "a-boolean", "a-string", "a-fraction"])
+
+@pytest.mark.parametrize(
+    "chunks, shown",
+    [(0, "0"), (-1, "-1"), (True, "True"), ("1000", "'1000'"), (2.5, "2.5")],
+    ids=["zero", "negative", "a-boolean", "a-string", "a-fraction"],
+)
 def test_rds_max_chunks_that_is_no_positive_integer_is_refused(prod, chunks, shown):
     """LMCache reads a chunk count: 0 chunks is no tier at all, JSON true or "1000" is no count."""
-    violation, = run_policy("rds-memory-budget", mutate(prod, rds_chunks(chunks)))
+    (violation,) = run_policy("rds-memory-budget", mutate(prod, rds_chunks(chunks)))
     assert (violation.resource, violation.message) == (
-        PREFILL_ID, f"container vllm: env LMCACHE_EXTRA_CONFIG rds_max_chunks {shown} is not a positive integer. Set "
-                    f"a chunk count such as 1000.")
+        PREFILL_ID,
+        f"container vllm: env LMCACHE_EXTRA_CONFIG rds_max_chunks {shown} is not a positive integer. Set "
+        f"a chunk count such as 1000.",
+    )
 
 
 def test_one_rds_chunk_is_the_smallest_count_and_fits(prod):

@@ -3,6 +3,7 @@
 Good fixtures: the real renders (prod-4p4d and the other P/D stacks scrape the EPP with a metrics reader's token;
 dev renders no PodMonitor). Bad fixtures: named hand edits of a deep copy of prod-4p4d.
 """
+
 import pytest
 
 from tests.policy.conftest import STACKS
@@ -34,28 +35,45 @@ def drop(kind, name):
 BAD = {
     "monitor-sends-no-token": (
         lambda m: endpoint(m).pop("authorization"),
-        ("podMetricsEndpoints[0] (port metrics) of PodMonitor rebel100/minimax-m27-epp sends no bearer token",
-         f"Deployment/rebel100/{EPP} checks one on /metrics (--metrics-endpoint-auth, on by default)",
-         "Prometheus gets 401", "authorization.credentials",
-         "or turn the check off with --metrics-endpoint-auth=false")),
+        (
+            "podMetricsEndpoints[0] (port metrics) of PodMonitor rebel100/minimax-m27-epp sends no bearer token",
+            f"Deployment/rebel100/{EPP} checks one on /metrics (--metrics-endpoint-auth, on by default)",
+            "Prometheus gets 401",
+            "authorization.credentials",
+            "or turn the check off with --metrics-endpoint-auth=false",
+        ),
+    ),
     "epp-may-not-review-tokens": (
         drop("ClusterRoleBinding", EPP_AUTH),
-        (f"ServiceAccount rebel100/{EPP}, which runs Deployment/rebel100/{EPP}, may not create tokenreviews "
-         f"(authentication.k8s.io) and subjectaccessreviews (authorization.k8s.io)",
-         "every scrape is answered 500", "Bind a ClusterRole granting create on both to it with a ClusterRoleBinding")),
+        (
+            f"ServiceAccount rebel100/{EPP}, which runs Deployment/rebel100/{EPP}, may not create tokenreviews "
+            f"(authentication.k8s.io) and subjectaccessreviews (authorization.k8s.io)",
+            "every scrape is answered 500",
+            "Bind a ClusterRole granting create on both to it with a ClusterRoleBinding",
+        ),
+    ),
     "reader-may-not-get-metrics": (
         lambda m: get(m, "ClusterRole", READER_ROLE)["rules"][0].update(nonResourceURLs=["/healthz"]),
-        (f"the token of Secret rebel100/{TOKEN} is ServiceAccount rebel100/{READER}'s",
-         "no ClusterRoleBinding of the manifests grants it get on the non-resource URL /metrics",
-         "the EPP answers 403", "nonResourceURLs [/metrics], verbs [get]")),
+        (
+            f"the token of Secret rebel100/{TOKEN} is ServiceAccount rebel100/{READER}'s",
+            "no ClusterRoleBinding of the manifests grants it get on the non-resource URL /metrics",
+            "the EPP answers 403",
+            "nonResourceURLs [/metrics], verbs [get]",
+        ),
+    ),
     "token-of-an-account-not-rendered": (
         lambda m: get(m, "Secret", TOKEN)["metadata"]["annotations"].update(
-            {"kubernetes.io/service-account.name": "prometheus"}),
-        ("ServiceAccount rebel100/prometheus's", "get on the non-resource URL /metrics", "403")),
+            {"kubernetes.io/service-account.name": "prometheus"}
+        ),
+        ("ServiceAccount rebel100/prometheus's", "get on the non-resource URL /metrics", "403"),
+    ),
     "token-secret-without-a-token": (
         lambda m: get(m, "Secret", TOKEN).update(type="Opaque"),
-        (f"Secret rebel100/{TOKEN} is neither a kubernetes.io/service-account-token nor holds key token",
-         "Prometheus has no token to send and gets 401")),
+        (
+            f"Secret rebel100/{TOKEN} is neither a kubernetes.io/service-account-token nor holds key token",
+            "Prometheus has no token to send and gets 401",
+        ),
+    ),
 }
 
 
@@ -66,12 +84,19 @@ def test_bad_fixture_is_rejected(prod, case):
 
 
 def test_epp_without_metrics_auth_needs_no_token(prod):
-    no_auth = mutate(prod, lambda m: epp_args(m).append("--metrics-endpoint-auth=false"),
-                     lambda m: endpoint(m).pop("authorization"), drop("ClusterRoleBinding", EPP_AUTH))
+    no_auth = mutate(
+        prod,
+        lambda m: epp_args(m).append("--metrics-endpoint-auth=false"),
+        lambda m: endpoint(m).pop("authorization"),
+        drop("ClusterRoleBinding", EPP_AUTH),
+    )
     assert run_policy(POLICY, no_auth) == []
     # Go's flag package reads a bare `false` after a boolean flag as a positional argument: the check stays on.
-    spaced = mutate(prod, lambda m: epp_args(m).extend(["--metrics-endpoint-auth", "false"]),
-                    lambda m: endpoint(m).pop("authorization"))
+    spaced = mutate(
+        prod,
+        lambda m: epp_args(m).extend(["--metrics-endpoint-auth", "false"]),
+        lambda m: endpoint(m).pop("authorization"),
+    )
     assert len(run_policy(POLICY, spaced)) == 1
 
 
@@ -82,8 +107,9 @@ def test_a_token_secret_made_elsewhere_is_not_judged(prod):
 
 
 def test_deprecated_bearer_token_secret_is_read_too(prod):
-    older = mutate(prod, lambda m: endpoint(m).update(
-        bearerTokenSecret=endpoint(m).pop("authorization")["credentials"]))
+    older = mutate(
+        prod, lambda m: endpoint(m).update(bearerTokenSecret=endpoint(m).pop("authorization")["credentials"])
+    )
     assert run_policy(POLICY, older) == []
     bad = mutate(older, drop("ClusterRoleBinding", READER_ROLE))
     assert "403" in run_policy(POLICY, bad)[0].message
@@ -95,29 +121,35 @@ def test_a_service_monitor_of_the_epp_service_is_judged_like_a_pod_monitor(prod)
         monitor["kind"] = "ServiceMonitor"
         monitor["spec"]["selector"] = {"matchLabels": get(m, "Service", EPP)["metadata"]["labels"]}
         monitor["spec"]["endpoints"] = monitor["spec"].pop("podMetricsEndpoints")
+
     as_service = mutate(prod, to_service_monitor)
     assert run_policy(POLICY, as_service) == []
-    finding, = run_policy(POLICY, mutate(as_service, lambda m: get(m, "ServiceMonitor", EPP)["spec"]["endpoints"][0]
-                                         .pop("authorization")))
+    (finding,) = run_policy(
+        POLICY, mutate(as_service, lambda m: get(m, "ServiceMonitor", EPP)["spec"]["endpoints"][0].pop("authorization"))
+    )
     assert finding.resource == f"ServiceMonitor/rebel100/{EPP}" and "endpoints[0] (port metrics)" in finding.message
 
 
 # --- which PodMonitors scrape the EPP: their namespaces (issue 25) -------------------------------------------------
 
+
 def tokenless_monitor_in(namespace_selector):
     """The EPP's PodMonitor moved to namespace `monitoring` without its token, with a namespaceSelector or (None)
     without one."""
+
     def edit(m):
         monitor = get(m, "PodMonitor", EPP)
         monitor["metadata"]["namespace"] = "monitoring"
         endpoint(m).pop("authorization")
         if namespace_selector is not None:
             monitor["spec"]["namespaceSelector"] = namespace_selector
+
     return edit
 
 
-@pytest.mark.parametrize("namespace_selector", [None, {"matchNames": ["other"]}],
-                         ids=["none: its own namespace", "another namespace"])
+@pytest.mark.parametrize(
+    "namespace_selector", [None, {"matchNames": ["other"]}], ids=["none: its own namespace", "another namespace"]
+)
 def test_a_monitor_that_does_not_watch_the_epps_namespace_is_not_judged_as_scraping_it(prod, namespace_selector):
     """Without namespaceSelector a PodMonitor watches its own namespace: in `monitoring` it scrapes no EPP of
     rebel100, so its missing token makes no 401 there."""
@@ -126,9 +158,10 @@ def test_a_monitor_that_does_not_watch_the_epps_namespace_is_not_judged_as_scrap
 
 @pytest.mark.parametrize("namespace_selector", [{"matchNames": ["rebel100"]}, {"any": True}], ids=["matchNames", "any"])
 def test_a_monitor_elsewhere_that_watches_the_epps_namespace_is_judged(prod, namespace_selector):
-    violation, = run_policy(POLICY, mutate(prod, tokenless_monitor_in(namespace_selector)))
+    (violation,) = run_policy(POLICY, mutate(prod, tokenless_monitor_in(namespace_selector)))
     assert violation.resource == f"PodMonitor/monitoring/{EPP}"
     assert violation.message.startswith(
         f"spec.podMetricsEndpoints[0] (port metrics) of PodMonitor monitoring/{EPP} sends no bearer token, but "
         f"Deployment/rebel100/{EPP} checks one on /metrics (--metrics-endpoint-auth, on by default): Prometheus gets "
-        f"401"), violation.message
+        f"401"
+    ), violation.message

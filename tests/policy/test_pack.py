@@ -1,19 +1,26 @@
 """The Pulumi adapters (policy/pack.py) and the command-line reading shared by every rule (policy/manifests.py)."""
+
 import pytest
 
 from policy import catalog, pack
 from policy.manifests import parse_flags, serve_argv, VLLM_ALIASES, VLLM_BOOLEAN_FLAGS
 
 
-@pytest.mark.parametrize("token, expected", [
-    ("kubernetes:apps/v1:Deployment", ("apps/v1", "Deployment")),
-    ("kubernetes:core/v1:ConfigMap", ("v1", "ConfigMap")),
-    ("kubernetes:inference.networking.k8s.io/v1:InferencePool", ("inference.networking.k8s.io/v1", "InferencePool")),
-    ("kubernetes:yaml/v2:ConfigGroup", None),
-    ("kubernetes:helm.sh/v4:Chart", None),
-    ("pulumi:providers:kubernetes", None),
-    ("aws:s3/bucket:Bucket", None),
-])
+@pytest.mark.parametrize(
+    "token, expected",
+    [
+        ("kubernetes:apps/v1:Deployment", ("apps/v1", "Deployment")),
+        ("kubernetes:core/v1:ConfigMap", ("v1", "ConfigMap")),
+        (
+            "kubernetes:inference.networking.k8s.io/v1:InferencePool",
+            ("inference.networking.k8s.io/v1", "InferencePool"),
+        ),
+        ("kubernetes:yaml/v2:ConfigGroup", None),
+        ("kubernetes:helm.sh/v4:Chart", None),
+        ("pulumi:providers:kubernetes", None),
+        ("aws:s3/bucket:Bucket", None),
+    ],
+)
 def test_type_tokens(token, expected):
     assert pack.api_version_kind(token) == expected
 
@@ -24,10 +31,18 @@ def test_type_token_round_trips():
 
 
 def test_to_manifest_keeps_what_is_applied():
-    props = {"metadata": {"name": "x", "namespace": "n", "uid": "u", "resourceVersion": "7"}, "spec": {"a": [1, {"b": 2}]},
-             "status": {"ready": False}, "__inputs": {"spec": {}}}
+    props = {
+        "metadata": {"name": "x", "namespace": "n", "uid": "u", "resourceVersion": "7"},
+        "spec": {"a": [1, {"b": 2}]},
+        "status": {"ready": False},
+        "__inputs": {"spec": {}},
+    }
     assert pack.to_manifest("kubernetes:apps/v1:Deployment", props) == {
-        "spec": {"a": [1, {"b": 2}]}, "metadata": {"name": "x", "namespace": "n"}, "apiVersion": "apps/v1", "kind": "Deployment"}
+        "spec": {"a": [1, {"b": 2}]},
+        "metadata": {"name": "x", "namespace": "n"},
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+    }
 
 
 def test_every_policy_builds():
@@ -36,14 +51,17 @@ def test_every_policy_builds():
     assert {type(p).__name__ for p in built} == {"ResourceValidationPolicy", "StackValidationPolicy"}
 
 
-@pytest.mark.parametrize("argv, flag, value", [
-    (["M", "--block-size", "4096"], "--block-size", "4096"),
-    (["M", "--block-size=4096"], "--block-size", "4096"),
-    (["--enable-prefix-caching", "M", "--port", "8000"], "--enable-prefix-caching", True),
-    (["M", "--max_model_len", "1024"], "--max-model-len", "1024"),
-    (["M", "-tp", "2"], "--tensor-parallel-size", "2"),
-    (["M", "--port", "8000", "--port", "8100"], "--port", "8100"),
-])
+@pytest.mark.parametrize(
+    "argv, flag, value",
+    [
+        (["M", "--block-size", "4096"], "--block-size", "4096"),
+        (["M", "--block-size=4096"], "--block-size", "4096"),
+        (["--enable-prefix-caching", "M", "--port", "8000"], "--enable-prefix-caching", True),
+        (["M", "--max_model_len", "1024"], "--max-model-len", "1024"),
+        (["M", "-tp", "2"], "--tensor-parallel-size", "2"),
+        (["M", "--port", "8000", "--port", "8100"], "--port", "8100"),
+    ],
+)
 def test_vllm_flags(argv, flag, value):
     flags = parse_flags(argv, boolean=VLLM_BOOLEAN_FLAGS, aliases=VLLM_ALIASES)
     assert flags.get(flag) == value
@@ -56,11 +74,17 @@ def test_go_flags_of_the_sidecar():
     assert not flags.has("--secure-proxy")
 
 
-@pytest.mark.parametrize("container, argv", [
-    ({"command": ["vllm", "serve"], "args": ["M", "--port", "1"]}, ["M", "--port", "1"]),
-    ({"command": ["/usr/local/bin/vllm"], "args": ["serve", "M"]}, ["M"]),
-    ({"command": ["sh", "-c", "exec vllm serve M --kv-transfer-config '{\"a\": 1}'"]}, ["M", "--kv-transfer-config", '{"a": 1}']),
-    ({"command": ["python3", "-m", "http.server"]}, None),
-])
+@pytest.mark.parametrize(
+    "container, argv",
+    [
+        ({"command": ["vllm", "serve"], "args": ["M", "--port", "1"]}, ["M", "--port", "1"]),
+        ({"command": ["/usr/local/bin/vllm"], "args": ["serve", "M"]}, ["M"]),
+        (
+            {"command": ["sh", "-c", "exec vllm serve M --kv-transfer-config '{\"a\": 1}'"]},
+            ["M", "--kv-transfer-config", '{"a": 1}'],
+        ),
+        ({"command": ["python3", "-m", "http.server"]}, None),
+    ],
+)
 def test_engine_detection(container, argv):
     assert serve_argv(container) == argv

@@ -6,6 +6,7 @@ pack prints, then speaks the Analyzer protocol: GetAnalyzerInfo, Configure, Anal
 with the prod-4p4d render as `kubernetes:<group/version>:<Kind>` resources. A pack that does not load
 (import error, bad policy definition) fails here.
 """
+
 from __future__ import annotations
 
 import copy
@@ -46,8 +47,9 @@ def urn(manifest: dict) -> str:
 def analyzer_resource(manifest: dict) -> analyzer_pb2.AnalyzerResource:
     properties = struct_pb2.Struct()
     json_format.ParseDict(manifest, properties)
-    return analyzer_pb2.AnalyzerResource(type=resource_type(manifest), properties=properties, urn=urn(manifest),
-                                         name=manifest["metadata"]["name"])
+    return analyzer_pb2.AnalyzerResource(
+        type=resource_type(manifest), properties=properties, urn=urn(manifest), name=manifest["metadata"]["name"]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -59,13 +61,20 @@ def pack():
     engine_port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     env = {**os.environ, "PULUMI_PROJECT": "rebel100-serving", "PULUMI_STACK": "prod-4p4d", "PULUMI_DRY_RUN": "true"}
-    process = subprocess.Popen([sys.executable, "-u", "-m", "pulumi.policy", f"127.0.0.1:{engine_port}", "policy/"],
-                               cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [sys.executable, "-u", "-m", "pulumi.policy", f"127.0.0.1:{engine_port}", "policy/"],
+        cwd=PROJECT_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         line = process.stdout.readline().decode().strip()
         if not line.isdigit():
             process.kill()
-            raise AssertionError(f"the pack did not start: stdout {line!r}, stderr {process.communicate(timeout=10)[1].decode()}")
+            raise AssertionError(
+                f"the pack did not start: stdout {line!r}, stderr {process.communicate(timeout=10)[1].decode()}"
+            )
         channel = grpc.insecure_channel(f"127.0.0.1:{line}")
         grpc.channel_ready_future(channel).result(timeout=START_TIMEOUT_S)
         yield analyzer_pb2_grpc.AnalyzerStub(channel), recorder
@@ -97,14 +106,21 @@ def test_pack_describes_every_policy(pack):
 
 def test_prod_render_has_no_mandatory_violation(pack, renders):
     stub, recorder = pack
-    response = stub.AnalyzeStack(analyzer_pb2.AnalyzeStackRequest(resources=[analyzer_resource(m) for m in renders["prod-4p4d"]]))
+    response = stub.AnalyzeStack(
+        analyzer_pb2.AnalyzeStackRequest(resources=[analyzer_resource(m) for m in renders["prod-4p4d"]])
+    )
     found = diagnostics(response)
     assert [d for d in found if d[1] == MANDATORY] == []
     assert [d[0] for d in found] == ["router-autotune-block-unit"]
     for manifest in renders["prod-4p4d"]:
-        reply = stub.Analyze(analyzer_pb2.AnalyzeRequest(type=resource_type(manifest), urn=urn(manifest),
-                                                         name=manifest["metadata"]["name"],
-                                                         properties=analyzer_resource(manifest).properties))
+        reply = stub.Analyze(
+            analyzer_pb2.AnalyzeRequest(
+                type=resource_type(manifest),
+                urn=urn(manifest),
+                name=manifest["metadata"]["name"],
+                properties=analyzer_resource(manifest).properties,
+            )
+        )
         assert diagnostics(reply) == [], manifest["metadata"]["name"]
     assert not [log for log in recorder.logs if "error" in log.lower()]
 
@@ -121,7 +137,10 @@ def test_stack_violation_names_the_edit_and_the_urn(pack, renders):
     claim = mandatory["npu-claim-matches-parallelism"]
     assert claim[2] == decode_urn
     assert "claims 8 NPUs" in claim[3] and "TP 1 x PP 1 x DP-local 4 = 4" in claim[3]
-    assert f"Deployment rebel100/{DECODE}: routing sidecar routing-proxy arg --vllm-port 8001" in mandatory["sidecar-matches-decode"][3]
+    assert (
+        f"Deployment rebel100/{DECODE}: routing sidecar routing-proxy arg --vllm-port 8001"
+        in mandatory["sidecar-matches-decode"][3]
+    )
 
 
 def test_resource_violation_and_config(pack, renders):
@@ -131,19 +150,33 @@ def test_resource_violation_and_config(pack, renders):
     prefill = copy.deepcopy(get(renders["prod-4p4d"], "Deployment", PREFILL))
     manifests = [prefill]
     set_arg(engine(manifests, PREFILL), "--data-parallel-size", "2", equals=True)
-    request = analyzer_pb2.AnalyzeRequest(type=resource_type(prefill), urn=urn(prefill), name=PREFILL,
-                                          properties=analyzer_resource(prefill).properties)
+    request = analyzer_pb2.AnalyzeRequest(
+        type=resource_type(prefill), urn=urn(prefill), name=PREFILL, properties=analyzer_resource(prefill).properties
+    )
     found = diagnostics(stub.Analyze(request))
     assert [(d[0], d[1]) for d in found] == [("pp-with-dp", MANDATORY)]
     assert "pipeline parallel size 4 together with data parallel size 2" in found[0][3]
 
     properties = struct_pb2.Struct()
     properties.update({"modelLayers": 3})
-    stub.Configure(analyzer_pb2.ConfigureAnalyzerRequest(policyConfig={
-        "parallelism-fits-model": analyzer_pb2.PolicyConfig(enforcementLevel=MANDATORY, properties=properties)}))
+    stub.Configure(
+        analyzer_pb2.ConfigureAnalyzerRequest(
+            policyConfig={
+                "parallelism-fits-model": analyzer_pb2.PolicyConfig(enforcementLevel=MANDATORY, properties=properties)
+            }
+        )
+    )
     original = get(renders["prod-4p4d"], "Deployment", PREFILL)
-    found = diagnostics(stub.Analyze(analyzer_pb2.AnalyzeRequest(
-        type=resource_type(original), urn=urn(original), name=PREFILL, properties=analyzer_resource(original).properties)))
+    found = diagnostics(
+        stub.Analyze(
+            analyzer_pb2.AnalyzeRequest(
+                type=resource_type(original),
+                urn=urn(original),
+                name=PREFILL,
+                properties=analyzer_resource(original).properties,
+            )
+        )
+    )
     assert [(d[0], d[1]) for d in found] == [("parallelism-fits-model", MANDATORY)]
     assert "62 layers" not in found[0][3] and "model's 3 layers (modelLayers)" in found[0][3]
     stub.Configure(analyzer_pb2.ConfigureAnalyzerRequest(policyConfig={}))
@@ -158,11 +191,20 @@ def test_value_unknown_in_preview_is_not_judged(pack, renders):
     """An image computed from another resource is unknown during preview: the SDK reports that the
     policies cannot run yet (advisory) instead of a verdict on a guessed value."""
     from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
+
     stub, _ = pack
     prefill = copy.deepcopy(get(renders["prod-4p4d"], "Deployment", PREFILL))
     engine([prefill], PREFILL)["image"] = UNKNOWN_STRING_VALUE
-    found = diagnostics(stub.Analyze(analyzer_pb2.AnalyzeRequest(
-        type=resource_type(prefill), urn=urn(prefill), name=PREFILL, properties=analyzer_resource(prefill).properties)))
+    found = diagnostics(
+        stub.Analyze(
+            analyzer_pb2.AnalyzeRequest(
+                type=resource_type(prefill),
+                urn=urn(prefill),
+                name=PREFILL,
+                properties=analyzer_resource(prefill).properties,
+            )
+        )
+    )
     assert found and all(d[1] == ADVISORY and "can't be known during preview" in d[3] for d in found)
 
 
@@ -174,14 +216,24 @@ def test_security_policies_are_advice_by_default_and_name_the_urn(pack, renders)
     role, binding = get(manifests, "Role", EPP), get(manifests, "RoleBinding", EPP)
     role["kind"], binding["kind"], binding["roleRef"]["kind"] = "ClusterRole", "ClusterRoleBinding", "ClusterRole"
     del role["metadata"]["namespace"], binding["metadata"]["namespace"]
-    found = [d for d in diagnostics(stub.AnalyzeStack(analyzer_pb2.AnalyzeStackRequest(
-        resources=[analyzer_resource(m) for m in manifests]))) if d[0] == "rbac-least-privilege"]
+    found = [
+        d
+        for d in diagnostics(
+            stub.AnalyzeStack(analyzer_pb2.AnalyzeStackRequest(resources=[analyzer_resource(m) for m in manifests]))
+        )
+        if d[0] == "rbac-least-privilege"
+    ]
     assert [(d[1], d[2]) for d in found] == [(ADVISORY, urn(binding))]
     assert f"ClusterRoleBinding {EPP}: ClusterRoleBinding {EPP} binds ClusterRole {EPP}" in found[0][3]
 
     epp = copy.deepcopy(get(renders["prod-4p4d"], "Deployment", EPP))
     epp["spec"]["template"]["spec"].pop("securityContext")
-    found = diagnostics(stub.Analyze(analyzer_pb2.AnalyzeRequest(
-        type=resource_type(epp), urn=urn(epp), name=EPP, properties=analyzer_resource(epp).properties)))
+    found = diagnostics(
+        stub.Analyze(
+            analyzer_pb2.AnalyzeRequest(
+                type=resource_type(epp), urn=urn(epp), name=EPP, properties=analyzer_resource(epp).properties
+            )
+        )
+    )
     assert [(d[0], d[1]) for d in found] == [("pod-security-context", ADVISORY)]
     assert "seccompProfile.type is unset" in found[0][3]

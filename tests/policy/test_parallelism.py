@@ -1,9 +1,21 @@
 """Rules 1-3 (policy/parallelism.py): good = the program's renders, bad = named hand edits of prod-4p4d."""
+
 import pytest
 
 from tests.policy.conftest import STACKS
-from tests.policy.fixtures import (DECODE_CLAIM, DECODE, PREFILL, engine, get, mutate, npu_request, pod_spec, run_policy,
-                                   set_arg, assert_verdict)
+from tests.policy.fixtures import (
+    DECODE_CLAIM,
+    DECODE,
+    PREFILL,
+    engine,
+    get,
+    mutate,
+    npu_request,
+    pod_spec,
+    run_policy,
+    set_arg,
+    assert_verdict,
+)
 
 POLICIES = ("pp-with-dp", "npu-claim-matches-parallelism", "npu-devices-fit-node", "parallelism-fits-model")
 DECODE_ID, PREFILL_ID = f"Deployment/rebel100/{DECODE}", f"Deployment/rebel100/{PREFILL}"
@@ -21,49 +33,93 @@ def decode_dp(size: int, *, claim: int = None):
         set_arg(engine(m, DECODE), "--data-parallel-size-local", str(size))
         if claim is not None:
             npu_request(m, DECODE_CLAIM)["count"] = claim
+
     return edit
 
 
 BAD = {
     "prefill-pp4-with-dp2": (
         lambda m: set_arg(engine(m, PREFILL), "--data-parallel-size", "2"),
-        "pp-with-dp", PREFILL_ID, ("pipeline parallel size 4 together with data parallel size 2", "refuses")),
+        "pp-with-dp",
+        PREFILL_ID,
+        ("pipeline parallel size 4 together with data parallel size 2", "refuses"),
+    ),
     "prefill-pp4-with-dp2-equals-form": (
         lambda m: set_arg(engine(m, PREFILL), "--data-parallel-size", "2", equals=True),
-        "pp-with-dp", PREFILL_ID, ("pipeline parallel size 4 together with data parallel size 2",)),
+        "pp-with-dp",
+        PREFILL_ID,
+        ("pipeline parallel size 4 together with data parallel size 2",),
+    ),
     "prefill-pp-not-a-number": (
         lambda m: set_arg(engine(m, PREFILL), "--pipeline-parallel-size", "four"),
-        "pp-with-dp", PREFILL_ID, ("--pipeline-parallel-size 'four' is not an integer",)),
+        "pp-with-dp",
+        PREFILL_ID,
+        ("--pipeline-parallel-size 'four' is not an integer",),
+    ),
     "decode-claim-count-8": (
         lambda m: npu_request(m, DECODE_CLAIM).update(count=8),
-        "npu-claim-matches-parallelism", DECODE_ID,
-        ("claims 8 NPUs", f"ResourceClaimTemplate {DECODE_CLAIM}", "requests[npu].exactly.count 8",
-         "deviceClassName npu.rebellions.ai", "TP 1 x PP 1 x DP-local 4 = 4", "Set the claim count to 4")),
+        "npu-claim-matches-parallelism",
+        DECODE_ID,
+        (
+            "claims 8 NPUs",
+            f"ResourceClaimTemplate {DECODE_CLAIM}",
+            "requests[npu].exactly.count 8",
+            "deviceClassName npu.rebellions.ai",
+            "TP 1 x PP 1 x DP-local 4 = 4",
+            "Set the claim count to 4",
+        ),
+    ),
     "decode-dp-local-2-equals-form": (
         lambda m: set_arg(engine(m, DECODE), "--data-parallel-size-local", "2", equals=True),
-        "npu-claim-matches-parallelism", DECODE_ID, ("claims 4 NPUs", "DP-local 2 = 2", "Set the claim count to 2")),
+        "npu-claim-matches-parallelism",
+        DECODE_ID,
+        ("claims 4 NPUs", "DP-local 2 = 2", "Set the claim count to 2"),
+    ),
     "prefill-tp2-short-alias": (
         lambda m: engine(m, PREFILL)["args"].extend(["-tp", "2"]),
-        "npu-claim-matches-parallelism", PREFILL_ID, ("claims 4 NPUs", "TP 2 x PP 4 x DP-local 1 = 8")),
+        "npu-claim-matches-parallelism",
+        PREFILL_ID,
+        ("claims 4 NPUs", "TP 2 x PP 4 x DP-local 1 = 8"),
+    ),
     "decode-claim-template-missing": (
         lambda m: m.remove(get(m, "ResourceClaimTemplate", DECODE_CLAIM)),
-        "npu-claim-matches-parallelism", DECODE_ID,
-        (f"references ResourceClaimTemplate {DECODE_CLAIM}, which is not among the resources",)),
+        "npu-claim-matches-parallelism",
+        DECODE_ID,
+        (f"references ResourceClaimTemplate {DECODE_CLAIM}, which is not among the resources",),
+    ),
     "decode-container-claims-nothing": (
         lambda m: engine(m, DECODE)["resources"].pop("claims"),
-        "npu-claim-matches-parallelism", DECODE_ID, ("claims no NPUs", "= 4")),
+        "npu-claim-matches-parallelism",
+        DECODE_ID,
+        ("claims no NPUs", "= 4"),
+    ),
     "decode-dp16-on-8-npu-nodes": (
         decode_dp(16, claim=16),
-        "npu-devices-fit-node", DECODE_ID, ("claims 16 NPUs", "need 16", "npusPerNode 8", "at most 8")),
+        "npu-devices-fit-node",
+        DECODE_ID,
+        ("claims 16 NPUs", "need 16", "npusPerNode 8", "at most 8"),
+    ),
     "prefill-pp64-over-62-layers": (
         lambda m: set_arg(engine(m, PREFILL), "--pipeline-parallel-size", "64"),
-        "parallelism-fits-model", PREFILL_ID, ("pipeline parallel size 64", "62 layers")),
+        "parallelism-fits-model",
+        PREFILL_ID,
+        ("pipeline parallel size 64", "62 layers"),
+    ),
     "decode-dp3-expert-parallel": (
         decode_dp(3, claim=3),
-        "parallelism-fits-model", DECODE_ID, ("data parallel 3 x tensor parallel 1 = 3", "256 experts")),
+        "parallelism-fits-model",
+        DECODE_ID,
+        ("data parallel 3 x tensor parallel 1 = 3", "256 experts"),
+    ),
     "decode-pp2": (
         lambda m: set_arg(engine(m, DECODE), "--pipeline-parallel-size", "2"),
-        "parallelism-fits-model", DECODE_ID, ("decode container vllm arg --pipeline-parallel-size: pipeline parallel size 2 on decode", "not usable for decode")),
+        "parallelism-fits-model",
+        DECODE_ID,
+        (
+            "decode container vllm arg --pipeline-parallel-size: pipeline parallel size 2 on decode",
+            "not usable for decode",
+        ),
+    ),
 }
 
 
@@ -75,8 +131,12 @@ def test_bad_fixture_is_rejected(prod, case):
 
 def test_decode_pp2_is_also_pp_with_dp(prod):
     bad = mutate(prod, BAD["decode-pp2"][0])
-    assert_verdict(run_policy("pp-with-dp", bad), resource=DECODE_ID, level="mandatory",
-                   contains=("pipeline parallel size 2 together with data parallel size 4",))
+    assert_verdict(
+        run_policy("pp-with-dp", bad),
+        resource=DECODE_ID,
+        level="mandatory",
+        contains=("pipeline parallel size 2 together with data parallel size 4",),
+    )
 
 
 def test_npus_per_node_comes_from_the_policy_config(prod):
@@ -87,26 +147,42 @@ def test_npus_per_node_comes_from_the_policy_config(prod):
 
 
 def test_npu_device_class_comes_from_the_policy_config(prod):
-    violations = run_policy("npu-claim-matches-parallelism", prod, {"npu-claim-matches-parallelism": {"npuDeviceClass": "other.example"}})
+    violations = run_policy(
+        "npu-claim-matches-parallelism", prod, {"npu-claim-matches-parallelism": {"npuDeviceClass": "other.example"}}
+    )
     assert {v.resource for v in violations} == {DECODE_ID, PREFILL_ID}
     assert all("claims no NPUs" in v.message and "deviceClassName other.example" in v.message for v in violations)
 
 
 def test_shell_form_command_is_read(prod):
     """`sh -c "vllm serve ..."` (common in hand-written manifests) is parsed like the list form."""
+
     def shell_form(m):
         container = engine(m, PREFILL)
         words = ["vllm", "serve", *container.pop("args"), "--data-parallel-size", "2"]
         container["command"] = ["/bin/sh", "-c", " ".join(f"'{w}'" if "{" in w else w for w in words)]
-    assert_verdict(run_policy("pp-with-dp", mutate(prod, shell_form)), resource=PREFILL_ID, level="mandatory",
-                   contains=("pipeline parallel size 4 together with data parallel size 2",))
+
+    assert_verdict(
+        run_policy("pp-with-dp", mutate(prod, shell_form)),
+        resource=PREFILL_ID,
+        level="mandatory",
+        contains=("pipeline parallel size 4 together with data parallel size 2",),
+    )
 
 
 def test_bare_pod_is_checked_too(prod):
     """Rules read pod templates of any workload kind, and bare Pods."""
     deployment = get(prod, "Deployment", PREFILL)
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "hand-made", "namespace": "rebel100"},
-           "spec": mutate([pod_spec([deployment], PREFILL)], lambda m: None)[0]}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "hand-made", "namespace": "rebel100"},
+        "spec": mutate([pod_spec([deployment], PREFILL)], lambda m: None)[0],
+    }
     set_arg(next(c for c in pod["spec"]["containers"] if c["name"] == "vllm"), "--data-parallel-size", "2")
-    assert_verdict(run_policy("pp-with-dp", [pod]), resource="Pod/rebel100/hand-made", level="mandatory",
-                   contains=("data parallel size 2",))
+    assert_verdict(
+        run_policy("pp-with-dp", [pod]),
+        resource="Pod/rebel100/hand-made",
+        level="mandatory",
+        contains=("data parallel size 2",),
+    )

@@ -1,5 +1,6 @@
 """`python -m stacks check --format sarif`: SARIF 2.1.0 (validated against the OASIS schema in
 tests/data), one rule per policy, each finding at the file and line of the offending object."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,13 @@ SCHEMA = json.loads((PROJECT_ROOT / "tests" / "data" / "sarif-2.1.0.schema.json"
 
 
 def sarif(*args: str, cwd: pathlib.Path = PROJECT_ROOT) -> tuple[int, dict]:
-    proc = subprocess.run([sys.executable, "-m", "stacks", "check", *args, "--format", "sarif"], cwd=cwd,
-                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)})
+    proc = subprocess.run(
+        [sys.executable, "-m", "stacks", "check", *args, "--format", "sarif"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)},
+    )
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     return proc.returncode, json.loads(proc.stdout)
 
@@ -53,7 +59,10 @@ def test_one_rule_per_policy_with_description_and_level(tmp_path):
     for rule, spec in zip(rules, catalog.POLICIES):
         assert rule["shortDescription"]["text"] == spec.description
         assert rule["properties"]["enforcementLevel"] == settings[spec.name].level
-        assert rule["defaultConfiguration"]["level"] == {"mandatory": "error", "advisory": "warning"}[settings[spec.name].level]
+        assert (
+            rule["defaultConfiguration"]["level"]
+            == {"mandatory": "error", "advisory": "warning"}[settings[spec.name].level]
+        )
 
 
 def test_bad_render_is_valid_sarif_with_the_finding_at_its_file_and_line(tmp_path):
@@ -72,7 +81,9 @@ def test_bad_render_is_valid_sarif_with_the_finding_at_its_file_and_line(tmp_pat
     assert physical["artifactLocation"] == {"uri": f"render/1-manifest/{DECODE_FILE}", "uriBaseId": "SRCROOT"}
     assert physical["region"]["startLine"] == 1
     assert run["originalUriBaseIds"]["SRCROOT"]["uri"] == tmp_path.resolve().as_uri() + "/"
-    assert error["locations"][0]["logicalLocations"][0]["fullyQualifiedName"] == "Deployment/rebel100/minimax-m27-decode"
+    assert (
+        error["locations"][0]["logicalLocations"][0]["fullyQualifiedName"] == "Deployment/rebel100/minimax-m27-decode"
+    )
 
 
 def test_line_of_an_object_inside_a_multi_document_file(tmp_path):
@@ -99,8 +110,18 @@ def test_line_of_an_object_inside_a_multi_document_file(tmp_path):
 def test_kind_list_items_are_located_at_their_item(tmp_path):
     decode = yaml.safe_load((GOLDEN / DECODE_FILE).read_text())
     decode["spec"]["template"]["spec"]["containers"][0]["image"] = "example.com/vllm-rbln"
-    (tmp_path / "list.yaml").write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "rebel100"}}, decode]}))
+    (tmp_path / "list.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "List",
+                "items": [
+                    {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "rebel100"}},
+                    decode,
+                ],
+            }
+        )
+    )
     code, log = sarif("--manifests", str(tmp_path), cwd=tmp_path)
     assert_valid(log)
     error = next(r for r in log["runs"][0]["results"] if r["ruleId"] == "image-tag-pinned")
@@ -115,8 +136,11 @@ def test_stack_findings_are_located_at_the_stack_file(stack):
     assert_valid(log)
     results = log["runs"][0]["results"]
     assert results, "the stacks have advisories (router-autotune-block-unit at least)"
-    config_line = next(i for i, line in enumerate((PROJECT_ROOT / f"Pulumi.{stack}.yaml").read_text().splitlines(), 1)
-                       if line.startswith("config:"))
+    config_line = next(
+        i
+        for i, line in enumerate((PROJECT_ROOT / f"Pulumi.{stack}.yaml").read_text().splitlines(), 1)
+        if line.startswith("config:")
+    )
     for result in results:
         physical = result["locations"][0]["physicalLocation"]
         assert physical["artifactLocation"] == {"uri": f"Pulumi.{stack}.yaml", "uriBaseId": "SRCROOT"}

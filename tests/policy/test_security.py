@@ -4,12 +4,24 @@ Good fixtures: the real renders (prod-4p4d renders all of it by default; agg and
 named hand edits of a deep copy of prod-4p4d. Levels: advice without a config file and in dev.json,
 mandatory in prod.json; a literal secret is mandatory everywhere.
 """
+
 import pytest
 
 from policy import catalog, levels, security
 from tests.policy.conftest import STACKS
-from tests.policy.fixtures import (DECODE, EPP, PREFILL, assert_verdict, engine, get, mutate, pod_spec, run_policy,
-                                   set_env, sidecar)
+from tests.policy.fixtures import (
+    DECODE,
+    EPP,
+    PREFILL,
+    assert_verdict,
+    engine,
+    get,
+    mutate,
+    pod_spec,
+    run_policy,
+    set_env,
+    sidecar,
+)
 
 POLICIES = ("no-literal-secrets", "rbac-least-privilege", "pod-security-context", "disruption-budget", "engine-spread")
 DECODE_ID, PREFILL_ID, EPP_ID = (f"Deployment/rebel100/{name}" for name in (DECODE, PREFILL, EPP))
@@ -29,6 +41,7 @@ def test_good_render_passes(renders, stack, policy, config):
 
 def test_annotation_key_is_the_programs():
     from objects import pod
+
     assert security.SECURITY_EXCEPTIONS_ANNOTATION == pod.SECURITY_EXCEPTIONS_ANNOTATION == ANNOTATION
 
 
@@ -58,11 +71,18 @@ def epp_rbac_cluster_wide(m):
 def default_account_bound_to_edit(m):
     """The engines run as the namespace's default ServiceAccount (prefill) and the decode pods' own (its sidecar reads
     the pool); a binding gives both the built-in `edit`."""
-    m.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-              "metadata": {"name": "engines-edit", "namespace": "rebel100"},
-              "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
-              "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": "rebel100"},
-                           {"kind": "ServiceAccount", "name": "minimax-m27-decode", "namespace": "rebel100"}]})
+    m.append(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "engines-edit", "namespace": "rebel100"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+            "subjects": [
+                {"kind": "ServiceAccount", "name": "default", "namespace": "rebel100"},
+                {"kind": "ServiceAccount", "name": "minimax-m27-decode", "namespace": "rebel100"},
+            ],
+        }
+    )
 
 
 def seccomp(deployment, profile=None):
@@ -71,6 +91,7 @@ def seccomp(deployment, profile=None):
         spec["securityContext"].pop("seccompProfile")
         if profile:
             spec["securityContext"]["seccompProfile"] = {"type": profile}
+
     return edit
 
 
@@ -91,6 +112,7 @@ def annotation(deployment, text=None):
         annotations.pop(ANNOTATION)
         if text is not None:
             annotations[ANNOTATION] = text
+
     return edit
 
 
@@ -106,6 +128,7 @@ def pdb(name, **change):
                 spec.pop(key, None)
             else:
                 spec[key] = value
+
     return edit
 
 
@@ -115,6 +138,7 @@ def drop(kind, *names):
 
 def second_decode_budget(m):
     import copy
+
     extra = copy.deepcopy(get(m, "PodDisruptionBudget", DECODE))
     extra["metadata"]["name"] = "decode-extra"
     m.append(extra)
@@ -127,7 +151,9 @@ def preferred_only(m):
 
 
 def required_term(deployment, **change):
-    return lambda m: pod_spec(m, deployment)["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0].update(change)
+    return lambda m: pod_spec(m, deployment)["affinity"]["podAntiAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ][0].update(change)
 
 
 SECURITY_ADVICE = {"rbac-least-privilege", "pod-security-context", "disruption-budget", "engine-spread"}
@@ -136,127 +162,283 @@ BAD = {
     # rbac-least-privilege
     "epp-role-writes-pods": (
         role_rule(0, verbs=["get", "list", "watch", "create", "delete"]),
-        "rbac-least-privilege", ROLE_ID,
-        (f"Role rebel100/{EPP} rules[0] grants write verbs create, delete", "on resources pods",
-         f"bound by RoleBinding rebel100/{EPP} to ServiceAccount rebel100/{EPP}, which runs {EPP_ID}",
-         "could change or delete objects it only needs to read", "keep verbs get, list, watch")),
+        "rbac-least-privilege",
+        ROLE_ID,
+        (
+            f"Role rebel100/{EPP} rules[0] grants write verbs create, delete",
+            "on resources pods",
+            f"bound by RoleBinding rebel100/{EPP} to ServiceAccount rebel100/{EPP}, which runs {EPP_ID}",
+            "could change or delete objects it only needs to read",
+            "keep verbs get, list, watch",
+        ),
+    ),
     "epp-role-wildcard-resources": (
         role_rule(1, resources=["*"]),
-        "rbac-least-privilege", ROLE_ID,
-        ("rules[1] grants resources '*'", "apiGroups 'inference.networking.k8s.io'", "whatever is added to the API later",
-         "List the resources and API groups explicitly")),
+        "rbac-least-privilege",
+        ROLE_ID,
+        (
+            "rules[1] grants resources '*'",
+            "apiGroups 'inference.networking.k8s.io'",
+            "whatever is added to the API later",
+            "List the resources and API groups explicitly",
+        ),
+    ),
     "epp-role-wildcard-verbs-and-groups": (
         role_rule(2, verbs=["*"], apiGroups=["*"]),
-        "rbac-least-privilege", ROLE_ID, ("rules[2] grants verbs '*' and apiGroups '*'", "on resources inferenceobjectives")),
+        "rbac-least-privilege",
+        ROLE_ID,
+        ("rules[2] grants verbs '*' and apiGroups '*'", "on resources inferenceobjectives"),
+    ),
     "epp-cluster-role-binding": (
         epp_rbac_cluster_wide,
-        "rbac-least-privilege", f"ClusterRoleBinding/{EPP}",
-        (f"ClusterRoleBinding {EPP} binds ClusterRole {EPP} to ServiceAccount rebel100/{EPP}, the EPP's",
-         "across the whole cluster", "Bind a namespace-scoped Role in namespace rebel100 with a RoleBinding")),
+        "rbac-least-privilege",
+        f"ClusterRoleBinding/{EPP}",
+        (
+            f"ClusterRoleBinding {EPP} binds ClusterRole {EPP} to ServiceAccount rebel100/{EPP}, the EPP's",
+            "across the whole cluster",
+            "Bind a namespace-scoped Role in namespace rebel100 with a RoleBinding",
+        ),
+    ),
     "epp-metrics-auth-role-reads-secrets": (
         lambda m: get(m, "ClusterRole", EPP_AUTH)["rules"].append(
-            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}),
-        "rbac-least-privilege", f"ClusterRoleBinding/{EPP_AUTH}",
-        (f"ClusterRoleBinding {EPP_AUTH} binds ClusterRole {EPP_AUTH} to ServiceAccount rebel100/{EPP}, the EPP's",
-         "across the whole cluster", "create on tokenreviews and subjectaccessreviews, which check a metrics scrape",
-         "Bind a namespace-scoped Role")),
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}
+        ),
+        "rbac-least-privilege",
+        f"ClusterRoleBinding/{EPP_AUTH}",
+        (
+            f"ClusterRoleBinding {EPP_AUTH} binds ClusterRole {EPP_AUTH} to ServiceAccount rebel100/{EPP}, the EPP's",
+            "across the whole cluster",
+            "create on tokenreviews and subjectaccessreviews, which check a metrics scrape",
+            "Bind a namespace-scoped Role",
+        ),
+    ),
     "engine-default-account-bound-to-edit": (
         default_account_bound_to_edit,
-        "rbac-least-privilege", "RoleBinding/rebel100/engines-edit",
-        ("built-in ClusterRole edit", "to ServiceAccount rebel100/default, which runs", DECODE_ID, PREFILL_ID,
-         "verbs get, list, watch only")),
+        "rbac-least-privilege",
+        "RoleBinding/rebel100/engines-edit",
+        (
+            "built-in ClusterRole edit",
+            "to ServiceAccount rebel100/default, which runs",
+            DECODE_ID,
+            PREFILL_ID,
+            "verbs get, list, watch only",
+        ),
+    ),
     # pod-security-context
     "epp-without-seccomp": (
-        seccomp(EPP), "pod-security-context", EPP_ID,
-        ("spec.securityContext.seccompProfile.type is unset and containers epp (unset)", "Set spec.securityContext.seccompProfile.type RuntimeDefault")),
+        seccomp(EPP),
+        "pod-security-context",
+        EPP_ID,
+        (
+            "spec.securityContext.seccompProfile.type is unset and containers epp (unset)",
+            "Set spec.securityContext.seccompProfile.type RuntimeDefault",
+        ),
+    ),
     "decode-pod-seccomp-unconfined": (
-        seccomp(DECODE, "Unconfined"), "pod-security-context", DECODE_ID,
-        ("seccompProfile.type is Unconfined and containers vllm (Unconfined), wait-for-weights (Unconfined), routing-proxy (Unconfined)",)),
+        seccomp(DECODE, "Unconfined"),
+        "pod-security-context",
+        DECODE_ID,
+        (
+            "seccompProfile.type is Unconfined and containers vllm (Unconfined), wait-for-weights (Unconfined), routing-proxy (Unconfined)",
+        ),
+    ),
     "decode-sidecar-seccomp-unconfined": (
-        sidecar_unconfined, "pod-security-context", DECODE_ID,
-        ("seccompProfile.type is RuntimeDefault and containers routing-proxy (Unconfined)",)),
+        sidecar_unconfined,
+        "pod-security-context",
+        DECODE_ID,
+        ("seccompProfile.type is RuntimeDefault and containers routing-proxy (Unconfined)",),
+    ),
     "epp-allows-privilege-escalation": (
         lambda m: context(epp_container(m)).update(allowPrivilegeEscalation=True),
-        "pod-security-context", EPP_ID,
-        ("container epp securityContext: allowPrivilegeEscalation true (must be false)", "Fix: set allowPrivilegeEscalation false")),
+        "pod-security-context",
+        EPP_ID,
+        (
+            "container epp securityContext: allowPrivilegeEscalation true (must be false)",
+            "Fix: set allowPrivilegeEscalation false",
+        ),
+    ),
     "epp-adds-net-admin": (
         lambda m: context(epp_container(m))["capabilities"].update(add=["NET_ADMIN"]),
-        "pod-security-context", EPP_ID, ("capabilities.add NET_ADMIN (only engines may add capabilities)", "remove NET_ADMIN")),
+        "pod-security-context",
+        EPP_ID,
+        ("capabilities.add NET_ADMIN (only engines may add capabilities)", "remove NET_ADMIN"),
+    ),
     "sidecar-root-and-writable": (
-        sidecar_root_writable, "pod-security-context", DECODE_ID,
-        ("init container routing-proxy securityContext: runAsNonRoot unset", "readOnlyRootFilesystem false (must be true)",
-         "set runAsNonRoot true", "mount an emptyDir")),
+        sidecar_root_writable,
+        "pod-security-context",
+        DECODE_ID,
+        (
+            "init container routing-proxy securityContext: runAsNonRoot unset",
+            "readOnlyRootFilesystem false (must be true)",
+            "set runAsNonRoot true",
+            "mount an emptyDir",
+        ),
+    ),
     "epp-without-security-context": (
-        lambda m: epp_container(m).pop("securityContext"), "pod-security-context", EPP_ID,
-        ("allowPrivilegeEscalation unset", "capabilities.drop [] lacks ALL", "runAsNonRoot unset", "readOnlyRootFilesystem unset")),
+        lambda m: epp_container(m).pop("securityContext"),
+        "pod-security-context",
+        EPP_ID,
+        (
+            "allowPrivilegeEscalation unset",
+            "capabilities.drop [] lacks ALL",
+            "runAsNonRoot unset",
+            "readOnlyRootFilesystem unset",
+        ),
+    ),
     "prefill-engine-without-exceptions-annotation": (
-        annotation(PREFILL), "pod-security-context", PREFILL_ID,
-        ("engine container vllm securityContext: capabilities.add IPC_LOCK not recorded (no "
-         "rebel100.ai/security-exceptions annotation on the pod template)", "runAsNonRoot false (may run as root) not recorded",
-         "readOnlyRootFilesystem false not recorded", "runAsRoot: why", "(naming IPC_LOCK)")),
+        annotation(PREFILL),
+        "pod-security-context",
+        PREFILL_ID,
+        (
+            "engine container vllm securityContext: capabilities.add IPC_LOCK not recorded (no "
+            "rebel100.ai/security-exceptions annotation on the pod template)",
+            "runAsNonRoot false (may run as root) not recorded",
+            "readOnlyRootFilesystem false not recorded",
+            "runAsRoot: why",
+            "(naming IPC_LOCK)",
+        ),
+    ),
     "decode-engine-exceptions-annotation-empty": (
-        annotation(DECODE, "  "), "pod-security-context", DECODE_ID,
-        ("engine container vllm", "(no rebel100.ai/security-exceptions annotation on the pod template)")),
+        annotation(DECODE, "  "),
+        "pod-security-context",
+        DECODE_ID,
+        ("engine container vllm", "(no rebel100.ai/security-exceptions annotation on the pod template)"),
+    ),
     "decode-engine-adds-sys-admin-unrecorded": (
-        engine_caps(DECODE, add=["IPC_LOCK", "SYS_ADMIN"]), "pod-security-context", DECODE_ID,
-        ("capabilities.add SYS_ADMIN not recorded (rebel100.ai/security-exceptions does not name SYS_ADMIN)",
-         "(naming SYS_ADMIN)")),
+        engine_caps(DECODE, add=["IPC_LOCK", "SYS_ADMIN"]),
+        "pod-security-context",
+        DECODE_ID,
+        (
+            "capabilities.add SYS_ADMIN not recorded (rebel100.ai/security-exceptions does not name SYS_ADMIN)",
+            "(naming SYS_ADMIN)",
+        ),
+    ),
     "decode-engine-drops-nothing": (
-        engine_caps(DECODE, drop=[]), "pod-security-context", DECODE_ID,
-        ("engine container vllm securityContext: capabilities.drop [] lacks ALL", "set capabilities.drop [ALL]")),
+        engine_caps(DECODE, drop=[]),
+        "pod-security-context",
+        DECODE_ID,
+        ("engine container vllm securityContext: capabilities.drop [] lacks ALL", "set capabilities.drop [ALL]"),
+    ),
     "prefill-engine-privileged": (
-        lambda m: context(engine(m, PREFILL)).update(privileged=True), "pod-security-context", PREFILL_ID,
-        ("engine container vllm securityContext: privileged true", "remove privileged")),
+        lambda m: context(engine(m, PREFILL)).update(privileged=True),
+        "pod-security-context",
+        PREFILL_ID,
+        ("engine container vllm securityContext: privileged true", "remove privileged"),
+    ),
     "decode-host-network": (
-        lambda m: pod_spec(m, DECODE).update(hostNetwork=True, hostIPC=True), "pod-security-context", DECODE_ID,
-        ("pod template sets hostNetwork true, hostIPC true", "Remove hostNetwork, hostIPC")),
+        lambda m: pod_spec(m, DECODE).update(hostNetwork=True, hostIPC=True),
+        "pod-security-context",
+        DECODE_ID,
+        ("pod template sets hostNetwork true, hostIPC true", "Remove hostNetwork, hostIPC"),
+    ),
     # disruption-budget
     "decode-without-pdb": (
-        drop("PodDisruptionBudget", DECODE), "disruption-budget", DECODE_ID,
-        ("no PodDisruptionBudget in namespace rebel100 selects this engine pod template", "llm-d.ai/role: decode",
-         "spec.replicas 4", "maxUnavailable 1")),
+        drop("PodDisruptionBudget", DECODE),
+        "disruption-budget",
+        DECODE_ID,
+        (
+            "no PodDisruptionBudget in namespace rebel100 selects this engine pod template",
+            "llm-d.ai/role: decode",
+            "spec.replicas 4",
+            "maxUnavailable 1",
+        ),
+    ),
     "epp-without-pdb": (
-        drop("PodDisruptionBudget", EPP), "disruption-budget", EPP_ID,
-        ("no PodDisruptionBudget in namespace rebel100 selects this EPP pod template", "spec.replicas 1", "take the router down")),
+        drop("PodDisruptionBudget", EPP),
+        "disruption-budget",
+        EPP_ID,
+        (
+            "no PodDisruptionBudget in namespace rebel100 selects this EPP pod template",
+            "spec.replicas 1",
+            "take the router down",
+        ),
+    ),
     "decode-pdb-selector-typo": (
         pdb(DECODE, selector={"matchLabels": {"llm-d.ai/role": "decode", "rebel100.ai/pool": "minimax-m27-decod"}}),
-        "disruption-budget", DECODE_ID, ("no PodDisruptionBudget in namespace rebel100 selects this engine pod template",)),
+        "disruption-budget",
+        DECODE_ID,
+        ("no PodDisruptionBudget in namespace rebel100 selects this engine pod template",),
+    ),
     "prefill-pdb-max-unavailable-0": (
-        pdb(PREFILL, maxUnavailable=0), "disruption-budget", f"PodDisruptionBudget/rebel100/{PREFILL}",
-        ("spec.maxUnavailable 0 allows no voluntary disruption", f"{PREFILL_ID}, 4 pods", "Set maxUnavailable 1")),
+        pdb(PREFILL, maxUnavailable=0),
+        "disruption-budget",
+        f"PodDisruptionBudget/rebel100/{PREFILL}",
+        ("spec.maxUnavailable 0 allows no voluntary disruption", f"{PREFILL_ID}, 4 pods", "Set maxUnavailable 1"),
+    ),
     "decode-pdb-min-available-4": (
-        pdb(DECODE, maxUnavailable=None, minAvailable=4), "disruption-budget", f"PodDisruptionBudget/rebel100/{DECODE}",
-        ("spec.minAvailable 4 allows no voluntary disruption", f"{DECODE_ID}, 4 pods", "minAvailable at most 3")),
+        pdb(DECODE, maxUnavailable=None, minAvailable=4),
+        "disruption-budget",
+        f"PodDisruptionBudget/rebel100/{DECODE}",
+        ("spec.minAvailable 4 allows no voluntary disruption", f"{DECODE_ID}, 4 pods", "minAvailable at most 3"),
+    ),
     "epp-pdb-min-available-100-percent": (
-        pdb(EPP, maxUnavailable=None, minAvailable="100%"), "disruption-budget", f"PodDisruptionBudget/rebel100/{EPP}",
-        ("spec.minAvailable 100% allows no voluntary disruption", f"{EPP_ID}, 1 pods")),
+        pdb(EPP, maxUnavailable=None, minAvailable="100%"),
+        "disruption-budget",
+        f"PodDisruptionBudget/rebel100/{EPP}",
+        ("spec.minAvailable 100% allows no voluntary disruption", f"{EPP_ID}, 1 pods"),
+    ),
     "decode-two-pdbs": (
-        second_decode_budget, "disruption-budget", DECODE_ID,
-        (f"2 PodDisruptionBudgets select this engine pod template ({DECODE}, decode-extra)", "eviction API refuses")),
+        second_decode_budget,
+        "disruption-budget",
+        DECODE_ID,
+        (f"2 PodDisruptionBudgets select this engine pod template ({DECODE}, decode-extra)", "eviction API refuses"),
+    ),
     # engine-spread
     "decode-anti-affinity-preferred-only": (
-        preferred_only, "engine-spread", DECODE_ID,
-        ("engine workload with spec.replicas 4 (role decode): it has only preferredDuringSchedulingIgnoredDuringExecution",
-         "topologyKey: kubernetes.io/hostname", "llm-d.ai/role: decode")),
+        preferred_only,
+        "engine-spread",
+        DECODE_ID,
+        (
+            "engine workload with spec.replicas 4 (role decode): it has only preferredDuringSchedulingIgnoredDuringExecution",
+            "topologyKey: kubernetes.io/hostname",
+            "llm-d.ai/role: decode",
+        ),
+    ),
     "prefill-anti-affinity-by-zone": (
-        required_term(PREFILL, topologyKey="topology.kubernetes.io/zone"), "engine-spread", PREFILL_ID,
-        ("[0] topologyKey topology.kubernetes.io/zone", "one node failure then takes several pods of the role")),
+        required_term(PREFILL, topologyKey="topology.kubernetes.io/zone"),
+        "engine-spread",
+        PREFILL_ID,
+        ("[0] topologyKey topology.kubernetes.io/zone", "one node failure then takes several pods of the role"),
+    ),
     "decode-anti-affinity-against-prefill": (
-        required_term(DECODE, labelSelector={"matchLabels": {"app.kubernetes.io/part-of": "minimax-m27", "llm-d.ai/role": "prefill"}}),
-        "engine-spread", DECODE_ID, ("[0] labelSelector {app.kubernetes.io/part-of: minimax-m27, llm-d.ai/role: prefill} does not match the pod's own labels",)),
+        required_term(
+            DECODE,
+            labelSelector={"matchLabels": {"app.kubernetes.io/part-of": "minimax-m27", "llm-d.ai/role": "prefill"}},
+        ),
+        "engine-spread",
+        DECODE_ID,
+        (
+            "[0] labelSelector {app.kubernetes.io/part-of: minimax-m27, llm-d.ai/role: prefill} does not match the pod's own labels",
+        ),
+    ),
     "prefill-without-anti-affinity": (
-        lambda m: pod_spec(m, PREFILL)["affinity"].pop("podAntiAffinity"), "engine-spread", PREFILL_ID,
-        ("engine workload with spec.replicas 4 (role prefill): it has no required podAntiAffinity", "rebel100:placement.spreadRoles true")),
+        lambda m: pod_spec(m, PREFILL)["affinity"].pop("podAntiAffinity"),
+        "engine-spread",
+        PREFILL_ID,
+        (
+            "engine workload with spec.replicas 4 (role prefill): it has no required podAntiAffinity",
+            "rebel100:placement.spreadRoles true",
+        ),
+    ),
     # no-literal-secrets
     "epp-api-key-literal": (
-        lambda m: set_env(epp_container(m), "OPENAI_API_KEY", "sk-live-123456"), "no-literal-secrets", EPP_ID,
-        ("container epp env OPENAI_API_KEY is a literal value (14 characters, not shown)", "valueFrom.secretKeyRef")),
+        lambda m: set_env(epp_container(m), "OPENAI_API_KEY", "sk-live-123456"),
+        "no-literal-secrets",
+        EPP_ID,
+        ("container epp env OPENAI_API_KEY is a literal value (14 characters, not shown)", "valueFrom.secretKeyRef"),
+    ),
     "sidecar-password-literal": (
-        lambda m: set_env(sidecar(m), "REDIS_PASSWORD", "hunter2"), "no-literal-secrets", DECODE_ID,
-        ("container routing-proxy env REDIS_PASSWORD is a literal value",)),
+        lambda m: set_env(sidecar(m), "REDIS_PASSWORD", "hunter2"),
+        "no-literal-secrets",
+        DECODE_ID,
+        ("container routing-proxy env REDIS_PASSWORD is a literal value",),
+    ),
     "prefill-secret-literal": (
-        lambda m: set_env(engine(m, PREFILL), "aws_secret_access_key", "abc"), "no-literal-secrets", PREFILL_ID,
-        ("container vllm env aws_secret_access_key is a literal value",)),
+        lambda m: set_env(engine(m, PREFILL), "aws_secret_access_key", "abc"),
+        "no-literal-secrets",
+        PREFILL_ID,
+        ("container vllm env aws_secret_access_key is a literal value",),
+    ),
 }
 
 
@@ -268,8 +450,12 @@ def expected_level(policy: str, config) -> str:
 @pytest.mark.parametrize("case", BAD, ids=list(BAD))
 def test_bad_fixture_is_rejected(prod, case, config):
     edit, policy, resource, contains = BAD[case]
-    assert_verdict(run_policy(policy, mutate(prod, edit), config), resource=resource,
-                   level=expected_level(policy, config), contains=contains)
+    assert_verdict(
+        run_policy(policy, mutate(prod, edit), config),
+        resource=resource,
+        level=expected_level(policy, config),
+        contains=contains,
+    )
 
 
 @pytest.mark.parametrize("case", BAD, ids=list(BAD))
@@ -296,18 +482,25 @@ def test_secret_value_is_never_printed(prod):
 
 def test_unbound_role_is_not_judged(prod):
     """A Role no running pod's ServiceAccount is bound to grants nothing to the stack."""
+
     def unbind(m):
         get(m, "RoleBinding", EPP)["subjects"][0]["name"] = "nobody"
+
     assert run_policy("rbac-least-privilege", mutate(prod, role_rule(0, verbs=["*"]), unbind), PROD) == []
 
 
 def test_service_account_group_counts_as_a_grant(prod):
     def to_group(m):
-        get(m, "RoleBinding", EPP)["subjects"] = [{"kind": "Group", "name": "system:serviceaccounts:rebel100",
-                                                   "apiGroup": "rbac.authorization.k8s.io"}]
+        get(m, "RoleBinding", EPP)["subjects"] = [
+            {"kind": "Group", "name": "system:serviceaccounts:rebel100", "apiGroup": "rbac.authorization.k8s.io"}
+        ]
+
     violations = run_policy("rbac-least-privilege", mutate(prod, role_rule(0, verbs=["delete"]), to_group), PROD)
-    assert len(violations) == 1 and "ServiceAccount rebel100/default" in violations[0].message \
+    assert (
+        len(violations) == 1
+        and "ServiceAccount rebel100/default" in violations[0].message
         and f"ServiceAccount rebel100/{EPP}" in violations[0].message
+    )
 
 
 def test_container_level_seccomp_everywhere_passes(prod):
@@ -316,6 +509,7 @@ def test_container_level_seccomp_everywhere_passes(prod):
         spec["securityContext"].pop("seccompProfile")
         for container in spec["containers"] + spec["initContainers"]:
             context(container)["seccompProfile"] = {"type": "Localhost", "localhostProfile": "profiles/vllm.json"}
+
     assert run_policy("pod-security-context", mutate(prod, per_container), PROD) == []
 
 
@@ -324,11 +518,14 @@ def test_pod_level_run_as_non_root_is_inherited(prod):
         pod_spec(m, EPP)["securityContext"].update(runAsNonRoot=True, runAsUser=65532)
         context(epp_container(m)).pop("runAsNonRoot")
         context(epp_container(m)).pop("runAsUser")
+
     assert run_policy("pod-security-context", mutate(prod, pod_level), PROD) == []
 
 
 def test_root_user_id_is_root_even_with_run_as_non_root(prod):
-    violations = run_policy("pod-security-context", mutate(prod, lambda m: context(epp_container(m)).update(runAsUser=0)), PROD)
+    violations = run_policy(
+        "pod-security-context", mutate(prod, lambda m: context(epp_container(m)).update(runAsUser=0)), PROD
+    )
     assert len(violations) == 1 and "runAsNonRoot true, runAsUser 0" in violations[0].message
 
 
@@ -341,15 +538,20 @@ def test_engine_exceptions_are_recorded_per_deviation(prod):
     assert "(rebel100.ai/security-exceptions does not name readOnlyRootFilesystem)" in message
     assert "capabilities.add IPC_LOCK not recorded (rebel100.ai/security-exceptions does not name IPC_LOCK)" in message
     assert "runAsNonRoot" not in message
-    spelled = annotation(DECODE, "runAsRoot: NPU; readOnlyRootFilesystem=false: caches; capabilities CAP_IPC_LOCK: RDMA")
+    spelled = annotation(
+        DECODE, "runAsRoot: NPU; readOnlyRootFilesystem=false: caches; capabilities CAP_IPC_LOCK: RDMA"
+    )
     assert run_policy("pod-security-context", mutate(prod, spelled), PROD) == []
 
 
 def test_restricted_engine_needs_no_annotation(prod):
     """An engine that runs restricted has nothing to record."""
+
     def restricted(m):
-        context(engine(m, PREFILL)).update(runAsNonRoot=True, runAsUser=1000, readOnlyRootFilesystem=True,
-                                           capabilities={"drop": ["ALL"]})
+        context(engine(m, PREFILL)).update(
+            runAsNonRoot=True, runAsUser=1000, readOnlyRootFilesystem=True, capabilities={"drop": ["ALL"]}
+        )
+
     assert run_policy("pod-security-context", mutate(prod, restricted, annotation(PREFILL)), PROD) == []
 
 
@@ -360,15 +562,24 @@ def test_single_replica_engine_needs_no_spread(renders):
 
 
 def test_spread_by_expression_and_namespace_list_passes(prod):
-    term = required_term(DECODE, labelSelector={"matchExpressions": [
-        {"key": "llm-d.ai/role", "operator": "In", "values": ["decode"]}]}, namespaces=["rebel100"])
+    term = required_term(
+        DECODE,
+        labelSelector={"matchExpressions": [{"key": "llm-d.ai/role", "operator": "In", "values": ["decode"]}]},
+        namespaces=["rebel100"],
+    )
     assert run_policy("engine-spread", mutate(prod, term), PROD) == []
 
 
 def test_one_budget_over_a_role_of_many_pools_passes(prod):
     """A budget over a whole role (fewer labels than the pod's) still selects it; the percentage rounds up."""
-    assert run_policy("disruption-budget", mutate(prod, pdb(DECODE, selector={"matchLabels": {"llm-d.ai/role": "decode"}},
-                                                            maxUnavailable="25%")), PROD) == []
+    assert (
+        run_policy(
+            "disruption-budget",
+            mutate(prod, pdb(DECODE, selector={"matchLabels": {"llm-d.ai/role": "decode"}}, maxUnavailable="25%")),
+            PROD,
+        )
+        == []
+    )
 
 
 def test_names_that_are_not_secrets_pass(prod):
@@ -379,6 +590,7 @@ def test_names_that_are_not_secrets_pass(prod):
         set_env(container, "HF_TOKEN_FILE", "/var/run/secrets/hf/token")
         set_env(container, "API_KEY_SECRET_NAME", "openai")
         set_env(container, "OPENAI_API_KEY", valueFrom={"secretKeyRef": {"name": "openai", "key": "key"}})
+
     assert run_policy("no-literal-secrets", mutate(prod, not_secrets), PROD) == []
 
 
@@ -403,6 +615,7 @@ def test_check_command_applies_the_environment(tmp_path):
     """`python -m stacks check --manifests`: a copy of the prod render without the EPP's seccomp fails under
     prod.json and is advice under dev.json."""
     from tests.policy.test_check import EPP_FILE, check, copy_of_golden, edit_yaml
+
     folder = copy_of_golden(tmp_path)
     edit_yaml(folder / EPP_FILE, lambda d: d["spec"]["template"]["spec"].pop("securityContext"))
     line = f"pod-security-context: {EPP_ID}: spec.securityContext.seccompProfile.type is unset"
@@ -416,11 +629,17 @@ def test_creating_reviews_is_no_write_but_other_creates_in_the_same_role_are(pro
     """A TokenReview or SubjectAccessReview asks the API server a question and stores nothing (the built-in
     system:auth-delegator grants the same): create on them alone is the EPP's exception, nothing more."""
     assert run_policy("rbac-least-privilege", prod, PROD) == []
-    widened = mutate(prod, lambda m: get(m, "ClusterRole", EPP_AUTH)["rules"][0].update(
-        apiGroups=["authentication.k8s.io", ""], resources=["tokenreviews", "pods"]))
+    widened = mutate(
+        prod,
+        lambda m: get(m, "ClusterRole", EPP_AUTH)["rules"][0].update(
+            apiGroups=["authentication.k8s.io", ""], resources=["tokenreviews", "pods"]
+        ),
+    )
     role, binding = sorted((v.resource, v.message) for v in run_policy("rbac-least-privilege", widened, PROD))
-    assert role[0] == f"ClusterRole/{EPP_AUTH}" and "grants write verbs create (verbs create on resources " \
-        "tokenreviews, pods" in role[1]
+    assert (
+        role[0] == f"ClusterRole/{EPP_AUTH}"
+        and "grants write verbs create (verbs create on resources tokenreviews, pods" in role[1]
+    )
     assert binding[0] == f"ClusterRoleBinding/{EPP_AUTH}" and "across the whole cluster" in binding[1]
 
 
@@ -428,80 +647,121 @@ def test_binding_the_built_in_auth_delegator_is_the_same_exception(prod):
     def built_in(m):
         m.remove(get(m, "ClusterRole", EPP_AUTH))
         get(m, "ClusterRoleBinding", EPP_AUTH)["roleRef"]["name"] = "system:auth-delegator"
+
     assert run_policy("rbac-least-privilege", mutate(prod, built_in), PROD) == []
 
 
 # --- who a binding grants to, each kind of subject by hand (issue 25) -----------------------------------------
 
+
 def bind_to(*subjects):
     return lambda m: get(m, "RoleBinding", EPP).update(subjects=[dict(s) for s in subjects])
 
 
-DELETE_PODS = (f"Role rebel100/{EPP} rules[0] grants write verbs delete (verbs delete on resources pods, apiGroups '') "
-               f"and is bound by ")
-WRITER_FIX = (": a compromised pod could change or delete objects it only needs to read. List the resources and API "
-              "groups explicitly and keep verbs get, list, watch; a writer needs its own reviewed Role.")
-EVERY_ACCOUNT = (f"RoleBinding rebel100/{EPP} to ServiceAccount rebel100/default, which runs {PREFILL_ID}; bound by "
-                 f"RoleBinding rebel100/{EPP} to ServiceAccount rebel100/minimax-m27-decode, which runs {DECODE_ID}; "
-                 f"bound by RoleBinding rebel100/{EPP} to ServiceAccount rebel100/{EPP}, which runs {EPP_ID}")
+DELETE_PODS = (
+    f"Role rebel100/{EPP} rules[0] grants write verbs delete (verbs delete on resources pods, apiGroups '') "
+    f"and is bound by "
+)
+WRITER_FIX = (
+    ": a compromised pod could change or delete objects it only needs to read. List the resources and API "
+    "groups explicitly and keep verbs get, list, watch; a writer needs its own reviewed Role."
+)
+EVERY_ACCOUNT = (
+    f"RoleBinding rebel100/{EPP} to ServiceAccount rebel100/default, which runs {PREFILL_ID}; bound by "
+    f"RoleBinding rebel100/{EPP} to ServiceAccount rebel100/minimax-m27-decode, which runs {DECODE_ID}; "
+    f"bound by RoleBinding rebel100/{EPP} to ServiceAccount rebel100/{EPP}, which runs {EPP_ID}"
+)
 
 
-@pytest.mark.parametrize("subject, bound", [
-    pytest.param({"kind": "Group", "name": "system:serviceaccounts", "apiGroup": "rbac.authorization.k8s.io"},
-                 EVERY_ACCOUNT, id="group-of-every-account"),
-    pytest.param({"kind": "Group", "name": "system:serviceaccounts:rebel100", "apiGroup": "rbac.authorization.k8s.io"},
-                 EVERY_ACCOUNT, id="group-of-the-namespace"),
-    # Every authenticated token is in system:authenticated, a service account's too: it was not judged before.
-    pytest.param({"kind": "Group", "name": "system:authenticated", "apiGroup": "rbac.authorization.k8s.io"},
-                 EVERY_ACCOUNT, id="group-of-every-authenticated-user"),
-    pytest.param({"kind": "User", "name": f"system:serviceaccount:rebel100:{EPP}",
-                  "apiGroup": "rbac.authorization.k8s.io"},
-                 f"RoleBinding rebel100/{EPP} to ServiceAccount rebel100/{EPP}, which runs {EPP_ID}", id="user-of-one"),
-    pytest.param({"kind": "ServiceAccount", "name": "minimax-m27-decode"},
-                 f"RoleBinding rebel100/{EPP} to ServiceAccount rebel100/minimax-m27-decode, which runs {DECODE_ID}",
-                 id="account-in-the-bindings-namespace"),
-])
+@pytest.mark.parametrize(
+    "subject, bound",
+    [
+        pytest.param(
+            {"kind": "Group", "name": "system:serviceaccounts", "apiGroup": "rbac.authorization.k8s.io"},
+            EVERY_ACCOUNT,
+            id="group-of-every-account",
+        ),
+        pytest.param(
+            {"kind": "Group", "name": "system:serviceaccounts:rebel100", "apiGroup": "rbac.authorization.k8s.io"},
+            EVERY_ACCOUNT,
+            id="group-of-the-namespace",
+        ),
+        # Every authenticated token is in system:authenticated, a service account's too: it was not judged before.
+        pytest.param(
+            {"kind": "Group", "name": "system:authenticated", "apiGroup": "rbac.authorization.k8s.io"},
+            EVERY_ACCOUNT,
+            id="group-of-every-authenticated-user",
+        ),
+        pytest.param(
+            {"kind": "User", "name": f"system:serviceaccount:rebel100:{EPP}", "apiGroup": "rbac.authorization.k8s.io"},
+            f"RoleBinding rebel100/{EPP} to ServiceAccount rebel100/{EPP}, which runs {EPP_ID}",
+            id="user-of-one",
+        ),
+        pytest.param(
+            {"kind": "ServiceAccount", "name": "minimax-m27-decode"},
+            f"RoleBinding rebel100/{EPP} to ServiceAccount rebel100/minimax-m27-decode, which runs {DECODE_ID}",
+            id="account-in-the-bindings-namespace",
+        ),
+    ],
+)
 def test_a_binding_grants_to_the_accounts_its_subject_names(prod, subject, bound):
     """The Kubernetes names of service accounts as subjects (RBAC docs, "Referring to subjects"): the group of every
     account, the group of one namespace's, the user of one, and a ServiceAccount (of the binding's namespace when
     it names none). Each grants the writer Role to exactly the accounts written out here."""
-    violation, = run_policy("rbac-least-privilege", mutate(prod, role_rule(0, verbs=["delete"]), bind_to(subject)),
-                            PROD)
+    (violation,) = run_policy(
+        "rbac-least-privilege", mutate(prod, role_rule(0, verbs=["delete"]), bind_to(subject)), PROD
+    )
     assert (violation.resource, violation.message) == (ROLE_ID, DELETE_PODS + bound + WRITER_FIX)
 
 
-@pytest.mark.parametrize("subject", [
-    {"kind": "Group", "name": "system:serviceaccounts:other", "apiGroup": "rbac.authorization.k8s.io"},
-    {"kind": "User", "name": f"system:serviceaccount:other:{EPP}", "apiGroup": "rbac.authorization.k8s.io"},
-    {"kind": "User", "name": "system:serviceaccount:rebel100", "apiGroup": "rbac.authorization.k8s.io"},
-    {"kind": "ServiceAccount", "name": EPP, "namespace": "other"},
-    {"kind": "Group", "name": "team-rebel100", "apiGroup": "rbac.authorization.k8s.io"},
-    {"kind": "Group", "name": "system:unauthenticated", "apiGroup": "rbac.authorization.k8s.io"},
-], ids=["group-of-another-namespace", "user-of-another-namespace", "user-without-a-name", "account-elsewhere",
-        "a-people-group", "the-unauthenticated"])
+@pytest.mark.parametrize(
+    "subject",
+    [
+        {"kind": "Group", "name": "system:serviceaccounts:other", "apiGroup": "rbac.authorization.k8s.io"},
+        {"kind": "User", "name": f"system:serviceaccount:other:{EPP}", "apiGroup": "rbac.authorization.k8s.io"},
+        {"kind": "User", "name": "system:serviceaccount:rebel100", "apiGroup": "rbac.authorization.k8s.io"},
+        {"kind": "ServiceAccount", "name": EPP, "namespace": "other"},
+        {"kind": "Group", "name": "team-rebel100", "apiGroup": "rbac.authorization.k8s.io"},
+        {"kind": "Group", "name": "system:unauthenticated", "apiGroup": "rbac.authorization.k8s.io"},
+    ],
+    ids=[
+        "group-of-another-namespace",
+        "user-of-another-namespace",
+        "user-without-a-name",
+        "account-elsewhere",
+        "a-people-group",
+        "the-unauthenticated",
+    ],
+)
 def test_a_binding_to_no_account_of_the_stack_grants_the_stack_nothing(prod, subject):
-    assert run_policy("rbac-least-privilege", mutate(prod, role_rule(0, verbs=["delete"]), bind_to(subject)),
-                      PROD) == []
+    assert (
+        run_policy("rbac-least-privilege", mutate(prod, role_rule(0, verbs=["delete"]), bind_to(subject)), PROD) == []
+    )
 
 
 # --- engine-spread: the namespaces an anti-affinity term looks in (issue 25) -----------------------------------
 
+
 def test_an_anti_affinity_term_looking_in_another_namespace_does_not_spread_the_role(prod):
     """`namespaces: [other]` makes the term count decode pods of `other` only: two decode pods of rebel100 may share
     a node."""
-    violation, = run_policy("engine-spread", mutate(prod, required_term(DECODE, namespaces=["other", "more"])), PROD)
+    (violation,) = run_policy("engine-spread", mutate(prod, required_term(DECODE, namespaces=["other", "more"])), PROD)
     assert violation.resource == DECODE_ID
     assert violation.message.startswith(
         "engine workload with spec.replicas 4 (role decode): its required podAntiAffinity terms do not keep these "
-        "pods apart per node ([0] namespaces other, more exclude rebel100): two of its pods may land on one node"), \
-        violation.message
+        "pods apart per node ([0] namespaces other, more exclude rebel100): two of its pods may land on one node"
+    ), violation.message
 
 
-@pytest.mark.parametrize("term", [
-    {"namespaces": ["rebel100"]},
-    {"namespaces": ["other", "rebel100"]},
-    {"namespaces": []},  # empty: the pod's own namespace, as when unset
-    {"namespaces": ["other"], "namespaceSelector": {}},  # the selector adds namespaces (here: all of them)
-], ids=["own", "own-among-others", "empty", "with-a-namespace-selector"])
+@pytest.mark.parametrize(
+    "term",
+    [
+        {"namespaces": ["rebel100"]},
+        {"namespaces": ["other", "rebel100"]},
+        {"namespaces": []},  # empty: the pod's own namespace, as when unset
+        {"namespaces": ["other"], "namespaceSelector": {}},  # the selector adds namespaces (here: all of them)
+    ],
+    ids=["own", "own-among-others", "empty", "with-a-namespace-selector"],
+)
 def test_an_anti_affinity_term_that_looks_in_the_pods_namespace_spreads_it(prod, term):
     assert run_policy("engine-spread", mutate(prod, required_term(DECODE, **term)), PROD) == []

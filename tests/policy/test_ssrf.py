@@ -3,6 +3,7 @@
 Good fixtures: the real renders (dev and prod-4p4d pin the v0.10.0 sidecar and run it protected; agg has no sidecar;
 pd-router07 pins v0.7.1, which cannot be protected: advice only). Bad fixtures: named hand edits of prod-4p4d.
 """
+
 import pytest
 
 from policy import catalog, levels
@@ -29,10 +30,17 @@ def test_good_render_passes(renders, stack, config):
 @pytest.mark.parametrize("config", CONFIGS, ids=CONFIG_IDS)
 def test_a_sidecar_that_cannot_be_protected_is_advice(renders, config):
     """pd-router07's v0.7.1 sidecar runs unprotected: advice in every config (prod.json too), naming the pin to take."""
-    assert_verdict(run_policy("sidecar-ssrf-capable", renders["pd-router07"], config), resource=DECODE_ID,
-                   level="advisory", contains=(f"{SIDECAR_071} (routing sidecar routing-proxy image) is 0.7.1",
-                                               "cannot read the GA InferencePool's spec.selector.matchLabels",
-                                               "x-prefiller-host-port", "Pin 0.10.0 or later"))
+    assert_verdict(
+        run_policy("sidecar-ssrf-capable", renders["pd-router07"], config),
+        resource=DECODE_ID,
+        level="advisory",
+        contains=(
+            f"{SIDECAR_071} (routing sidecar routing-proxy image) is 0.7.1",
+            "cannot read the GA InferencePool's spec.selector.matchLabels",
+            "x-prefiller-host-port",
+            "Pin 0.10.0 or later",
+        ),
+    )
 
 
 # --- edits ---------------------------------------------------------------------------------
@@ -61,43 +69,83 @@ def pinned_071(m):
 
 BAD = {
     "sidecar-without-protection": (
-        unprotected, "sidecar-ssrf-protection",
-        ("routing sidecar routing-proxy: the sidecar runs without SSRF protection",
-         "POSTs the prompt to whatever host:port a client sends in x-prefiller-host-port",
-         f"Set --enable-ssrf-protection=true and --inference-pool {POOL}", "answers 403")),
+        unprotected,
+        "sidecar-ssrf-protection",
+        (
+            "routing sidecar routing-proxy: the sidecar runs without SSRF protection",
+            "POSTs the prompt to whatever host:port a client sends in x-prefiller-host-port",
+            f"Set --enable-ssrf-protection=true and --inference-pool {POOL}",
+            "answers 403",
+        ),
+    ),
     "protection-turned-off": (
-        sidecar_arg("--enable-ssrf-protection", "false", equals=True), "sidecar-ssrf-protection",
-        ("runs without SSRF protection",)),
+        sidecar_arg("--enable-ssrf-protection", "false", equals=True),
+        "sidecar-ssrf-protection",
+        ("runs without SSRF protection",),
+    ),
     "no-pool-named": (
-        sidecar_arg("--inference-pool", None), "sidecar-ssrf-protection",
-        ("no InferencePool is named: the sidecar refuses to start", f"Set --inference-pool {POOL}")),
+        sidecar_arg("--inference-pool", None),
+        "sidecar-ssrf-protection",
+        ("no InferencePool is named: the sidecar refuses to start", f"Set --inference-pool {POOL}"),
+    ),
     "another-pool": (
-        sidecar_arg("--inference-pool", "rebel100/other-pool"), "sidecar-ssrf-protection",
-        ("allowlists the pods of InferencePool rebel100/other-pool, which does not select this pod",
-         f"the pool that does is {POOL}", "refused (403)")),
+        sidecar_arg("--inference-pool", "rebel100/other-pool"),
+        "sidecar-ssrf-protection",
+        (
+            "allowlists the pods of InferencePool rebel100/other-pool, which does not select this pod",
+            f"the pool that does is {POOL}",
+            "refused (403)",
+        ),
+    ),
     "bare-pool-name-is-in-default": (
-        sidecar_arg("--inference-pool", "minimax-m27-pool"), "sidecar-ssrf-protection",
-        ("InferencePool default/minimax-m27-pool",)),
+        sidecar_arg("--inference-pool", "minimax-m27-pool"),
+        "sidecar-ssrf-protection",
+        ("InferencePool default/minimax-m27-pool",),
+    ),
     "v0.7.1-sidecar-with-protection": (
-        pinned_071, "sidecar-ssrf-protection",
-        (f"SSRF protection is on but {SIDECAR_071} is 0.7.1", "reads an InferencePool's spec.selector as a flat map",
-         "refuses every prefill", "Pin 0.10.0 or later")),
+        pinned_071,
+        "sidecar-ssrf-protection",
+        (
+            f"SSRF protection is on but {SIDECAR_071} is 0.7.1",
+            "reads an InferencePool's spec.selector as a flat map",
+            "refuses every prefill",
+            "Pin 0.10.0 or later",
+        ),
+    ),
     "no-api-token": (
-        no_token, "sidecar-ssrf-protection",
-        ("gets no API token", "never listens", "/var/run/secrets/kubernetes.io/serviceaccount")),
+        no_token,
+        "sidecar-ssrf-protection",
+        ("gets no API token", "never listens", "/var/run/secrets/kubernetes.io/serviceaccount"),
+    ),
     "role-without-pods": (
-        role_rules({"apiGroups": ["inference.networking.k8s.io"], "resources": ["inferencepools"],
-                    "verbs": ["list", "watch"]}), "sidecar-ssrf-protection",
-        (f"as ServiceAccount rebel100/{DECODE}, which may not list core/pods, watch core/pods in namespace rebel100",
-         "list and watch on pods and inferencepools.inference.networking.k8s.io")),
+        role_rules(
+            {"apiGroups": ["inference.networking.k8s.io"], "resources": ["inferencepools"], "verbs": ["list", "watch"]}
+        ),
+        "sidecar-ssrf-protection",
+        (
+            f"as ServiceAccount rebel100/{DECODE}, which may not list core/pods, watch core/pods in namespace rebel100",
+            "list and watch on pods and inferencepools.inference.networking.k8s.io",
+        ),
+    ),
     "role-get-only": (
-        role_rules({"apiGroups": ["", "inference.networking.k8s.io"], "resources": ["pods", "inferencepools"],
-                    "verbs": ["get"]}), "sidecar-ssrf-protection",
-        ("may not list core/pods, watch core/pods, list inference.networking.k8s.io/inferencepools, watch "
-         "inference.networking.k8s.io/inferencepools",)),
+        role_rules(
+            {
+                "apiGroups": ["", "inference.networking.k8s.io"],
+                "resources": ["pods", "inferencepools"],
+                "verbs": ["get"],
+            }
+        ),
+        "sidecar-ssrf-protection",
+        (
+            "may not list core/pods, watch core/pods, list inference.networking.k8s.io/inferencepools, watch "
+            "inference.networking.k8s.io/inferencepools",
+        ),
+    ),
     "no-role-binding": (
-        lambda m: m.remove(get(m, "RoleBinding", DECODE)), "sidecar-ssrf-protection",
-        ("may not list core/pods",)),
+        lambda m: m.remove(get(m, "RoleBinding", DECODE)),
+        "sidecar-ssrf-protection",
+        ("may not list core/pods",),
+    ),
 }
 
 
@@ -105,15 +153,20 @@ BAD = {
 @pytest.mark.parametrize("case", BAD, ids=list(BAD))
 def test_bad_fixture_is_rejected(prod, case, config):
     edit, policy, contains = BAD[case]
-    assert_verdict(run_policy(policy, mutate(prod, edit), config), resource=DECODE_ID, level="mandatory",
-                   contains=contains)
+    assert_verdict(
+        run_policy(policy, mutate(prod, edit), config), resource=DECODE_ID, level="mandatory", contains=contains
+    )
 
 
 def test_an_old_pin_without_protection_is_advice_not_a_mandatory_finding(prod):
     bad = mutate(prod, pinned_071, unprotected)
     assert run_policy("sidecar-ssrf-protection", bad, PROD) == []
-    assert_verdict(run_policy("sidecar-ssrf-capable", bad, PROD), resource=DECODE_ID, level="advisory",
-                   contains=("is 0.7.1", "Pin 0.10.0 or later"))
+    assert_verdict(
+        run_policy("sidecar-ssrf-capable", bad, PROD),
+        resource=DECODE_ID,
+        level="advisory",
+        contains=("is 0.7.1", "Pin 0.10.0 or later"),
+    )
 
 
 def test_the_pool_from_the_environment_counts(prod):
@@ -123,8 +176,12 @@ def test_the_pool_from_the_environment_counts(prod):
 
 
 def test_the_deprecated_pool_flags_count(prod):
-    good = mutate(prod, sidecar_arg("--inference-pool", None), sidecar_arg("--inference-pool-namespace", "rebel100"),
-                  sidecar_arg("--inference-pool-name", "minimax-m27-pool"))
+    good = mutate(
+        prod,
+        sidecar_arg("--inference-pool", None),
+        sidecar_arg("--inference-pool-namespace", "rebel100"),
+        sidecar_arg("--inference-pool-name", "minimax-m27-pool"),
+    )
     assert run_policy("sidecar-ssrf-protection", good, PROD) == []
 
 
@@ -133,17 +190,23 @@ def test_an_automounted_token_counts(prod):
         no_token(m)
         pod_spec(m, DECODE).pop("automountServiceAccountToken")
         get(m, "ServiceAccount", DECODE).pop("automountServiceAccountToken")
+
     assert run_policy("sidecar-ssrf-protection", mutate(prod, automount), PROD) == []
     # ... unless its ServiceAccount turns automounting off.
     off = mutate(prod, automount, lambda m: get(m, "ServiceAccount", DECODE).update(automountServiceAccountToken=False))
-    assert_verdict(run_policy("sidecar-ssrf-protection", off, PROD), resource=DECODE_ID, level="mandatory",
-                   contains=("gets no API token",))
+    assert_verdict(
+        run_policy("sidecar-ssrf-protection", off, PROD),
+        resource=DECODE_ID,
+        level="mandatory",
+        contains=("gets no API token",),
+    )
 
 
 def test_a_cluster_role_not_among_the_manifests_is_not_judged(prod):
     def external(m):
         binding = get(m, "RoleBinding", DECODE)
         binding["roleRef"] = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "pool-reader"}
+
     assert run_policy("sidecar-ssrf-protection", mutate(prod, external), PROD) == []
 
 

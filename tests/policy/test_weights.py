@@ -1,4 +1,5 @@
 """engine-weights-match (policy/weights.py): engines serve the model, revision and draft their volume holds."""
+
 import json
 
 import pytest
@@ -35,8 +36,10 @@ def test_engine_at_another_revision_is_refused(renders):
     assert len(found) == 1
     resource, level, message = found[0]
     assert resource == f"Deployment/rebel100/{PREFILL}" and level == "mandatory"
-    assert (f"container vllm (claim model-weights): the engine serves model MiniMaxAI/MiniMax-M2.7@{SHA} but its "
-            f"weights volume holds MiniMaxAI/MiniMax-M2.7@main (Job/rebel100/{JOB}") in message
+    assert (
+        f"container vllm (claim model-weights): the engine serves model MiniMaxAI/MiniMax-M2.7@{SHA} but its "
+        f"weights volume holds MiniMaxAI/MiniMax-M2.7@main (Job/rebel100/{JOB}"
+    ) in message
 
 
 def test_download_of_another_revision_refuses_every_engine_on_the_volume(renders):
@@ -48,33 +51,41 @@ def test_download_of_another_revision_refuses_every_engine_on_the_volume(renders
 def test_another_model_id_is_refused(renders):
     def other_model(m):
         engine(m, DECODE)["args"][0] = "MiniMaxAI/MiniMax-M2"
+
     [(_, _, message)] = messages(mutate(renders["dev"], other_model))
     assert "serves model MiniMaxAI/MiniMax-M2@main but its weights volume holds MiniMaxAI/MiniMax-M2.7@main" in message
 
 
 def test_draft_at_another_revision_is_refused(renders):
     [(_, _, message)] = messages(mutate(renders["dev"], lambda m: set_draft_revision(engine(m, DECODE), SHA)))
-    assert (f"serves draft asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k@{SHA} but its weights volume holds "
-            f"asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k@main") in message
+    assert (
+        f"serves draft asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k@{SHA} but its weights volume holds "
+        f"asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k@main"
+    ) in message
 
 
 def test_draft_the_download_does_not_hold_is_refused(renders):
     def no_draft(m):
         for key in ("rebel100.ai/draft-model", "rebel100.ai/draft-revision"):
             job_annotations(m).pop(key)
+
     found = messages(mutate(renders["dev"], no_draft))
     assert len(found) == 2 and all("holds no draft model" in m for _, _, m in found)
 
 
 def test_annotated_preloaded_pvc_is_checked_too(renders):
     """A PVC someone loaded and annotated by hand (no Job in the set) is what the engines are compared with."""
+
     def preloaded(m):
         m[:] = [o for o in m if o["kind"] != "Job"]
         get(m, "PersistentVolumeClaim", "model-weights")["metadata"]["annotations"]["rebel100.ai/model-revision"] = SHA
+
     found = messages(mutate(renders["dev"], preloaded))
     assert len(found) == 2 and all("(PersistentVolumeClaim/rebel100/model-weights" in m for _, _, m in found)
 
 
 def test_engines_without_a_recorded_volume_are_skipped(renders):
     """prod-4p4d reads a pre-loaded PVC that is not in the render: nothing to compare with."""
-    assert run_policy(POLICY, mutate(renders["prod-4p4d"], lambda m: set_arg(engine(m, PREFILL), "--revision", SHA))) == []
+    assert (
+        run_policy(POLICY, mutate(renders["prod-4p4d"], lambda m: set_arg(engine(m, PREFILL), "--revision", SHA))) == []
+    )

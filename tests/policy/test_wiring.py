@@ -1,12 +1,35 @@
 """Rule 6 (policy/wiring.py): prefill/decode agreement, sidecar, pool, route and router config."""
+
 import pytest
 
 from tests.policy.conftest import STACKS
-from tests.policy.fixtures import (DECODE, EPP, POOL, PREFILL, ROUTE, assert_verdict, engine, epp_config, get, mutate,
-                                   plugin, run_policy, set_arg, set_epp_config, sidecar)
+from tests.policy.fixtures import (
+    DECODE,
+    EPP,
+    POOL,
+    PREFILL,
+    ROUTE,
+    assert_verdict,
+    engine,
+    epp_config,
+    get,
+    mutate,
+    plugin,
+    run_policy,
+    set_arg,
+    set_epp_config,
+    sidecar,
+)
 
-POLICIES = ("pd-roles-agree", "sidecar-matches-decode", "inference-pool-wiring", "pool-endpoints-serve",
-            "httproute-backend-exists", "router-pd-profiles", "router-block-size")
+POLICIES = (
+    "pd-roles-agree",
+    "sidecar-matches-decode",
+    "inference-pool-wiring",
+    "pool-endpoints-serve",
+    "httproute-backend-exists",
+    "router-pd-profiles",
+    "router-block-size",
+)
 DECODE_ID, PREFILL_ID = f"Deployment/rebel100/{DECODE}", f"Deployment/rebel100/{PREFILL}"
 POOL_ID, ROUTE_ID = f"InferencePool/rebel100/{POOL}", f"HTTPRoute/rebel100/{ROUTE}"
 EPP_CONFIG_ID = "ConfigMap/rebel100/minimax-m27-epp-config"
@@ -28,6 +51,7 @@ ACTIVE, LEGACY = "llm-d.ai/active-ports", "inference.networking.k8s.io/active-po
 
 def annotate(deployment, **values):
     """Set (or with None remove) the pod template's active-ports annotations: `active` and `legacy` keys."""
+
     def edit(m):
         annotations = get(m, "Deployment", deployment)["spec"]["template"]["metadata"]["annotations"]
         for name, value in values.items():
@@ -36,12 +60,14 @@ def annotate(deployment, **values):
                 annotations.pop(key, None)
             else:
                 annotations[key] = value
+
     return edit
 
 
 def epp_image(m, image):
     next(c for c in get(m, "Deployment", EPP)["spec"]["template"]["spec"]["containers"] if c["name"] == "epp")[
-        "image"] = image
+        "image"
+    ] = image
 
 
 def edit_router(change):
@@ -49,6 +75,7 @@ def edit_router(change):
         config = epp_config(m)
         change(config)
         set_epp_config(m, config)
+
     return edit
 
 
@@ -60,127 +87,246 @@ BAD = {
     # prefill and decode agree
     "decode-block-size-2048": (
         lambda m: set_arg(engine(m, DECODE), "--block-size", "2048"),
-        "pd-roles-agree", DECODE_ID, ("differ on --block-size: prefill 4096 vs decode 2048", f"Deployment/rebel100/{PREFILL}")),
+        "pd-roles-agree",
+        DECODE_ID,
+        ("differ on --block-size: prefill 4096 vs decode 2048", f"Deployment/rebel100/{PREFILL}"),
+    ),
     "decode-kv-dtype-left-to-default": (
         lambda m: set_arg(engine(m, DECODE), "--kv-cache-dtype", None),
-        "pd-roles-agree", DECODE_ID, ("differ on --kv-cache-dtype: prefill fp8 vs decode auto",)),
+        "pd-roles-agree",
+        DECODE_ID,
+        ("differ on --kv-cache-dtype: prefill fp8 vs decode auto",),
+    ),
     "decode-other-model": (
         lambda m: engine(m, DECODE)["args"].__setitem__(0, "MiniMaxAI/MiniMax-M2"),
-        "pd-roles-agree", DECODE_ID, ("differ on model: prefill MiniMaxAI/MiniMax-M2.7 vs decode MiniMaxAI/MiniMax-M2",)),
+        "pd-roles-agree",
+        DECODE_ID,
+        ("differ on model: prefill MiniMaxAI/MiniMax-M2.7 vs decode MiniMaxAI/MiniMax-M2",),
+    ),
     "prefill-without-eagle3": (
         lambda m: set_arg(engine(m, PREFILL), "--speculative-config", None),
-        "pd-roles-agree", DECODE_ID, ("differ on --speculative-config: prefill none vs decode", "eagle3",
-                                      "EAGLE-3 on decode needs it on prefill too")),
+        "pd-roles-agree",
+        DECODE_ID,
+        (
+            "differ on --speculative-config: prefill none vs decode",
+            "eagle3",
+            "EAGLE-3 on decode needs it on prefill too",
+        ),
+    ),
     "prefill-eagle3-4-tokens-equals-form": (
         lambda m: set_arg(engine(m, PREFILL), "--speculative-config", EAGLE.replace(":3}", ":4}"), equals=True),
-        "pd-roles-agree", DECODE_ID, ('"num_speculative_tokens":4', '"num_speculative_tokens":3')),
+        "pd-roles-agree",
+        DECODE_ID,
+        ('"num_speculative_tokens":4', '"num_speculative_tokens":3'),
+    ),
     # routing sidecar
     "sidecar-vllm-port-8001": (
         lambda m: set_arg(sidecar(m), "--vllm-port", "8001"),
-        "sidecar-matches-decode", DECODE_ID, ("--vllm-port 8001", "decode engine's --port 8200", "Set --vllm-port 8200")),
+        "sidecar-matches-decode",
+        DECODE_ID,
+        ("--vllm-port 8001", "decode engine's --port 8200", "Set --vllm-port 8200"),
+    ),
     "sidecar-vllm-port-equals-form": (
         lambda m: set_arg(sidecar(m), "--vllm-port", "8100", equals=True),
-        "sidecar-matches-decode", DECODE_ID, ("--vllm-port 8100", "--port 8200")),
+        "sidecar-matches-decode",
+        DECODE_ID,
+        ("--vllm-port 8100", "--port 8200"),
+    ),
     "sidecar-vllm-port-left-to-default": (
         lambda m: set_arg(sidecar(m), "--vllm-port", None),
-        "sidecar-matches-decode", DECODE_ID, ("--vllm-port 8001 (default)",)),
+        "sidecar-matches-decode",
+        DECODE_ID,
+        ("--vllm-port 8001 (default)",),
+    ),
     "sidecar-dp-2": (
         lambda m: set_arg(sidecar(m), "--data-parallel-size", "2"),
-        "sidecar-matches-decode", DECODE_ID, ("--data-parallel-size 2", "4 local ranks", "Set --data-parallel-size 4")),
+        "sidecar-matches-decode",
+        DECODE_ID,
+        ("--data-parallel-size 2", "4 local ranks", "Set --data-parallel-size 4"),
+    ),
     "decode-without-nixl-connector": (
         lambda m: set_arg(engine(m, DECODE), "--kv-transfer-config", None),
-        "sidecar-matches-decode", DECODE_ID, ("--kv-connector nixlv2 needs a NIXL connector", "decode container vllm")),
+        "sidecar-matches-decode",
+        DECODE_ID,
+        ("--kv-connector nixlv2 needs a NIXL connector", "decode container vllm"),
+    ),
     "prefill-lmcache-only-connector": (
-        lambda m: set_arg(engine(m, PREFILL), "--kv-transfer-config", '{"kv_connector":"RBLNLMCacheConnectorV1","kv_role":"kv_both"}'),
-        "sidecar-matches-decode", DECODE_ID, ("prefill Deployment/rebel100/minimax-m27-prefill container vllm", "['RBLNLMCacheConnectorV1']")),
+        lambda m: set_arg(
+            engine(m, PREFILL), "--kv-transfer-config", '{"kv_connector":"RBLNLMCacheConnectorV1","kv_role":"kv_both"}'
+        ),
+        "sidecar-matches-decode",
+        DECODE_ID,
+        ("prefill Deployment/rebel100/minimax-m27-prefill container vllm", "['RBLNLMCacheConnectorV1']"),
+    ),
     "sidecar-unknown-connector": (
         lambda m: set_arg(sidecar(m), "--kv-connector", "shm"),
-        "sidecar-matches-decode", DECODE_ID, ("--kv-connector shm is not a connector this pack knows",)),
+        "sidecar-matches-decode",
+        DECODE_ID,
+        ("--kv-connector shm is not a connector this pack knows",),
+    ),
     # InferencePool
     "pool-target-port-8000-only": (
         lambda m: pool_spec(m).update(targetPorts=[{"number": 8000}]),
-        "inference-pool-wiring", POOL_ID, ("spec.targetPorts [8000] lacks [8001, 8002, 8003]",
-                                           "Deployment/rebel100/minimax-m27-decode on [8000, 8001, 8002, 8003] (routing sidecar",
-                                           "Set spec.targetPorts to [8000, 8001, 8002, 8003]")),
+        "inference-pool-wiring",
+        POOL_ID,
+        (
+            "spec.targetPorts [8000] lacks [8001, 8002, 8003]",
+            "Deployment/rebel100/minimax-m27-decode on [8000, 8001, 8002, 8003] (routing sidecar",
+            "Set spec.targetPorts to [8000, 8001, 8002, 8003]",
+        ),
+    ),
     "pool-target-ports-on-engine-ranks": (
         lambda m: pool_spec(m).update(targetPorts=[{"number": p} for p in (8200, 8201, 8202, 8203)]),
-        "inference-pool-wiring", POOL_ID, ("spec.targetPorts [8200, 8201, 8202, 8203] lacks [8000, 8001, 8002, 8003]",
-                                           "and includes [8200, 8201, 8202, 8203], where none of the selected pods listens",
-                                           "Deployment/rebel100/minimax-m27-prefill on [8000] (engine --port")),
+        "inference-pool-wiring",
+        POOL_ID,
+        (
+            "spec.targetPorts [8200, 8201, 8202, 8203] lacks [8000, 8001, 8002, 8003]",
+            "and includes [8200, 8201, 8202, 8203], where none of the selected pods listens",
+            "Deployment/rebel100/minimax-m27-prefill on [8000] (engine --port",
+        ),
+    ),
     "pool-selects-decode-only": (
         lambda m: pool_spec(m)["selector"]["matchLabels"].update({"llm-d.ai/role": "decode"}),
-        "inference-pool-wiring", POOL_ID, ("spec.selector.matchLabels", "does not select the prefill pod template",
-                                           "Deployment/rebel100/minimax-m27-prefill has")),
+        "inference-pool-wiring",
+        POOL_ID,
+        (
+            "spec.selector.matchLabels",
+            "does not select the prefill pod template",
+            "Deployment/rebel100/minimax-m27-prefill has",
+        ),
+    ),
     "pool-selects-nothing": (
         lambda m: pool_spec(m)["selector"].update(matchLabels={"app": "typo"}),
-        "inference-pool-wiring", POOL_ID, ("spec.selector.matchLabels {app: typo} selects no engine pod template",)),
+        "inference-pool-wiring",
+        POOL_ID,
+        ("spec.selector.matchLabels {app: typo} selects no engine pod template",),
+    ),
     "pool-epp-service-misnamed": (
         lambda m: pool_spec(m)["endpointPickerRef"].update(name="minimax-m27-router"),
-        "inference-pool-wiring", POOL_ID, ("spec.endpointPickerRef.name minimax-m27-router names no Service",
-                                           "Services: minimax-m27-epp")),
+        "inference-pool-wiring",
+        POOL_ID,
+        ("spec.endpointPickerRef.name minimax-m27-router names no Service", "Services: minimax-m27-epp"),
+    ),
     "pool-epp-port-not-on-service": (
         lambda m: pool_spec(m)["endpointPickerRef"].update(port={"number": 9100}),
-        "inference-pool-wiring", POOL_ID, ("spec.endpointPickerRef.port.number 9100 is not a port of Service rebel100/minimax-m27-epp",)),
+        "inference-pool-wiring",
+        POOL_ID,
+        ("spec.endpointPickerRef.port.number 9100 is not a port of Service rebel100/minimax-m27-epp",),
+    ),
     "pool-epp-port-is-the-health-port": (
         lambda m: pool_spec(m)["endpointPickerRef"].update(port={"number": 9003}),
-        "inference-pool-wiring", POOL_ID, ("port.number 9003 reaches targetPort 9003", "--grpc-port 9002")),
+        "inference-pool-wiring",
+        POOL_ID,
+        ("port.number 9003 reaches targetPort 9003", "--grpc-port 9002"),
+    ),
     # the endpoints the EPP makes of each selected pod (one per target port, unless the pod lists its active ports)
     "prefill-without-active-ports": (
         annotate(PREFILL, active=None, legacy=None),
-        "pool-endpoints-serve", PREFILL_ID,
-        ("InferencePool rebel100/minimax-m27-pool targets ports [8000, 8001, 8002, 8003]",
-         f"{PREFILL_ID}, which serves on [8000]", f"it declares no {ACTIVE} or {LEGACY}",
-         "the endpoints on [8001, 8002, 8003] lead nowhere", "502 from the decode sidecar",
-         f'Annotate its pod template with {ACTIVE} and {LEGACY}: "8000" (the target ports it serves on)')),
+        "pool-endpoints-serve",
+        PREFILL_ID,
+        (
+            "InferencePool rebel100/minimax-m27-pool targets ports [8000, 8001, 8002, 8003]",
+            f"{PREFILL_ID}, which serves on [8000]",
+            f"it declares no {ACTIVE} or {LEGACY}",
+            "the endpoints on [8001, 8002, 8003] lead nowhere",
+            "502 from the decode sidecar",
+            f'Annotate its pod template with {ACTIVE} and {LEGACY}: "8000" (the target ports it serves on)',
+        ),
+    ),
     "prefill-active-ports-v0.10-only-behind-a-v0.7-epp": (
         lambda m: (annotate(PREFILL, legacy=None)(m), epp_image(m, "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1")),
-        "pool-endpoints-serve", PREFILL_ID,
-        ("InferencePool rebel100/minimax-m27-pool targets", f"it declares no {LEGACY}",
-         "the endpoints on [8001, 8002, 8003] lead nowhere")),
+        "pool-endpoints-serve",
+        PREFILL_ID,
+        (
+            "InferencePool rebel100/minimax-m27-pool targets",
+            f"it declares no {LEGACY}",
+            "the endpoints on [8001, 8002, 8003] lead nowhere",
+        ),
+    ),
     "prefill-declares-a-port-it-does-not-serve": (
         annotate(PREFILL, active="8000,8001", legacy="8000,8001"),
-        "pool-endpoints-serve", PREFILL_ID,
-        (f"one endpoint per target port listed in its annotation {ACTIVE} [8000, 8001]",
-         "the endpoints on [8001] lead nowhere",
-         '"8000" (the target ports it serves on)')),
+        "pool-endpoints-serve",
+        PREFILL_ID,
+        (
+            f"one endpoint per target port listed in its annotation {ACTIVE} [8000, 8001]",
+            "the endpoints on [8001] lead nowhere",
+            '"8000" (the target ports it serves on)',
+        ),
+    ),
     "prefill-declares-no-port": (
         annotate(PREFILL, active="", legacy=""),
-        "pool-endpoints-serve", PREFILL_ID,
-        (f"listed in its annotation {ACTIVE} [], so the pod gets no endpoint: the router never sends it a "
-         f"request",)),
+        "pool-endpoints-serve",
+        PREFILL_ID,
+        (f"listed in its annotation {ACTIVE} [], so the pod gets no endpoint: the router never sends it a request",),
+    ),
     "decode-declares-a-port-the-pool-does-not-target": (
         annotate(DECODE, active="8000,8001,8002,8003,8004", legacy="8000,8001,8002,8003,8004"),
-        "pool-endpoints-serve", DECODE_ID,
-        ("[8000, 8001, 8002, 8003, 8004], and [8004] are no target ports of the pool: the EPP drops them",
-         '"8000,8001,8002,8003" (the target ports it serves on)')),
+        "pool-endpoints-serve",
+        DECODE_ID,
+        (
+            "[8000, 8001, 8002, 8003, 8004], and [8004] are no target ports of the pool: the EPP drops them",
+            '"8000,8001,8002,8003" (the target ports it serves on)',
+        ),
+    ),
     # HTTPRoute
     "route-to-missing-pool": (
         lambda m: get(m, "HTTPRoute", ROUTE)["spec"]["rules"][0]["backendRefs"][0].update(name="minimax-pool"),
-        "httproute-backend-exists", ROUTE_ID, ("spec.rules[0].backendRefs[0] names InferencePool minimax-pool, which does not exist",
-                                               "InferencePools: minimax-m27-pool")),
+        "httproute-backend-exists",
+        ROUTE_ID,
+        (
+            "spec.rules[0].backendRefs[0] names InferencePool minimax-pool, which does not exist",
+            "InferencePools: minimax-m27-pool",
+        ),
+    ),
     "route-to-pool-in-old-group": (
-        lambda m: get(m, "HTTPRoute", ROUTE)["spec"]["rules"][0]["backendRefs"][0].update(group="inference.networking.x-k8s.io"),
-        "httproute-backend-exists", ROUTE_ID, ("group 'inference.networking.x-k8s.io'", "Set group inference.networking.k8s.io")),
+        lambda m: get(m, "HTTPRoute", ROUTE)["spec"]["rules"][0]["backendRefs"][0].update(
+            group="inference.networking.x-k8s.io"
+        ),
+        "httproute-backend-exists",
+        ROUTE_ID,
+        ("group 'inference.networking.x-k8s.io'", "Set group inference.networking.k8s.io"),
+    ),
     # router config
     "router-decider-non-cached-tokens-0": (
         edit_router(lambda c: plugin(c, "prefix-based-pd-decider")["parameters"].update(nonCachedTokens=0)),
-        "router-pd-profiles", EPP_CONFIG_ID, ("parameters.nonCachedTokens 0 disables the decider", "decode-only")),
+        "router-pd-profiles",
+        EPP_CONFIG_ID,
+        ("parameters.nonCachedTokens 0 disables the decider", "decode-only"),
+    ),
     "router-decider-threshold-unset": (
         edit_router(lambda c: plugin(c, "prefix-based-pd-decider").pop("parameters")),
-        "router-pd-profiles", EPP_CONFIG_ID, ("nonCachedTokens 0 disables",)),
+        "router-pd-profiles",
+        EPP_CONFIG_ID,
+        ("nonCachedTokens 0 disables",),
+    ),
     "router-without-decode-profile": (
-        edit_router(lambda c: c.update(schedulingProfiles=[p for p in c["schedulingProfiles"] if p["name"] != "decode"])),
-        "router-pd-profiles", EPP_CONFIG_ID, ("schedulingProfiles ['prefill'] lacks the 'decode' profile",)),
+        edit_router(
+            lambda c: c.update(schedulingProfiles=[p for p in c["schedulingProfiles"] if p["name"] != "decode"])
+        ),
+        "router-pd-profiles",
+        EPP_CONFIG_ID,
+        ("schedulingProfiles ['prefill'] lacks the 'decode' profile",),
+    ),
     "router-without-profile-handler": (
         edit_router(lambda c: c.update(plugins=[p for p in c["plugins"] if p["type"] != "disagg-profile-handler"])),
-        "router-pd-profiles", EPP_CONFIG_ID, ("has no disagg-profile-handler or pd-profile-handler plugin",)),
+        "router-pd-profiles",
+        EPP_CONFIG_ID,
+        ("has no disagg-profile-handler or pd-profile-handler plugin",),
+    ),
     "router-handler-names-missing-decider": (
-        edit_router(lambda c: plugin(c, "disagg-profile-handler")["parameters"]["deciders"].update(prefill="pd-decider")),
-        "router-pd-profiles", EPP_CONFIG_ID, ("deciders.prefill pd-decider names no plugin",)),
+        edit_router(
+            lambda c: plugin(c, "disagg-profile-handler")["parameters"]["deciders"].update(prefill="pd-decider")
+        ),
+        "router-pd-profiles",
+        EPP_CONFIG_ID,
+        ("deciders.prefill pd-decider names no plugin",),
+    ),
     "router-autotune-off-block-4096": (
         producer(autoTune=False, blockSizeTokens=4096),
-        "router-block-size", EPP_CONFIG_ID, ("blockSizeTokens 4096 with autoTune false", "512 (VLLM_RBLN_SUB_BLOCK_CACHE=1)",
-                                             "Set blockSizeTokens 512")),
+        "router-block-size",
+        EPP_CONFIG_ID,
+        ("blockSizeTokens 4096 with autoTune false", "512 (VLLM_RBLN_SUB_BLOCK_CACHE=1)", "Set blockSizeTokens 512"),
+    ),
 }
 
 
@@ -195,13 +341,23 @@ def test_always_disagg_decider_can_fire(prod):
         config["plugins"].append({"type": "always-disagg-pd-decider"})
         plugin(config, "disagg-profile-handler")["parameters"]["deciders"]["prefill"] = "always-disagg-pd-decider"
         plugin(config, "prefix-based-pd-decider")["parameters"]["nonCachedTokens"] = 0  # unused now
+
     assert run_policy("router-pd-profiles", mutate(prod, edit_router(always))) == []
 
 
 def test_autotune_advice_is_advisory_and_goes_with_autotune_off(prod):
     """The 4096-token unit note is printed for every stack as advice; autoTune false with 512 silences it."""
-    assert_verdict(run_policy("router-autotune-block-unit", prod), resource=EPP_CONFIG_ID, level="advisory",
-                   contains=("autoTune true", "--block-size 4096", "512-token sub-blocks", "set autoTune false, blockSizeTokens 512"))
+    assert_verdict(
+        run_policy("router-autotune-block-unit", prod),
+        resource=EPP_CONFIG_ID,
+        level="advisory",
+        contains=(
+            "autoTune true",
+            "--block-size 4096",
+            "512-token sub-blocks",
+            "set autoTune false, blockSizeTokens 512",
+        ),
+    )
     tuned = mutate(prod, producer(autoTune=False, blockSizeTokens=512))
     assert run_policy("router-autotune-block-unit", tuned) == []
     assert run_policy("router-block-size", tuned) == []
@@ -211,8 +367,12 @@ def test_agg_pool_targets_engine_ranks(agg):
     """No sidecar in AGG: the pool targets the engine's rank ports, and losing one is caught."""
     assert run_policy("inference-pool-wiring", agg) == []
     bad = mutate(agg, lambda m: pool_spec(m).update(targetPorts=[{"number": p} for p in (8200, 8201, 8202)]))
-    assert_verdict(run_policy("inference-pool-wiring", bad), resource=POOL_ID, level="mandatory",
-                   contains=("lacks [8203]", "engine --port and ranks", "Set spec.targetPorts to [8200, 8201, 8202, 8203]"))
+    assert_verdict(
+        run_policy("inference-pool-wiring", bad),
+        resource=POOL_ID,
+        level="mandatory",
+        contains=("lacks [8203]", "engine --port and ranks", "Set spec.targetPorts to [8200, 8201, 8202, 8203]"),
+    )
 
 
 def test_agg_needs_no_prefill_profile(agg):
@@ -223,7 +383,8 @@ def test_violation_message_text_names_the_resource(prod):
     """What Pulumi shows (Finding.text) starts with the kind and namespace/name."""
     from policy.wiring import sidecar_matches_decode
     from policy.facts import DEFAULTS
-    finding, = sidecar_matches_decode(mutate(prod, BAD["sidecar-vllm-port-8001"][0]), DEFAULTS)
+
+    (finding,) = sidecar_matches_decode(mutate(prod, BAD["sidecar-vllm-port-8001"][0]), DEFAULTS)
     assert finding.text.startswith(f"Deployment rebel100/{DECODE}: routing sidecar routing-proxy arg --vllm-port 8001")
 
 
@@ -233,29 +394,39 @@ def test_epp_service_name_is_read(prod):
 
 def test_older_pool_api_is_read(prod):
     """inference.networking.x-k8s.io/v1alpha2: flat selector, one targetPortNumber, extensionRef."""
+
     def older(m):
         pool = get(m, "InferencePool", POOL)
         pool["apiVersion"] = "inference.networking.x-k8s.io/v1alpha2"
         spec = pool["spec"]
-        pool["spec"] = {"selector": spec["selector"]["matchLabels"], "targetPortNumber": 8000,
-                        "extensionRef": {"name": spec["endpointPickerRef"]["name"], "portNumber": 9003}}
+        pool["spec"] = {
+            "selector": spec["selector"]["matchLabels"],
+            "targetPortNumber": 8000,
+            "extensionRef": {"name": spec["endpointPickerRef"]["name"], "portNumber": 9003},
+        }
+
     bad = mutate(prod, older)
     found = {v.message for v in run_policy("inference-pool-wiring", bad)}
     assert any("spec.targetPortNumber [8000] lacks [8001, 8002, 8003]" in m for m in found), found
     assert any("spec.extensionRef.portNumber 9003 reaches targetPort 9003" in m for m in found), found
-    assert_verdict(run_policy("httproute-backend-exists", bad), resource=ROUTE_ID, level="mandatory",
-                   contains=("is inference.networking.x-k8s.io/v1alpha2", "Set group inference.networking.x-k8s.io"))
+    assert_verdict(
+        run_policy("httproute-backend-exists", bad),
+        resource=ROUTE_ID,
+        level="mandatory",
+        contains=("is inference.networking.x-k8s.io/v1alpha2", "Set group inference.networking.x-k8s.io"),
+    )
 
 
 def test_pool_endpoint_messages_name_the_pool_the_pod_the_ports_and_the_fix(prod):
     """One finding per pod template and reading: both EPP generations read a pod without either key alike."""
-    finding, = run_policy("pool-endpoints-serve", mutate(prod, annotate(PREFILL, active=None, legacy=None)))
+    (finding,) = run_policy("pool-endpoints-serve", mutate(prod, annotate(PREFILL, active=None, legacy=None)))
     assert finding.message == (
         f"InferencePool rebel100/minimax-m27-pool targets ports [8000, 8001, 8002, 8003] and selects {PREFILL_ID}, "
         f"which serves on [8000] (engine --port and ranks): the EPP makes one endpoint per target port (it declares "
         f"no {ACTIVE} or {LEGACY}), so the endpoints on [8001, 8002, 8003] lead nowhere and a request the router "
         f"sends there fails (a P/D prefill pick: 502 from the decode sidecar). Annotate its pod template with "
-        f'{ACTIVE} and {LEGACY}: "8000" (the target ports it serves on).')
+        f'{ACTIVE} and {LEGACY}: "8000" (the target ports it serves on).'
+    )
 
 
 def test_a_pod_serving_on_every_target_port_needs_no_annotation(prod, agg):
@@ -266,7 +437,7 @@ def test_a_pod_serving_on_every_target_port_needs_no_annotation(prod, agg):
 def test_the_epp_reads_active_ports_as_its_source_does(prod):
     """Spaces around the numbers are trimmed; words and ports that are no target port are dropped (datastore.go)."""
     assert run_policy("pool-endpoints-serve", mutate(prod, annotate(PREFILL, active=" 8000 ", legacy="8000,"))) == []
-    finding, = run_policy("pool-endpoints-serve", mutate(prod, annotate(PREFILL, active="eight", legacy="eight")))
+    (finding,) = run_policy("pool-endpoints-serve", mutate(prod, annotate(PREFILL, active="eight", legacy="eight")))
     assert "the pod gets no endpoint" in finding.message
 
 
@@ -276,14 +447,15 @@ def test_active_ports_are_read_as_the_epp_behind_the_pool_reads_them(prod):
     With no EPP among the manifests every generation reads the pod, and only the one that misreads it is named."""
     assert run_policy("pool-endpoints-serve", mutate(prod, annotate(PREFILL, active=None))) == []
     assert run_policy("pool-endpoints-serve", mutate(prod, annotate(PREFILL, legacy=None))) == []
-    without_epp = mutate(prod, annotate(PREFILL, legacy=None),
-                         lambda m: m.remove(get(m, "Deployment", EPP)))
-    finding, = run_policy("pool-endpoints-serve", without_epp)
-    assert finding.message.startswith(f"For the v0.7 EPP, which reads only {LEGACY}: InferencePool rebel100/"), \
+    without_epp = mutate(prod, annotate(PREFILL, legacy=None), lambda m: m.remove(get(m, "Deployment", EPP)))
+    (finding,) = run_policy("pool-endpoints-serve", without_epp)
+    assert finding.message.startswith(f"For the v0.7 EPP, which reads only {LEGACY}: InferencePool rebel100/"), (
         finding.message
+    )
 
 
 # --- the EPP's Service and the older pool API: each boundary by hand (issue 25) ---------------------------------
+
 
 def epp_service_port(m, number):
     return next(p for p in get(m, "Service", EPP)["spec"]["ports"] if p["port"] == number)
@@ -295,21 +467,27 @@ def test_a_service_port_the_pool_names_that_leads_to_another_listener_is_reporte
     health listener, by number or by its container port's name): the gateway talks to the wrong listener. The pool's
     port and the EPP's port are equal here, so only the Service's targetPort tells it."""
     bad = mutate(prod, lambda m: epp_service_port(m, 9002).update(targetPort=target))
-    finding, = run_policy("inference-pool-wiring", bad)
-    assert (finding.resource, finding.message) == (POOL_ID, (
-        f"spec.endpointPickerRef.port.number 9002 reaches targetPort {target} of Service rebel100/{EPP}, but the EPP "
-        f"container serves ext-proc on --grpc-port 9002: the gateway talks to the wrong listener. Point the pool at "
-        f"the Service port whose targetPort is 9002."))
+    (finding,) = run_policy("inference-pool-wiring", bad)
+    assert (finding.resource, finding.message) == (
+        POOL_ID,
+        (
+            f"spec.endpointPickerRef.port.number 9002 reaches targetPort {target} of Service rebel100/{EPP}, but the EPP "
+            f"container serves ext-proc on --grpc-port 9002: the gateway talks to the wrong listener. Point the pool at "
+            f"the Service port whose targetPort is 9002."
+        ),
+    )
 
 
 @pytest.mark.parametrize("target", [9002, "grpc", None], ids=["number", "name", "unset"])
 def test_a_service_port_that_leads_to_the_grpc_listener_passes(prod, target):
     """By number, by the container port's name (`grpc`), or unset (the Service then targets its own port, 9002)."""
+
     def edit(m):
         port = epp_service_port(m, 9002)
         port.pop("targetPort")
         if target is not None:
             port["targetPort"] = target
+
     assert run_policy("inference-pool-wiring", mutate(prod, edit)) == []
 
 
@@ -318,8 +496,12 @@ def older_pool(target_port, **extension_ref):
         pool = get(m, "InferencePool", POOL)
         pool["apiVersion"] = "inference.networking.x-k8s.io/v1alpha2"
         spec = pool["spec"]
-        pool["spec"] = {"selector": spec["selector"]["matchLabels"], "targetPortNumber": target_port,
-                        "extensionRef": {"name": spec["endpointPickerRef"]["name"], **extension_ref}}
+        pool["spec"] = {
+            "selector": spec["selector"]["matchLabels"],
+            "targetPortNumber": target_port,
+            "extensionRef": {"name": spec["endpointPickerRef"]["name"], **extension_ref},
+        }
+
     return edit
 
 
@@ -328,16 +510,26 @@ def test_an_older_pool_without_port_number_reaches_the_epp_on_the_default_9002(p
     port: a pool that leaves it out is wired right. Its one finding is the single targetPortNumber (the older API has
     one port, the sidecar listens on four), none about the EPP."""
     found = [(v.resource, v.message) for v in run_policy("inference-pool-wiring", mutate(prod, older_pool(8000)))]
-    assert found == [(POOL_ID, (
-        "spec.targetPortNumber [8000] lacks [8001, 8002, 8003], so the router never sends requests to those ranks (the "
-        f"selected pods serve: {DECODE_ID} on [8000, 8001, 8002, 8003] (routing sidecar --port and --data-parallel-size); "
-        f"{PREFILL_ID} on [8000] (engine --port and ranks)). Set spec.targetPortNumber to [8000, 8001, 8002, 8003]."))]
+    assert found == [
+        (
+            POOL_ID,
+            (
+                "spec.targetPortNumber [8000] lacks [8001, 8002, 8003], so the router never sends requests to those ranks (the "
+                f"selected pods serve: {DECODE_ID} on [8000, 8001, 8002, 8003] (routing sidecar --port and --data-parallel-size); "
+                f"{PREFILL_ID} on [8000] (engine --port and ranks)). Set spec.targetPortNumber to [8000, 8001, 8002, 8003]."
+            ),
+        )
+    ]
 
 
 def test_an_older_pool_without_port_number_is_judged_at_9002(prod):
     """The default is a value, not a pass: with the Service's 9002 renumbered the default port is not on it."""
+
     def renumber(m):
         epp_service_port(m, 9002).update(port=9102)
+
     found = {v.message for v in run_policy("inference-pool-wiring", mutate(prod, older_pool(8000), renumber))}
-    assert f"spec.extensionRef.portNumber 9002 is not a port of Service rebel100/{EPP} (ports: 9102 (grpc-ext-proc), " \
-           f"9003 (grpc-health), 9090 (metrics)). Use the Service's ext-proc port." in found, found
+    assert (
+        f"spec.extensionRef.portNumber 9002 is not a port of Service rebel100/{EPP} (ports: 9102 (grpc-ext-proc), "
+        f"9003 (grpc-health), 9090 (metrics)). Use the Service's ext-proc port." in found
+    ), found

@@ -1,5 +1,6 @@
 """`python -m stacks check` refuses the 12 classes of issue #15 (values the API server refuses) at their key
 path with the Kubernetes rule, and still accepts the project's stacks."""
+
 import pathlib
 import subprocess
 import sys
@@ -11,8 +12,9 @@ from core.stackfile import PROJECT_ROOT
 
 
 def check(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "stacks", "check", *args], cwd=PROJECT_ROOT,
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "stacks", "check", *args], cwd=PROJECT_ROOT, capture_output=True, text=True
+    )
 
 
 def edited_prod(tmp_path: pathlib.Path, key: str, value) -> pathlib.Path:
@@ -28,25 +30,53 @@ def edited_prod(tmp_path: pathlib.Path, key: str, value) -> pathlib.Path:
 
 # (stack key, value, key path in the refusal, words of the Kubernetes rule in the refusal)
 CLASSES = [
-    ("prefill", {"resources": {"cpu": "32", "memory": "256GB"}}, "rebel100:prefill.resources.memory",
-     "a Kubernetes quantity is a decimal number"),
+    (
+        "prefill",
+        {"resources": {"cpu": "32", "memory": "256GB"}},
+        "rebel100:prefill.resources.memory",
+        "a Kubernetes quantity is a decimal number",
+    ),
     ("storage", {"compileCacheSize": "big"}, "rebel100:storage.compileCacheSize", "a Kubernetes quantity"),
     ("engine", {"shmSize": "32 Gi"}, "rebel100:engine.shmSize", "with no spaces"),
     ("hardware", {"npuProduct": "RBLN CR13"}, "rebel100:hardware.npuProduct", "a label value is empty or at most 63"),
-    ("placement", {"groups": 2, "groupLabel": "pool group"}, "rebel100:placement.groupLabel",
-     "a label key (qualified name)"),
-    ("engine", {"podAnnotations": {"ready delay!": "1"}}, "rebel100:engine.podAnnotations",
-     "an annotation key is a qualified name"),
-    ("security", {"monitoringNamespace": "Monitoring!"}, "rebel100:security.monitoringNamespace",
-     "a DNS-1123 label has at most 63 characters"),
+    (
+        "placement",
+        {"groups": 2, "groupLabel": "pool group"},
+        "rebel100:placement.groupLabel",
+        "a label key (qualified name)",
+    ),
+    (
+        "engine",
+        {"podAnnotations": {"ready delay!": "1"}},
+        "rebel100:engine.podAnnotations",
+        "an annotation key is a qualified name",
+    ),
+    (
+        "security",
+        {"monitoringNamespace": "Monitoring!"},
+        "rebel100:security.monitoringNamespace",
+        "a DNS-1123 label has at most 63 characters",
+    ),
     ("storage", {"storageClass": "Fast_RWX"}, "rebel100:storage.storageClass", "an object name (DNS-1123 subdomain)"),
     ("hfTokenSecret", "HF_Token", "rebel100:hfTokenSecret", "an object name (DNS-1123 subdomain)"),
-    ("hardware", {"numaAttribute": "numa node"}, "rebel100:hardware.numaAttribute",
-     "a DRA attribute name (matchAttribute) is 'domain/name'"),
-    ("decode", {"extraEnv": {"A=B": "1"}}, "rebel100:decode.extraEnv",
-     "an environment variable name is non-empty printable ASCII without '='"),
-    ("gateway", {"hostname": "api_x.example.com"}, "rebel100:gateway.hostname",
-     "a Gateway listener hostname is a lower-case DNS name"),
+    (
+        "hardware",
+        {"numaAttribute": "numa node"},
+        "rebel100:hardware.numaAttribute",
+        "a DRA attribute name (matchAttribute) is 'domain/name'",
+    ),
+    (
+        "decode",
+        {"extraEnv": {"A=B": "1"}},
+        "rebel100:decode.extraEnv",
+        "an environment variable name is non-empty printable ASCII without '='",
+    ),
+    (
+        "gateway",
+        {"hostname": "api_x.example.com"},
+        "rebel100:gateway.hostname",
+        "a Gateway listener hostname is a lower-case DNS name",
+    ),
 ]
 
 
@@ -93,8 +123,13 @@ def test_check_judges_the_values_the_program_resolves_from_the_environment():
     import os
 
     env = {**os.environ, "PULUMI_CONFIG_REBEL100_NAMESPACE": "Bad_NS"}
-    proc = subprocess.run([sys.executable, "-m", "stacks", "check", "prod-4p4d"], cwd=PROJECT_ROOT, env=env,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "stacks", "check", "prod-4p4d"],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 1
     assert "rebel100:namespace: 'Bad_NS' is not valid" in proc.stderr
 

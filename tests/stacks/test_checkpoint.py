@@ -1,5 +1,6 @@
 """stacks/checkpoint.py and `python -m stacks checkpoint`: a damaged file-backend checkpoint, its last good copy among
 the ones Pulumi keeps (.bak, backups/, history/), and the restore (tests/e2e/test_checkpoint.py: with the real CLI)."""
+
 from __future__ import annotations
 
 import gzip
@@ -20,8 +21,9 @@ STACK = "prod-4p4d"
 
 def checkpoint(resources: int, stack: str = STACK) -> bytes:
     latest = {"manifest": {"version": "v3.274.1"}, "resources": [{"urn": f"urn:{i}"} for i in range(resources)]}
-    return json.dumps({"version": 3, "checkpoint": {"stack": f"organization/{PROJECT}/{stack}",
-                                                    "latest": latest}}).encode()
+    return json.dumps(
+        {"version": 3, "checkpoint": {"stack": f"organization/{PROJECT}/{stack}", "latest": latest}}
+    ).encode()
 
 
 def write(path: pathlib.Path, content: bytes, mtime_s: int) -> pathlib.Path:
@@ -55,12 +57,15 @@ def test_a_checkpoint_that_loads_or_none_is_not_damaged(state):
     assert explain(state, "scripts/up x --restore-checkpoint") is None
 
 
-@pytest.mark.parametrize("content, problem", [
-    (checkpoint(47)[:200], "is not valid JSON, truncated or garbled"),
-    (b"", "is empty"),
-    (b"[1, 2]", "not a Pulumi checkpoint"),
-    (checkpoint(2, stack="dev"), "the checkpoint of another stack ('organization/rebel100-serving/dev')"),
-])
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        (checkpoint(47)[:200], "is not valid JSON, truncated or garbled"),
+        (b"", "is empty"),
+        (b"[1, 2]", "not a Pulumi checkpoint"),
+        (checkpoint(2, stack="dev"), "the checkpoint of another stack ('organization/rebel100-serving/dev')"),
+    ],
+)
 def test_what_is_wrong_with_a_damaged_checkpoint(state, content, problem):
     write(stacks(state) / f"{STACK}.json", content, 100)
     assert problem in state.damage()
@@ -68,11 +73,11 @@ def test_what_is_wrong_with_a_damaged_checkpoint(state, content, problem):
 
 def test_the_last_good_copy_is_the_newest_that_loads(state):
     write(stacks(state) / f"{STACK}.json", checkpoint(47)[:100], 500)
-    write(stacks(state) / f"{STACK}.json.bak", checkpoint(46)[:100], 490)          # newest copy, damaged too
-    write(backups(state) / f"{STACK}.480.json", checkpoint(45), 480)               # the newest that loads
+    write(stacks(state) / f"{STACK}.json.bak", checkpoint(46)[:100], 490)  # newest copy, damaged too
+    write(backups(state) / f"{STACK}.480.json", checkpoint(45), 480)  # the newest that loads
     write(history(state) / f"{STACK}-470.checkpoint.json", checkpoint(44), 470)
-    write(history(state) / f"{STACK}-470.history.json", b"{}", 475)                # not a checkpoint copy
-    write(backups(state) / f"{STACK}.485.json.attrs", b"{}", 485)                   # blob attributes, not a copy
+    write(history(state) / f"{STACK}-470.history.json", b"{}", 475)  # not a checkpoint copy
+    write(backups(state) / f"{STACK}.485.json.attrs", b"{}", 485)  # blob attributes, not a copy
     good = state.last_good()
     assert good.path == backups(state) / f"{STACK}.480.json" and good.resources == 45
 
@@ -102,10 +107,13 @@ def test_the_message_names_the_damaged_file_the_copy_and_the_command(state):
     write(stacks(state) / f"{STACK}.json", checkpoint(47)[:200], 500)
     write(backups(state) / f"{STACK}.480.json", checkpoint(45), 480)
     message = explain(state, "scripts/up prod-4p4d --local-cluster --restore-checkpoint", relative_to=state.root)
-    assert message.startswith(f"the checkpoint of stack 'prod-4p4d', .pulumi/stacks/{PROJECT}/{STACK}.json, is not "
-                              f"valid JSON")
-    assert f"The last good copy is .pulumi/backups/{PROJECT}/{STACK}/{STACK}.480.json (written 1970-01-01 00:08:00 " \
-           f"UTC, 45 resources)" in message
+    assert message.startswith(
+        f"the checkpoint of stack 'prod-4p4d', .pulumi/stacks/{PROJECT}/{STACK}.json, is not valid JSON"
+    )
+    assert (
+        f"The last good copy is .pulumi/backups/{PROJECT}/{STACK}/{STACK}.480.json (written 1970-01-01 00:08:00 "
+        f"UTC, 45 resources)" in message
+    )
     assert message.endswith("\n    scripts/up prod-4p4d --local-cluster --restore-checkpoint")
 
 
@@ -118,8 +126,9 @@ def test_without_a_good_copy_it_says_so_and_restores_nothing(state, tmp_path):
 
 def cli(*args: str, backend: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PULUMI_BACKEND_URL": backend}
-    return subprocess.run([sys.executable, "-m", "stacks", "checkpoint", *args], cwd=PROJECT_ROOT, env=env,
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "stacks", "checkpoint", *args], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True
+    )
 
 
 def test_the_command_line(state):

@@ -1,4 +1,5 @@
 """stacks.compose works out the components' narrow args from the config sections they draw on."""
+
 from objects import pod
 from objects.decode_pool import SidecarSpec
 from objects.gateway import GatewayArgs
@@ -19,7 +20,16 @@ def test_default_config_gives_the_args_defaults():
         assert args.rollout == pod.RolloutSpec()
         assert args.compile_cache == pod.CompileCacheSpec()
         assert args.replicas == pod.EnginePoolArgs.model_fields["replicas"].default
-        scalars = {"image", "cpu", "memory", "startup_failure_threshold", "shm_size", "run_as_root", "capabilities", "annotations"}
+        scalars = {
+            "image",
+            "cpu",
+            "memory",
+            "startup_failure_threshold",
+            "shm_size",
+            "run_as_root",
+            "capabilities",
+            "annotations",
+        }
         assert args.engine.model_dump(include=scalars) == pod.EngineSpec().model_dump(include=scalars)
     assert prefill.engine.rank_ports == pod.EngineSpec().rank_ports
     assert decode.sidecar == SidecarSpec()
@@ -45,6 +55,12 @@ def test_router_and_gateway_args_defaults_are_the_sections_defaults():
     router, gateway = Router(), Gateway()
     args = RouterArgs(stack_name="t", namespace="ns", target_ports=[8000])
     assert (args.image, args.replicas, args.grpc_port, args.health_port, args.metrics_port, args.failure_mode) == (
-        router.image, router.replicas, router.grpc_port, router.health_port, router.metrics_port, router.failure_mode)
+        router.image,
+        router.replicas,
+        router.grpc_port,
+        router.health_port,
+        router.metrics_port,
+        router.failure_mode,
+    )
     gw = GatewayArgs(stack_name="t", namespace="ns", pool_name="p")
     assert (gw.class_name, gw.port, gw.hostname) == (gateway.class_name, gateway.port, gateway.hostname)

@@ -8,6 +8,7 @@ prefill and one decode pool each) registered 34,744 edges, 62 per resource, and 
 
 Counted under Pulumi's mock runtime, which gets the same RegisterResource requests the engine does
 (stacks/mocks.py records their `dependencies`)."""
+
 from __future__ import annotations
 
 import pulumi
@@ -26,8 +27,14 @@ def generated(pools: int, **overrides) -> list[Registration]:
     """What the program registers for prod-4p4d split into pools/2 node groups (one prefill and one decode pool
     each): the stack `benchmarks/bench.py --scale` previews."""
     groups = pools // 2
-    config = stack_config("prod-4p4d", placement={"groups": groups}, prefill={"replicas": groups},
-                          decode={"replicas": groups}, hardware={"nodes": groups}, **overrides)
+    config = stack_config(
+        "prod-4p4d",
+        placement={"groups": groups},
+        prefill={"replicas": groups},
+        decode={"replicas": groups},
+        hardware={"nodes": groups},
+        **overrides,
+    )
     return program_registrations(config, [], "generated")
 
 
@@ -66,8 +73,11 @@ def reachable(regs: list[Registration], start: str) -> set[str]:
 def sizes() -> dict[tuple[str, int], list[Registration]]:
     """16 and 256 pools, with the pre-loaded weights volume (the bench's) and with the download Job (one more
     fan-in: every engine object waits for it)."""
-    return {(variant, pools): generated(pools, **overrides)
-            for variant, overrides in (("pvc", {}), ("download", DOWNLOAD)) for pools in (16, 256)}
+    return {
+        (variant, pools): generated(pools, **overrides)
+        for variant, overrides in (("pvc", {}), ("download", DOWNLOAD))
+        for pools in (16, 256)
+    }
 
 
 @pytest.mark.parametrize("variant", ["pvc", "download"])
@@ -87,6 +97,7 @@ def test_edges_grow_with_the_objects_not_their_square(sizes, variant):
 def test_no_object_waits_on_more_objects_as_the_site_grows(sizes, variant):
     """Only the barrier's edges grow with the site, one per prefill pool: every other resource, the fan-ins
     (Gateway, EPP, weights Job) included, waits for as many resources at 256 pools as at 16."""
+
     def widest(regs: list[Registration]) -> int:
         return max(len(r.dependencies) for r in regs if r.type != BARRIER)
 
@@ -127,6 +138,7 @@ def test_a_dependency_on_a_component_is_one_on_its_children():
     """Why the barrier is a Stash, a custom resource: Pulumi's SDK expands a dependency on a local component into
     its children (pulumi/runtime/rpc.py, _add_dependency). A component with none gives no edge, so a resource that
     `depends_on` it does not wait at all; a component with children gives one edge per child, to each dependent."""
+
     def program():
         empty = pulumi.ComponentResource("test:index:Barrier", "empty")
         full = pulumi.ComponentResource("test:index:Pool", "full")

@@ -1,6 +1,7 @@
 """stacks.events: what a preview's event log proposes, and `python -m stacks changes` on it (scripts/up runs the
 update only when the preview proposes something). The lines are engine events as `pulumi preview --event-log`
 writes them (apitype.EngineEvent: one JSON object per line)."""
+
 from __future__ import annotations
 
 import json
@@ -14,19 +15,42 @@ from stacks.events import proposal
 
 
 def summary(changes: dict, corrupt: bool = False) -> str:
-    return json.dumps({"sequence": 90, "timestamp": 1764556800, "summaryEvent": {
-        "maybeCorrupt": corrupt, "durationSeconds": 3, "resourceChanges": changes,
-        "PolicyPacks": {"rebel100-serving-policies": "v0.1.0"}}})
+    return json.dumps(
+        {
+            "sequence": 90,
+            "timestamp": 1764556800,
+            "summaryEvent": {
+                "maybeCorrupt": corrupt,
+                "durationSeconds": 3,
+                "resourceChanges": changes,
+                "PolicyPacks": {"rebel100-serving-policies": "v0.1.0"},
+            },
+        }
+    )
 
 
 def diagnostic(message: str, severity: str = "warning") -> str:
-    return json.dumps({"sequence": 2, "timestamp": 1764556797, "diagnosticEvent": {
-        "message": message, "color": "never", "severity": severity}})
+    return json.dumps(
+        {
+            "sequence": 2,
+            "timestamp": 1764556797,
+            "diagnosticEvent": {"message": message, "color": "never", "severity": severity},
+        }
+    )
 
 
-PRELUDE = [json.dumps({"sequence": 0, "timestamp": 1764556797, "preludeEvent": {"config": {}}}),
-           json.dumps({"sequence": 1, "timestamp": 1764556797, "resourcePreEvent": {"metadata": {
-               "op": "same", "urn": "urn:pulumi:prod-4p4d::rebel100-serving::pulumi:pulumi:Stack::x"}}})]
+PRELUDE = [
+    json.dumps({"sequence": 0, "timestamp": 1764556797, "preludeEvent": {"config": {}}}),
+    json.dumps(
+        {
+            "sequence": 1,
+            "timestamp": 1764556797,
+            "resourcePreEvent": {
+                "metadata": {"op": "same", "urn": "urn:pulumi:prod-4p4d::rebel100-serving::pulumi:pulumi:Stack::x"}
+            },
+        }
+    ),
+]
 
 
 def test_a_preview_of_unchanged_resources_proposes_nothing():
@@ -35,8 +59,9 @@ def test_a_preview_of_unchanged_resources_proposes_nothing():
     assert found.describe() == "nothing to change (38 unchanged)"
 
 
-@pytest.mark.parametrize("kind", ["create", "update", "delete", "replace", "create-replacement", "delete-replaced",
-                                  "import", "discard"])
+@pytest.mark.parametrize(
+    "kind", ["create", "update", "delete", "replace", "create-replacement", "delete-replaced", "import", "discard"]
+)
 def test_every_other_step_is_a_change(kind):
     found = proposal([*PRELUDE, summary({"same": 37, kind: 1})])
     assert not found.nothing_to_do and found.changes == {kind: 1}
@@ -56,9 +81,11 @@ def test_no_summary_is_not_nothing():
 
 
 def test_pending_operations_of_an_interrupted_update_make_the_update_run():
-    warning = ("Attempting to deploy or update resources with 1 pending operations from previous deployment.\n"
-               "  * urn:pulumi:prod-4p4d::rebel100-serving::kubernetes:apps/v1:Deployment::d, interrupted while "
-               "updating\n")
+    warning = (
+        "Attempting to deploy or update resources with 1 pending operations from previous deployment.\n"
+        "  * urn:pulumi:prod-4p4d::rebel100-serving::kubernetes:apps/v1:Deployment::d, interrupted while "
+        "updating\n"
+    )
     found = proposal([*PRELUDE, diagnostic(warning), summary({"same": 38})])
     assert found.pending and not found.nothing_to_do
     assert found.describe() == "the previous update left operations pending"
@@ -70,15 +97,21 @@ def test_a_possibly_corrupt_state_makes_the_update_run():
 
 
 def test_malformed_fields_are_read_safely():
-    lines = [json.dumps({"summaryEvent": {"resourceChanges": {"same": "many", "update": None}}}),
-             json.dumps({"summaryEvent": "x"}), json.dumps({"diagnosticEvent": ["x"]}), "{", "null"]
+    lines = [
+        json.dumps({"summaryEvent": {"resourceChanges": {"same": "many", "update": None}}}),
+        json.dumps({"summaryEvent": "x"}),
+        json.dumps({"diagnosticEvent": ["x"]}),
+        "{",
+        "null",
+    ]
     found = proposal(lines)
     assert found.summarised and not found.nothing_to_do  # "update" counted, whatever its count says
 
 
 def run_changes(path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "stacks", "changes", str(path)], cwd=PROJECT_ROOT,
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "stacks", "changes", str(path)], cwd=PROJECT_ROOT, capture_output=True, text=True
+    )
 
 
 def test_the_command_exits_0_only_when_nothing_is_proposed(tmp_path):

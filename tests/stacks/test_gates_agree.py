@@ -12,6 +12,7 @@ boundaries are also checked message by message (`test_the_boundaries_in_full`). 
 without its example database, so CI tries the same configs on every run (REBEL100_PROPERTY_RANDOM=1 explores).
 Random and malformed stack files always end in one clear error line, never a traceback.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,13 +30,30 @@ from policy import catalog, facts, levels
 from stacks.render import render_unchecked
 
 # The rules the gate and the pack both apply (the gate tags its issues with the policy's name).
-SHARED = ("pp-with-dp", "npu-devices-fit-node", "parallelism-fits-model", "engine-args-in-range", "rds-memory-budget",
-          "lmcache-reads-rds-max-chunks", "no-literal-secrets", "engine-image-has-features",
-          "vllm-args-known", "pool-endpoints-serve", "sidecar-ssrf-protection", "sidecar-ssrf-capable",
-          "autoscaling-bounds", "autoscaling-fits-site", "autoscaling-rollout", "autoscaling-signal")
+SHARED = (
+    "pp-with-dp",
+    "npu-devices-fit-node",
+    "parallelism-fits-model",
+    "engine-args-in-range",
+    "rds-memory-budget",
+    "lmcache-reads-rds-max-chunks",
+    "no-literal-secrets",
+    "engine-image-has-features",
+    "vllm-args-known",
+    "pool-endpoints-serve",
+    "sidecar-ssrf-protection",
+    "sidecar-ssrf-capable",
+    "autoscaling-bounds",
+    "autoscaling-fits-site",
+    "autoscaling-rollout",
+    "autoscaling-signal",
+)
 # Routing sidecar pins: the target, one whose allowlist still reads the flat v1alpha2 selector, the v0.7 generation's.
-SIDECAR_IMAGES = ("ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0", "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.9.0",
-                  "ghcr.io/llm-d/llm-d-routing-sidecar:v0.7.1")
+SIDECAR_IMAGES = (
+    "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0",
+    "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.9.0",
+    "ghcr.io/llm-d/llm-d-routing-sidecar:v0.7.1",
+)
 # Extra env names and what they are, by hand: a literal under a secret name is refused, a pointer is not.
 SECRET_ENV = ("OPENAI_API_KEY", "REDIS_PASSWORD")
 NOT_SECRET_ENV = ("OPENAI_API_KEY_FILE", "TOKENIZERS_PARALLELISM")
@@ -53,48 +71,69 @@ ROLE = {
     "enableExpertParallel": st.booleans(),
     "gpuMemoryUtilization": st.sampled_from([None, 0.0, 0.5, 0.75, 0.8, 0.9, 1.0, 1.2]),
     "extraArgs": st.sampled_from([[], ["--enforce-eager"], ["--foo"], ["--max-logprobs", "5", "--foo_bar=1"]]),
-    "extraEnv": st.dictionaries(st.sampled_from(SECRET_ENV + NOT_SECRET_ENV), st.sampled_from(["", "x", "sk-123"]),
-                                max_size=2),
+    "extraEnv": st.dictionaries(
+        st.sampled_from(SECRET_ENV + NOT_SECRET_ENV), st.sampled_from(["", "x", "sk-123"]), max_size=2
+    ),
 }
 # KEDA bounds around the edges (0 pods, inverted, beyond 4 nodes) and each signal, on either role.
-ROLE["autoscaling"] = st.fixed_dictionaries({"minReplicas": st.integers(0, 3), "maxReplicas": st.integers(1, 6)},
-                                            optional={"metric": st.sampled_from(["engineQueue", "kvCacheUsage",
-                                                                                 "pdDecisionRate"])})
+ROLE["autoscaling"] = st.fixed_dictionaries(
+    {"minReplicas": st.integers(0, 3), "maxReplicas": st.integers(1, 6)},
+    optional={"metric": st.sampled_from(["engineQueue", "kvCacheUsage", "pdDecisionRate"])},
+)
 role = st.fixed_dictionaries({}, optional=ROLE)
-decode_role = st.fixed_dictionaries({}, optional={
-    **ROLE, "sidecar": st.fixed_dictionaries({}, optional={"image": st.sampled_from(SIDECAR_IMAGES)})})
+decode_role = st.fixed_dictionaries(
+    {}, optional={**ROLE, "sidecar": st.fixed_dictionaries({}, optional={"image": st.sampled_from(SIDECAR_IMAGES)})}
+)
 # The prefill port against the pool's targetPorts, the decode sidecar's 8000 + DP-local ranks.
 prefill_role = st.fixed_dictionaries({}, optional={**ROLE, "port": st.sampled_from([8000, 8003, 8100])})
-stack_config = st.fixed_dictionaries({}, optional={
-    "hardware": st.fixed_dictionaries({}, optional={
-        "nodes": st.integers(1, 6),
-        "npusPerNode": st.sampled_from([4, 8, 16]),
-        "nvmeDrivesPerNode": st.integers(1, 4),
-        "hbmPerChipletGib": st.sampled_from([24.0, 36.0, 64.0]),
-    }),
-    "model": st.fixed_dictionaries({}, optional={
-        "layers": st.sampled_from([3, 62]), "experts": st.sampled_from([0, 6, 8, 256]),
-        "maxContext": st.sampled_from([100000, 204800]),
-    }),
-    "engine": st.fixed_dictionaries({}, optional={
-        "blockSize": st.sampled_from([1024, 4000, 4096]),
-        "maxNumBatchedTokens": st.sampled_from([512, 1000]),
-        "maxModelLen": st.sampled_from([8192, 204800, 300000]),
-        "subBlockCache": st.booleans(),
-        # The lmcache-rbln version is the image's; 0.10.x also lacks features the render uses.
-        "image": st.sampled_from([f"rebellions/vllm-rbln:{tag}" for tag in ("0.10.2", "0.10.4", "0.11.2", "0.12.0", "v0.13")]),
-    }),
-    "prefill": prefill_role,
-    "decode": decode_role,
-    "rollout": st.fixed_dictionaries({}, optional={"strategy": st.sampled_from(["Recreate", "RollingUpdate"])}),
-    "kvTier": st.fixed_dictionaries({}, optional={
-        "mode": st.sampled_from(["rds", "cpu", "off"]),
-        "rdsMaxChunks": st.one_of(st.integers(1, 5000), st.sampled_from([2176, 2177])),
-        "rdsDrives": st.one_of(st.none(), st.integers(1, 4)),
-        "stagingBufferMib": st.sampled_from([0.0, 512.0, 4096.0]),
-        "rdsChunkOverheadMib": st.sampled_from([1.0, 2.0]),
-    }),
-})
+stack_config = st.fixed_dictionaries(
+    {},
+    optional={
+        "hardware": st.fixed_dictionaries(
+            {},
+            optional={
+                "nodes": st.integers(1, 6),
+                "npusPerNode": st.sampled_from([4, 8, 16]),
+                "nvmeDrivesPerNode": st.integers(1, 4),
+                "hbmPerChipletGib": st.sampled_from([24.0, 36.0, 64.0]),
+            },
+        ),
+        "model": st.fixed_dictionaries(
+            {},
+            optional={
+                "layers": st.sampled_from([3, 62]),
+                "experts": st.sampled_from([0, 6, 8, 256]),
+                "maxContext": st.sampled_from([100000, 204800]),
+            },
+        ),
+        "engine": st.fixed_dictionaries(
+            {},
+            optional={
+                "blockSize": st.sampled_from([1024, 4000, 4096]),
+                "maxNumBatchedTokens": st.sampled_from([512, 1000]),
+                "maxModelLen": st.sampled_from([8192, 204800, 300000]),
+                "subBlockCache": st.booleans(),
+                # The lmcache-rbln version is the image's; 0.10.x also lacks features the render uses.
+                "image": st.sampled_from(
+                    [f"rebellions/vllm-rbln:{tag}" for tag in ("0.10.2", "0.10.4", "0.11.2", "0.12.0", "v0.13")]
+                ),
+            },
+        ),
+        "prefill": prefill_role,
+        "decode": decode_role,
+        "rollout": st.fixed_dictionaries({}, optional={"strategy": st.sampled_from(["Recreate", "RollingUpdate"])}),
+        "kvTier": st.fixed_dictionaries(
+            {},
+            optional={
+                "mode": st.sampled_from(["rds", "cpu", "off"]),
+                "rdsMaxChunks": st.one_of(st.integers(1, 5000), st.sampled_from([2176, 2177])),
+                "rdsDrives": st.one_of(st.none(), st.integers(1, 4)),
+                "stagingBufferMib": st.sampled_from([0.0, 512.0, 4096.0]),
+                "rdsChunkOverheadMib": st.sampled_from([1.0, 2.0]),
+            },
+        ),
+    },
+)
 
 
 def gate_findings(cfg: StackConfig) -> list[gate.Issue]:
@@ -130,7 +169,7 @@ def policies(verdict: set[tuple[str, str, str]]) -> set[str]:
 
 
 def version_before(version: str, first: tuple[int, int, int]) -> bool:
-    """"0.11.2" < (0, 12, 0); a leading v is allowed. Only the versions the strategy draws need to parse."""
+    """ "0.11.2" < (0, 12, 0); a leading v is allowed. Only the versions the strategy draws need to parse."""
     parts = tuple(int(part) for part in version.lstrip("v").split("."))
     return parts + (0,) * (3 - len(parts)) < first
 
@@ -149,8 +188,10 @@ def reference_verdict(cfg: StackConfig) -> set[tuple[str, str, str]]:
     found: set[tuple[str, str, str]] = set()
     engine, model, hardware, tier = cfg.engine, cfg.model, cfg.hardware, cfg.kv_tier
     for name, role in (("prefill", cfg.prefill), ("decode", cfg.decode)):
+
         def add(policy: str, path: str) -> None:
             found.add((policy, name, f"rebel100:{path}"))
+
         tp, pp, dp = role.tensor_parallel_size, role.pipeline_parallel_size, role.data_parallel_size
         if pp > 1 and dp > 1:
             add("pp-with-dp", f"{name}.pipelineParallelSize")
@@ -208,17 +249,23 @@ def reference_verdict(cfg: StackConfig) -> set[tuple[str, str, str]]:
     # NPUs within nodes x NPUs per node, and with one pod of a role per node (the default) at most `nodes` pods; a
     # RollingUpdate rollout; the P/D decision rate only for prefill, and the vLLM metrics, read in the vLLM of
     # vllm-rbln 0.12.0, not trusted of an older engine pin. Node groups stay 1 and PodMonitors on in this strategy.
-    scaled = {name: role.autoscaling for name, role in (("prefill", cfg.prefill), ("decode", cfg.decode))
-              if role.autoscaling is not None}
-    pods = {name: (scaled[name].max_replicas if name in scaled else role.replicas, devices(role))
-            for name, role in (("prefill", cfg.prefill), ("decode", cfg.decode))}
+    scaled = {
+        name: role.autoscaling
+        for name, role in (("prefill", cfg.prefill), ("decode", cfg.decode))
+        if role.autoscaling is not None
+    }
+    pods = {
+        name: (scaled[name].max_replicas if name in scaled else role.replicas, devices(role))
+        for name, role in (("prefill", cfg.prefill), ("decode", cfg.decode))
+    }
     at_maxima = sum(count * each for count, each in pods.values())
     for name, scaling in scaled.items():
         base = f"rebel100:{name}.autoscaling"
         if scaling.min_replicas < 1 or scaling.min_replicas > scaling.max_replicas:
             found.add(("autoscaling-bounds", name, f"{base}.minReplicas"))
-        if hardware.nodes is not None and (at_maxima > hardware.nodes * hardware.npus_per_node
-                                           or scaling.max_replicas > hardware.nodes):
+        if hardware.nodes is not None and (
+            at_maxima > hardware.nodes * hardware.npus_per_node or scaling.max_replicas > hardware.nodes
+        ):
             found.add(("autoscaling-fits-site", name, f"{base}.maxReplicas"))
         if cfg.rollout.strategy == "Recreate":
             found.add(("autoscaling-rollout", name, "rebel100:rollout.strategy"))
@@ -231,8 +278,11 @@ def reference_verdict(cfg: StackConfig) -> set[tuple[str, str, str]]:
 
 
 def devices(role) -> int:
-    return role.tensor_parallel_size * role.pipeline_parallel_size * (role.data_parallel_size_local
-                                                                       or role.data_parallel_size)
+    return (
+        role.tensor_parallel_size
+        * role.pipeline_parallel_size
+        * (role.data_parallel_size_local or role.data_parallel_size)
+    )
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow], **DETERMINISTIC)
@@ -253,15 +303,29 @@ def devices(role) -> int:
 @example({"decode": {"sidecar": {"image": SIDECAR_IMAGES[1]}}})
 @example({"decode": {"sidecar": {"image": SIDECAR_IMAGES[0]}}})
 # Autoscaling: both roles at 4 on 4 nodes of 8 (32 of 32 NPUs), one more decode pod, inverted, no pod, Recreate.
-@example({"hardware": {"nodes": 4}, "rollout": {"strategy": "RollingUpdate"},
-          "prefill": {"autoscaling": {"minReplicas": 1, "maxReplicas": 4}},
-          "decode": {"autoscaling": {"minReplicas": 1, "maxReplicas": 4}}})
-@example({"hardware": {"nodes": 4}, "rollout": {"strategy": "RollingUpdate"},
-          "decode": {"autoscaling": {"minReplicas": 1, "maxReplicas": 5}}})
+@example(
+    {
+        "hardware": {"nodes": 4},
+        "rollout": {"strategy": "RollingUpdate"},
+        "prefill": {"autoscaling": {"minReplicas": 1, "maxReplicas": 4}},
+        "decode": {"autoscaling": {"minReplicas": 1, "maxReplicas": 4}},
+    }
+)
+@example(
+    {
+        "hardware": {"nodes": 4},
+        "rollout": {"strategy": "RollingUpdate"},
+        "decode": {"autoscaling": {"minReplicas": 1, "maxReplicas": 5}},
+    }
+)
 @example({"rollout": {"strategy": "RollingUpdate"}, "decode": {"autoscaling": {"minReplicas": 3, "maxReplicas": 2}}})
 @example({"prefill": {"autoscaling": {"minReplicas": 0, "maxReplicas": 2, "metric": "pdDecisionRate"}}})
-@example({"decode": {"autoscaling": {"minReplicas": 1, "maxReplicas": 2, "metric": "pdDecisionRate"}},
-          "engine": {"image": "rebellions/vllm-rbln:0.11.2"}})
+@example(
+    {
+        "decode": {"autoscaling": {"minReplicas": 1, "maxReplicas": 2, "metric": "pdDecisionRate"}},
+        "engine": {"image": "rebellions/vllm-rbln:0.11.2"},
+    }
+)
 def test_gate_and_pack_agree_with_the_reference(values):
     cfg = StackConfig.model_validate(values)
     expected = reference_verdict(cfg)
@@ -269,41 +333,80 @@ def test_gate_and_pack_agree_with_the_reference(values):
     assert pack_verdict(cfg) == {(policy, role) for policy, role, _ in expected}, ("pack", values)
 
 
+RDS_2177 = (
+    "RDS needs {chunks} 2177 x 2 MiB x 2 NVMe drives + 512 MiB staging = 9,220 MiB of chiplet-0 memory, but "
+    "{utilization} 0.75 leaves 36,864 MiB x (1 - 0.75) = 9,216 MiB (rule: chunks x chunk overhead x drives + "
+    "staging <= chiplet-0 HBM x (1 - gpu-memory-utilization)). Lower {chunks_name} to at most 2176 or "
+    "{utilization} to at most 0.74 (change the two together)."
+)
 
-RDS_2177 = ("RDS needs {chunks} 2177 x 2 MiB x 2 NVMe drives + 512 MiB staging = 9,220 MiB of chiplet-0 memory, but "
-            "{utilization} 0.75 leaves 36,864 MiB x (1 - 0.75) = 9,216 MiB (rule: chunks x chunk overhead x drives + "
-            "staging <= chiplet-0 HBM x (1 - gpu-memory-utilization)). Lower {chunks_name} to at most 2176 or "
-            "{utilization} to at most 0.74 (change the two together).")
 
-
-@pytest.mark.parametrize("values, gate_expected, pack_expected", [
-    # A decode pod that fills its node: DP 8 on the 8 NPUs of a node, and so 8 target ports, the most a pool takes.
-    pytest.param({"decode": {"dataParallelSize": 8}}, [], [], id="a-pod-fills-a-node-8-target-ports"),
-    pytest.param({"decode": {"dataParallelSize": 8}, "hardware": {"npusPerNode": 4}}, [
-        ("rebel100:decode", "TP 1 x PP 1 x DP-local 8 = 8 NPUs per pod, more than the 4 NPUs of a node "
-                            "(hardware.npusPerNode): the pod stays Pending forever. Lower the parallelism or the DP "
-                            "ranks per pod to at most 4 NPUs.", "npu-devices-fit-node")], [
-        ("npu-devices-fit-node", "Deployment/rebel100/minimax-m27-decode",
-         "the pod template claims 8 NPUs (spec.resourceClaims) and its engines need 8 (TP x PP x DP-local), but a node "
-         "has npusPerNode 4: a pod cannot span nodes, so it stays Pending. Lower the parallelism (or "
-         "--data-parallel-size-local) to at most 4 NPUs per pod, or set npusPerNode in the policy config if the nodes "
-         "really have more.")], id="a-pod-one-node-too-big"),
-    pytest.param({"hardware": {"rdmaNicsPerPod": 0}}, [], [], id="no-rdma-nics"),
-    # The RDS budget at exact equality, 2176 x 2 x 2 + 512 = 9216 = 36864 x 0.25, and one chunk over.
-    pytest.param({"prefill": {"gpuMemoryUtilization": 0.75}, "kvTier": {"rdsMaxChunks": 2176}}, [], [],
-                 id="rds-budget-exactly-full"),
-    pytest.param({"prefill": {"gpuMemoryUtilization": 0.75}, "kvTier": {"rdsMaxChunks": 2177}}, [
-        ("rebel100:kvTier.rdsMaxChunks", RDS_2177.format(chunks="kvTier.rdsMaxChunks", chunks_name="kvTier.rdsMaxChunks",
-                                                         utilization="prefill.gpuMemoryUtilization"),
-         "rds-memory-budget")], [
-        ("rds-memory-budget", "Deployment/rebel100/minimax-m27-prefill",
-         "container vllm env LMCACHE_EXTRA_CONFIG (drives, overhead, staging and HBM from ConfigMap minimax-m27-lmcache "
-         "annotation rebel100.ai/rds-budget, 8916992 tokens per rank at LMCACHE_CHUNK_SIZE 4096): "
-         + RDS_2177.format(chunks="rds_max_chunks", chunks_name="rds_max_chunks",
-                           utilization="--gpu-memory-utilization"))], id="rds-budget-one-chunk-over"),
-    pytest.param({"kvTier": {"mode": "cpu"}}, [], [], id="kv-tier-cpu"),
-    pytest.param({"kvTier": {"mode": "off"}}, [], [], id="kv-tier-off"),
-])
+@pytest.mark.parametrize(
+    "values, gate_expected, pack_expected",
+    [
+        # A decode pod that fills its node: DP 8 on the 8 NPUs of a node, and so 8 target ports, the most a pool takes.
+        pytest.param({"decode": {"dataParallelSize": 8}}, [], [], id="a-pod-fills-a-node-8-target-ports"),
+        pytest.param(
+            {"decode": {"dataParallelSize": 8}, "hardware": {"npusPerNode": 4}},
+            [
+                (
+                    "rebel100:decode",
+                    "TP 1 x PP 1 x DP-local 8 = 8 NPUs per pod, more than the 4 NPUs of a node "
+                    "(hardware.npusPerNode): the pod stays Pending forever. Lower the parallelism or the DP "
+                    "ranks per pod to at most 4 NPUs.",
+                    "npu-devices-fit-node",
+                )
+            ],
+            [
+                (
+                    "npu-devices-fit-node",
+                    "Deployment/rebel100/minimax-m27-decode",
+                    "the pod template claims 8 NPUs (spec.resourceClaims) and its engines need 8 (TP x PP x DP-local), but a node "
+                    "has npusPerNode 4: a pod cannot span nodes, so it stays Pending. Lower the parallelism (or "
+                    "--data-parallel-size-local) to at most 4 NPUs per pod, or set npusPerNode in the policy config if the nodes "
+                    "really have more.",
+                )
+            ],
+            id="a-pod-one-node-too-big",
+        ),
+        pytest.param({"hardware": {"rdmaNicsPerPod": 0}}, [], [], id="no-rdma-nics"),
+        # The RDS budget at exact equality, 2176 x 2 x 2 + 512 = 9216 = 36864 x 0.25, and one chunk over.
+        pytest.param(
+            {"prefill": {"gpuMemoryUtilization": 0.75}, "kvTier": {"rdsMaxChunks": 2176}},
+            [],
+            [],
+            id="rds-budget-exactly-full",
+        ),
+        pytest.param(
+            {"prefill": {"gpuMemoryUtilization": 0.75}, "kvTier": {"rdsMaxChunks": 2177}},
+            [
+                (
+                    "rebel100:kvTier.rdsMaxChunks",
+                    RDS_2177.format(
+                        chunks="kvTier.rdsMaxChunks",
+                        chunks_name="kvTier.rdsMaxChunks",
+                        utilization="prefill.gpuMemoryUtilization",
+                    ),
+                    "rds-memory-budget",
+                )
+            ],
+            [
+                (
+                    "rds-memory-budget",
+                    "Deployment/rebel100/minimax-m27-prefill",
+                    "container vllm env LMCACHE_EXTRA_CONFIG (drives, overhead, staging and HBM from ConfigMap minimax-m27-lmcache "
+                    "annotation rebel100.ai/rds-budget, 8916992 tokens per rank at LMCACHE_CHUNK_SIZE 4096): "
+                    + RDS_2177.format(
+                        chunks="rds_max_chunks", chunks_name="rds_max_chunks", utilization="--gpu-memory-utilization"
+                    ),
+                )
+            ],
+            id="rds-budget-one-chunk-over",
+        ),
+        pytest.param({"kvTier": {"mode": "cpu"}}, [], [], id="kv-tier-cpu"),
+        pytest.param({"kvTier": {"mode": "off"}}, [], [], id="kv-tier-off"),
+    ],
+)
 def test_the_boundaries_in_full(values, gate_expected, pack_expected):
     """Each boundary's findings (key path or resource, message, policy) written out by hand; where none is due, the
     gate refuses nothing and the pack reports nothing mandatory (not only of the shared rules)."""
@@ -318,25 +421,35 @@ def test_the_oracle_on_the_target_configuration():
     """The oracle itself, on values whose verdicts the reference design states."""
     assert reference_verdict(StackConfig.model_validate({})) == set()
     assert reference_verdict(StackConfig.model_validate({"kvTier": {"rdsMaxChunks": 4000}})) == {
-        ("rds-memory-budget", "prefill", "rebel100:kvTier.rdsMaxChunks")}
+        ("rds-memory-budget", "prefill", "rebel100:kvTier.rdsMaxChunks")
+    }
     # 256 experts do not divide over DP 3 x TP 1.
     assert reference_verdict(StackConfig.model_validate({"decode": {"dataParallelSize": 3}})) == {
-        ("parallelism-fits-model", "decode", "rebel100:decode.enableExpertParallel")}
+        ("parallelism-fits-model", "decode", "rebel100:decode.enableExpertParallel")
+    }
     assert reference_verdict(StackConfig.model_validate({"prefill": {"port": 8004}})) == {
-        ("pool-endpoints-serve", "prefill", "rebel100:prefill.port")}
+        ("pool-endpoints-serve", "prefill", "rebel100:prefill.port")
+    }
     assert reference_verdict(StackConfig.model_validate({"decode": {"sidecar": {"image": SIDECAR_IMAGES[2]}}})) == {
-        ("sidecar-ssrf-capable", "decode", "rebel100:decode.sidecar.image")}
-    scaled = {"hardware": {"nodes": 4}, "rollout": {"strategy": "RollingUpdate"},
-              "prefill": {"autoscaling": {"minReplicas": 1, "maxReplicas": 4}},
-              "decode": {"autoscaling": {"minReplicas": 1, "maxReplicas": 4}}}
+        ("sidecar-ssrf-capable", "decode", "rebel100:decode.sidecar.image")
+    }
+    scaled = {
+        "hardware": {"nodes": 4},
+        "rollout": {"strategy": "RollingUpdate"},
+        "prefill": {"autoscaling": {"minReplicas": 1, "maxReplicas": 4}},
+        "decode": {"autoscaling": {"minReplicas": 1, "maxReplicas": 4}},
+    }
     assert reference_verdict(StackConfig.model_validate(scaled)) == set()
-    assert reference_verdict(StackConfig.model_validate(
-        {**scaled, "decode": {"autoscaling": {"minReplicas": 1, "maxReplicas": 5}}})) == {
+    assert reference_verdict(
+        StackConfig.model_validate({**scaled, "decode": {"autoscaling": {"minReplicas": 1, "maxReplicas": 5}}})
+    ) == {
         ("autoscaling-fits-site", "decode", "rebel100:decode.autoscaling.maxReplicas"),
-        ("autoscaling-fits-site", "prefill", "rebel100:prefill.autoscaling.maxReplicas")}
+        ("autoscaling-fits-site", "prefill", "rebel100:prefill.autoscaling.maxReplicas"),
+    }
     assert reference_verdict(StackConfig.model_validate({**scaled, "rollout": {}})) == {
         ("autoscaling-rollout", "prefill", "rebel100:rollout.strategy"),
-        ("autoscaling-rollout", "decode", "rebel100:rollout.strategy")}
+        ("autoscaling-rollout", "decode", "rebel100:rollout.strategy"),
+    }
 
 
 def test_drives_reach_the_pack():
@@ -351,6 +464,7 @@ def test_drives_reach_the_pack():
 
 # --- stack files: any content gets one clear line ---------------------------------------------
 
+
 def read(tmp_path: pathlib.Path, content: bytes):
     path = tmp_path / "Pulumi.fuzz.yaml"
     path.write_bytes(content)
@@ -363,14 +477,17 @@ def expect_clear_error(tmp_path: pathlib.Path, content: bytes) -> Exception:
     return caught.value
 
 
-@pytest.mark.parametrize("content, says", [
-    (b"config:\n  - rebel100:name: x\n", "`config:` must be a mapping"),
-    (b"config: {rebel100:prefill: [1, 2\n", "YAML syntax error"),
-    (b"- a\n- b\n", "expected a mapping with a `config:` key, got a YAML list"),
-    (b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe", "not a UTF-8 text file"),
-    (b"config:\n  rebel100:prefill: just-a-string\n", "rebel100:prefill"),
-    (b"config:\n  rebel100:prefill:\n    replicas: many\n", "rebel100:prefill.replicas"),
-])
+@pytest.mark.parametrize(
+    "content, says",
+    [
+        (b"config:\n  - rebel100:name: x\n", "`config:` must be a mapping"),
+        (b"config: {rebel100:prefill: [1, 2\n", "YAML syntax error"),
+        (b"- a\n- b\n", "expected a mapping with a `config:` key, got a YAML list"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe", "not a UTF-8 text file"),
+        (b"config:\n  rebel100:prefill: just-a-string\n", "rebel100:prefill"),
+        (b"config:\n  rebel100:prefill:\n    replicas: many\n", "rebel100:prefill.replicas"),
+    ],
+)
 def test_malformed_stack_file_is_one_clear_error(tmp_path, content, says):
     error = expect_clear_error(tmp_path, content)
     message = str(error)
@@ -384,24 +501,39 @@ def test_malformed_stack_file_is_one_clear_error(tmp_path, content, says):
 yaml_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
     lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=12), children, max_size=3),
-    max_leaves=12)
-sections = st.sampled_from(["prefill", "decode", "engine", "kvTier", "hardware", "router", "model", "storage", "name",
-                            "placement", "topology", "hfToken"])
+    max_leaves=12,
+)
+sections = st.sampled_from(
+    [
+        "prefill",
+        "decode",
+        "engine",
+        "kvTier",
+        "hardware",
+        "router",
+        "model",
+        "storage",
+        "name",
+        "placement",
+        "topology",
+        "hfToken",
+    ]
+)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
-          **DETERMINISTIC)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture], **DETERMINISTIC)
 @given(st.dictionaries(sections.map(lambda s: f"rebel100:{s}"), yaml_values, max_size=4) | yaml_values)
 def test_random_stack_files_never_raise_anything_else(tmp_path, document):
-    content = yaml.safe_dump(document if not isinstance(document, dict) or not document else {"config": document}).encode()
+    content = yaml.safe_dump(
+        document if not isinstance(document, dict) or not document else {"config": document}
+    ).encode()
     try:
         read(tmp_path, content)
     except (stackfile.StackFileError, gate.ConfigError):
         pass
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
-          **DETERMINISTIC)
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture], **DETERMINISTIC)
 @given(st.binary(max_size=64))
 def test_random_bytes_never_raise_anything_else(tmp_path, content):
     try:

@@ -2,6 +2,7 @@
 gate that `check`, `render` and `plan` run and by the program itself (the preview), at its key, with the
 `pulumi config set --secret` command; the value is in no output. The same key written `secure:` passes.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,14 +32,17 @@ def stack_file(tmp_path: pathlib.Path, token_entry) -> pathlib.Path:
     return path
 
 
-@pytest.mark.parametrize("written, secure, plain", [
-    ({KEY: TOKEN}, set(), [KEY]),
-    ({KEY: TOKEN}, {KEY}, []),
-    ({KEY: ""}, set(), [KEY]),                       # an empty plain value is still not a secret
-    ({"rebel100:hfTokenSecret": "hf-token"}, set(), []),  # the Secret's name is no secret
-    ({"other:hfToken": TOKEN}, set(), []),          # another namespace's key is not the schema's
-    ({}, set(), []),
-])
+@pytest.mark.parametrize(
+    "written, secure, plain",
+    [
+        ({KEY: TOKEN}, set(), [KEY]),
+        ({KEY: TOKEN}, {KEY}, []),
+        ({KEY: ""}, set(), [KEY]),  # an empty plain value is still not a secret
+        ({"rebel100:hfTokenSecret": "hf-token"}, set(), []),  # the Secret's name is no secret
+        ({"other:hfToken": TOKEN}, set(), []),  # another namespace's key is not the schema's
+        ({}, set(), []),
+    ],
+)
 def test_plain_secret_keys(written, secure, plain):
     assert plain_secret_keys(written, secure.__contains__) == plain
 
@@ -67,19 +71,34 @@ def test_read_from_a_stack_file(tmp_path):
     assert load_stack(stack_file(tmp_path, {"secure": "v1:AAAA"}), "secure").environment == "dev"
 
 
-@pytest.mark.parametrize("command", [["check"], ["render", "--out", "{out}"], ["plan"], ["plan", "--json"],
-                                     ["check", "--format", "sarif"], ["check", "--format", "json"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["check"],
+        ["render", "--out", "{out}"],
+        ["plan"],
+        ["plan", "--json"],
+        ["check", "--format", "sarif"],
+        ["check", "--format", "json"],
+    ],
+)
 def test_the_offline_tools_refuse_it_and_print_no_value(tmp_path, command):
     path = stack_file(tmp_path, TOKEN)
     argv = [a.replace("{out}", str(tmp_path / "out")) for a in command]
-    proc = subprocess.run([sys.executable, "-m", "stacks", *argv, "--config-file", str(path)], cwd=PROJECT_ROOT,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "stacks", *argv, "--config-file", str(path)],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     output = proc.stdout + proc.stderr
     assert proc.returncode == 1, output[-2000:]
     assert f"{KEY}: {KEY} is a secret but the stack file holds it in plain text" in output and COMMAND in output
     assert TOKEN not in output
     assert not (tmp_path / "out").exists() or TOKEN not in "".join(
-        p.read_text() for p in (tmp_path / "out").rglob("*") if p.is_file())
+        p.read_text() for p in (tmp_path / "out").rglob("*") if p.is_file()
+    )
 
 
 # Run in a process of its own: a program that raises mid-run leaves the SDK's process-wide runtime state behind, which
@@ -109,8 +128,13 @@ def test_the_program_refuses_it_before_registering_anything(secret):
     """stacks.program.main under Pulumi's mock runtime, given the config and secret keys the engine would pass: a
     plain token is refused as `pulumi preview` refuses it (tests/e2e/test_plain_secret.py); as a secret key it is
     deployed."""
-    proc = subprocess.run([sys.executable, "-c", PROGRAM, TOKEN, "secret" if secret else "plain"], cwd=PROJECT_ROOT,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", PROGRAM, TOKEN, "secret" if secret else "plain"],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     outcome = json.loads(proc.stdout.strip().splitlines()[-1])
     assert TOKEN not in proc.stdout + proc.stderr

@@ -2,6 +2,7 @@
 
 Regenerate after an intended change with `make golden`, review the diff, commit it.
 """
+
 import subprocess
 import sys
 
@@ -39,7 +40,9 @@ def test_golden_files_are_written_as_render_writes_them(tmp_path):
     render.write(result.manifests, tmp_path / "out")
     for path in (tmp_path / "out").rglob("*.yaml"):
         relative = path.relative_to(tmp_path / "out")
-        assert path.read_text() == (GOLDEN / "dev" / relative).read_text(), f"{relative}: byte-level diff, run `make golden`"
+        assert path.read_text() == (GOLDEN / "dev" / relative).read_text(), (
+            f"{relative}: byte-level diff, run `make golden`"
+        )
 
 
 def test_every_object_has_an_explicit_name(rendered):
@@ -79,15 +82,21 @@ def test_agg_has_no_prefill_and_agg_router():
     result = render.render_stack_file(stack_file("agg"), "agg")
     names = {m["metadata"]["name"] for m in result.manifests}
     assert not any("prefill" in n for n in names)
-    config = next(m for m in result.manifests if m["kind"] == "ConfigMap" and m["metadata"]["name"].endswith("epp-config"))
+    config = next(
+        m for m in result.manifests if m["kind"] == "ConfigMap" and m["metadata"]["name"].endswith("epp-config")
+    )
     assert "peakPrefillThroughput: 2256" in config["data"]["epp-config.yaml"]
 
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_golden_passes_strict_validator(stack):
     """`python -m stacks validate` (stacks/validate.py, CRDs from crds/) as `make validate` runs it."""
-    proc = subprocess.run([sys.executable, "-m", "stacks", "validate", "--quiet", str(GOLDEN / stack)],
-                          cwd=PROJECT_ROOT, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "stacks", "validate", "--quiet", str(GOLDEN / stack)],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+    )
     summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert " 0 invalid" in summary, summary

@@ -1,5 +1,6 @@
 """The offline render (`objects.stack`, no Pulumi) is what the real program registers and exports under
 Pulumi's mock runtime: the same objects, the same outputs, the same warnings' effect."""
+
 from __future__ import annotations
 
 import pytest
@@ -49,20 +50,34 @@ def test_a_render_mode_stack_withholds_the_token_in_both():
 
 
 # The settings that change which objects exist, how many, and their shape.
-shapes = st.fixed_dictionaries({}, optional={
-    "topology": st.sampled_from(["pd", "agg"]),
-    "kvTier": st.fixed_dictionaries({"mode": st.sampled_from(["rds", "cpu", "off"])}),
-    "placement": st.fixed_dictionaries({}, optional={"groups": st.integers(1, 3), "spreadRoles": st.booleans()}),
-    "security": st.fixed_dictionaries({}, optional={"networkPolicies": st.booleans()}),
-    "observability": st.fixed_dictionaries({}, optional={"podMonitors": st.booleans(), "grafanaDashboard": st.booleans()}),
-    "weights": st.fixed_dictionaries({}, optional={"source": st.sampled_from(["pvc", "download"]), "gated": st.booleans(),
-                                                   "tokenSecretExists": st.just(True)}),
-    "rollout": st.fixed_dictionaries({}, optional={"strategy": st.sampled_from(["Recreate", "RollingUpdate"]),
-                                                   "poolAtATime": st.booleans()}),
-    "gateway": st.fixed_dictionaries({}, optional={"hostname": st.sampled_from(["llm.example.com"])}),
-    "storage": st.fixed_dictionaries({}, optional={"retainOnDelete": st.booleans(), "storageClass": st.just("rwx")}),
-    "hardware": st.fixed_dictionaries({}, optional={"rdmaNicsPerPod": st.sampled_from([0, 2])}),
-})
+shapes = st.fixed_dictionaries(
+    {},
+    optional={
+        "topology": st.sampled_from(["pd", "agg"]),
+        "kvTier": st.fixed_dictionaries({"mode": st.sampled_from(["rds", "cpu", "off"])}),
+        "placement": st.fixed_dictionaries({}, optional={"groups": st.integers(1, 3), "spreadRoles": st.booleans()}),
+        "security": st.fixed_dictionaries({}, optional={"networkPolicies": st.booleans()}),
+        "observability": st.fixed_dictionaries(
+            {}, optional={"podMonitors": st.booleans(), "grafanaDashboard": st.booleans()}
+        ),
+        "weights": st.fixed_dictionaries(
+            {},
+            optional={
+                "source": st.sampled_from(["pvc", "download"]),
+                "gated": st.booleans(),
+                "tokenSecretExists": st.just(True),
+            },
+        ),
+        "rollout": st.fixed_dictionaries(
+            {}, optional={"strategy": st.sampled_from(["Recreate", "RollingUpdate"]), "poolAtATime": st.booleans()}
+        ),
+        "gateway": st.fixed_dictionaries({}, optional={"hostname": st.sampled_from(["llm.example.com"])}),
+        "storage": st.fixed_dictionaries(
+            {}, optional={"retainOnDelete": st.booleans(), "storageClass": st.just("rwx")}
+        ),
+        "hardware": st.fixed_dictionaries({}, optional={"rdmaNicsPerPod": st.sampled_from([0, 2])}),
+    },
+)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,5 +1,6 @@
 """The project's strict manifest validator (`python -m stacks validate`): built-in kinds through
 kubernetes-validate, custom resources through the CRDs vendored in crds/, defaults before strictness."""
+
 import copy
 import os
 import pathlib
@@ -23,8 +24,9 @@ def load(path: pathlib.Path) -> dict:
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "stacks", "validate", *args], cwd=PROJECT_ROOT,
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "stacks", "validate", *args], cwd=PROJECT_ROOT, capture_output=True, text=True
+    )
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +36,16 @@ def crds():
 
 def test_every_vendored_crd_kind_has_a_schema(crds):
     kinds = {kind for _, kind in crds}
-    assert {"Gateway", "GatewayClass", "HTTPRoute", "ReferenceGrant", "InferencePool", "InferenceObjective",
-            "PodMonitor", "ServiceMonitor"} <= kinds
+    assert {
+        "Gateway",
+        "GatewayClass",
+        "HTTPRoute",
+        "ReferenceGrant",
+        "InferencePool",
+        "InferenceObjective",
+        "PodMonitor",
+        "ServiceMonitor",
+    } <= kinds
 
 
 def test_kubernetes_134_and_135_schemas_are_bundled():
@@ -87,14 +97,36 @@ def test_crd_defaults_are_applied_as_the_api_server_does(crds):
 
 def test_a_required_field_with_a_default_is_satisfied_by_the_default(tmp_path):
     crd = {
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
         "metadata": {"name": "widgets.example.com"},
-        "spec": {"group": "example.com", "names": {"kind": "Widget", "plural": "widgets"}, "scope": "Namespaced",
-                 "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
-                     "type": "object", "properties": {"spec": {
-                         "type": "object", "required": ["mode"],
-                         "properties": {"mode": {"type": "string", "default": "fast"},
-                                        "note": {"type": "string", "nullable": True}}}}}}}]},
+        "spec": {
+            "group": "example.com",
+            "names": {"kind": "Widget", "plural": "widgets"},
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {
+                                "spec": {
+                                    "type": "object",
+                                    "required": ["mode"],
+                                    "properties": {
+                                        "mode": {"type": "string", "default": "fast"},
+                                        "note": {"type": "string", "nullable": True},
+                                    },
+                                }
+                            },
+                        }
+                    },
+                }
+            ],
+        },
     }
     (tmp_path / "crd.yaml").write_text(yaml.safe_dump(crd))
     crds = validate.load_crds(tmp_path)
@@ -106,8 +138,11 @@ def test_a_required_field_with_a_default_is_satisfied_by_the_default(tmp_path):
 
 
 def test_a_kind_without_schema_is_unchecked_not_failed(tmp_path):
-    (tmp_path / "x.yaml").write_text(yaml.safe_dump(
-        {"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g"}, "spec": {"any": 1}}))
+    (tmp_path / "x.yaml").write_text(
+        yaml.safe_dump(
+            {"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g"}, "spec": {"any": 1}}
+        )
+    )
     proc = run(str(tmp_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "UNCHECKED" in proc.stdout and "1 unchecked" in proc.stdout
@@ -206,6 +241,12 @@ def test_make_validate_reads_the_golden_files_and_never_rewrites_them():
     # Under `make test` this runs inside a make: without its MAKEFLAGS/MAKELEVEL the child neither inherits the
     # parent's flags nor prints "Entering directory".
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES")}
-    proc = subprocess.run(["make", "--no-print-directory", "-n", "-o", ".venv/.installed", "validate"],
-                          cwd=PROJECT_ROOT, capture_output=True, text=True, check=True, env=env)
+    proc = subprocess.run(
+        ["make", "--no-print-directory", "-n", "-o", ".venv/.installed", "validate"],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
     assert proc.stdout.splitlines() == [".venv/bin/python -m stacks validate --quiet tests/golden"]

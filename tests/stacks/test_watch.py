@@ -1,4 +1,5 @@
 """stacks.site.watch beside a running process: an API server that does not answer ends the update within its bound."""
+
 from __future__ import annotations
 
 import subprocess
@@ -25,8 +26,9 @@ current-context: c
 """)
     update = subprocess.Popen(["sleep", "300"], preexec_fn=default_sigint)  # stands in for `pulumi up`: SIGINT ends it
     try:
-        status = watch(StackConfig(), str(kubeconfig), pid=update.pid, grace_seconds=600, unreachable_seconds=1,
-                       interval=0.2)
+        status = watch(
+            StackConfig(), str(kubeconfig), pid=update.pid, grace_seconds=600, unreachable_seconds=1, interval=0.2
+        )
         assert update.wait(timeout=30) != 0  # it was interrupted
     finally:
         update.kill()
