@@ -1,0 +1,187 @@
+"""The router's objects against values written out by hand (issue 25): the EPP's Deployment, its access to the API,
+its EndpointPickerConfig ConfigMap, its disruption budget and the InferencePool, and the bounds on the pool's ports.
+
+Literals from the reference design (docs/what-it-deploys.md, the llm-d router's chart: the EPP reads pods, pools and
+objectives in its namespace, answers gRPC health on 9003 for the service `inference-extension`), never the result of
+a call into core/ or objects/; `make mutate SCOPE=objects` found each of them unchecked.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from core.gate import load_config
+from objects.router import RouterArgs, router
+from objects.stack import stack_objects
+from tests.conftest import stack_config
+
+NS, STACK = "rebel100", "minimax-m27"
+EPP, POOL = f"{STACK}-epp", f"{STACK}-pool"
+LABELS = {"app.kubernetes.io/part-of": STACK, "app.kubernetes.io/name": EPP, "app.kubernetes.io/component": "router"}
+META = {"name": EPP, "namespace": NS, "labels": LABELS, "annotations": {"pulumi.com/patchForce": "true"}}
+RESTRICTED = {
+    "runAsNonRoot": True,
+    "runAsUser": 65532,
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "capabilities": {"drop": ["ALL"]},
+}
+
+
+def children_of(stack: str, **overrides) -> dict[tuple[str, str], object]:
+    cfg = load_config(stack_config(stack, **overrides))
+    return {(child.kind, child.name): child for child in stack_objects(cfg).children()}
+
+
+def test_the_epp_deployment_written_out():
+    children = children_of("prod-4p4d")
+    child = children[("Deployment", EPP)]
+    assert (child.resource_name, child.after) == (EPP, (f"{EPP}-config",))
+    deployment = child.manifest
+    assert (deployment["apiVersion"], deployment["metadata"]) == ("apps/v1", META)
+    spec = deployment["spec"]
+    assert (spec["replicas"], spec["selector"]) == (1, {"matchLabels": LABELS})
+    assert spec["template"]["metadata"] == {"labels": LABELS}
+    pod = spec["template"]["spec"]
+    (epp,) = pod.pop("containers")
+    assert pod == {
+        "serviceAccountName": EPP,
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "volumes": [{"name": "config", "configMap": {"name": f"{EPP}-config"}}],
+    }
+    epp.pop("args")  # test_shapes.py writes the args out
+    assert epp == {
+        "name": "epp",
+        "image": "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0",
+        "ports": [
+            {"name": "grpc", "containerPort": 9002, "protocol": "TCP"},
+            {"name": "grpc-health", "containerPort": 9003, "protocol": "TCP"},
+            {"name": "metrics", "containerPort": 9090, "protocol": "TCP"},
+        ],
+        "readinessProbe": {"grpc": {"port": 9003, "service": "inference-extension"}, "periodSeconds": 5},
+        "livenessProbe": {"grpc": {"port": 9003, "service": "inference-extension"}, "periodSeconds": 10},
+        "resources": {"requests": {"cpu": "2", "memory": "2Gi"}, "limits": {"cpu": "4", "memory": "4Gi"}},
+        "volumeMounts": [{"name": "config", "mountPath": "/etc/epp", "readOnly": True}],
+        "securityContext": RESTRICTED,
+    }
+
+
+def test_the_epp_reads_pods_pools_and_objectives_in_its_namespace():
+    children = children_of("prod-4p4d")
+    account, role, binding = (children[(kind, EPP)] for kind in ("ServiceAccount", "Role", "RoleBinding"))
+    assert account.manifest == {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": META}
+    read = ["get", "list", "watch"]
+    assert role.manifest == {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": META,
+        "rules": [
+            {"apiGroups": [""], "resources": ["pods"], "verbs": read},
+            {"apiGroups": ["inference.networking.k8s.io"], "resources": ["inferencepools"], "verbs": read},
+            {"apiGroups": ["inference.networking.x-k8s.io"], "resources": ["inferenceobjectives"], "verbs": read},
+        ],
+    }
+    assert binding.manifest == {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": META,
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": EPP},
+        "subjects": [{"kind": "ServiceAccount", "name": EPP, "namespace": NS}],
+    }
+    assert [c.resource_name for c in (account, role, binding)] == [f"{EPP}-sa", f"{EPP}-role", f"{EPP}-rolebinding"]
+    assert binding.after == (f"{EPP}-sa", f"{EPP}-role")
+
+
+def test_the_epp_checks_scrape_tokens_through_a_cluster_role_of_the_namespace_and_stack():
+    children = children_of("prod-4p4d")
+    name = f"{NS}-{STACK}-epp-metrics-auth"
+    cluster_meta = {"name": name, "labels": LABELS, "annotations": {"pulumi.com/patchForce": "true"}}
+    role, binding = children[("ClusterRole", name)], children[("ClusterRoleBinding", name)]
+    assert role.manifest["metadata"] == cluster_meta and role.resource_name == f"{EPP}-metrics-auth"
+    assert binding.manifest == {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": cluster_meta,
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": EPP, "namespace": NS}],
+    }
+    assert (binding.resource_name, binding.after) == (
+        f"{EPP}-metrics-auth-binding",
+        (f"{EPP}-sa", f"{EPP}-metrics-auth"),
+    )
+
+
+def test_the_endpoint_picker_config_is_one_yaml_file_in_the_order_it_is_written():
+    child = children_of("prod-4p4d")[("ConfigMap", f"{EPP}-config")]
+    assert child.resource_name == f"{EPP}-config"
+    config_map = child.manifest
+    assert config_map["metadata"] == {**META, "name": f"{EPP}-config"}
+    (name,) = config_map["data"]
+    assert name == "epp-config.yaml"
+    # As built, not sorted: the header, then each plugin's type before its parameters.
+    assert config_map["data"][name].startswith(
+        "apiVersion: llm-d.ai/v1alpha1\nkind: EndpointPickerConfig\nplugins:\n"
+        "- type: approx-prefix-cache-producer\n  parameters:\n"
+    )
+
+
+def test_the_epp_budget_and_the_service_and_the_pool_after_it():
+    children = children_of("prod-4p4d", rollout={"maxUnavailable": 2})
+    budget = children[("PodDisruptionBudget", EPP)]
+    assert budget.resource_name == f"{EPP}-pdb"
+    assert budget.manifest == {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": META,
+        "spec": {"maxUnavailable": 2, "selector": {"matchLabels": LABELS}},  # rollout.maxUnavailable: every role's
+    }
+    service = children[("Service", EPP)]
+    assert service.resource_name == f"{EPP}-svc"
+    assert (service.manifest["metadata"], service.manifest["spec"]["type"]) == (META, "ClusterIP")
+    pool = children[("InferencePool", POOL)]
+    assert (pool.resource_name, pool.after) == (POOL, (f"{EPP}-svc",))
+    assert pool.manifest["apiVersion"] == "inference.networking.k8s.io/v1"
+    assert pool.manifest["metadata"] == {
+        "name": POOL,
+        "namespace": NS,
+        "labels": {"app.kubernetes.io/part-of": STACK},
+        "annotations": {"pulumi.com/patchForce": "true"},
+    }
+    # Every serving pod of the stack, whatever its role.
+    assert pool.manifest["spec"]["selector"] == {
+        "matchLabels": {"app.kubernetes.io/part-of": STACK, "llm-d.ai/inference-serving": "true"}
+    }
+
+
+def test_the_epp_replicas_and_failure_mode_of_the_router_args():
+    children = {
+        (child.kind, child.name): child.manifest
+        for child in router(
+            "r", RouterArgs(stack_name=STACK, namespace=NS, target_ports=[8000], replicas=2, failure_mode="FailOpen")
+        )
+    }
+    assert children[("Deployment", EPP)]["spec"]["replicas"] == 2
+    assert children[("InferencePool", POOL)]["spec"]["endpointPickerRef"]["failureMode"] == "FailOpen"
+
+
+@pytest.mark.parametrize(
+    "ports, message",
+    [
+        ([], "Router r: the pool needs at least one target port."),
+        (list(range(8000, 8009)), "Router r: 9 target ports; an InferencePool allows at most 8."),
+    ],
+)
+def test_a_pool_of_no_port_or_of_more_than_eight_is_refused(ports, message):
+    with pytest.raises(ValueError) as error:
+        router("r", RouterArgs(stack_name=STACK, namespace=NS, target_ports=ports))
+    assert str(error.value) == message
+
+
+def test_eight_target_ports_are_the_most_a_pool_takes():
+    ports = list(range(8000, 8008))
+    (pool,) = [
+        c
+        for c in router("r", RouterArgs(stack_name=STACK, namespace=NS, target_ports=ports))
+        if c.kind == "InferencePool"
+    ]
+    assert pool.manifest["spec"]["targetPorts"] == [{"number": port} for port in range(8000, 8008)]
