@@ -3,7 +3,7 @@ what it keeps on destroy, how long it waits): the options the mock runtime canno
 
 from core.config import StackConfig
 from core.sizing import rollout_timeout_seconds
-from objects.stack import stack_objects
+from objects.stack import hf_token_withheld, stack_objects
 
 
 def children(**config):
@@ -63,3 +63,48 @@ def test_agg_has_neither_prefill_nor_kv_tier():
     parts, _ = children(topology="agg")
     assert parts.prefill is None and parts.kv_tier is None
     assert parts.decode.args.sidecar is None
+
+
+def test_the_namespace_and_the_token_secret_written_out():
+    parts, by_name = children(hfTokenSecret="hub-token")
+    assert by_name[("Namespace", "namespace")].manifest == {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "ns", "labels": {"app.kubernetes.io/part-of": "t"}},
+    }
+    assert parts.hf_token is None  # no token given: no Secret
+    with_token = stack_objects(StackConfig(name="t", namespace="ns", hfTokenSecret="hub-token"), hf_token="hf_abc")
+    assert with_token.hf_token.resource_name == "hf-token"
+    assert with_token.hf_token.manifest == {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": "hub-token",
+            "namespace": "ns",
+            "labels": {"app.kubernetes.io/part-of": "t"},
+            "annotations": {"pulumi.com/patchForce": "true"},
+        },
+        "type": "Opaque",
+        "stringData": {"token": "hf_abc"},
+    }
+    assert with_token.children()[:2] == [with_token.namespace, with_token.hf_token]
+
+
+def test_a_render_stack_withholds_the_token_secret_and_says_how_to_create_it():
+    assert hf_token_withheld(StackConfig(name="t", namespace="ns"), "prod") is None
+    cfg = StackConfig(name="t", namespace="ns", renderDirectory="out/prod", hfTokenSecret="hub-token")
+    assert hf_token_withheld(cfg, "prod") == (
+        "rebel100:hfToken is set, but stack 'prod' renders to out/prod, which would hold the token in plain text: "
+        "the Secret hub-token is not rendered. Create it where the render is applied: kubectl create secret generic "
+        "hub-token --from-literal=token=... -n ns"
+    )
+
+
+def test_the_outputs_name_the_served_model_and_the_base_url():
+    outputs = stack_objects(StackConfig(name="t", namespace="ns")).outputs
+    assert (outputs["servedModelName"], outputs["openaiBaseUrl"]) == (
+        "MiniMaxAI/MiniMax-M2.7",
+        "http://t-gateway-istio.ns.svc.cluster.local:80/v1",
+    )
+    served = stack_objects(StackConfig(name="t", namespace="ns", model={"servedName": "m27"})).outputs
+    assert served["servedModelName"] == "m27"
