@@ -28,6 +28,8 @@ from __future__ import annotations
 import argparse
 import collections
 import dataclasses
+import functools
+import itertools
 import json
 import os
 import pathlib
@@ -39,7 +41,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Optional
 
 import yaml
 
@@ -78,7 +79,7 @@ CHECK_COLD = ["env", "REBEL100_VALIDATE_CACHE=0", *CHECK]
 # --- measuring -------------------------------------------------------------------------------
 
 
-def run_once(command: list[str], cwd: pathlib.Path = ROOT, env: Optional[dict] = None) -> tuple[float, float, float]:
+def run_once(command: list[str], cwd: pathlib.Path = ROOT, env: dict | None = None) -> tuple[float, float, float]:
     """(wall s, CPU s of the process and its children, peak MiB) of one run; exit 0 or 1 expected."""
     start = time.perf_counter()
     proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -168,7 +169,7 @@ def floor_section(repeats: int) -> None:
 # --- preview and no-op up on the local cluster ------------------------------------------------
 
 
-def checked_dir(*command: str) -> Optional[str]:
+def checked_dir(*command: str) -> str | None:
     proc = subprocess.run(list(command), capture_output=True, text=True)
     lines = proc.stdout.strip().splitlines()
     return lines[-1] if proc.returncode == 0 and lines and os.path.isdir(lines[-1]) else None
@@ -407,7 +408,7 @@ def engine_scale(
     return found
 
 
-def scale_section(repeats: int, sizes: list[int], bin_dir: Optional[str]) -> None:
+def scale_section(repeats: int, sizes: list[int], bin_dir: str | None) -> None:
     header(f"render and check as stacks grow, and the engine's preview and no-op up, median of {repeats}")
     rows = []
     with tempfile.TemporaryDirectory() as scratch_name:
@@ -450,13 +451,18 @@ def scale_section(repeats: int, sizes: list[int], bin_dir: Optional[str]) -> Non
             f"{label:<46}"
             + "".join(f"{getattr(r[7], field)[0]:>8.2f}{getattr(r[7], field)[1]:>8.2f}" for r in generated)
         )
+
+    def growth(e0, e1, extra_pools: int, field: str) -> str:
+        (w0, u0), (w1, u1) = getattr(e0, field), getattr(e1, field)
+        return f"{1000 * (w1 - w0) / extra_pools:.0f}/{1000 * (u1 - u0) / extra_pools:.0f}"
+
+    def cost_per_resource(e, field: str) -> str:
+        wall, cpu = getattr(e, field)
+        return f"{1000 * wall / e.resources:.1f}/{1000 * cpu / e.resources:.1f}"
+
     # Linear growth = a constant cost per extra pool on top of a fixed start-up (interpreter, imports, CLI).
-    for (_, p0, _, t0, _, c0, _, e0), (_, p1, _, t1, _, c1, _, e1) in zip(generated, generated[1:]):
-
-        def per_pool(field: str) -> str:
-            (w0, u0), (w1, u1) = getattr(e0, field), getattr(e1, field)
-            return f"{1000 * (w1 - w0) / (p1 - p0):.0f}/{1000 * (u1 - u0) / (p1 - p0):.0f}"
-
+    for (_, p0, _, t0, _, c0, _, e0), (_, p1, _, t1, _, c1, _, e1) in itertools.pairwise(generated):
+        per_pool = functools.partial(growth, e0, e1, p1 - p0)  # this pair's, bound now
         print(
             f"growth {p0:>4} -> {p1:>4} pools, ms per extra pool: render {1000 * (t1 - t0) / (p1 - p0):.1f}, "
             f"check {1000 * (c1 - c0) / (p1 - p0):.1f}; wall/cpu: preview {per_pool('preview')} "
@@ -465,11 +471,7 @@ def scale_section(repeats: int, sizes: list[int], bin_dir: Optional[str]) -> Non
         )
     for _, pools, _, _, _, _, _, e in generated:
         if e.resources:
-
-            def per_resource(field: str) -> str:
-                wall, cpu = getattr(e, field)
-                return f"{1000 * wall / e.resources:.1f}/{1000 * cpu / e.resources:.1f}"
-
+            per_resource = functools.partial(cost_per_resource, e)
             print(
                 f"ms per resource at {pools:>4} pools ({e.resources} resources), wall/cpu: preview "
                 f"{per_resource('preview')}, no-op preview {per_resource('noop_preview')}, "
@@ -508,13 +510,15 @@ def drive(send, clients: int, per_client: int) -> tuple[float, float, float, int
             failures += bad
     wall = time.perf_counter() - start
     latencies.sort()
-    pct = lambda q: 1000 * latencies[min(len(latencies) - 1, int(q * len(latencies)))]
+
+    def pct(q: float) -> float:
+        return 1000 * latencies[min(len(latencies) - 1, int(q * len(latencies)))]
+
     return len(latencies) / wall, pct(0.50), pct(0.99), failures
 
 
 def requests_section() -> None:
     import http.client
-    import itertools
     import json as json_
     import uuid
 
@@ -554,33 +558,35 @@ def requests_section() -> None:
                 if resp.status != 200:
                     raise SystemExit(f"bench: the simulator at {ip}:{port} refused the latency {ttft}: {body[:200]!r}")
 
+        def routed(gateway: list, slot: int, i: int) -> int:
+            # Short and new: decode-only (below the decider's threshold), nothing cached to favour a pod.
+            return site.post("/completions", completion(f"q{next(counter)}"), conn=gateway[slot]).status
+
+        def simulator(direct: list, slot: int, i: int) -> int:
+            conn = direct[slot]
+            conn.request(
+                "POST",
+                "/v1/completions",
+                json_.dumps(completion(f"q{next(counter)}")),
+                {"Content-Type": "application/json"},
+            )
+            resp = conn.getresponse()
+            resp.read()
+            return resp.status
+
         def overhead_rows(per_client: int) -> dict:
             rows = {}
             for clients in (1, 16):
-                gateway = [None] * clients
                 direct = [
                     site.connection_in_site(*reversed(decode_ranks[i % len(decode_ranks)])) for i in range(clients)
                 ]
-
-                def routed(slot: int, i: int) -> int:
-                    # Short and new: decode-only (below the decider's threshold), nothing cached to favour a pod.
-                    return site.post("/completions", completion(f"q{next(counter)}"), conn=gateway[slot]).status
-
-                def simulator(slot: int, i: int) -> int:
-                    conn = direct[slot]
-                    conn.request(
-                        "POST",
-                        "/v1/completions",
-                        json_.dumps(completion(f"q{next(counter)}")),
-                        {"Content-Type": "application/json"},
-                    )
-                    resp = conn.getresponse()
-                    resp.read()
-                    return resp.status
-
                 url = site.base_url.split("//", 1)[1].split("/", 1)[0].split(":")
-                gateway[:] = [http.client.HTTPConnection(url[0], int(url[1]), timeout=30) for _ in range(clients)]
-                for name, send in (("simulator directly", simulator), ("gateway -> EPP -> sidecar -> sim", routed)):
+                gateway = [http.client.HTTPConnection(url[0], int(url[1]), timeout=30) for _ in range(clients)]
+                paths = (
+                    ("simulator directly", functools.partial(simulator, direct)),
+                    ("gateway -> EPP -> sidecar -> sim", functools.partial(routed, gateway)),
+                )
+                for name, send in paths:
                     drive(send, clients, 5)  # warm connections and caches
                     rows[name, clients] = drive(send, clients, per_client)
                     rps, p50, p99, bad = rows[name, clients]

@@ -3,8 +3,6 @@ its objects are `objects.decode_pool`'s."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 import pulumi
 import pulumi_kubernetes as k8s
 
@@ -21,7 +19,7 @@ class DecodePool(pulumi.ComponentResource):
     target_ports: list[int]
     devices_per_pod: int
 
-    def __init__(self, name: str, args: DecodePoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: DecodePoolArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE, name, None, opts)
         children = decode_pool(name, args)
         made = pod.register(self, children, opts)

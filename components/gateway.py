@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import pulumi
 
 from components import pod
@@ -19,7 +17,7 @@ class Gateway(pulumi.ComponentResource):
     base_url: str
     gateway_name: str
 
-    def __init__(self, name: str, args: GatewayArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: GatewayArgs, opts: pulumi.ResourceOptions | None = None):
         children = gateway(name, args)  # refuses bad args before anything is registered
         super().__init__(TYPE, name, None, opts)
         pod.register(self, children, opts)

@@ -3,14 +3,12 @@ fills it (`objects.model_weights`)."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components import pod
-from objects.pod import EngineWeights
 from objects.model_weights import ModelWeightsArgs, engine_weights, job_resource_name, model_weights
+from objects.pod import EngineWeights
 
 __all__ = ["ModelWeights", "ModelWeightsArgs"]
 
@@ -19,10 +17,10 @@ TYPE = "rebel100:serving:ModelWeights"
 
 class ModelWeights(pulumi.ComponentResource):
     claim_name: str
-    job: Optional[k8s.batch.v1.Job]
+    job: k8s.batch.v1.Job | None
     engine_weights: EngineWeights
 
-    def __init__(self, name: str, args: ModelWeightsArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: ModelWeightsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE, name, None, opts)
         children = model_weights(name, args)
         made = pod.register(self, children, opts)

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import pulumi
 
 from components import pod
@@ -16,7 +14,7 @@ TYPE = "rebel100:serving:NetworkIsolation"
 
 
 class NetworkIsolation(pulumi.ComponentResource):
-    def __init__(self, name: str, args: NetworkIsolationArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: NetworkIsolationArgs, opts: pulumi.ResourceOptions | None = None):
         children = network_isolation(name, args)  # refuses bad args before anything is registered
         super().__init__(TYPE, name, None, opts)
         pod.register(self, children, opts)

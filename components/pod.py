@@ -7,8 +7,6 @@ and what `pulumi up` registers are the same manifests.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import pulumi
 import pulumi_kubernetes as k8s
 
@@ -35,7 +33,7 @@ TYPED = {
 
 
 def child_options(
-    parent: pulumi.Resource, opts: Optional[pulumi.ResourceOptions], *depends_on: pulumi.Resource
+    parent: pulumi.Resource, opts: pulumi.ResourceOptions | None, *depends_on: pulumi.Resource
 ) -> pulumi.ResourceOptions:
     """Options of a component's child: parented to it and waiting for what the component waits for.
 
@@ -70,7 +68,7 @@ def resource(child: Child, opts: pulumi.ResourceOptions) -> pulumi.CustomResourc
 
 
 def register(
-    parent: pulumi.ComponentResource, children: list[Child], opts: Optional[pulumi.ResourceOptions]
+    parent: pulumi.ComponentResource, children: list[Child], opts: pulumi.ResourceOptions | None
 ) -> dict[str, pulumi.CustomResource]:
     """Register a component's objects in order, each after the siblings it names; by resource name."""
     made: dict[str, pulumi.CustomResource] = {}

@@ -3,8 +3,6 @@ are `objects.prefill_pool`'s."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 import pulumi
 import pulumi_kubernetes as k8s
 
@@ -20,7 +18,7 @@ class PrefillPool(pulumi.ComponentResource):
     deployments: list[k8s.apps.v1.Deployment]
     devices_per_pod: int
 
-    def __init__(self, name: str, args: PrefillPoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: PrefillPoolArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE, name, None, opts)
         children = prefill_pool(name, args)
         made = pod.register(self, children, opts)

@@ -3,8 +3,6 @@ ConfigMap prefill takes its LMCache environment from (`objects.rds_tier`)."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 import pulumi
 
 from components import pod
@@ -19,7 +17,7 @@ class RdsTier(pulumi.ComponentResource):
     config_map_name: str
     needs_rds_nodes: bool
 
-    def __init__(self, name: str, args: RdsTierArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: RdsTierArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE, name, None, opts)
         pod.register(self, rds_tier(name, args), opts)
         self.config_map_name = config_map_name(args)

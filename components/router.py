@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import pulumi
 
 from components import pod
@@ -19,7 +17,7 @@ class Router(pulumi.ComponentResource):
     service_name: str
     labels: dict[str, str]
 
-    def __init__(self, name: str, args: RouterArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: RouterArgs, opts: pulumi.ResourceOptions | None = None):
         children = router(name, args)  # refuses bad args before anything is registered
         super().__init__(TYPE, name, None, opts)
         pod.register(self, children, opts)

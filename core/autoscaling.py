@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Optional
 
 from core.config import Autoscaling, StackConfig
 from core.versions import Feature, image_version
@@ -74,8 +73,8 @@ SIGNALS: dict[str, Signal] = {
             1.0,
             "requests per second the EPP sends through remote prefill (decision_type prefill-decode), per pod",
             {
-                "prefill": "the P/D decider's prefill-decode picks per second: the prefill work as the router creates it, "
-                "before any engine queues"
+                "prefill": "the P/D decider's prefill-decode picks per second: the prefill work as the router creates "
+                "it, before any engine queues"
             },
         ),
     )
@@ -118,7 +117,7 @@ class Scaling:
         }
 
 
-def scaling(role: str, settings: Optional[Autoscaling]) -> Optional[Scaling]:
+def scaling(role: str, settings: Autoscaling | None) -> Scaling | None:
     """The role's autoscaling with the defaults of its role and signal; None for fixed replicas."""
     if settings is None:
         return None
@@ -150,7 +149,7 @@ def prometheus_address(cfg: StackConfig) -> str:
     )
 
 
-def series_for(signal: Signal, epp_image: str) -> Optional[str]:
+def series_for(signal: Signal, epp_image: str) -> str | None:
     """The series the pinned images serve for a signal; None when they serve none: an EPP pin of no known generation
     has no known decision counter."""
     if signal.source == "engine":
@@ -180,7 +179,7 @@ def query(signal: Signal, *, series: str, namespace: str, pool: str, groups: int
     return f"sum({series}{selector}) or vector(0)"
 
 
-def signal_of_query(text: str) -> Optional[tuple[Signal, str]]:
+def signal_of_query(text: str) -> tuple[Signal, str] | None:
     """(the signal, the series) a trigger's query reads, or None for a series no signal has: the pack's reader."""
     for signal in SIGNALS.values():
         names = (
@@ -192,7 +191,7 @@ def signal_of_query(text: str) -> Optional[tuple[Signal, str]]:
     return None
 
 
-def signal_feature(signal: Signal, epp_image: str) -> Optional[Feature]:
+def signal_feature(signal: Signal, epp_image: str) -> Feature | None:
     """The version fact behind a signal: the engine image's metric (core.versions.engine.METRICS), or the EPP
     generation's decision counter (None when the EPP pin belongs to no generation: nothing to judge it by)."""
     if signal.source == "engine":

@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import types
 import typing
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
+from core import keys
 from core.formats import (
     AnnotationKey,
     Capability,
-    DraAttribute,
     Dns1123Label,
     Dns1123Subdomain,
+    DraAttribute,
     EnvVarName,
     GatewayHostname,
     Image,
@@ -34,7 +35,6 @@ from core.formats import (
 )
 from core.versions import engine as engine_versions
 from core.versions import router as router_versions
-from core import keys
 
 NAMESPACE = keys.NAMESPACE  # in core.keys, which reading a stack file imports without the schema
 
@@ -68,7 +68,7 @@ class Hardware(Section):
         le=64,
         description="Rebel100 cards (NPUs) per node; 4P4D places one prefill and one decode pod (4 + 4) on each node.",
     )
-    nodes: Optional[int] = Field(
+    nodes: int | None = Field(
         None, ge=1, description="NPU nodes in the cluster; when set, the plan checks that every pod fits."
     )
     chiplets_per_npu: int = Field(4, ge=1, description="Chiplets per card; each has one HBM stack.")
@@ -78,7 +78,10 @@ class Hardware(Section):
     nvme_drives_per_node: int = Field(
         2,
         ge=0,
-        description="NVMe drives bound to RDS on each RDS node (Unverified default: the reference node inventory is not public).",
+        description=(
+            "NVMe drives bound to RDS on each RDS node (Unverified default: the reference node inventory is not "
+            "public)."
+        ),
     )
     rdma_nics_per_pod: int = Field(
         2, ge=0, le=8, description="RoCE NICs each engine pod claims through dranet, from the NPUs' NUMA node."
@@ -105,7 +108,7 @@ class ModelSpec(Section):
     name: str = Field(
         "MiniMaxAI/MiniMax-M2.7", min_length=1, description="Hugging Face id of the model, passed to `vllm serve`."
     )
-    served_name: Optional[str] = Field(None, description="Name clients send as `model`; defaults to `name`.")
+    served_name: str | None = Field(None, description="Name clients send as `model`; defaults to `name`.")
     layers: int = Field(62, ge=1, description="Decoder layers (bounds pipeline parallelism).")
     experts: int = Field(256, ge=0, description="Routed experts per MoE layer (0 for a dense model).")
     kv_heads: int = Field(8, ge=1, description="KV heads per layer.")
@@ -119,7 +122,7 @@ class Speculative(Section):
     method: Literal["eagle3", "suffix", "ngram"] = Field(
         "eagle3", description="Speculative method: EAGLE-3 (draft head), or the draft-free suffix / n-gram."
     )
-    model: Optional[str] = Field(
+    model: str | None = Field(
         "asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k", description="Draft model (EAGLE-3 only)."
     )
     num_speculative_tokens: int = Field(3, ge=1, le=16, description="Tokens proposed per step.")
@@ -131,7 +134,10 @@ class Engine(Section):
     image: Image = Field(
         engine_versions.DEFAULT_IMAGE,
         min_length=1,
-        description="RBLN vLLM image of the engines (a pinned tag, never `latest`); its tag is the vllm-rbln version, which fixes the vLLM and lmcache-rbln in it (core/versions/engine.py).",
+        description=(
+            "RBLN vLLM image of the engines (a pinned tag, never `latest`); its tag is the vllm-rbln version, which "
+            "fixes the vLLM and lmcache-rbln in it (core/versions/engine.py)."
+        ),
     )
     block_size: int = Field(4096, ge=16, description="`--block-size`: KV block in tokens.")
     max_model_len: int = Field(204800, ge=1, description="`--max-model-len`: input + output tokens.")
@@ -146,11 +152,11 @@ class Engine(Section):
     )
     enable_prefix_caching: bool = Field(True, description="`--enable-prefix-caching`.")
     enable_chunked_prefill: bool = Field(True, description="`--enable-chunked-prefill`.")
-    tool_call_parser: Optional[str] = Field(
+    tool_call_parser: str | None = Field(
         "minimax_m2", description="`--tool-call-parser` (with `--enable-auto-tool-choice`); null turns tool calls off."
     )
-    reasoning_parser: Optional[str] = Field("minimax_m2", description="`--reasoning-parser`; null turns it off.")
-    speculative: Optional[Speculative] = Field(
+    reasoning_parser: str | None = Field("minimax_m2", description="`--reasoning-parser`; null turns it off.")
+    speculative: Speculative | None = Field(
         Speculative(), description="`--speculative-config`; null turns speculative decoding off."
     )
     nixl_side_channel_port: int = Field(
@@ -166,7 +172,10 @@ class Engine(Section):
     )
     pod_annotations: dict[AnnotationKey, str] = Field(
         default_factory=dict,
-        description="More annotations on the engine pod templates (e.g. `rebel100.local/ready-delay` on the local cluster to simulate compilation).",
+        description=(
+            "More annotations on the engine pod templates (e.g. `rebel100.local/ready-delay` on the local cluster to "
+            "simulate compilation)."
+        ),
     )
 
 
@@ -197,26 +206,38 @@ class Autoscaling(Section):
         le=1024,
         description="Most pods the autoscaler may run; the site must hold this many (hardware.nodes, spreadRoles).",
     )
-    metric: Optional[ScalingMetric] = Field(
+    metric: ScalingMetric | None = Field(
         None,
-        description="Signal to scale on: `engineQueue` (vllm:num_requests_waiting of the role's pods), `kvCacheUsage` (vllm:kv_cache_usage_perc, averaged per pod), `pdDecisionRate` (prefill only: the EPP's P/D decisions per second); null: the role's default (prefill `engineQueue`, decode `kvCacheUsage`).",
+        description=(
+            "Signal to scale on: `engineQueue` (vllm:num_requests_waiting of the role's pods), `kvCacheUsage` "
+            "(vllm:kv_cache_usage_perc, averaged per pod), `pdDecisionRate` (prefill only: the EPP's P/D decisions "
+            "per second); null: the role's default (prefill `engineQueue`, decode `kvCacheUsage`)."
+        ),
     )
-    target: Optional[float] = Field(
+    target: float | None = Field(
         None,
         gt=0,
-        description="Value of the signal per pod the autoscaler aims at (desired pods = ceil(total / target)); null: the signal's default (engineQueue 2 waiting requests, kvCacheUsage 0.8, pdDecisionRate 1 per second).",
+        description=(
+            "Value of the signal per pod the autoscaler aims at (desired pods = ceil(total / target)); null: the "
+            "signal's default (engineQueue 2 waiting requests, kvCacheUsage 0.8, pdDecisionRate 1 per second)."
+        ),
     )
     scale_up_stabilization_seconds: int = Field(
         0,
         ge=0,
         le=3600,
-        description="HPA scale-up stabilisation window: the lowest recommendation of this window wins (0: react at once).",
+        description=(
+            "HPA scale-up stabilisation window: the lowest recommendation of this window wins (0: react at once)."
+        ),
     )
     scale_down_stabilization_seconds: int = Field(
         300,
         ge=0,
         le=3600,
-        description="HPA scale-down stabilisation window: the highest recommendation of this window wins, so a short lull removes no pod.",
+        description=(
+            "HPA scale-down stabilisation window: the highest recommendation of this window wins, so a short lull "
+            "removes no pod."
+        ),
     )
     polling_interval_seconds: int = Field(
         15, ge=1, le=3600, description="How often KEDA reads the signal from Prometheus (ScaledObject pollingInterval)."
@@ -230,24 +251,24 @@ class Role(Section):
     tensor_parallel_size: int = Field(1, ge=1, description="`--tensor-parallel-size`.")
     pipeline_parallel_size: int = Field(1, ge=1, description="`--pipeline-parallel-size`.")
     data_parallel_size: int = Field(1, ge=1, description="`--data-parallel-size`.")
-    data_parallel_size_local: Optional[int] = Field(
+    data_parallel_size_local: int | None = Field(
         None, ge=1, description="`--data-parallel-size-local`: DP ranks in this pod; defaults to `dataParallelSize`."
     )
     enable_expert_parallel: bool = Field(
         False, description="`--enable-expert-parallel`: spread the experts over the DP x TP devices."
     )
     max_num_seqs: int = Field(4, ge=1, le=1024, description="`--max-num-seqs`.")
-    gpu_memory_utilization: Optional[float] = Field(
+    gpu_memory_utilization: float | None = Field(
         None, description="`--gpu-memory-utilization` in (0, 1]; null keeps the engine default."
     )
     port: int = Field(8000, ge=1024, le=65000, description="`--port` of the engine (DP rank r listens on port + r).")
-    block_size: Optional[int] = Field(
+    block_size: int | None = Field(
         None, description="Override of `engine.blockSize` for this role (must agree with the other role)."
     )
-    kv_cache_dtype: Optional[str] = Field(
+    kv_cache_dtype: str | None = Field(
         None, description="Override of `engine.kvCacheDtype` for this role (must agree with the other role)."
     )
-    speculative: Optional[Speculative] = Field(
+    speculative: Speculative | None = Field(
         None, description="Override of `engine.speculative` for this role (must agree with the other role)."
     )
     resources: Resources = Field(Resources(), description="CPU and memory of the engine container.")
@@ -257,9 +278,12 @@ class Role(Section):
     extra_env: dict[EnvVarName, str] = Field(
         default_factory=dict, description="Extra environment variables of the engine container."
     )
-    autoscaling: Optional[Autoscaling] = Field(
+    autoscaling: Autoscaling | None = Field(
         None,
-        description="Scale this role with KEDA between `minReplicas` and `maxReplicas` on one signal (docs/what-it-deploys.md); null: fixed `replicas`.",
+        description=(
+            "Scale this role with KEDA between `minReplicas` and `maxReplicas` on one signal "
+            "(docs/what-it-deploys.md); null: fixed `replicas`."
+        ),
     )
 
     @property
@@ -271,7 +295,7 @@ class Prefill(Role):
     replicas: int = Field(4, ge=0, le=1024, description="Prefill pods (0 for the AGG recipe).")
     pipeline_parallel_size: int = Field(4, ge=1, description="`--pipeline-parallel-size`: 62 layers in 4 stages.")
     max_num_seqs: int = Field(4, ge=1, le=1024, description="`--max-num-seqs`.")
-    gpu_memory_utilization: Optional[float] = Field(
+    gpu_memory_utilization: float | None = Field(
         0.8, description="`--gpu-memory-utilization`; 0.8 leaves chiplet-0 memory for RDS."
     )
     port: int = Field(8000, ge=1024, le=65000, description="`--port` of the prefill engine.")
@@ -283,7 +307,10 @@ class Sidecar(Section):
     image: Image = Field(
         router_versions.SIDECAR_IMAGE,
         min_length=1,
-        description="P/D (disagg) routing sidecar image; its tag must be at least the first version of every flag the render passes (core/versions/router.py).",
+        description=(
+            "P/D (disagg) routing sidecar image; its tag must be at least the first version of every flag the render "
+            "passes (core/versions/router.py)."
+        ),
     )
     port: int = Field(
         8000, ge=1024, le=65000, description="`--port`: first port the sidecar listens on (rank r on port + r)."
@@ -303,10 +330,13 @@ class Decode(Role):
     port: int = Field(8200, ge=1024, le=65000, description="`--port` of rank 0 (ranks on 8200-8203).")
     data_parallel_rpc_port: int = Field(5555, ge=1024, le=65000, description="`--data-parallel-rpc-port`.")
     sidecar: Sidecar = Field(Sidecar(), description="The routing sidecar (P/D only).")
-    kv_capacity_tokens: Optional[int] = Field(
+    kv_capacity_tokens: int | None = Field(
         None,
         ge=1,
-        description="KV tokens one decode engine reported (num_gpu_blocks x block size), for the plan; e.g. 282624 with maxNumSeqs 8.",
+        description=(
+            "KV tokens one decode engine reported (num_gpu_blocks x block size), for the plan; e.g. 282624 with "
+            "maxNumSeqs 8."
+        ),
     )
 
 
@@ -323,7 +353,7 @@ class KvTier(Section):
     rds_chunk_overhead_mib: float = Field(
         2.0, gt=0, description="Chiplet-0 memory each stored chunk takes per NVMe drive, MiB (seed: 2 MiB)."
     )
-    rds_drives: Optional[int] = Field(
+    rds_drives: int | None = Field(
         None, ge=1, description="NVMe drives bound to RDS; defaults to `hardware.nvmeDrivesPerNode`."
     )
     staging_buffer_mib: float = Field(
@@ -347,12 +377,18 @@ class Router(Section):
     image: Image = Field(
         router_versions.EPP_IMAGE,
         min_length=1,
-        description="EPP image; its tag chooses the generation the EndpointPickerConfig is written for and must be at least the first version of every plugin type and the apiVersion the render uses (core/versions/router.py).",
+        description=(
+            "EPP image; its tag chooses the generation the EndpointPickerConfig is written for and must be at least "
+            "the first version of every plugin type and the apiVersion the render uses (core/versions/router.py)."
+        ),
     )
     replicas: int = Field(1, ge=1, le=1, description="EPP replicas; 1 because in-flight accounting is per process.")
-    config_api_version: Optional[Literal["llm-d.ai/v1alpha1", "inference.networking.x-k8s.io/v1alpha1"]] = Field(
+    config_api_version: Literal["llm-d.ai/v1alpha1", "inference.networking.x-k8s.io/v1alpha1"] | None = Field(
         None,
-        description="apiVersion of the EndpointPickerConfig; null: the one the pinned EPP's generation reads (core/versions/router.py GENERATIONS).",
+        description=(
+            "apiVersion of the EndpointPickerConfig; null: the one the pinned EPP's generation reads "
+            "(core/versions/router.py GENERATIONS)."
+        ),
     )
     decider: Literal["prefix-based", "always-disagg"] = Field(
         "prefix-based",
@@ -361,26 +397,37 @@ class Router(Section):
     non_cached_tokens: int = Field(
         16,
         ge=0,
-        description="prefix-based decider: prefill remotely when more tokens than this are not cached (0 disables P/D).",
+        description=(
+            "prefix-based decider: prefill remotely when more tokens than this are not cached (0 disables P/D)."
+        ),
     )
     block_size_tokens: int = Field(
         512,
         ge=1,
-        description="`blockSizeTokens` of the plugin that keeps the prefix index (the pinned EPP's generation names it: core/versions/router.py), used as is when `autoTune` is false.",
+        description=(
+            "`blockSizeTokens` of the plugin that keeps the prefix index (the pinned EPP's generation names it: "
+            "core/versions/router.py), used as is when `autoTune` is false."
+        ),
     )
     lru_capacity_per_server: int = Field(
         1024, ge=1, description="`lruCapacityPerServer` of the plugin that keeps the prefix index."
     )
     auto_tune: bool = Field(
         True,
-        description="Let the router read block size and count from each pod's `vllm:cache_config_info` (hashes 4096-token units).",
+        description=(
+            "Let the router read block size and count from each pod's `vllm:cache_config_info` (hashes 4096-token "
+            "units)."
+        ),
     )
     prefix_scorer_weight: int = Field(2, ge=0, description="Weight of prefix-cache-scorer.")
     queue_scorer_weight: int = Field(1, ge=0, description="Weight of queue-scorer.")
     peak_prefill_throughput: int = Field(
         2256,
         ge=1,
-        description="AGG: prefix-cache-affinity-filter `peakPrefillThroughput`, tokens/s measured for this model (unused by a generation without that filter).",
+        description=(
+            "AGG: prefix-cache-affinity-filter `peakPrefillThroughput`, tokens/s measured for this model (unused by a "
+            "generation without that filter)."
+        ),
     )
     grpc_port: int = Field(9002, ge=1024, le=65000, description="EPP ext-proc port (the pool's endpointPickerRef).")
     health_port: int = Field(9003, ge=1024, le=65000, description="EPP gRPC health port.")
@@ -390,7 +437,12 @@ class Router(Section):
     )
     plugin_parameters: dict[str, object] = Field(
         default_factory=dict,
-        description='More parameters for the plugins the render declares, by plugin type (e.g. `{"token-load-scorer": {"queueThresholdTokens": 8192}}`), merged into that plugin\'s `parameters`; checked against the pinned EPP\'s own schema (an unknown or mistyped parameter is refused). Parameters the stack generates are set by their own fields.',
+        description=(
+            'More parameters for the plugins the render declares, by plugin type (e.g. `{"token-load-scorer": '
+            '{"queueThresholdTokens": 8192}}`), merged into that plugin\'s `parameters`; checked against the '
+            "pinned EPP's own schema (an unknown or mistyped parameter is refused). Parameters the stack "
+            "generates are set by their own fields."
+        ),
     )
 
     @field_validator("plugin_parameters")
@@ -407,7 +459,7 @@ class Router(Section):
 class Gateway(Section):
     class_name: Dns1123Subdomain = Field("istio", min_length=1, description="GatewayClass (`istio` or `agentgateway`).")
     port: int = Field(80, ge=1, le=65535, description="Client port of the Gateway listener.")
-    hostname: Optional[GatewayHostname] = Field(None, description="Listener hostname; null accepts any.")
+    hostname: GatewayHostname | None = Field(None, description="Listener hostname; null accepts any.")
 
 
 # A Hugging Face commit id: what `revision` must be to be pinned (a branch or tag can move).
@@ -421,7 +473,10 @@ class Weights(Section):
 
     source: Literal["pvc", "download"] = Field(
         "pvc",
-        description="`pvc`: the existing PVC `weights.pvc`, loaded beforehand (nothing created); `download`: the stack creates that PVC and a Job fills it before the engines start.",
+        description=(
+            "`pvc`: the existing PVC `weights.pvc`, loaded beforehand (nothing created); `download`: the stack "
+            "creates that PVC and a Job fills it before the engines start."
+        ),
     )
     pvc: Dns1123Subdomain = Field(
         "model-weights", description="PVC holding the Hugging Face cache (HF_HOME), mounted read-only by the engines."
@@ -430,7 +485,10 @@ class Weights(Section):
         UNPINNED,
         min_length=1,
         pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$",
-        description="Revision of `model.name` on the Hub: a 40-hex commit id pins it; `main` follows the branch (refused for a prod download).",
+        description=(
+            "Revision of `model.name` on the Hub: a 40-hex commit id pins it; `main` follows the branch (refused for "
+            "a prod download)."
+        ),
     )
     draft_revision: str = Field(
         UNPINNED,
@@ -440,7 +498,9 @@ class Weights(Section):
     )
     size: PositiveQuantity = Field(
         "600Gi",
-        description="Size of the PVC the stack creates for a download (checked against the known model sizes with headroom).",
+        description=(
+            "Size of the PVC the stack creates for a download (checked against the known model sizes with headroom)."
+        ),
     )
     gated: bool = Field(
         False,
@@ -448,7 +508,9 @@ class Weights(Section):
     )
     token_secret_exists: bool = Field(
         False,
-        description="The Secret `hfTokenSecret` was created outside the stack (else a gated download needs `rebel100:hfToken`).",
+        description=(
+            "The Secret `hfTokenSecret` was created outside the stack (else a gated download needs `rebel100:hfToken`)."
+        ),
     )
     downloader_image: Image = Field(
         "python:3.12.11-slim",
@@ -477,12 +539,15 @@ class Storage(Section):
     compile_cache_size: PositiveQuantity = Field(
         "200Gi", description="Size of each role's compile-cache PVC (VLLM_CACHE_ROOT)."
     )
-    storage_class: Optional[Dns1123Subdomain] = Field(
+    storage_class: Dns1123Subdomain | None = Field(
         None, description="StorageClass of the PVCs (ReadWriteMany); null uses the cluster default."
     )
     retain_on_delete: bool = Field(
         True,
-        description="Keep the data volumes (weights, compile caches) in the cluster when `pulumi destroy` or a replacement deletes them from the stack.",
+        description=(
+            "Keep the data volumes (weights, compile caches) in the cluster when `pulumi destroy` or a replacement "
+            "deletes them from the stack."
+        ),
     )
 
 
@@ -502,11 +567,16 @@ class Security(Section):
     )
     engine_run_as_root: bool = Field(
         True,
-        description="Exception: the RBLN runtime and NIXL/RDMA need root in the engine containers (recorded in an annotation).",
+        description=(
+            "Exception: the RBLN runtime and NIXL/RDMA need root in the engine containers (recorded in an annotation)."
+        ),
     )
     engine_capabilities: list[Capability] = Field(
         ["IPC_LOCK"],
-        description="Exception: capabilities added to engines after dropping ALL (IPC_LOCK pins RDMA buffers); Linux capability names without `CAP_`.",
+        description=(
+            "Exception: capabilities added to engines after dropping ALL (IPC_LOCK pins RDMA buffers); Linux "
+            "capability names without `CAP_`."
+        ),
     )
 
 
@@ -520,10 +590,13 @@ class Observability(Section):
     scrape_interval: PrometheusDuration = Field(
         "30s", description="Prometheus scrape interval (a Prometheus duration: `30s`, `1m30s`, `1h`)."
     )
-    prometheus_address: Optional[str] = Field(
+    prometheus_address: str | None = Field(
         None,
         pattern=r"^https?://[^\s/]+(/\S*)?$",
-        description="Prometheus HTTP API the autoscalers' triggers query; null: the Prometheus Operator's `http://prometheus-operated.<security.monitoringNamespace>.svc:9090`.",
+        description=(
+            "Prometheus HTTP API the autoscalers' triggers query; null: the Prometheus Operator's "
+            "`http://prometheus-operated.<security.monitoringNamespace>.svc:9090`."
+        ),
     )
 
 
@@ -547,11 +620,15 @@ class Placement(Section):
 class Rollout(Section):
     strategy: Literal["Recreate", "RollingUpdate"] = Field(
         "Recreate",
-        description="Engine Deployment strategy; RollingUpdate replaces one pod at a time (maxSurge 0: no spare NPUs needed).",
+        description=(
+            "Engine Deployment strategy; RollingUpdate replaces one pod at a time (maxSurge 0: no spare NPUs needed)."
+        ),
     )
     pool_at_a_time: bool = Field(
         True,
-        description="Update decode only after prefill finished rolling out (Pulumi dependency), never both pools at once.",
+        description=(
+            "Update decode only after prefill finished rolling out (Pulumi dependency), never both pools at once."
+        ),
     )
     max_unavailable: int = Field(1, ge=1, description="PodDisruptionBudget maxUnavailable of every role.")
 
@@ -569,14 +646,17 @@ class StackConfig(Section):
     topology: Literal["pd", "agg"] = Field(
         "pd", description="`pd`: prefill/decode disaggregation; `agg`: aggregated engines, no prefill pods."
     )
-    render_directory: Optional[str] = Field(
+    render_directory: str | None = Field(
         None, description="Render YAML to this folder instead of a cluster (no kubeconfig needed)."
     )
-    kube_context: Optional[str] = Field(None, description="kubeconfig context to deploy to; null uses the current one.")
+    kube_context: str | None = Field(None, description="kubeconfig context to deploy to; null uses the current one.")
     hf_token_secret: Dns1123Subdomain = Field(
         "hf-token",
         min_length=1,
-        description="Secret holding the Hugging Face token under key `token`; created from `rebel100:hfToken` when that secret is set.",
+        description=(
+            "Secret holding the Hugging Face token under key `token`; created from `rebel100:hfToken` when that "
+            "secret is set."
+        ),
     )
     hardware: Hardware = Field(Hardware(), description="Hardware profile.")
     model: ModelSpec = Field(ModelSpec(), description="Served model.")

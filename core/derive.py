@@ -8,7 +8,7 @@ the stack outputs print them.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional
+from typing import Any
 
 from core import autoscaling, serving, sizing, weights
 from core.config import StackConfig
@@ -22,7 +22,7 @@ class RoleFacts:
     name: str
     replicas: int  # the pods the site must hold: the fixed count, or the autoscaler's maximum
     serving: RoleServing
-    scaling: Optional[autoscaling.Scaling] = None  # None: fixed replicas
+    scaling: autoscaling.Scaling | None = None  # None: fixed replicas
 
     @property
     def devices(self) -> int:
@@ -42,7 +42,7 @@ class StackFacts:
     prefix_reuse_unit: int
     kv_tier: str
     rds_drives: int
-    rds_budget: Optional[sizing.RdsBudget]
+    rds_budget: sizing.RdsBudget | None
     rds_tokens_per_rank: int
     lmcache_env: dict[str, str]
     weights: weights.Plan

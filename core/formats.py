@@ -20,7 +20,8 @@ import dataclasses
 import decimal
 import difflib
 import re
-from typing import Annotated, Callable, Optional
+from collections.abc import Callable
+from typing import Annotated
 
 from pydantic import AfterValidator
 from pydantic_core import PydanticCustomError
@@ -44,7 +45,7 @@ class Format:
     name: str
     rule: str
     source: str
-    problem: Callable[[str], Optional[str]]
+    problem: Callable[[str], str | None]
     # Values refused here on purpose though the server takes them (each with its reason at the check);
     # the agreement test expects the server to accept exactly these beyond `valid`.
     stricter: Callable[[str], bool] = lambda value: False
@@ -70,35 +71,35 @@ class Format:
         return Annotated[str, AfterValidator(check)]
 
 
-def _too_long(value: str, limit: int) -> Optional[str]:
+def _too_long(value: str, limit: int) -> str | None:
     size = len(value.encode("utf-8"))
     return f"{size} characters, more than {limit}" if size > limit else None
 
 
-def _first(*problems: Optional[str]) -> Optional[str]:
+def _first(*problems: str | None) -> str | None:
     return next((p for p in problems if p is not None), None)
 
 
-def _matches(pattern: str, value: str, what: str) -> Optional[str]:
+def _matches(pattern: str, value: str, what: str) -> str | None:
     return None if re.fullmatch(pattern, value) else what
 
 
 # --- names and labels (pkg/api/validate/content/dns.go, kube.go, identifier.go) ---------------
 
 
-def dns1123_label_problem(value: str) -> Optional[str]:
+def dns1123_label_problem(value: str) -> str | None:
     return _first(_too_long(value, 63), _matches(_DNS1123_LABEL, value, "not a DNS-1123 label"))
 
 
-def dns1123_subdomain_problem(value: str) -> Optional[str]:
+def dns1123_subdomain_problem(value: str) -> str | None:
     return _first(_too_long(value, 253), _matches(_DNS1123_SUBDOMAIN, value, "not a DNS-1123 subdomain"))
 
 
-def dns1035_label_problem(value: str) -> Optional[str]:
+def dns1035_label_problem(value: str) -> str | None:
     return _first(_too_long(value, 63), _matches(_DNS1035_LABEL, value, "not a DNS-1035 label"))
 
 
-def label_key_problem(value: str) -> Optional[str]:
+def label_key_problem(value: str) -> str | None:
     """content.IsLabelKey: `[prefix/]name`, the prefix a DNS-1123 subdomain, the name 1-63 characters."""
     parts = value.split("/")
     if len(parts) > 2:
@@ -129,12 +130,12 @@ def go_lower(value: str) -> str:
     return value.replace("\u0130", "i").lower()
 
 
-def annotation_key_problem(value: str) -> Optional[str]:
+def annotation_key_problem(value: str) -> str | None:
     """apimachinery pkg/api/validation/objectmeta.go ValidateAnnotations: a label key once lowercased."""
     return label_key_problem(go_lower(value))
 
 
-def label_value_problem(value: str) -> Optional[str]:
+def label_value_problem(value: str) -> str | None:
     return _first(
         _too_long(value, 63),
         _matches(
@@ -145,7 +146,7 @@ def label_value_problem(value: str) -> Optional[str]:
     )
 
 
-def env_var_name_problem(value: str) -> Optional[str]:
+def env_var_name_problem(value: str) -> str | None:
     """validation.IsRelaxedEnvVarName (RelaxedEnvironmentVariableValidation is GA and on in 1.35)."""
     if not value:
         return "empty"
@@ -153,7 +154,7 @@ def env_var_name_problem(value: str) -> Optional[str]:
     return None if bad is None else f"contains {bad!r}"
 
 
-def dra_attribute_problem(value: str) -> Optional[str]:
+def dra_attribute_problem(value: str) -> str | None:
     """k8s.io/kubernetes pkg/apis/resource/validation validateFullyQualifiedName: `domain/name`, the domain
     a DNS-1123 subdomain (once lowercased) of at most 63 characters, the name a C identifier of at most 32."""
     if "/" not in value:
@@ -175,7 +176,7 @@ def dra_attribute_problem(value: str) -> Optional[str]:
     )
 
 
-def port_name_problem(value: str) -> Optional[str]:
+def port_name_problem(value: str) -> str | None:
     """validation.IsValidPortName."""
     return _first(
         _too_long(value, 15),
@@ -190,7 +191,7 @@ def _numeric_last_label(value: str) -> bool:
     return value.rsplit(".", 1)[-1].isdigit()
 
 
-def gateway_hostname_problem(value: str) -> Optional[str]:
+def gateway_hostname_problem(value: str) -> str | None:
     if not value:
         return "empty"
     problem = _first(
@@ -254,7 +255,7 @@ LINUX_CAPABILITIES = (
 )
 
 
-def capability_problem(value: str) -> Optional[str]:
+def capability_problem(value: str) -> str | None:
     """A capability as a container's securityContext.capabilities.add takes it: the API server takes any text; the
     runtime turns `X` into `CAP_X` (containerd v1.7.29 pkg/cri/opts/spec_opts.go WithCapabilities: "CAP_" +
     strings.ToUpper(c), whatever c starts with) and runc/crun refuse or drop a name they do not know. Any case, as
@@ -294,7 +295,7 @@ _DURATION_UNITS_MS = {
 _NANOSECONDS_MAX = 2**63 - 1  # a time.Duration
 
 
-def prometheus_duration_problem(value: str) -> Optional[str]:
+def prometheus_duration_problem(value: str) -> str | None:
     """What the PodMonitor CRD's pattern and Prometheus's model.ParseDuration (which reads the scrape config the
     operator writes) both accept: units in order y w d h m s ms, each at most once, or `0`; not empty (the pattern
     takes "", ParseDuration does not), no more than a time.Duration holds."""
@@ -341,10 +342,10 @@ class ImageReference:
     registry (Docker Hub); `tag` and `digest` None when absent. With both, the runtime pulls the digest; the
     tag still names the version (`rebellions/vllm-rbln:0.12.0@sha256:...` is vllm-rbln 0.12.0)."""
 
-    domain: Optional[str]
+    domain: str | None
     path: str
-    tag: Optional[str]
-    digest: Optional[str]
+    tag: str | None
+    digest: str | None
 
     @property
     def repository(self) -> str:
@@ -357,7 +358,7 @@ class ImageReference:
         return self.path.rsplit("/", 1)[-1]
 
 
-def _docker_domain(value: str) -> Optional[str]:
+def _docker_domain(value: str) -> str | None:
     """normalize.go splitDockerDomain: the first component is a registry when it is `localhost`, holds a '.' or
     ':', or has a capital letter; else the reference is Docker Hub's (None)."""
     first, slash, _ = value.partition("/")
@@ -368,7 +369,7 @@ def _docker_domain(value: str) -> Optional[str]:
     return None
 
 
-def _parse_image(value: str) -> "ImageReference | str":
+def _parse_image(value: str) -> ImageReference | str:
     """The reference, or what is wrong with it (the kubelet's refusal in words)."""
     if not value:
         return "empty"
@@ -413,13 +414,13 @@ def _parse_image(value: str) -> "ImageReference | str":
     return ImageReference(domain, match.group("path"), match.group("tag"), digest)
 
 
-def image_reference(value: str) -> Optional[ImageReference]:
+def image_reference(value: str) -> ImageReference | None:
     """The reference the kubelet would pull, None when it refuses it (InvalidImageName)."""
     parsed = _parse_image(value)
     return parsed if isinstance(parsed, ImageReference) else None
 
 
-def image_problem(value: str) -> Optional[str]:
+def image_problem(value: str) -> str | None:
     parsed = _parse_image(value)
     return None if isinstance(parsed, ImageReference) else parsed
 
@@ -432,7 +433,7 @@ _BINARY_SUFFIXES = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 _INT64 = 2**63
 
 
-def _split_quantity(text: str) -> Optional[tuple[bool, str, str, str, str]]:
+def _split_quantity(text: str) -> tuple[bool, str, str, str, str] | None:
     """parseQuantityString: (positive, value, numerator, denominator, suffix), None for ErrFormatWrong."""
     positive, pos, end = True, 0, len(text)
     if text[:1] == "-":
@@ -470,7 +471,7 @@ def _split_quantity(text: str) -> Optional[tuple[bool, str, str, str, str]]:
     return positive, value, num, denom, text[suffix_start:]
 
 
-def _go_parse_int64(text: str) -> Optional[int]:
+def _go_parse_int64(text: str) -> int | None:
     """strconv.ParseInt(text, 10, 64)."""
     if not re.fullmatch(r"[+-]?[0-9]+", text, flags=re.ASCII):
         return None
@@ -478,7 +479,7 @@ def _go_parse_int64(text: str) -> Optional[int]:
     return number if -_INT64 <= number < _INT64 else None
 
 
-def quantity_value(text: str) -> Optional[decimal.Decimal]:
+def quantity_value(text: str) -> decimal.Decimal | None:
     """The value of a quantity as resource.ParseQuantity reads it, None where it returns an error."""
     if text == "":
         return None
@@ -528,7 +529,7 @@ def _huge_exponent(text: str) -> bool:
     return bool(match) and abs(int(match.group(1))) > MAX_QUANTITY_EXPONENT
 
 
-def quantity_problem(text: str) -> Optional[str]:
+def quantity_problem(text: str) -> str | None:
     if text != text.strip():
         # The server trims a quantity before parsing; the stored value would then differ from the
         # program's on every update (a perpetual diff), so surrounding whitespace is refused here.
@@ -540,14 +541,14 @@ def quantity_problem(text: str) -> Optional[str]:
     return None
 
 
-def non_negative_quantity_problem(text: str) -> Optional[str]:
+def non_negative_quantity_problem(text: str) -> str | None:
     problem = quantity_problem(text)
     if problem is None and quantity_value(text) < 0:
         return "negative"
     return problem
 
 
-def positive_quantity_problem(text: str) -> Optional[str]:
+def positive_quantity_problem(text: str) -> str | None:
     problem = quantity_problem(text)
     if problem is None and quantity_value(text) <= 0:
         return "not greater than zero"

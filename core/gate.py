@@ -7,11 +7,13 @@ returns, so a bad stack file changes nothing. Warnings (advice, not errors) come
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import json
 import typing
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 import pydantic
 from pydantic import BaseModel
@@ -19,11 +21,10 @@ from pydantic import BaseModel
 from core import autoscaling, labels, routing, rules, serving, sizing, weights
 from core.config import MOVED_KEYS, MOVED_KEYS_DOCS, NAMESPACE, SECRET_KEYS, Router, StackConfig, unwrap_optional
 from core.derive import derive, engine_commands, pool_ports
+from core.serving import role_serving, sidecar_ports
+from core.versions import Feature, epp_schema, image_version, missing_features, vllm_args
 from core.versions import engine as engine_versions
 from core.versions import lmcache as lmcache_facts
-from core.versions import vllm_args
-from core.serving import role_serving, sidecar_ports
-from core.versions import Feature, epp_schema, image_version, missing_features
 from core.versions import router as router_versions
 
 
@@ -68,10 +69,8 @@ def namespace_values(raw: dict[str, Any]) -> dict[str, Any]:
         if name in SECRET_KEYS:
             continue
         if isinstance(value, str) and value[:1] in "{[":
-            try:
+            with contextlib.suppress(json.JSONDecodeError):
                 value = json.loads(value)
-            except json.JSONDecodeError:
-                pass
         values[name] = value
     return values
 
@@ -81,7 +80,7 @@ def _fields(model: type[BaseModel]) -> dict[str, Any]:
     return {**dict(model.model_fields), **{info.alias or name: info for name, info in model.model_fields.items()}}
 
 
-def _field_models(model: type[BaseModel], loc: tuple) -> Optional[type[BaseModel]]:
+def _field_models(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
     """The section model that `loc` (aliases or field names) points into, or None."""
     current: Any = model
     for part in loc:
@@ -156,7 +155,7 @@ def _pydantic_issues(error: pydantic.ValidationError) -> list[Issue]:
             if len(loc) == 1:
                 valid += sorted(SECRET_KEYS)
             close = difflib.get_close_matches(str(loc[-1]), valid)  # best first
-            hint = f" Did you mean `{_path(loc[:-1] + (close[0],))}`?" if close else ""
+            hint = f" Did you mean `{_path((*loc[:-1], close[0]))}`?" if close else ""
             issues.append(Issue(path, f"unknown key.{hint} Valid keys here: {', '.join(valid)}."))
             continue
         if loc[-1:] == ("[key]",) and _is_map(loc[:-2]):
@@ -430,7 +429,7 @@ def rule_router_images(cfg: StackConfig) -> Iterable[Issue]:
         yield Issue(key("decode.sidecar.image"), problem, "router-images-have-features")
 
 
-def _sidecar_ssrf(cfg: StackConfig) -> tuple[dict, Optional[str]]:
+def _sidecar_ssrf(cfg: StackConfig) -> tuple[dict, str | None]:
     """What the SSRF rules judge of the rendered sidecar: its image and version, whether the protection is on and
     which pool it allowlists, the pool that fronts it, whether the pin can protect."""
     image = cfg.decode.sidecar.image
@@ -762,8 +761,10 @@ def rule_autoscaling(cfg: StackConfig) -> Iterable[Issue]:
             or autoscaling.decider_feeds_prefill(cfg.router.decider, cfg.router.non_cached_tokens),
             image=image,
             metric_name=f"{base}.metric",
-            fix_scrape="Set observability.podMonitors true: its PodMonitors are how Prometheus scrapes the engines "
-            "and the EPP.",
+            fix_scrape=(
+                "Set observability.podMonitors true: its PodMonitors are how Prometheus scrapes the engines and the "
+                "EPP."
+            ),
         )
         if problem:
             yield Issue(key(f"{base}.metric"), problem, "autoscaling-signal")

@@ -17,7 +17,7 @@ import dataclasses
 import datetime
 import math
 import re
-from typing import Any, Optional
+from typing import Any
 
 import yaml
 
@@ -98,7 +98,7 @@ class Node:
     value: str = ""  # a scalar's text, an alias's anchor name
     quoted: bool = False  # single/double quoted, literal or folded style
     content: list = dataclasses.field(default_factory=list)
-    alias: Optional["Node"] = None
+    alias: Node | None = None
 
     def indicated_string(self) -> bool:
         return self.kind == "scalar" and (self.tag == STR or (self.tag in ("", "!") and self.quoted))
@@ -119,7 +119,7 @@ class Node:
         return self.tag
 
 
-def _short(tag: Optional[str]) -> str:
+def _short(tag: str | None) -> str:
     if not tag:
         return ""
     return "!!" + tag[len(_LONG_PREFIX) :] if tag.startswith(_LONG_PREFIX) else tag
@@ -128,11 +128,11 @@ def _short(tag: Optional[str]) -> str:
 # --- composing nodes from PyYAML's events -----------------------------------------------------
 
 
-def compose(text: str) -> Optional[Node]:
+def compose(text: str) -> Node | None:
     """The first document's node tree (yaml.v3 decodes only the first), None for an empty stream."""
     anchors: dict[str, Node] = {}
     stack: list[Node] = []
-    root: Optional[Node] = None
+    root: Node | None = None
     for event in yaml.parse(text, Loader=yaml.SafeLoader):
         if isinstance(event, yaml.DocumentEndEvent):
             break
@@ -175,7 +175,7 @@ def compose(text: str) -> Optional[Node]:
 # --- resolving scalars (resolve.go) -----------------------------------------------------------
 
 
-def _go_int(text: str, base: int = 0) -> Optional[int]:
+def _go_int(text: str, base: int = 0) -> int | None:
     """strconv.ParseInt/ParseUint(text, base, 64) without the range check; None when it fails."""
     sign, body = (-1, text[1:]) if text[:1] == "-" else (1, text[1:] if text[:1] == "+" else text)
     if base == 0:
@@ -194,7 +194,7 @@ def _go_int(text: str, base: int = 0) -> Optional[int]:
     return sign * int(body, base)
 
 
-def _int_result(number: Optional[int], *, unsigned_ok: bool = True) -> Optional[tuple[str, int]]:
+def _int_result(number: int | None, *, unsigned_ok: bool = True) -> tuple[str, int] | None:
     if number is None:
         return None
     if -_INT64 <= number < _INT64 or (unsigned_ok and 0 <= number < _UINT64):
@@ -202,7 +202,7 @@ def _int_result(number: Optional[int], *, unsigned_ok: bool = True) -> Optional[
     return None
 
 
-def _timestamp(text: str) -> Optional[Timestamp]:
+def _timestamp(text: str) -> Timestamp | None:
     digits = len(text) - len(text.lstrip("0123456789"))
     if digits != 4 or len(text) == 4 or text[4] != "-":
         return None
@@ -216,7 +216,7 @@ def _timestamp(text: str) -> Optional[Timestamp]:
         if not match:
             continue
         year, month, day, hour, minute, second, fraction, zone = match.groups()
-        tz = datetime.timezone.utc
+        tz = datetime.UTC
         if zone and zone != "Z":
             hours, minutes = int(zone[1:3]), int(zone[4:6])
             offset = datetime.timedelta(hours=hours, minutes=minutes)
@@ -285,7 +285,7 @@ def _resolve(tag: str, text: str) -> tuple[str, Any]:
     return STR, text
 
 
-def _go_float(text: str) -> Optional[float]:
+def _go_float(text: str) -> float | None:
     """strconv.ParseFloat(text, 64) for the decimal forms yaml.v3 hands it; out of range is an error."""
     if not re.fullmatch(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?", text, flags=re.ASCII):
         return None
@@ -340,7 +340,7 @@ class _Decoder:
             raise YamlError(f"invalid map key: {key!r}")
         return key if isinstance(key, str) else TypedKey(key)
 
-    def mapping(self, node: Node, into: Optional[dict] = None, merged: Optional[set] = None) -> dict:
+    def mapping(self, node: Node, into: dict | None = None, merged: set | None = None) -> dict:
         """decode.go `mapping`; `into` and `merged`: the map a merge key fills and the keys it already has."""
         content = node.content
         before = len(self.errors)
@@ -376,7 +376,7 @@ class _Decoder:
             self.merge(node, merge_node, out, merged)
         return out
 
-    def merge(self, parent: Node, merge: Node, out: dict, merged: Optional[set]) -> None:
+    def merge(self, parent: Node, merge: Node, out: dict, merged: set | None) -> None:
         if merged is None:
             merged = {
                 self.key(parent.content[i], not isinstance(out, GeneralMap))

@@ -4,12 +4,13 @@ run by every `scripts/preview` and `scripts/up`) does not build the pydantic sch
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 NAMESPACE = "rebel100"
 # Keys of the namespace that are not part of the schema but are read by the program.
 SECRET_KEYS = {
-    "hfToken": "Hugging Face token, only encrypted: `pulumi config set --secret rebel100:hfToken <value>` (written in plain text in the stack file, it is refused)."
+    "hfToken": "Hugging Face token, only encrypted: `pulumi config set --secret rebel100:hfToken <value>` (written in "
+    "plain text in the stack file, it is refused)."
 }
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Iterable, Mapping, Optional
+from collections.abc import Iterable, Mapping
 
 from core import sizing
 
@@ -39,7 +39,7 @@ def active_ports_annotation(ports: Iterable[int]) -> str:
     return ",".join(str(port) for port in ports)
 
 
-def read_active_ports(annotations: Mapping[str, str], keys: Iterable[str]) -> tuple[Optional[str], Optional[list[int]]]:
+def read_active_ports(annotations: Mapping[str, str], keys: Iterable[str]) -> tuple[str | None, list[int] | None]:
     """(key, ports) as an EPP that looks up `keys` in this order reads a pod's annotations (the first present wins);
     (None, None) when it carries none of them: every targetPort is then active. Words that are no positive number
     are dropped, as the EPP drops them."""
@@ -56,7 +56,7 @@ def read_active_ports(annotations: Mapping[str, str], keys: Iterable[str]) -> tu
 
 def rds_budget_annotation(budget: sizing.RdsBudget, hbm_per_chiplet_gib: float) -> str:
     values = (budget.drives, budget.chunk_overhead_mib, budget.staging_mib, hbm_per_chiplet_gib)
-    return json.dumps(dict(zip(RDS_BUDGET_KEYS, values)), separators=(",", ":"))
+    return json.dumps(dict(zip(RDS_BUDGET_KEYS, values, strict=True)), separators=(",", ":"))
 
 
 def inference_pool_name(stack_name: str) -> str:
@@ -65,7 +65,7 @@ def inference_pool_name(stack_name: str) -> str:
     return f"{stack_name}-pool"
 
 
-def pool_names(stack_name: str, role: str, groups: int) -> list[tuple[Optional[str], str]]:
+def pool_names(stack_name: str, role: str, groups: int) -> list[tuple[str | None, str]]:
     """(node group, Deployment name) of each pool of a role: one pool named after the role, or one per
     node group g0..gN-1 (`placement.groups`)."""
     base = f"{stack_name}-{role}"

@@ -11,7 +11,6 @@ covers the rest). Pure: the site comes in as data (`stacks.site` reads it from a
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
 
 from core.config import StackConfig
 from core.derive import derive
@@ -54,7 +53,7 @@ def needs(cfg: StackConfig) -> list[PodNeed]:
     facts = derive(cfg)
     groups = cfg.placement.groups
     pods = []
-    for name, role in cfg.engine_roles():
+    for name, _role in cfg.engine_roles():
         labels = {NPU_PRESENT_LABEL: "true", NPU_PRODUCT_LABEL: cfg.hardware.npu_product}
         if name == "prefill" and facts.kv_tier == "rds":
             labels[RDS_PRESENT_LABEL] = "true"
@@ -75,7 +74,7 @@ def needs(cfg: StackConfig) -> list[PodNeed]:
     return pods
 
 
-def _why_not(pod: PodNeed, node: SiteNode, roles_on: set[str]) -> Optional[str]:
+def _why_not(pod: PodNeed, node: SiteNode, roles_on: set[str]) -> str | None:
     """None when the pod fits the node now, else the reason (the scheduler's words where it has them)."""
     if any(node.labels.get(key) != value for key, value in pod.labels.items()):
         return "node affinity"

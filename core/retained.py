@@ -12,7 +12,6 @@ names the object, the field and the way forward. Pure: the live volumes come in 
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
 
 from core.config import StackConfig
 from core.labels import PART_OF_LABEL, compile_cache_pvc_name
@@ -27,16 +26,16 @@ class Claim:
 
     namespace: str
     name: str
-    storage_class: Optional[str]  # None: the cluster's default (wanted), or none set (live)
+    storage_class: str | None  # None: the cluster's default (wanted), or none set (live)
     size: str
     access_modes: tuple[str, ...]
-    part_of: Optional[str] = None  # the stack that made it (app.kubernetes.io/part-of), live only
+    part_of: str | None = None  # the stack that made it (app.kubernetes.io/part-of), live only
 
 
 @dataclasses.dataclass(frozen=True)
 class WantedClaim:
     claim: Claim
-    name_key: Optional[str]  # the stack file key that names it, when there is one
+    name_key: str | None  # the stack file key that names it, when there is one
     size_key: str
 
 
@@ -72,7 +71,7 @@ def claim_of(obj: dict) -> Claim:
     )
 
 
-def claim_refusals(wanted: WantedClaim, live: Optional[Claim], *, stack: str, expandable: bool) -> list[str]:
+def claim_refusals(wanted: WantedClaim, live: Claim | None, *, stack: str, expandable: bool) -> list[str]:
     """What the API server would refuse (or Pulumi would leave behind) when the stack applies `wanted` over
     the live PVC of the same name; empty when it can take it. `expandable`: the live StorageClass allows
     volume expansion."""
@@ -125,7 +124,7 @@ def claim_refusals(wanted: WantedClaim, live: Optional[Claim], *, stack: str, ex
     return problems
 
 
-def moved_namespace(cfg: StackConfig, stack_claims: list[Claim]) -> Optional[str]:
+def moved_namespace(cfg: StackConfig, stack_claims: list[Claim]) -> str | None:
     """The stack's retained volumes live in another namespace than `namespace` asks for: changing it would
     start the stack empty in the new one and leave them (and the old Namespace) behind."""
     elsewhere = sorted({c.namespace for c in stack_claims if c.part_of == cfg.name and c.namespace != cfg.namespace})

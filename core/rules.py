@@ -10,14 +10,14 @@ sentence reads right in both places.
 from __future__ import annotations
 
 import re
-from typing import Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
 
 from core import sizing
 from core.versions import Feature, Version, missing_features
 from core.weights import is_pinned
 
 
-def pp_with_dp(pp: int, dp: int) -> Optional[str]:
+def pp_with_dp(pp: int, dp: int) -> str | None:
     """vLLM's entrypoint refuses pipeline parallelism together with data parallelism."""
     if pp > 1 and dp > 1:
         return (
@@ -28,7 +28,7 @@ def pp_with_dp(pp: int, dp: int) -> Optional[str]:
     return None
 
 
-def devices_fit_node(tp: int, pp: int, dp_local: int, npus_per_node: int, *, per_node_name: str) -> Optional[str]:
+def devices_fit_node(tp: int, pp: int, dp_local: int, npus_per_node: int, *, per_node_name: str) -> str | None:
     """A pod cannot span nodes: TP x PP x DP-local NPUs must fit on one."""
     devices = sizing.devices_per_pod(tp, pp, dp_local)
     if devices > npus_per_node:
@@ -40,7 +40,7 @@ def devices_fit_node(tp: int, pp: int, dp_local: int, npus_per_node: int, *, per
     return None
 
 
-def pipeline_fits_layers(pp: int, layers: int, *, layers_name: str) -> Optional[str]:
+def pipeline_fits_layers(pp: int, layers: int, *, layers_name: str) -> str | None:
     if pp > layers:
         return (
             f"pipeline parallel size {pp} exceeds the model's {layers} layers ({layers_name}): every pipeline "
@@ -49,7 +49,7 @@ def pipeline_fits_layers(pp: int, layers: int, *, layers_name: str) -> Optional[
     return None
 
 
-def experts_divide(experts: int, dp: int, tp: int, *, experts_name: str) -> Optional[str]:
+def experts_divide(experts: int, dp: int, tp: int, *, experts_name: str) -> str | None:
     """Expert parallel spreads the routed experts evenly over DP x TP devices."""
     shards = dp * tp
     if experts == 0 or experts % shards:
@@ -61,7 +61,7 @@ def experts_divide(experts: int, dp: int, tp: int, *, experts_name: str) -> Opti
     return None
 
 
-def decode_without_pipeline(pp: int) -> Optional[str]:
+def decode_without_pipeline(pp: int) -> str | None:
     if pp > 1:
         return (
             f"pipeline parallel size {pp} on decode: one token per step crosses every stage, so PP is not usable "
@@ -70,7 +70,7 @@ def decode_without_pipeline(pp: int) -> Optional[str]:
     return None
 
 
-def utilization_in_range(utilization: float) -> Optional[str]:
+def utilization_in_range(utilization: float) -> str | None:
     if not 0 < utilization <= 1:
         return (
             f"gpu-memory-utilization {utilization:g} is outside (0, 1]: it is the share of device memory the "
@@ -79,7 +79,7 @@ def utilization_in_range(utilization: float) -> Optional[str]:
     return None
 
 
-def block_holds_sub_blocks(block_size: int, sub_block: int, *, sub_block_name: str) -> Optional[str]:
+def block_holds_sub_blocks(block_size: int, sub_block: int, *, sub_block_name: str) -> str | None:
     """With sub-block caching each KV block splits into whole sub-blocks of max-num-batched-tokens."""
     if block_size % sub_block:
         return (
@@ -90,7 +90,7 @@ def block_holds_sub_blocks(block_size: int, sub_block: int, *, sub_block_name: s
     return None
 
 
-def max_model_len_fits(max_model_len: int, max_context: int, *, context_name: str) -> Optional[str]:
+def max_model_len_fits(max_model_len: int, max_context: int, *, context_name: str) -> str | None:
     if max_model_len > max_context:
         return (
             f"max-model-len {max_model_len} exceeds the model's context of {max_context} tokens ({context_name}): "
@@ -104,7 +104,7 @@ def _mib(value: float) -> str:
     return f"{value:,.1f}".removesuffix(".0")
 
 
-def rds_budget_fits(budget: sizing.RdsBudget, *, chunks_name: str, utilization_name: str) -> Optional[str]:
+def rds_budget_fits(budget: sizing.RdsBudget, *, chunks_name: str, utilization_name: str) -> str | None:
     """Reference design section 5: the RDS chunk index and staging buffer live in chiplet-0 memory."""
     if budget.fits:
         return None
@@ -119,7 +119,7 @@ def rds_budget_fits(budget: sizing.RdsBudget, *, chunks_name: str, utilization_n
     )
 
 
-def lmcache_reads_rds_max_chunks(version: Optional[str], rds_max_chunks: int) -> Optional[str]:
+def lmcache_reads_rds_max_chunks(version: str | None, rds_max_chunks: int) -> str | None:
     if sizing.lmcache_reads_rds_max_chunks(version) is not False:
         return None
     minimum = ".".join(str(part) for part in sizing.LMCACHE_RBLN_MIN_FOR_RDS_MAX_CHUNKS)
@@ -135,12 +135,12 @@ def pool_endpoints_serve(
     pod: str,
     target_ports: Sequence[int],
     serving_ports: Sequence[int],
-    active_ports: Optional[Sequence[int]],
+    active_ports: Sequence[int] | None,
     *,
     serving_name: str,
     active_name: str,
     fix: str,
-) -> Optional[str]:
+) -> str | None:
     """The EPP makes one endpoint per pod the pool selects and per target port, or, when the pod lists its active
     ports (core.labels), per target port it lists: each must lead to a port the pod serves on, and a pod needs one.
     `active_ports` None: the pod lists none."""
@@ -180,7 +180,7 @@ def is_secret_name(name: str) -> bool:
     return bool(SECRET_NAME.search(name)) and not name.upper().endswith(SECRET_POINTER_SUFFIXES)
 
 
-def literal_secret(name: str, value: str) -> Optional[str]:
+def literal_secret(name: str, value: str) -> str | None:
     """A literal value under a secret-looking name ends up in state, renders and `kubectl get -o yaml`."""
     if value and is_secret_name(name):
         return (
@@ -197,7 +197,7 @@ def _gb(value: float) -> str:
 
 def weights_volume_fits(
     size_bytes: int, needed_bytes: int, headroom: float, *, size_name: str, size_text: str, what: str
-) -> Optional[str]:
+) -> str | None:
     """A download must fit its volume with headroom, found out before it starts, not when the disk fills."""
     minimum = needed_bytes * headroom
     if size_bytes >= minimum:
@@ -210,7 +210,7 @@ def weights_volume_fits(
     )
 
 
-def revision_pinned(revision: str, *, revision_name: str, repository: str) -> Optional[str]:
+def revision_pinned(revision: str, *, revision_name: str, repository: str) -> str | None:
     """A prod download at a branch gets whatever the Hub has on the day the Job runs."""
     if is_pinned(revision):
         return None
@@ -223,8 +223,9 @@ def revision_pinned(revision: str, *, revision_name: str, repository: str) -> Op
 
 def gated_download_token(
     gated: bool, token_known: bool, *, secret: str, token_name: str, exists_name: str
-) -> Optional[str]:
-    """A gated repository answers 401 without a token; the gate cannot see the cluster's Secrets, so it asks to be told."""
+) -> str | None:
+    """A gated repository answers 401 without a token; the gate cannot see the cluster's Secrets, so it asks to be
+    told."""
     if not gated or token_known:
         return None
     return (
@@ -234,7 +235,7 @@ def gated_download_token(
     )
 
 
-def weights_match(what: str, engine_value: str, held_value: str, *, held_by: str) -> Optional[str]:
+def weights_match(what: str, engine_value: str, held_value: str, *, held_by: str) -> str | None:
     """An engine must serve what its weights volume holds: with HF_HUB_OFFLINE it cannot fetch anything else."""
     if engine_value == held_value:
         return None
@@ -246,9 +247,7 @@ def weights_match(what: str, engine_value: str, held_value: str, *, held_by: str
     )
 
 
-def image_has_features(
-    image: str, pinned: Optional[Version], used: Iterable[Feature], *, image_name: str
-) -> Optional[str]:
+def image_has_features(image: str, pinned: Version | None, used: Iterable[Feature], *, image_name: str) -> str | None:
     """An image pin must be at least the first version of every feature its render uses (one home of the facts:
     `core.versions`). An image whose tag is no version (`latest`, a digest) cannot be judged here: image hygiene
     refuses unpinned tags elsewhere."""
@@ -276,15 +275,15 @@ def program_refuses(program: str, image: str, what: str, problem: str, *, data_s
 
 def sidecar_ssrf_protection(
     image: str,
-    pinned: Optional[Version],
+    pinned: Version | None,
     *,
     protected: bool,
-    pool: Optional[str],
+    pool: str | None,
     fronting: Sequence[str],
     can_protect: bool,
     since: Version,
     fix_pool: str,
-) -> Optional[str]:
+) -> str | None:
     """A P/D routing sidecar that can protect itself against a prefiller named by the client runs with SSRF
     protection on, allowlisting the pods of the InferencePool that fronts it (`fronting`: namespace/name of each pool
     that selects its pod; empty: unknown). The EPP only sets x-prefiller-host-port on a P/D decision, so on a
@@ -322,8 +321,8 @@ def sidecar_ssrf_protection(
 
 
 def sidecar_ssrf_capable(
-    image: str, pinned: Optional[Version], *, protected: bool, can_protect: bool, since: Version, image_name: str
-) -> Optional[str]:
+    image: str, pinned: Version | None, *, protected: bool, can_protect: bool, since: Version, image_name: str
+) -> str | None:
     """Advice: a P/D sidecar pinned before it could protect itself runs without SSRF protection."""
     if can_protect or protected:
         return None
@@ -338,9 +337,7 @@ def sidecar_ssrf_capable(
 # --- autoscaling (core/autoscaling.py has the signals; the gate and policy/autoscaling.py call these) ---------------
 
 
-def autoscaling_bounds(
-    role: str, min_replicas: int, max_replicas: int, *, min_name: str, max_name: str
-) -> Optional[str]:
+def autoscaling_bounds(role: str, min_replicas: int, max_replicas: int, *, min_name: str, max_name: str) -> str | None:
     """The autoscaler keeps a role between its bounds: at least one pod (with none no signal ever brings one back),
     and a minimum not above the maximum."""
     if min_replicas < 1:
@@ -366,7 +363,7 @@ def autoscaling_bounds(
 
 def autoscaling_groups_divide(
     role: str, min_replicas: int, max_replicas: int, groups: int, *, min_name: str, max_name: str, groups_name: str
-) -> Optional[str]:
+) -> str | None:
     """Each node group is a Deployment with its own ScaledObject: the role's bounds split evenly over them."""
     uneven = [
         f"{name} {value}" for name, value in ((min_name, min_replicas), (max_name, max_replicas)) if value % groups
@@ -392,7 +389,7 @@ def autoscaling_fits_site(
     max_name: str,
     nodes_name: str,
     spread_name: str,
-) -> Optional[str]:
+) -> str | None:
     """At its maximum the role, beside everything else at its own maximum (`other_devices`), holds whole claims of
     NPUs on the site's nodes, and at most one pod per node when the role is spread."""
     capacity = nodes * npus_per_node
@@ -415,7 +412,7 @@ def autoscaling_fits_site(
     )
 
 
-def autoscaling_rollout(role: str, strategy: str, *, strategy_name: str) -> Optional[str]:
+def autoscaling_rollout(role: str, strategy: str, *, strategy_name: str) -> str | None:
     """A Recreate rollout stops every pod of the role first: the signal drops to nothing while the new pods compile,
     and the autoscaler takes the role down to its minimum, where the rollout then ends."""
     if strategy == "RollingUpdate":
@@ -434,12 +431,12 @@ def autoscaling_signal(
     roles: Sequence[str],
     *,
     scraped: bool,
-    series: Optional[str],
+    series: str | None,
     decider_feeds: bool,
     image: str,
     metric_name: str,
     fix_scrape: str,
-) -> Optional[str]:
+) -> str | None:
     """The signal exists for the role: a signal of that role, scraped, served by the pinned image (`series` None: it
     serves none known), and for the P/D decision rate a decider that takes prefill-decode decisions."""
     if role not in roles:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Mapping, Optional
+from collections.abc import Mapping
 
 BUILTIN_PASSPHRASE = "rebel100-local"  # scripts/pulumi-env's default; keep the two in step
 # Backends whose stacks use the passphrase provider when the stack file names no other (Pulumi Cloud does not).
@@ -25,7 +25,7 @@ FIX = (
 )
 
 
-def uses_passphrase(secrets_provider: Optional[str], backend_url: Optional[str]) -> bool:
+def uses_passphrase(secrets_provider: str | None, backend_url: str | None) -> bool:
     """True when Pulumi encrypts the stack's secrets with a passphrase: the stack file says so, or names no
     provider on a self-managed backend (file, S3, ...; the project's default is the file backend)."""
     if secrets_provider:
@@ -33,7 +33,7 @@ def uses_passphrase(secrets_provider: Optional[str], backend_url: Optional[str])
     return not backend_url or backend_url.startswith(SELF_MANAGED_BACKENDS)
 
 
-def backend_url(environ: Mapping[str, str]) -> Optional[str]:
+def backend_url(environ: Mapping[str, str]) -> str | None:
     """The backend the CLI would use: PULUMI_BACKEND_URL, else the current `pulumi login` of PULUMI_HOME."""
     if environ.get("PULUMI_BACKEND_URL"):
         return environ["PULUMI_BACKEND_URL"]
@@ -46,7 +46,7 @@ def backend_url(environ: Mapping[str, str]) -> Optional[str]:
     return current if isinstance(current, str) and current else None
 
 
-def passphrase_of(environ: Mapping[str, str]) -> Optional[str]:
+def passphrase_of(environ: Mapping[str, str]) -> str | None:
     """The passphrase Pulumi would use (PULUMI_CONFIG_PASSPHRASE, else the first line of
     PULUMI_CONFIG_PASSPHRASE_FILE), or None when neither is set or the file cannot be read."""
     if "PULUMI_CONFIG_PASSPHRASE" in environ:
@@ -61,16 +61,14 @@ def passphrase_of(environ: Mapping[str, str]) -> Optional[str]:
         return None
 
 
-def refusal_for(
-    stack: str, environment: str, secrets_provider: Optional[str], environ: Mapping[str, str]
-) -> Optional[str]:
+def refusal_for(stack: str, environment: str, secrets_provider: str | None, environ: Mapping[str, str]) -> str | None:
     """prod_secrets_refusal with the backend and passphrase read from the environment."""
     return prod_secrets_refusal(stack, environment, secrets_provider, backend_url(environ), passphrase_of(environ))
 
 
 def prod_secrets_refusal(
-    stack: str, environment: str, secrets_provider: Optional[str], backend_url: Optional[str], passphrase: Optional[str]
-) -> Optional[str]:
+    stack: str, environment: str, secrets_provider: str | None, backend_url: str | None, passphrase: str | None
+) -> str | None:
     """None when the stack's secrets are safe to write, else one sentence: what, why, and the fix."""
     if environment != "prod" or not uses_passphrase(secrets_provider, backend_url):
         return None

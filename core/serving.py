@@ -8,8 +8,8 @@ components turn them into Kubernetes objects, the config gate checks overrides a
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
-from typing import Optional
 
 from core import sizing
 from core.config import Decode, Engine, KvTier, ModelSpec, Prefill, Role, Speculative
@@ -32,7 +32,7 @@ class RoleServing:
 
     block_size: int
     kv_cache_dtype: str
-    speculative: Optional[Speculative]
+    speculative: Speculative | None
     data_parallel_local: int
     devices: int
     rank_ports: list[int]
@@ -76,7 +76,7 @@ def speculative_json(speculative: Speculative, draft_revision: str) -> str:
     return compact_json(value)
 
 
-def kv_transfer_config(*, nixl: bool, lmcache: bool) -> Optional[dict]:
+def kv_transfer_config(*, nixl: bool, lmcache: bool) -> dict | None:
     """NIXL alone, LMCache alone, or both through MultiConnector (the upstream shape)."""
     connectors = ([NIXL_CONNECTOR] if nixl else []) + ([LMCACHE_CONNECTOR] if lmcache else [])
     if not connectors:
@@ -109,7 +109,7 @@ def connector_classes(config: object) -> list[str]:
 
 def kv_transfer_in(args: list[str]) -> object:
     """The `--kv-transfer-config` JSON of an argv this module generated (None without one)."""
-    for flag, value in zip(args, args[1:]):
+    for flag, value in itertools.pairwise(args):
         if flag == "--kv-transfer-config":
             return json.loads(value)
     return None
@@ -120,7 +120,7 @@ def serve_args(
     engine: Engine,
     role: Role,
     *,
-    kv_transfer: Optional[dict],
+    kv_transfer: dict | None,
     role_args: list[str],
     revision: str = "main",
     draft_revision: str = "main",
@@ -207,7 +207,7 @@ FLAG_ALIASES = {
 }
 
 
-def data_parallel_args(role: Role, *, dp_local: int, rpc_port: Optional[int]) -> list[str]:
+def data_parallel_args(role: Role, *, dp_local: int, rpc_port: int | None) -> list[str]:
     """Data-parallel arguments: one external-LB port per rank (decode), the RPC port when given."""
     args = [
         "--data-parallel-size",

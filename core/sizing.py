@@ -9,7 +9,6 @@ all compute a figure the same way. The figures of the reference design are asser
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
 
 from core import formats
 from core.versions import engine as engine_versions
@@ -111,7 +110,8 @@ class RdsBudget:
             ("left by --gpu-memory-utilization", f"{self.free_mib:,.1f} MiB (x (1 - {self.gpu_memory_utilization:g}))"),
             (
                 "RDS chunk index",
-                f"{self.chunks_mib:,.0f} MiB ({self.rds_max_chunks} chunks x {self.chunk_overhead_mib:g} MiB x {self.drives} drives)",
+                f"{self.chunks_mib:,.0f} MiB ({self.rds_max_chunks} chunks x {self.chunk_overhead_mib:g} MiB x "
+                f"{self.drives} drives)",
             ),
             ("staging buffer", f"{self.staging_mib:,.0f} MiB"),
             ("used", f"{self.used_mib:,.1f} MiB"),
@@ -126,7 +126,7 @@ def rds_budget(
     drives: int,
     staging_mib: float,
     hbm_per_chiplet_gib: float,
-    gpu_memory_utilization: Optional[float],
+    gpu_memory_utilization: float | None,
 ) -> RdsBudget:
     """rds_max_chunks x 2 MiB x drives + staging must fit in chiplet 0 x (1 - gpu-memory-utilization)."""
     utilization = VLLM_DEFAULT_GPU_MEMORY_UTILIZATION if gpu_memory_utilization is None else gpu_memory_utilization
@@ -185,11 +185,12 @@ def version_tuple(version: str) -> tuple[int, ...]:
     return tuple(parts + [0] * (3 - len(parts)))
 
 
-# lmcache-rbln reads `rds_max_chunks` from this version on (the fact lives with the engine image's, core.versions.engine).
+# lmcache-rbln reads `rds_max_chunks` from this version on (the fact lives with the engine image's,
+# core.versions.engine).
 LMCACHE_RBLN_MIN_FOR_RDS_MAX_CHUNKS = dataclasses.astuple(engine_versions.LMCACHE_RBLN_READS_RDS_MAX_CHUNKS.since)
 
 
-def lmcache_reads_rds_max_chunks(version: Optional[str]) -> Optional[bool]:
+def lmcache_reads_rds_max_chunks(version: str | None) -> bool | None:
     """True / False when the version is known, None when it is not."""
     if not version:
         return None

@@ -19,7 +19,8 @@ import json
 import math
 import os
 import pathlib
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -247,7 +248,7 @@ def namespace_keys() -> list[str]:
     ]
 
 
-def program_config(explicit: Mapping[str, Any], environ: Optional[Mapping[str, str]] = None) -> dict[str, Any]:
+def program_config(explicit: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The config a Pulumi Python program sees, resolved key by key as pulumi.runtime.config.get_config does:
     the engine's (`explicit`) first, then `PULUMI_CONFIG_<KEY>`, then the JSON bag `PULUMI_CONFIG`. The
     program and the offline tools both call this, so they judge and build from the same values."""
@@ -264,7 +265,7 @@ def program_config(explicit: Mapping[str, Any], environ: Optional[Mapping[str, s
     return merged
 
 
-def secrets_provider(path: pathlib.Path) -> Optional[str]:
+def secrets_provider(path: pathlib.Path) -> str | None:
     """The stack file's `secretsprovider:` (e.g. `awskms://...`), None when it names none (the backend's default)."""
     document = _document(path)
     value = document.get("secretsprovider") if isinstance(document, dict) else None
@@ -280,7 +281,7 @@ def environment(config: dict[str, str]) -> str:
     return StackConfig.model_fields["environment"].default
 
 
-def load_stack(path: pathlib.Path, name: str) -> "StackConfig":
+def load_stack(path: pathlib.Path, name: str) -> StackConfig:
     """Read and check one stack file: StackFileError or ConfigError, else the typed config."""
     from core.gate import load_config
 

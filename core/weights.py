@@ -16,7 +16,6 @@ import dataclasses
 import hashlib
 import json
 import re
-from typing import Optional
 
 from core import serving
 from core.config import COMMIT_SHA, StackConfig, Weights
@@ -48,7 +47,7 @@ def is_pinned(revision: str) -> bool:
     return re.fullmatch(COMMIT_SHA, revision) is not None
 
 
-def digest(model: str, revision: str, draft: Optional[str], draft_revision: str) -> str:
+def digest(model: str, revision: str, draft: str | None, draft_revision: str) -> str:
     """Short key of what a download holds: changes with any of the four values."""
     text = json.dumps([model, revision, draft, draft_revision if draft else None])
     return hashlib.sha256(text.encode()).hexdigest()[:10]
@@ -70,7 +69,7 @@ def marker_path(hf_home: str, key: str) -> str:
     return f"{hf_home}/{MARKER_DIR}/weights-{key}.complete"
 
 
-def needed_bytes(model: str, draft: Optional[str]) -> Optional[int]:
+def needed_bytes(model: str, draft: str | None) -> int | None:
     """Known size of the model plus the draft; None when one of them is not in MODEL_BYTES."""
     repos = [model] + ([draft] if draft else [])
     if any(repo not in MODEL_BYTES for repo in repos):
@@ -86,7 +85,7 @@ class Plan:
     claim_name: str
     model: str
     revision: str
-    draft: Optional[str]
+    draft: str | None
     draft_revision: str
     key: str
     wait_paths: tuple[str, ...]
@@ -115,13 +114,13 @@ class Plan:
         }
 
 
-def draft_model(cfg: StackConfig) -> Optional[str]:
+def draft_model(cfg: StackConfig) -> str | None:
     """The EAGLE-3 draft the engines load (None without one): decode's, which prefill's equals (config gate)."""
     spec = serving.role_serving(cfg.engine, cfg.decode).speculative
     return spec.model if spec is not None and spec.method == "eagle3" and spec.model else None
 
 
-def plan_for(model: str, settings: Weights, draft: Optional[str], hf_home: str) -> Plan:
+def plan_for(model: str, settings: Weights, draft: str | None, hf_home: str) -> Plan:
     """The weights plan of a model, its draft (None without one) and the `weights` section."""
     key = digest(model, settings.revision, draft, settings.draft_revision)
     if settings.source == "download":

@@ -10,6 +10,7 @@ Everything it starts is recorded by pid (procs.Registry) and stopped by pid, new
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import pathlib
@@ -17,8 +18,8 @@ import socket
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Optional
 
 from localsite import kube, netns, procs, programs
 from policy.manifests import label_selector_matches
@@ -36,7 +37,7 @@ class Running:
     """A program of a pod: its plan, its process, and when it may be restarted."""
 
     program: programs.Program
-    process: Optional[procs.Recorded] = None
+    process: procs.Recorded | None = None
     restarts: int = 0
     not_before: float = 0.0
 
@@ -46,9 +47,9 @@ class PodRun:
     name: str
     uid: str
     ip: str
-    ns: Optional[netns.Namespace] = None
+    ns: netns.Namespace | None = None
     programs: list[Running] = field(default_factory=list)
-    problem: Optional[str] = None
+    problem: str | None = None
     listening: bool = False  # every program took connections once since it (re)started
 
 
@@ -58,7 +59,7 @@ def relay(listener: socket.socket, target: tuple[str, int], stop: threading.Even
     while not stop.is_set():
         try:
             client, _ = listener.accept()
-        except socket.timeout:
+        except TimeoutError:
             continue
         except OSError:
             return
@@ -81,10 +82,8 @@ def _pipe(source: socket.socket, sink: socket.socket) -> None:
         pass
     finally:
         for s in (source, sink):
-            try:
+            with contextlib.suppress(OSError):
                 s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
 
 def _selects(selector: dict, pod: dict) -> bool:
@@ -114,10 +113,10 @@ class Agent:
         self.sim_extra = sim_extra
         self.registry = procs.Registry(folder)
         self.pods: dict[str, PodRun] = {}
-        self.gateway_args: Optional[list[str]] = None
-        self.gateway_process: Optional[procs.Recorded] = None
+        self.gateway_args: list[str] | None = None
+        self.gateway_process: procs.Recorded | None = None
         self.stop_event = threading.Event()
-        self.site: Optional[netns.Site] = None
+        self.site: netns.Site | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -286,7 +285,7 @@ class Agent:
         )
         log.info("gateway: EPP %s (%s)", address, failure_mode)
 
-    def epp_target(self, pods: list[dict]) -> Optional[tuple[str, str, list[str]]]:
+    def epp_target(self, pods: list[dict]) -> tuple[str, str, list[str]] | None:
         """The EPP's pod address, the pool's failure mode and its endpoints, from HTTPRoute -> InferencePool ->
         Service -> pod."""
         base = f"/apis/gateway.networking.k8s.io/v1/namespaces/{self.namespace}/httproutes"

@@ -17,8 +17,9 @@ import subprocess
 import sys
 import time
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any
 
 import yaml
 
@@ -80,7 +81,7 @@ class ServedSite:
         stack: str,
         namespace: str = "rebel100",
         sim_args: tuple[str, ...] = (),
-        render: Optional[pathlib.Path] = None,
+        render: pathlib.Path | None = None,
     ):
         self.folder = folder
         self.stack = stack
@@ -89,13 +90,13 @@ class ServedSite:
         self.render = render
         self.cluster_dir = folder / "cluster"
         self.site_dir = folder / "site"
-        self.kubeconfig: Optional[pathlib.Path] = None
-        self.kubectl_path: Optional[str] = None
-        self.process: Optional[subprocess.Popen] = None
+        self.kubeconfig: pathlib.Path | None = None
+        self.kubectl_path: str | None = None
+        self.process: subprocess.Popen | None = None
         self.base_url = ""
 
     # --- lifecycle ---------------------------------------------------------------------------------------------
-    def __enter__(self) -> "ServedSite":
+    def __enter__(self) -> ServedSite:
         try:
             self._start()
         except BaseException:
@@ -170,7 +171,7 @@ class ServedSite:
         return [f"{p.name} (pid {p.pid})" for p in found]
 
     # --- the cluster -------------------------------------------------------------------------------------------
-    def kubectl(self, *args: str, input: Optional[str] = None, check: bool = True) -> subprocess.CompletedProcess:
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
         proc = subprocess.run(
             [self.kubectl_path, f"--kubeconfig={self.kubeconfig}", *args],
             input=input,
@@ -209,7 +210,7 @@ class ServedSite:
             if batch:
                 self.kubectl("apply", "--server-side", *[f"--filename={f}" for f in batch])
 
-    def pods(self, role: Optional[str] = None) -> list[dict]:
+    def pods(self, role: str | None = None) -> list[dict]:
         return [
             p
             for p in self.get("pods")
@@ -258,8 +259,8 @@ class ServedSite:
         path: str,
         body: dict,
         timeout: float = 30,
-        conn: Optional[http.client.HTTPConnection] = None,
-        headers: Optional[dict[str, str]] = None,
+        conn: http.client.HTTPConnection | None = None,
+        headers: dict[str, str] | None = None,
     ) -> Answer:
         """POST `body` as JSON through the gateway, with the client's own `headers` besides."""
         url = urllib.parse.urlsplit(self.base_url)
@@ -281,7 +282,7 @@ class ServedSite:
         conn.sock = netns.connect_in(self.site_ns(), ip, port, timeout)
         return conn
 
-    def get_in_site(self, ip: str, port: int, path: str, headers: Optional[dict] = None) -> tuple[int, str]:
+    def get_in_site(self, ip: str, port: int, path: str, headers: dict | None = None) -> tuple[int, str]:
         conn = self.connection_in_site(ip, port)
         try:
             conn.request("GET", path, headers=headers or {})

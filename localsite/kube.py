@@ -9,7 +9,7 @@ import json
 import ssl
 import urllib.error
 import urllib.request
-from typing import Any, Optional
+from typing import Any
 
 import yaml
 
@@ -34,7 +34,7 @@ class Client:
         self.token = user["token"]
         self.ssl = ssl.create_default_context(cafile=self.ca_file)
 
-    def request(self, method: str, path: str, body: Optional[dict] = None, timeout: float = 10) -> Any:
+    def request(self, method: str, path: str, body: dict | None = None, timeout: float = 10) -> Any:
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(
             self.server + path,
@@ -96,7 +96,7 @@ class Client:
     def event(self, pod: dict, reason: str, message: str, kind: str = "Warning") -> None:
         """An Event on the pod, as the kubelet writes for a failed image pull (`kubectl describe pod` shows it)."""
         meta = pod["metadata"]
-        now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         self.request(
             "POST",
             f"/api/v1/namespaces/{meta['namespace']}/events",

@@ -24,8 +24,8 @@ import ipaddress
 import os
 import socket
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from localsite import procs
 

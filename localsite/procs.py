@@ -14,13 +14,12 @@ import signal
 import subprocess
 import time
 from dataclasses import dataclass
-from typing import Optional
 
 STOP_TIMEOUT = 10.0  # seconds between SIGTERM and SIGKILL
 sleep = time.sleep
 
 
-def start_time(pid: int) -> Optional[str]:
+def start_time(pid: int) -> str | None:
     """A live (non-zombie) process's start time from /proc, or None."""
     try:
         stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
@@ -37,15 +36,15 @@ class Recorded:
 
     name: str
     pid: int
-    started: Optional[str]
-    popen: Optional[subprocess.Popen] = None
+    started: str | None
+    popen: subprocess.Popen | None = None
 
     def alive(self) -> bool:
         if self.popen is not None and self.popen.poll() is not None:
             return False
         return self.started is not None and start_time(self.pid) == self.started
 
-    def exit_code(self) -> Optional[int]:
+    def exit_code(self) -> int | None:
         return self.popen.poll() if self.popen is not None else None
 
 
@@ -84,9 +83,9 @@ class Registry:
         self,
         name: str,
         argv: list[str],
-        env: Optional[dict[str, str]] = None,
+        env: dict[str, str] | None = None,
         pass_fds: tuple[int, ...] = (),
-        cwd: Optional[pathlib.Path] = None,
+        cwd: pathlib.Path | None = None,
     ) -> Recorded:
         """Start `argv` in a session of its own (a Ctrl-C of the terminal reaches the site, which stops it)."""
         if name in self.processes and self.processes[name].alive():

@@ -1,12 +1,13 @@
 """What the local site runs for each container of a pod: the image mapped to a local program, the pod's rendered
 arguments given to it (translated where the program is a simulator). Pure: a pod object in, a plan out.
 
-| image (any registry, any tag)                               | program                                          |
-|-------------------------------------------------------------|--------------------------------------------------|
-| `vllm-rbln` (the engines)                                   | llm-d-inference-sim, the `vllm serve` args translated (SIM_FLAGS) |
-| `llm-d-router-disagg-sidecar`, `llm-d-routing-sidecar`      | the real P/D sidecar, the rendered args as they are |
-| `llm-d-router-endpoint-picker`, `llm-d-inference-scheduler` | the real EPP, the rendered args; mounted ConfigMap paths point at a copy of the ConfigMap |
-| anything else                                               | none: the pod is not served (like an image that cannot be pulled) |
+The image (any registry, any tag) and the program:
+
+- `vllm-rbln` (the engines): llm-d-inference-sim, the `vllm serve` args translated (SIM_FLAGS);
+- `llm-d-router-disagg-sidecar`, `llm-d-routing-sidecar`: the real P/D sidecar, the rendered args as they are;
+- `llm-d-router-endpoint-picker`, `llm-d-inference-scheduler`: the real EPP, the rendered args; mounted ConfigMap
+  paths point at a copy of the ConfigMap;
+- anything else: none, the pod is not served (like an image that cannot be pulled).
 
 Init containers that are not native sidecars are not run: the site's kwok has already reported them completed
 (the weights check reads a volume the site does not have). NetworkPolicies are not enforced (no CNI).
@@ -20,7 +21,6 @@ lists the InferencePool's pods. Client-go reads `KUBECONFIG` before the in-clust
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 from core import sizing
 from core.versions import engine, image_name, router, vllm_args
@@ -87,11 +87,11 @@ class Program:
     argv: list[str]
     env: dict[str, str]
     files: dict[str, str] = field(default_factory=dict)  # relative path under the pod's folder -> content
-    service_account: Optional[str] = None  # runs with this ServiceAccount's token (api_account)
+    service_account: str | None = None  # runs with this ServiceAccount's token (api_account)
     ports: tuple[int, ...] = ()  # where it serves once up (the site's readiness)
 
 
-def flag_value(args: list[str], name: str) -> Optional[str]:
+def flag_value(args: list[str], name: str) -> str | None:
     """The value of `name` in a Go program's command line (the sidecar's, the EPP's, the simulator's), else None."""
     value = parse_flags(args, go_style=True).get(name)
     return None if value is None else str(value)
@@ -158,7 +158,7 @@ def _mounts_token(volume: dict) -> bool:
     return any("serviceAccountToken" in source for source in (volume.get("projected") or {}).get("sources") or [])
 
 
-def api_account(pod: dict, container: dict) -> Optional[str]:
+def api_account(pod: dict, container: dict) -> str | None:
     """The ServiceAccount whose token the kubelet would give this container, or None: every container gets the
     automounted one unless the pod (or, where the pod says nothing, its ServiceAccount, taken as the default: yes)
     turns it off; a container that mounts a projected serviceAccountToken volume gets it either way."""

@@ -13,8 +13,6 @@ container has no API credential.
 
 from __future__ import annotations
 
-from typing import Optional
-
 from pydantic import Field
 
 from core.versions import router as router_versions
@@ -60,13 +58,15 @@ class SidecarSpec(pod.Spec):
 
 
 class DecodePoolArgs(pod.EnginePoolArgs):
-    sidecar: Optional[SidecarSpec] = Field(
+    sidecar: SidecarSpec | None = Field(
         SidecarSpec(), description="The routing sidecar (P/D); None for AGG, where the pool targets the ranks."
     )
     active_ports: list[int] = Field(
         [8000, 8001, 8002, 8003],
-        description="The InferencePool's target ports the pods "
-        "serve on (the sidecar's in P/D), declared in the active-ports annotations.",
+        description=(
+            "The InferencePool's target ports the pods serve on (the sidecar's in P/D), declared in the active-ports "
+            "annotations."
+        ),
     )
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 from pydantic import Field
 
 from objects import pod
@@ -19,7 +17,7 @@ class GatewayArgs(pod.StackArgs):
         "istio", min_length=1, description="GatewayClass of the Gateway (`istio` or `agentgateway`)."
     )
     port: int = Field(80, ge=1, le=65535, description="Client port of the HTTP listener.")
-    hostname: Optional[str] = Field(None, description="Listener hostname; None accepts any.")
+    hostname: str | None = Field(None, description="Listener hostname; None accepts any.")
 
 
 def service_host(gateway_name: str, class_name: str, namespace: str) -> str:

@@ -4,7 +4,7 @@ object metadata, and the plain form a manifest is compared and written in."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional
+from typing import Any
 
 # The stack owns its objects: a field someone changed with kubectl (another server-side-apply field
 # manager, e.g. `kubectl scale`) is taken back by the next `up` instead of failing it with a conflict.
@@ -19,7 +19,7 @@ class Child:
     manifest: dict  # the object as the API server reads it: apiVersion, kind, metadata, camelCase fields
     after: tuple[str, ...] = ()  # resource names of siblings it is created after
     retain_on_delete: bool = False  # a data volume: kept in the cluster when the stack deletes it
-    timeout: Optional[str] = None  # how long `up` waits for it to be created or updated (e.g. "2h")
+    timeout: str | None = None  # how long `up` waits for it to be created or updated (e.g. "2h")
 
     @property
     def kind(self) -> str:
@@ -31,7 +31,7 @@ class Child:
 
 
 def object_meta(
-    name: str, namespace: Optional[str], labels: dict[str, str], annotations: Optional[dict[str, str]] = None
+    name: str, namespace: str | None, labels: dict[str, str], annotations: dict[str, str] | None = None
 ) -> dict:
     """Metadata of a top-level object: the patch-force annotation on every one of them."""
     return {

@@ -12,8 +12,6 @@ it, also for a render applied with kubectl).
 
 from __future__ import annotations
 
-from typing import Optional
-
 from pydantic import Field
 
 from core import serving
@@ -31,10 +29,8 @@ REPLACE_UNREADY_ANNOTATION = "pulumi.com/replaceUnready"
 class ModelWeightsArgs(pod.StackArgs):
     settings: Weights = Field(Weights(), description="The `weights` section: source, PVC, revisions, size, downloader.")
     model: str = Field("MiniMaxAI/MiniMax-M2.7", description="Hugging Face id of the served model.")
-    draft_model: Optional[str] = Field(
-        None, description="Hugging Face id of the EAGLE-3 draft model; None without one."
-    )
-    storage_class: Optional[str] = Field(
+    draft_model: str | None = Field(None, description="Hugging Face id of the EAGLE-3 draft model; None without one.")
+    storage_class: str | None = Field(
         None, description="StorageClass of the PVC the stack creates (ReadWriteMany); None: the cluster default."
     )
     retain_on_delete: bool = Field(

@@ -11,7 +11,7 @@ Egress is left open: engines may fetch weights and the draft model.
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import Field
 
@@ -36,7 +36,7 @@ class NetworkIsolationArgs(pod.StackArgs):
     )
     decode_ports: list[int] = Field(description="Decode rank ports (EPP and Prometheus read metrics there).")
     decode_nixl_ports: list[int] = Field(description="Decode NIXL side-channel ports.")
-    prefill_port: Optional[int] = Field(None, description="Prefill engine port (P/D).")
+    prefill_port: int | None = Field(None, description="Prefill engine port (P/D).")
     prefill_nixl_ports: list[int] = Field(default_factory=list, description="Prefill NIXL side-channel ports (P/D).")
 
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Literal, Optional, Sequence
+from collections.abc import Sequence
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from core import autoscaling, serving, sizing
+from core import weights as weight_files
 from core.labels import (
     NPU_PRESENT_LABEL,
     NPU_PRODUCT_LABEL,
@@ -25,7 +27,6 @@ from core.labels import (
 )
 from core.versions import engine as engine_versions
 from core.versions import router as router_versions
-from core import weights as weight_files
 from objects.kube import Child, manifest, object_meta
 
 COMPONENT_LABEL = "app.kubernetes.io/component"
@@ -106,8 +107,8 @@ def volume_claim(
     namespace: str,
     labels: dict[str, str],
     size: str,
-    storage_class: Optional[str],
-    annotations: Optional[dict[str, str]] = None,
+    storage_class: str | None,
+    annotations: dict[str, str] | None = None,
 ) -> dict:
     """A ReadWriteMany PersistentVolumeClaim (the compile cache, the downloaded weights)."""
     return manifest(
@@ -134,7 +135,10 @@ class EngineWeights(BaseModel):
     draft_revision: str = Field("main", description="Revision of the EAGLE-3 draft in `--speculative-config`.")
     wait_paths: list[str] = Field(
         default_factory=list,
-        description="Paths the init container waits for before the engine starts (a download's marker, or the pre-loaded snapshots).",
+        description=(
+            "Paths the init container waits for before the engine starts (a download's marker, or the pre-loaded "
+            "snapshots)."
+        ),
     )
     waiter_image: str = Field(
         "python:3.12.11-slim", description="Image of the wait-for-weights init container (needs a POSIX shell)."
@@ -280,7 +284,8 @@ def engine_security_context(engine: EngineSpec) -> dict:
 def engine_security_exceptions(engine: EngineSpec) -> str:
     """The annotation that records, on the pod, why an engine is not fully restricted."""
     reasons = [
-        "readOnlyRootFilesystem=false: vLLM and the RBLN compiler write caches and temp files outside the mounted volumes"
+        "readOnlyRootFilesystem=false: vLLM and the RBLN compiler write caches and temp files outside the mounted "
+        "volumes"
     ]
     if engine.run_as_root:
         reasons.insert(
@@ -309,7 +314,7 @@ def engine_env(literal: dict[str, str], *, hf_token_secret: str) -> list[dict]:
 
 
 def engine_container(
-    engine: EngineSpec, *, name: str, hf_token_secret: str, env_from_config_map: Optional[str] = None
+    engine: EngineSpec, *, name: str, hf_token_secret: str, env_from_config_map: str | None = None
 ) -> dict:
     """The `vllm serve` container; it consumes the pod's DRA claim."""
     amounts = {"cpu": engine.cpu, "memory": engine.memory}
@@ -330,7 +335,7 @@ def engine_container(
     }
 
 
-def affinity(placement: PlacementSpec, *, group: Optional[str], role_selector: dict[str, str]) -> dict:
+def affinity(placement: PlacementSpec, *, group: str | None, role_selector: dict[str, str]) -> dict:
     """Engines only on nodes with the NPU product (and RDS, and their group); one pod of a role per node."""
     expressions = [
         {"key": NPU_PRESENT_LABEL, "operator": "In", "values": ["true"]},
@@ -379,15 +384,15 @@ def engine_deployment(
     name: str,
     namespace: str,
     labels: dict[str, str],
-    replicas: Optional[int],
+    replicas: int | None,
     containers: list[dict],
-    init_containers: Optional[list[dict]],
+    init_containers: list[dict] | None,
     claim_template_name: str,
     volumes: list[dict],
     affinity: dict,
     strategy: dict,
     annotations: dict[str, str],
-    service_account: Optional[str] = None,
+    service_account: str | None = None,
 ) -> dict:
     """An engine Deployment: the DRA claim, seccomp RuntimeDefault, no API token mounted for the pod (a container
     that needs one mounts `api_token_volume` itself). `replicas` None: the autoscaler owns the count, and the manifest
@@ -421,7 +426,8 @@ def engine_deployment(
 
 
 class Spec(BaseModel):
-    """Base of the engine pools' args: immutable, unknown fields refused (a misspelt field is not silently a default)."""
+    """Base of the engine pools' args: immutable, unknown fields refused (a misspelt field is not silently a
+    default)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -557,7 +563,7 @@ class CompileCacheSpec(Spec):
     """The role's compile-cache volume (VLLM_CACHE_ROOT), shared by its replicas."""
 
     size: str = Field("200Gi", description="Requested size of the PVC.")
-    storage_class: Optional[str] = Field(None, description="StorageClass (ReadWriteMany); None: the cluster default.")
+    storage_class: str | None = Field(None, description="StorageClass (ReadWriteMany); None: the cluster default.")
     retain_on_delete: bool = Field(True, description="Keep the PVC in the cluster when the stack deletes it.")
 
 
@@ -576,10 +582,12 @@ class EnginePoolArgs(StackArgs):
     hf_token_secret: str = Field("hf-token", description="Secret with the Hugging Face token under key `token`.")
     active_ports: list[int] = Field(
         [8000],
-        description="The InferencePool's target ports the pods serve on, "
-        "declared in the active-ports annotations: the EPP makes endpoints of these only.",
+        description=(
+            "The InferencePool's target ports the pods serve on, declared in the active-ports annotations: the EPP "
+            "makes endpoints of these only."
+        ),
     )
-    autoscaling: Optional[ScalingSpec] = Field(
+    autoscaling: ScalingSpec | None = Field(
         None, description="KEDA scales the role between bounds; None: `replicas` pods."
     )
 
@@ -596,8 +604,8 @@ def engine_pool(
     role_name: str,
     args: EnginePoolArgs,
     containers: list[dict],
-    init_containers: Optional[list[dict]] = None,
-    service_account: Optional[str] = None,
+    init_containers: list[dict] | None = None,
+    service_account: str | None = None,
     volumes: Sequence[dict] = (),
     after: tuple[str, ...] = (),
 ) -> list[Child]:

@@ -6,8 +6,6 @@ stores and looks up KV in LMCache (RDS or CPU) through a MultiConnector.
 
 from __future__ import annotations
 
-from typing import Optional
-
 from pydantic import Field
 
 from objects import pod
@@ -15,7 +13,7 @@ from objects.kube import Child
 
 
 class PrefillPoolArgs(pod.EnginePoolArgs):
-    kv_tier_config_map: Optional[str] = Field(
+    kv_tier_config_map: str | None = Field(
         None, description="ConfigMap with the LMCache environment (RdsTier's); None: no KV tier."
     )
 

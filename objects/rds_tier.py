@@ -7,7 +7,7 @@ drives, chunk overhead, staging buffer and HBM as the config gate did.
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import ConfigDict, Field
 
@@ -26,7 +26,7 @@ class RdsTierArgs(pod.StackArgs):
     env: dict[str, str] = Field(
         default_factory=dict, description="LMCache environment of prefill (core.serving.lmcache_env)."
     )
-    budget: Optional[sizing.RdsBudget] = Field(
+    budget: sizing.RdsBudget | None = Field(
         None, description="Chiplet-0 budget of the RDS tier (core.derive); None for the CPU tier."
     )
     hbm_per_chiplet_gib: float = Field(36.0, description="HBM per chiplet the budget was computed with, GiB.")

@@ -77,7 +77,8 @@ def router(name: str, args: RouterArgs) -> list[Child]:
         raise ValueError(f"Router {name}: the pool needs at least one target port.")
     if len(args.target_ports) > sizing.MAX_POOL_TARGET_PORTS:
         raise ValueError(
-            f"Router {name}: {len(args.target_ports)} target ports; an InferencePool allows at most {sizing.MAX_POOL_TARGET_PORTS}."
+            f"Router {name}: {len(args.target_ports)} target ports; an InferencePool allows at most "
+            f"{sizing.MAX_POOL_TARGET_PORTS}."
         )
     base = epp_name(args.stack_name)
     ns = args.namespace
@@ -119,13 +120,14 @@ def router(name: str, args: RouterArgs) -> list[Child]:
                                 str(args.metrics_port),
                                 "--zap-encoder",
                                 "json",
-                                # Tracing off, as upstream's chart renders it unless tracing is configured: on by default
-                                # (--tracing, a bool: one token), the EPP exports spans with the `console` exporter unless
-                                # OTEL_TRACES_EXPORTER says otherwise, pretty-printed into the JSON log above, for every
-                                # request a tracing gateway samples (parent-based sampler) and 1 in 10 of the others: about
-                                # 1,500 lines a sampled request at v0.10.0 (tests/localsite). GIE v1.4.0 (the runner of
-                                # llm-d-inference-scheduler v0.7.1) and llm-d-router v0.10.0 pkg/epp/server/options.go,
-                                # pkg/common/observability/tracing/telemetry.go; v0.10.0 config/charts/routerlib.
+                                # Tracing off, as upstream's chart renders it unless tracing is configured: on by
+                                # default (--tracing, a bool: one token), the EPP exports spans with the `console`
+                                # exporter unless OTEL_TRACES_EXPORTER says otherwise, pretty-printed into the JSON log
+                                # above, for every request a tracing gateway samples (parent-based sampler) and 1 in 10
+                                # of the others: about 1,500 lines a sampled request at v0.10.0 (tests/localsite). GIE
+                                # v1.4.0 (the runner of llm-d-inference-scheduler v0.7.1) and llm-d-router v0.10.0
+                                # pkg/epp/server/options.go, pkg/common/observability/tracing/telemetry.go; v0.10.0
+                                # config/charts/routerlib.
                                 "--tracing=false",
                             ],
                             "ports": pod.container_ports(

@@ -8,7 +8,7 @@ objects `pulumi up` registers, worked out once.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -44,15 +44,15 @@ class StackObjects:
     """Every component of a stack, in the order `stacks.compose` registers them, and the stack's outputs."""
 
     namespace: Child
-    hf_token: Optional[Child]
+    hf_token: Child | None
     weights: Part
-    kv_tier: Optional[Part]
-    prefill: Optional[Part]
+    kv_tier: Part | None
+    prefill: Part | None
     decode: Part
     router: Part
     gateway: Part
-    network: Optional[Part]
-    monitoring: Optional[Part]
+    network: Part | None
+    monitoring: Part | None
     outputs: dict[str, Any]
 
     def children(self) -> list[Child]:
@@ -129,7 +129,7 @@ def engine_pool_args(
     )
 
 
-def scaling_spec(cfg: StackConfig, role: str) -> Optional[pod.ScalingSpec]:
+def scaling_spec(cfg: StackConfig, role: str) -> pod.ScalingSpec | None:
     """The role's autoscaling as the pool renders it (core.autoscaling: defaults, the series its images serve)."""
     found = autoscaling.scaling(role, getattr(cfg, role).autoscaling)
     if found is None:
@@ -148,7 +148,7 @@ def scaling_spec(cfg: StackConfig, role: str) -> Optional[pod.ScalingSpec]:
 
 
 def prefill_pool_args(
-    cfg: StackConfig, weights: pod.EngineWeights, *, kv_tier_config_map: Optional[str] = None, rds_nodes: bool = False
+    cfg: StackConfig, weights: pod.EngineWeights, *, kv_tier_config_map: str | None = None, rds_nodes: bool = False
 ) -> PrefillPoolArgs:
     command = engine_serving.prefill_command(
         cfg.model,
@@ -190,7 +190,7 @@ def decode_pool_args(cfg: StackConfig, weights: pod.EngineWeights) -> DecodePool
     )
 
 
-def hf_token_withheld(cfg: StackConfig, stack: str) -> Optional[str]:
+def hf_token_withheld(cfg: StackConfig, stack: str) -> str | None:
     """Why the Secret of a set `hfToken` is not part of this stack, or None when it is."""
     if not cfg.render_directory:
         return None

@@ -5,20 +5,20 @@ A ScaledObject names its workload in spec.scaleTargetRef (a Deployment unless it
 namespace; the workload's pod template says the role (llm-d.ai/role, or a routing sidecar: decode). ScaledObjects of
 other workloads are not judged here. Whether the workload leaves spec.replicas to the autoscaler is not judged: under
 Pulumi the pack reads a Deployment as the API server's dry run returns it, with the defaulted spec.replicas 1 (the
-render leaves it out, objects/pod.py; tests/cluster/test_autoscaling.py shows Pulumi owning no count). KEDA's own defaults apply to what a ScaledObject leaves out: minReplicaCount 0,
-maxReplicaCount 100 (keda v2.18.1 apis/keda/v1alpha1/scaledobject_types.go: GetHPAMinReplicas, GetHPAMaxReplicas).
+render leaves it out, objects/pod.py; tests/cluster/test_autoscaling.py shows Pulumi owning no count). KEDA's own
+defaults apply to what a ScaledObject leaves out: minReplicaCount 0, maxReplicaCount 100 (keda v2.18.1
+apis/keda/v1alpha1/scaledobject_types.go: GetHPAMinReplicas, GetHPAMaxReplicas).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterator, Optional
+from collections.abc import Iterator
 
 from core import autoscaling, rules
-from core.versions import image_version
 from core.versions import engine as engine_versions
+from core.versions import image_name, image_version
 from core.versions import router as router_versions
-from core.versions import image_name
 from policy.facts import Facts
 from policy.manifests import (
     Finding,
@@ -167,7 +167,7 @@ def autoscaling_rollout(manifests: list[dict], facts: Facts) -> list[Finding]:
     return found
 
 
-def _epp_image(manifests: list[dict], namespace: str) -> Optional[str]:
+def _epp_image(manifests: list[dict], namespace: str) -> str | None:
     for template in pod_templates(manifests):
         if template.namespace != namespace:
             continue
@@ -178,7 +178,7 @@ def _epp_image(manifests: list[dict], namespace: str) -> Optional[str]:
     return None
 
 
-def _scraped(manifests: list[dict], template: Optional[PodTemplate]) -> bool:
+def _scraped(manifests: list[dict], template: PodTemplate | None) -> bool:
     """A PodMonitor of the manifests selects the pods; with no PodMonitor among them they may be scraped some other
     way, which a manifest does not show (not judged)."""
     monitors = of_kind(manifests, "PodMonitor")
@@ -209,7 +209,7 @@ def autoscaling_signal(manifests: list[dict], facts: Facts) -> list[Finding]:
                 if from_epp
                 else next((str(e.container.get("image", "")) for e in template_engines(scaled.template)), "")
             )
-            served: Optional[str] = series
+            served: str | None = series
             if from_epp and image:
                 generation = router_versions.generation(image_version(image))
                 served = generation.decision_metric if generation else None

@@ -14,7 +14,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import pathlib
-from typing import Any, Callable, Mapping, Optional
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from policy import (
     autoscaling,
@@ -59,14 +60,17 @@ POLICIES: tuple[PolicySpec, ...] = (
     ),
     PolicySpec(
         "npu-claim-matches-parallelism",
-        "The accelerators an engine container gets (DRA claims of npuDeviceClass or acceleratorDeviceClasses, extended resources of acceleratorResources such as nvidia.com/gpu) must equal TP x PP x DP-local of its args; pods with no accelerator and no claim (CPU engines) are skipped.",
+        "The accelerators an engine container gets (DRA claims of npuDeviceClass or acceleratorDeviceClasses, "
+        "extended resources of acceleratorResources such as nvidia.com/gpu) must equal TP x PP x DP-local of its "
+        "args; pods with no accelerator and no claim (CPU engines) are skipped.",
         parallelism.npu_claims_match_parallelism,
         "stack",
         facts=("npuDeviceClass", "acceleratorDeviceClasses", "acceleratorResources"),
     ),
     PolicySpec(
         "npu-devices-fit-node",
-        "The NPUs of one Rebel100 pod (one that claims npuDeviceClass) must fit on one node (npusPerNode); other pods are skipped.",
+        "The NPUs of one Rebel100 pod (one that claims npuDeviceClass) must fit on one node (npusPerNode); other pods "
+        "are skipped.",
         parallelism.npu_devices_fit_node,
         "stack",
         facts=("npusPerNode", "npuDeviceClass"),
@@ -81,7 +85,8 @@ POLICIES: tuple[PolicySpec, ...] = (
     # 4-5: memory and serving arguments
     PolicySpec(
         "rds-memory-budget",
-        "rds_max_chunks x chunk overhead x NVMe drives + staging must fit in the chiplet-0 memory --gpu-memory-utilization leaves free.",
+        "rds_max_chunks x chunk overhead x NVMe drives + staging must fit in the chiplet-0 memory "
+        "--gpu-memory-utilization leaves free.",
         memory.rds_memory_budget,
         "stack",
         facts=("hbmPerChipletGib", "nvmeDrivesPerNode", "rdsChunkOverheadMib", "rdsStagingBufferMib", "npuDeviceClass"),
@@ -94,7 +99,8 @@ POLICIES: tuple[PolicySpec, ...] = (
     ),
     PolicySpec(
         "engine-args-in-range",
-        "--gpu-memory-utilization in (0, 1]; --block-size a multiple of the sub-block size with sub-block caching; --max-model-len <= the model's context.",
+        "--gpu-memory-utilization in (0, 1]; --block-size a multiple of the sub-block size with sub-block caching; "
+        "--max-model-len <= the model's context.",
         memory.engine_args_in_range,
         "resource",
         facts=("modelMaxContext",),
@@ -102,19 +108,22 @@ POLICIES: tuple[PolicySpec, ...] = (
     # 5b: the programs that read the render accept it
     PolicySpec(
         "engine-image-has-features",
-        "A vllm-rbln engine image is at least the first release of every flag, KV connector and env var its container uses (core.versions.engine).",
+        "A vllm-rbln engine image is at least the first release of every flag, KV connector and env var its container "
+        "uses (core.versions.engine).",
         engine_consumers.engine_image_has_features,
         "resource",
     ),
     PolicySpec(
         "vllm-args-known",
-        "Every `vllm serve` argument of a vllm-rbln engine of the target release is an option of that release's vLLM, with a value among its choices (core.versions.vllm_args, dumped from vLLM's own parser).",
+        "Every `vllm serve` argument of a vllm-rbln engine of the target release is an option of that release's vLLM, "
+        "with a value among its choices (core.versions.vllm_args, dumped from vLLM's own parser).",
         engine_consumers.vllm_args_known,
         "resource",
     ),
     PolicySpec(
         "lmcache-env-known",
-        "Every LMCACHE_* variable an engine gets (env and envFrom ConfigMaps) is one lmcache reads, and LMCACHE_EXTRA_CONFIG holds no top-level LMCache key (core.versions.lmcache).",
+        "Every LMCACHE_* variable an engine gets (env and envFrom ConfigMaps) is one lmcache reads, and "
+        "LMCACHE_EXTRA_CONFIG holds no top-level LMCache key (core.versions.lmcache).",
         engine_consumers.lmcache_env_known,
         "stack",
     ),
@@ -133,7 +142,8 @@ POLICIES: tuple[PolicySpec, ...] = (
     ),
     PolicySpec(
         "inference-pool-wiring",
-        "The InferencePool selects both roles' pods, targets the ports they serve on, and names the EPP Service and port.",
+        "The InferencePool selects both roles' pods, targets the ports they serve on, and names the EPP Service and "
+        "port.",
         wiring.inference_pool_wiring,
         "stack",
     ),
@@ -173,19 +183,24 @@ POLICIES: tuple[PolicySpec, ...] = (
     ),
     PolicySpec(
         "router-images-have-features",
-        "The EPP image is at least the first version of every plugin type and the apiVersion of the EndpointPickerConfig it mounts; the routing sidecar image, of every flag it is given (core/versions/router.py).",
+        "The EPP image is at least the first version of every plugin type and the apiVersion of the "
+        "EndpointPickerConfig it mounts; the routing sidecar image, of every flag it is given "
+        "(core/versions/router.py).",
         consumers.router_images_have_features,
         "stack",
     ),
     PolicySpec(
         "router-config-schema",
-        "The EPP accepts the EndpointPickerConfig it mounts and the routing sidecar its flags, judged by their schema at the image's version (core/versions/data: unknown plugin type, unknown or mistyped parameter, missing reference).",
+        "The EPP accepts the EndpointPickerConfig it mounts and the routing sidecar its flags, judged by their schema "
+        "at the image's version (core/versions/data: unknown plugin type, unknown or mistyped parameter, missing "
+        "reference).",
         consumers.router_config_schema,
         "stack",
     ),
     PolicySpec(
         "engine-weights-match",
-        "An engine serves the model id, revision and draft that the download Job (or PVC) of its weights volume records in its rebel100.ai/ annotations.",
+        "An engine serves the model id, revision and draft that the download Job (or PVC) of its weights volume "
+        "records in its rebel100.ai/ annotations.",
         weights.engine_weights_match,
         "stack",
     ),
@@ -310,7 +325,8 @@ POLICIES: tuple[PolicySpec, ...] = (
     ),
     PolicySpec(
         "pod-security-context",
-        "Seccomp confined, no host namespaces or privileged; containers restricted, engine deviations recorded in rebel100.ai/security-exceptions.",
+        "Seccomp confined, no host namespaces or privileged; containers restricted, engine deviations recorded in "
+        "rebel100.ai/security-exceptions.",
         security.pod_security_context,
         "resource",
         enforcement=ADVISORY,
@@ -324,7 +340,8 @@ POLICIES: tuple[PolicySpec, ...] = (
     ),
     PolicySpec(
         "engine-spread",
-        "Engine workloads of more than one replica keep their role's pods one per node (required podAntiAffinity on kubernetes.io/hostname).",
+        "Engine workloads of more than one replica keep their role's pods one per node (required podAntiAffinity on "
+        "kubernetes.io/hostname).",
         security.engine_spread,
         "resource",
         enforcement=ADVISORY,
@@ -352,7 +369,7 @@ class Resolved:
         return facts_from(self.properties)
 
 
-def resolve(config: Optional[Mapping[str, Any]] = None) -> dict[str, Resolved]:
+def resolve(config: Mapping[str, Any] | None = None) -> dict[str, Resolved]:
     """Apply a policy-pack config the way the Pulumi CLI does: `all` sets every level, a policy's own
     entry (a level, or an object with `enforcementLevel` and properties) wins over it."""
     config = dict(config or {})
@@ -370,7 +387,7 @@ def resolve(config: Optional[Mapping[str, Any]] = None) -> dict[str, Resolved]:
     return resolved
 
 
-def with_facts(config: Optional[Mapping[str, Any]], values: Mapping[str, Any]) -> dict[str, Any]:
+def with_facts(config: Mapping[str, Any] | None, values: Mapping[str, Any]) -> dict[str, Any]:
     """A pack config in which every policy that reads one of these facts gets it (over the file's)."""
     merged = dict(config or {})
     for spec in POLICIES:
@@ -383,14 +400,14 @@ def with_facts(config: Optional[Mapping[str, Any]], values: Mapping[str, Any]) -
     return merged
 
 
-def _level(entry: Any, where: str) -> Optional[str]:
+def _level(entry: Any, where: str) -> str | None:
     level = entry.get("enforcementLevel") if isinstance(entry, dict) else entry
     if level is not None and level not in LEVELS:
         raise PackConfigError(f"policy config {where}: enforcement level {level!r} is not one of {', '.join(LEVELS)}")
     return level
 
 
-def load_config(path: Optional[pathlib.Path]) -> dict[str, Any]:
+def load_config(path: pathlib.Path | None) -> dict[str, Any]:
     if path is None:
         return {}
     try:
@@ -417,7 +434,7 @@ class Violation:
         return f"[{self.level}] {self.policy}: {self.resource}: {self.message}"
 
 
-def evaluate(manifests: list[dict], config: Optional[Mapping[str, Any]] = None) -> list[Violation]:
+def evaluate(manifests: list[dict], config: Mapping[str, Any] | None = None) -> list[Violation]:
     """Every policy over the manifests, with the levels and facts of `config`."""
     resolved = resolve(config)
     violations = []
@@ -430,6 +447,6 @@ def evaluate(manifests: list[dict], config: Optional[Mapping[str, Any]] = None) 
     return violations
 
 
-def run_rule(spec: PolicySpec, manifests: list[dict], properties: Optional[Mapping[str, Any]]) -> list[Finding]:
+def run_rule(spec: PolicySpec, manifests: list[dict], properties: Mapping[str, Any] | None) -> list[Finding]:
     """One policy's findings with its config properties (the Pulumi adapters call this)."""
     return spec.rule(manifests, facts_from(properties))

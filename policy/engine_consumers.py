@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from core import rules
 from core.versions import engine as engine_versions
-from core.versions import image_version
+from core.versions import image_version, vllm_args
 from core.versions import lmcache as lmcache_facts
-from core.versions import vllm_args
 from policy.facts import Facts
 from policy.manifests import Finding, effective_env, engines, kv_connectors, parse_structured, serve_argv
 

@@ -9,7 +9,8 @@ cannot drift; a platform team overrides them per policy with `--policy-pack-conf
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -23,7 +24,7 @@ class Fact:
     key: str
     attribute: str
     json_type: str
-    model: Optional[type[BaseModel]]
+    model: type[BaseModel] | None
     field: str
     # For a fact the program's config has no field for (model None): its own default and description.
     own_default: Any = None
@@ -103,7 +104,8 @@ FACTS = (
         None,
         "",
         ACCELERATOR_RESOURCES,
-        "Extended resources (limits/requests) whose count is an engine's accelerators, e.g. nvidia.com/gpu (pack default)",
+        "Extended resources (limits/requests) whose count is an engine's accelerators, e.g. nvidia.com/gpu (pack "
+        "default)",
     ),
     Fact("rdsChunkOverheadMib", "rds_chunk_overhead_mib", "number", KvTier, "rds_chunk_overhead_mib"),
     Fact("rdsStagingBufferMib", "rds_staging_buffer_mib", "number", KvTier, "staging_buffer_mib"),
@@ -151,7 +153,7 @@ class Facts:
     nodes: int
 
 
-def facts_from(properties: Optional[Mapping[str, Any]] = None) -> Facts:
+def facts_from(properties: Mapping[str, Any] | None = None) -> Facts:
     """The defaults, overridden by the keys of one policy's config; other keys are ignored
     (the enforcement level travels in the same object)."""
     values = {fact.attribute: fact.default for fact in FACTS}

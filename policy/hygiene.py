@@ -14,6 +14,7 @@ from core import formats
 from policy.facts import Facts
 from policy.manifests import (
     Finding,
+    PodTemplate,
     engines,
     label_selector_matches,
     namespace_of,
@@ -38,9 +39,9 @@ def hf_token_secret_ref(manifests: list[dict], facts: Facts) -> list[Finding]:
                     found.append(
                         Finding(
                             template.resource,
-                            f"container {container.get('name')} env {name} is a literal value: the token ends up in the "
-                            f"stack state, the rendered YAML and anyone's `kubectl get -o yaml`. Use valueFrom.secretKeyRef "
-                            f"to a Secret (rebel100:hfTokenSecret, key token).",
+                            f"container {container.get('name')} env {name} is a literal value: the token ends up in "
+                            "the stack state, the rendered YAML and anyone's `kubectl get -o yaml`. Use "
+                            "valueFrom.secretKeyRef to a Secret (rebel100:hfTokenSecret, key token).",
                         )
                     )
                 elif not (entry.get("valueFrom") or {}).get("secretKeyRef"):
@@ -66,9 +67,9 @@ def env_names_unique(manifests: list[dict], facts: Facts) -> list[Finding]:
                 found.append(
                     Finding(
                         template.resource,
-                        f"container {container.get('name')} has more than one env entry named {', '.join(twice)}: the API "
-                        f"server's server-side apply refuses the object (duplicate entries for key [name=...]), so the "
-                        f"deployment fails half way. Keep one entry per name.",
+                        f"container {container.get('name')} has more than one env entry named {', '.join(twice)}: the "
+                        "API server's server-side apply refuses the object (duplicate entries for key [name=...]), so "
+                        "the deployment fails half way. Keep one entry per name.",
                     )
                 )
     return found
@@ -120,8 +121,9 @@ def runtime_accepts_container(manifests: list[dict], facts: Facts) -> list[Findi
                 found.append(
                     Finding(
                         template.resource,
-                        f"container {name} image {image!r} is not an image reference the kubelet can parse ({problem}): "
-                        f"the pod never starts (InvalidImageName). {formats.IMAGE.rule} ({formats.IMAGE.source}).",
+                        f"container {name} image {image!r} is not an image reference the kubelet can parse "
+                        f"({problem}): the pod never starts (InvalidImageName). {formats.IMAGE.rule} "
+                        f"({formats.IMAGE.source}).",
                     )
                 )
             capabilities = (container.get("securityContext") or {}).get("capabilities") or {}
@@ -183,13 +185,21 @@ def engine_network_policy(manifests: list[dict], facts: Facts) -> list[Finding]:
             found.append(
                 Finding(
                     template.resource,
-                    f"no ingress NetworkPolicy in namespace {template.namespace} selects this engine pod template (labels "
-                    f"{show_labels(template.labels)}): anything in the cluster can reach its serving, DP RPC and NIXL "
-                    f"ports and bypass the gateway and router. Add a NetworkPolicy whose podSelector matches these labels "
-                    f"(rebel100:security.networkPolicies true).",
+                    f"no ingress NetworkPolicy in namespace {template.namespace} selects this engine pod template "
+                    f"(labels {show_labels(template.labels)}): anything in the cluster can reach its serving, DP RPC "
+                    "and NIXL ports and bypass the gateway and router. Add a NetworkPolicy whose podSelector matches "
+                    "these labels (rebel100:security.networkPolicies true).",
                 )
             )
     return found
+
+
+def _monitor_covers(monitor: dict, template: PodTemplate) -> bool:
+    """The PodMonitor's namespaces and selector take in the pod template."""
+    spec = monitor.get("spec") or {}
+    namespaces = spec.get("namespaceSelector") or {}
+    in_scope = namespaces.get("any") or template.namespace in (namespaces.get("matchNames") or [namespace_of(monitor)])
+    return bool(in_scope) and label_selector_matches(spec.get("selector") or {}, template.labels)
 
 
 def engine_metrics_scraped(manifests: list[dict], facts: Facts) -> list[Finding]:
@@ -197,22 +207,14 @@ def engine_metrics_scraped(manifests: list[dict], facts: Facts) -> list[Finding]
     found = []
     monitors = of_kind(manifests, "PodMonitor")
     for template in _engine_templates(manifests):
-
-        def covers(monitor: dict) -> bool:
-            spec = monitor.get("spec") or {}
-            namespaces = spec.get("namespaceSelector") or {}
-            in_scope = namespaces.get("any") or template.namespace in (
-                namespaces.get("matchNames") or [namespace_of(monitor)]
-            )
-            return bool(in_scope) and label_selector_matches(spec.get("selector") or {}, template.labels)
-
-        if not any(covers(m) for m in monitors):
+        if not any(_monitor_covers(m, template) for m in monitors):
             found.append(
                 Finding(
                     template.resource,
                     f"no PodMonitor selects this engine pod template (labels {show_labels(template.labels)}): vLLM's "
-                    f"/metrics (KV cache usage, queue length, TTFT) are not scraped, so capacity and latency alerts are "
-                    f"blind. Add a PodMonitor whose selector matches these labels (rebel100:observability.podMonitors true).",
+                    "/metrics (KV cache usage, queue length, TTFT) are not scraped, so capacity and latency alerts "
+                    "are blind. Add a PodMonitor whose selector matches these labels "
+                    "(rebel100:observability.podMonitors true).",
                 )
             )
     return found

@@ -11,7 +11,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import shlex
-from typing import Any, Iterable, Iterator, Optional, Union
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import yaml
 
@@ -54,7 +55,7 @@ def of_kind(manifests: Iterable[dict], kind: str) -> list[dict]:
     return [m for m in manifests if m.get("kind") == kind]
 
 
-def find(manifests: Iterable[dict], kind: str, namespace: str, name: str) -> Optional[dict]:
+def find(manifests: Iterable[dict], kind: str, namespace: str, name: str) -> dict | None:
     for manifest in manifests:
         if (
             manifest.get("kind") == kind
@@ -140,7 +141,7 @@ class PodTemplate:
         return items + list(self.spec.get("initContainers") or []) if init else items
 
     @property
-    def role(self) -> Optional[str]:
+    def role(self) -> str | None:
         """`prefill` / `decode` from the llm-d role label; a pod with a routing sidecar is a decode pod."""
         role = self.labels.get(ROLE_LABEL)
         if role:
@@ -228,7 +229,7 @@ VLLM_ALIASES = {
     "-q": "--quantization",
 }
 
-FlagValue = Union[str, bool]
+FlagValue = str | bool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -241,18 +242,18 @@ class Flags:
     values: dict[str, FlagValue]
     positionals: tuple[str, ...]
 
-    def get(self, flag: str) -> Optional[FlagValue]:
+    def get(self, flag: str) -> FlagValue | None:
         return self.values.get(flag)
 
     def has(self, flag: str) -> bool:
         value = self.values.get(flag)
         return value is True or (isinstance(value, str) and value.lower() not in ("false", "0"))
 
-    def text(self, flag: str) -> Optional[str]:
+    def text(self, flag: str) -> str | None:
         value = self.values.get(flag)
         return value if isinstance(value, str) else None
 
-    def integer(self, flag: str, default: Optional[int] = None) -> Optional[int]:
+    def integer(self, flag: str, default: int | None = None) -> int | None:
         """The flag as an int; `default` when absent; None when present but not an integer."""
         value = self.values.get(flag)
         if value is None:
@@ -262,7 +263,7 @@ class Flags:
         except ValueError:
             return None
 
-    def number(self, flag: str, default: Optional[float] = None) -> Optional[float]:
+    def number(self, flag: str, default: float | None = None) -> float | None:
         value = self.values.get(flag)
         if value is None:
             return default
@@ -283,7 +284,7 @@ class Flags:
 
 
 def parse_flags(
-    argv: Iterable[str], *, boolean: frozenset = frozenset(), aliases: Optional[dict] = None, go_style: bool = False
+    argv: Iterable[str], *, boolean: frozenset = frozenset(), aliases: dict | None = None, go_style: bool = False
 ) -> Flags:
     """Parse a command line. `go_style` accepts Go's single-dash long flags (`-vllm-port=8200`)."""
     aliases = aliases or {}
@@ -341,7 +342,7 @@ def command_line(container: dict) -> list[str]:
 VLLM_API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 
 
-def serve_argv(container: dict) -> Optional[list[str]]:
+def serve_argv(container: dict) -> list[str] | None:
     """The arguments after `vllm serve` (or `python -m vllm.entrypoints.openai.api_server`, which takes the same
     arguments), or None when the container runs neither. An engine started by its image's entrypoint (args
     only) is not recognised: what the entrypoint runs is not in the manifest."""
@@ -374,38 +375,38 @@ class Engine:
         return self.container.get("name", "?")
 
     @property
-    def role(self) -> Optional[str]:
+    def role(self) -> str | None:
         return self.template.role
 
     @property
-    def model(self) -> Optional[str]:
+    def model(self) -> str | None:
         return self.flags.text("--model") or (self.flags.positionals[0] if self.flags.positionals else None)
 
     @property
-    def tp(self) -> Optional[int]:
+    def tp(self) -> int | None:
         return self.flags.integer("--tensor-parallel-size", 1)
 
     @property
-    def pp(self) -> Optional[int]:
+    def pp(self) -> int | None:
         return self.flags.integer("--pipeline-parallel-size", 1)
 
     @property
-    def dp(self) -> Optional[int]:
+    def dp(self) -> int | None:
         return self.flags.integer("--data-parallel-size", 1)
 
     @property
-    def dp_local(self) -> Optional[int]:
+    def dp_local(self) -> int | None:
         return self.flags.integer("--data-parallel-size-local", self.dp)
 
     @property
-    def port(self) -> Optional[int]:
+    def port(self) -> int | None:
         return self.flags.integer("--port", VLLM_DEFAULT_PORT)
 
-    def env(self, name: str) -> Optional[str]:
+    def env(self, name: str) -> str | None:
         return env_value(self.container, name)
 
     @property
-    def devices(self) -> Optional[int]:
+    def devices(self) -> int | None:
         """NPUs the ranks need, TP x PP x DP-local (core.sizing), None when an arg is unreadable."""
         if None in (self.tp, self.pp, self.dp_local):
             return None
@@ -456,7 +457,7 @@ class Sidecar:
     def name(self) -> str:
         return self.container.get("name", "?")
 
-    def integer(self, flag: str) -> Optional[int]:
+    def integer(self, flag: str) -> int | None:
         return self.flags.integer(flag, SIDECAR_DEFAULTS[flag])
 
     @property
@@ -484,7 +485,7 @@ def routing_sidecars(template: PodTemplate) -> list[Sidecar]:
 # --- environment ---------------------------------------------------------------------------
 
 
-def env_entry(container: dict, name: str) -> Optional[dict]:
+def env_entry(container: dict, name: str) -> dict | None:
     """The last `env` entry of that name (Kubernetes lets a later entry win)."""
     found = None
     for entry in container.get("env") or []:
@@ -493,7 +494,7 @@ def env_entry(container: dict, name: str) -> Optional[dict]:
     return found
 
 
-def env_value(container: dict, name: str) -> Optional[str]:
+def env_value(container: dict, name: str) -> str | None:
     """A plain `value`; None when unset or set through `valueFrom` (not readable before apply)."""
     entry = env_entry(container, name)
     if entry is None or "value" not in entry:
@@ -563,7 +564,7 @@ def _device_requests(claim_spec: dict) -> list[dict]:
     return list(((claim_spec or {}).get("devices") or {}).get("requests") or [])
 
 
-def _request_count(request: dict, device_classes: frozenset) -> tuple[Optional[int], Optional[str], Optional[str]]:
+def _request_count(request: dict, device_classes: frozenset) -> tuple[int | None, str | None, str | None]:
     """(count, device class, None) for a request of one of `device_classes`, (0, None, None) for another class,
     (None, None, why) when unreadable. Reads `exactly` (resource.k8s.io/v1) and the flat v1beta1 form."""
     exact = request.get("exactly") if isinstance(request.get("exactly"), dict) else request
@@ -579,7 +580,7 @@ def _request_count(request: dict, device_classes: frozenset) -> tuple[Optional[i
     return int(exact.get("count", 1)), device_class, None
 
 
-def _claim_source(template: PodTemplate, pod_claim: dict, manifests: list[dict]) -> tuple[Optional[dict], str]:
+def _claim_source(template: PodTemplate, pod_claim: dict, manifests: list[dict]) -> tuple[dict | None, str]:
     """The claim spec behind one entry of `spec.resourceClaims` and how to name it."""
     if pod_claim.get("resourceClaimTemplateName"):
         name = pod_claim["resourceClaimTemplateName"]
@@ -591,7 +592,7 @@ def _claim_source(template: PodTemplate, pod_claim: dict, manifests: list[dict])
 
 
 def claimed_devices(
-    template: PodTemplate, manifests: list[dict], device_classes: Iterable[str], container: Optional[dict] = None
+    template: PodTemplate, manifests: list[dict], device_classes: Iterable[str], container: dict | None = None
 ) -> ClaimedDevices:
     """Devices of `device_classes` claimed through DRA by one container (through `resources.claims`) or,
     without a container, by the whole pod (every entry of `spec.resourceClaims`)."""
@@ -628,13 +629,13 @@ def claimed_devices(
 
 
 def claimed_npus(
-    template: PodTemplate, manifests: list[dict], device_class: str, container: Optional[dict] = None
+    template: PodTemplate, manifests: list[dict], device_class: str, container: dict | None = None
 ) -> ClaimedDevices:
     """NPUs of the one DeviceClass `device_class` (claimed_devices with one class)."""
     return claimed_devices(template, manifests, (device_class,), container)
 
 
-def _quantity(value: Any) -> Optional[int]:
+def _quantity(value: Any) -> int | None:
     """An extended resource's quantity (a whole number: `"2"`, `2`); None when not one."""
     try:
         number = float(str(value))

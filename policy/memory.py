@@ -10,21 +10,19 @@ from the annotation `rebel100.ai/rds-budget` of that ConfigMap (RdsTier writes i
 
 from __future__ import annotations
 
-from typing import Optional
-
 from core import rules, sizing
-from core.versions import engine as engine_versions
 from core.formats import image_reference
-from core.versions import image_version
 from core.labels import LMCACHE_VERSION_ANNOTATION, RDS_BUDGET_ANNOTATION, RDS_BUDGET_KEYS
+from core.versions import engine as engine_versions
+from core.versions import image_version
 from policy.facts import Facts
 from policy.manifests import (
     Engine,
     Finding,
     effective_env,
+    engines,
     env_flag_on,
     env_from_config_maps,
-    engines,
     is_rebel100,
     parse_structured,
 )
@@ -46,6 +44,7 @@ def _budget_inputs(engine: Engine, manifests: list[dict], facts: Facts) -> tuple
                 facts.rds_staging_buffer_mib,
                 facts.hbm_per_chiplet_gib,
             ),
+            strict=True,
         )
     )
     for config_map in env_from_config_maps(engine.template, engine.container, manifests):
@@ -62,7 +61,7 @@ def _budget_inputs(engine: Engine, manifests: list[dict], facts: Facts) -> tuple
     return inputs, "the policy config"
 
 
-def _rds_max_chunks(engine: Engine, manifests: list[dict]) -> tuple[Optional[int], Optional[str]]:
+def _rds_max_chunks(engine: Engine, manifests: list[dict]) -> tuple[int | None, str | None]:
     """(rds_max_chunks, None), (None, None) when not set, (None, problem) when unreadable."""
     text = effective_env(engine.template, engine.container, manifests).get(EXTRA_CONFIG_ENV)
     if text is None:
@@ -71,7 +70,8 @@ def _rds_max_chunks(engine: Engine, manifests: list[dict]) -> tuple[Optional[int
     if not isinstance(extra, dict):
         return (
             None,
-            f'env {EXTRA_CONFIG_ENV} {text!r} is not a JSON object, so LMCache cannot read it. Write it as JSON, e.g. {{"rds_max_chunks": 1000}}.',
+            f"env {EXTRA_CONFIG_ENV} {text!r} is not a JSON object, so LMCache cannot read it. Write it as JSON, e.g. "
+            f'{{"rds_max_chunks": 1000}}.',
         )
     if "rds_max_chunks" not in extra:
         return None, None
@@ -79,12 +79,13 @@ def _rds_max_chunks(engine: Engine, manifests: list[dict]) -> tuple[Optional[int
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         return (
             None,
-            f"env {EXTRA_CONFIG_ENV} rds_max_chunks {value!r} is not a positive integer. Set a chunk count such as 1000.",
+            f"env {EXTRA_CONFIG_ENV} rds_max_chunks {value!r} is not a positive integer. Set a chunk count such as "
+            "1000.",
         )
     return value, None
 
 
-def _utilization(engine: Engine) -> tuple[Optional[float], Optional[str]]:
+def _utilization(engine: Engine) -> tuple[float | None, str | None]:
     """(--gpu-memory-utilization, how to name it); (None, engine default) when absent, (None, None) when unreadable."""
     if engine.flags.get("--gpu-memory-utilization") is None:
         return None, f"the engine default --gpu-memory-utilization {sizing.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION:g}"
@@ -121,7 +122,10 @@ def rds_memory_budget(manifests: list[dict], facts: Facts) -> list[Finding]:
             chunk_size = effective_env(engine.template, engine.container, manifests).get(CHUNK_SIZE_ENV)
             capacity = ""
             if chunk_size and chunk_size.isdigit():
-                capacity = f", {sizing.rds_tokens_per_rank(chunks, int(chunk_size))} tokens per rank at {CHUNK_SIZE_ENV} {chunk_size}"
+                capacity = (
+                    f", {sizing.rds_tokens_per_rank(chunks, int(chunk_size))} tokens per rank at {CHUNK_SIZE_ENV} "
+                    f"{chunk_size}"
+                )
             found.append(
                 Finding(
                     engine.resource,
@@ -132,7 +136,7 @@ def rds_memory_budget(manifests: list[dict], facts: Facts) -> list[Finding]:
     return found
 
 
-def lmcache_version(engine: Engine) -> tuple[Optional[str], str]:
+def lmcache_version(engine: Engine) -> tuple[str | None, str]:
     """lmcache-rbln version: the one a vllm-rbln image ships (derived from its tag, core.versions.engine), else the
     pod template annotation of a foreign manifest whose image is not vllm-rbln, else the tag of an lmcache image;
     (None, '') if unknown."""
@@ -167,7 +171,8 @@ def lmcache_reads_rds_max_chunks(manifests: list[dict], facts: Facts) -> list[Fi
 
 
 def engine_args_in_range(manifests: list[dict], facts: Facts) -> list[Finding]:
-    """Rule 5: gpu-memory-utilization in (0, 1]; block size a multiple of the sub-block; max-model-len <= the model's."""
+    """Rule 5: gpu-memory-utilization in (0, 1]; block size a multiple of the sub-block; max-model-len <= the
+    model's."""
     found = []
     for engine in engines(manifests):
         flags = engine.flags

@@ -11,7 +11,7 @@ say; a token Secret, or a ClusterRole, that is not among them is not judged.
 
 from __future__ import annotations
 
-from typing import Iterator, Optional
+from collections.abc import Iterator
 
 from policy.facts import Facts
 from policy.manifests import (
@@ -37,7 +37,7 @@ REVIEWS = {"tokenreviews": "authentication.k8s.io", "subjectaccessreviews": "aut
 GO_FALSE = ("0", "f", "F", "false", "FALSE", "False")  # strconv.ParseBool
 
 
-def _epp_container(template: PodTemplate) -> Optional[dict]:
+def _epp_container(template: PodTemplate) -> dict | None:
     return next(
         (c for c in template.containers() if "--pool-name" in parse_flags(command_line(c), go_style=True).values), None
     )
@@ -101,7 +101,7 @@ def _scrapes(
                     yield monitor, f"spec.endpoints[{i}]", endpoint, str(chosen if chosen is not None else target)
 
 
-def _credentials(endpoint: dict) -> Optional[dict]:
+def _credentials(endpoint: dict) -> dict | None:
     """The Secret key of the bearer token an endpoint sends (`authorization`, or the deprecated bearerTokenSecret)."""
     authorization = endpoint.get("authorization") or {}
     if authorization.get("credentials") and str(authorization.get("type") or "Bearer").lower() == "bearer":
@@ -124,7 +124,7 @@ def _may(rules: list[dict], verb: str, *, group: str = "", resource: str = "", p
     return False
 
 
-def _granted(manifests: list[dict], account: tuple[str, str], verb: str, **what: str) -> Optional[bool]:
+def _granted(manifests: list[dict], account: tuple[str, str], verb: str, **what: str) -> bool | None:
     """Whether the ClusterRoleBindings of the manifests let an account do this; None when one of them binds a
     ClusterRole that is not among the manifests (it may grant it: not judged)."""
     grants = cluster_grants(manifests, account)
@@ -135,7 +135,7 @@ def _granted(manifests: list[dict], account: tuple[str, str], verb: str, **what:
 
 def _judge(
     manifests: list[dict], template: PodTemplate, epp_account: tuple[str, str], where: str, endpoint: dict
-) -> Optional[str]:
+) -> str | None:
     """What the EPP answers this endpoint's scrape, in the filter's order, when it is not 200."""
     namespace = template.namespace
     credentials = _credentials(endpoint)
@@ -153,7 +153,7 @@ def _judge(
     shown = f"Secret {namespace}/{name}"
     if secret is not None:
         token_type = secret.get("type") == SA_TOKEN_TYPE
-        held = set((secret.get("data") or {})) | set((secret.get("stringData") or {}))
+        held = set(secret.get("data") or {}) | set(secret.get("stringData") or {})
         if not (token_type and key in SA_TOKEN_KEYS) and key not in held:
             return (
                 f"{where} sends key {key} of {shown}, but {shown} is neither a {SA_TOKEN_TYPE} nor holds key "

@@ -11,7 +11,7 @@ which the SDK reports as "can't run policy during preview"; `pulumi up` evaluate
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Optional
+from typing import Any
 
 from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ResourceValidationPolicy, StackValidationPolicy
 
@@ -27,7 +27,7 @@ SERVER_FIELDS = ("status",)
 SERVER_METADATA = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "selfLink")
 
 
-def api_version_kind(resource_type: str) -> Optional[tuple[str, str]]:
+def api_version_kind(resource_type: str) -> tuple[str, str] | None:
     """`kubernetes:apps/v1:Deployment` -> (`apps/v1`, `Deployment`); `core/v1` -> `v1`; None if not an object."""
     if not resource_type.startswith(KUBERNETES):
         return None
@@ -53,7 +53,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def to_manifest(resource_type: str, props: Mapping) -> Optional[dict]:
+def to_manifest(resource_type: str, props: Mapping) -> dict | None:
     """The object as it will be applied, or None for what is not a Kubernetes object."""
     identity = api_version_kind(resource_type)
     if identity is None:
@@ -70,7 +70,7 @@ def to_manifest(resource_type: str, props: Mapping) -> Optional[dict]:
     return manifest
 
 
-def _schema(spec: catalog.PolicySpec) -> Optional[PolicyConfigSchema]:
+def _schema(spec: catalog.PolicySpec) -> PolicyConfigSchema | None:
     return PolicyConfigSchema(properties=schema_properties(spec.facts)) if spec.facts else None
 
 

@@ -13,7 +13,7 @@ for Rebel100 engines (`manifests.is_rebel100`). `skip_note` says what was skippe
 
 from __future__ import annotations
 
-from typing import Mapping, Optional
+from collections.abc import Mapping
 
 from core import rules
 from policy.facts import Facts
@@ -130,8 +130,8 @@ def npu_claims_match_parallelism(manifests: list[dict], facts: Facts) -> list[Fi
                     Finding(
                         engine.resource,
                         f"container {engine.name}: {unresolved}; {got.count} {unit} can be read but its args need "
-                        f"{engine.parallelism_text()} = {need}, and the pod cannot get the rest. Declare the claim and its "
-                        f"ResourceClaimTemplate together.",
+                        f"{engine.parallelism_text()} = {need}, and the pod cannot get the rest. Declare the claim and "
+                        "its ResourceClaimTemplate together.",
                     )
                 )
             continue
@@ -169,9 +169,10 @@ def npu_devices_fit_node(manifests: list[dict], facts: Facts) -> list[Finding]:
                 Finding(
                     template.resource,
                     f"the pod template claims {claimed.count} NPUs (spec.resourceClaims) and its engines need {needed} "
-                    f"(TP x PP x DP-local), but a node has npusPerNode {facts.npus_per_node}: a pod cannot span nodes, so it "
-                    f"stays Pending. Lower the parallelism (or --data-parallel-size-local) to at most {facts.npus_per_node} "
-                    f"NPUs per pod, or set npusPerNode in the policy config if the nodes really have more.",
+                    f"(TP x PP x DP-local), but a node has npusPerNode {facts.npus_per_node}: a pod cannot span nodes, "
+                    "so it stays Pending. Lower the parallelism (or --data-parallel-size-local) to at most "
+                    f"{facts.npus_per_node} NPUs per pod, or set npusPerNode in the policy config if the nodes really "
+                    "have more.",
                 )
             )
     return found
@@ -181,7 +182,7 @@ def npu_devices_fit_node(manifests: list[dict], facts: Facts) -> list[Finding]:
 REBEL100_ONLY = ("npu-devices-fit-node",)
 
 
-def skip_note(manifests: list[dict], facts_by_policy: Mapping[str, Facts]) -> Optional[str]:
+def skip_note(manifests: list[dict], facts_by_policy: Mapping[str, Facts]) -> str | None:
     """One line on the engines the enabled policies (`facts_by_policy`) passed over, or None when none was:
     engines that are not Rebel100 for the Rebel100-only policies, CPU engines for npu-claim-matches-parallelism."""
     parts = []

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 from core import rules
 from policy import hygiene, wiring
@@ -118,7 +119,7 @@ def _granted(binding: dict, accounts: dict[Account, list[str]]) -> list[Account]
     return granted
 
 
-def _role(manifests: list[dict], binding: dict) -> tuple[Optional[dict], str]:
+def _role(manifests: list[dict], binding: dict) -> tuple[dict | None, str]:
     """The Role or ClusterRole a binding's roleRef names (None when it is not among the resources)."""
     ref = binding.get("roleRef") or {}
     kind, name = ref.get("kind"), ref.get("name")
@@ -145,14 +146,14 @@ def reviews_only(rule: dict) -> bool:
     )
 
 
-def _delegates_auth_only(role: Optional[dict], role_id: str) -> bool:
+def _delegates_auth_only(role: dict | None, role_id: str) -> bool:
     """A ClusterRole that only lets its holder check tokens: reviews only, or the built-in system:auth-delegator."""
     if role is None:
         return role_id == f"ClusterRole/{AUTH_DELEGATOR}"
     return bool(role.get("rules")) and all(reviews_only(rule) for rule in role.get("rules") or [])
 
 
-def cluster_grants(manifests: list[dict], account: Account) -> list[tuple[dict, Optional[dict], str]]:
+def cluster_grants(manifests: list[dict], account: Account) -> list[tuple[dict, dict | None, str]]:
     """(ClusterRoleBinding, its ClusterRole or None when not among the manifests, role id) of every
     ClusterRoleBinding that grants to the ServiceAccount `account`: what it may do cluster-wide, non-resource URLs
     and cluster-scoped resources included (a RoleBinding grants neither)."""
@@ -181,7 +182,7 @@ def rbac_least_privilege(manifests: list[dict], facts: Facts) -> list[Finding]:
     accounts = _accounts_running_pods(manifests)
     epp_accounts = {(t.namespace, service_account(t)) for t in pod_templates(manifests) if is_epp(t, manifests)}
     grants: dict[str, list[tuple[dict, str, Account]]] = {}  # role id -> (binding, role id, account)
-    roles: dict[str, Optional[dict]] = {}
+    roles: dict[str, dict | None] = {}
     found = []
     for binding in of_kind(manifests, "RoleBinding") + of_kind(manifests, "ClusterRoleBinding"):
         granted = _granted(binding, accounts)
@@ -205,9 +206,9 @@ def rbac_least_privilege(manifests: list[dict], facts: Facts) -> list[Finding]:
                 Finding(
                     resource_id(binding),
                     f"{binding.get('kind')} {_qualified_name(binding)} binds {role_id.replace('/', ' ', 1)} to "
-                    f"{_show_account(account)}, the EPP's ({name_list(accounts[account])}): it {how}, while the EPP only "
-                    f"needs get/list/watch on pods and InferencePools of its own namespace (and, cluster-wide, create on "
-                    f"tokenreviews and subjectaccessreviews, which check a metrics scrape's token). Bind a "
+                    f"{_show_account(account)}, the EPP's ({name_list(accounts[account])}): it {how}, while the EPP "
+                    "only needs get/list/watch on pods and InferencePools of its own namespace (and, cluster-wide, "
+                    "create on tokenreviews and subjectaccessreviews, which check a metrics scrape's token). Bind a "
                     f"namespace-scoped Role in namespace {account[0]} with a RoleBinding instead.",
                 )
             )
@@ -228,9 +229,9 @@ def rbac_least_privilege(manifests: list[dict], facts: Facts) -> list[Finding]:
                 found.append(
                     Finding(
                         resource_id(role_grants[0][0]),
-                        f"built-in ClusterRole {name} ({BUILTIN_WRITERS[name]}) is {bound}: a compromised pod could change "
-                        f"or delete what it serves next to. Bind a Role that lists the resources it reads with verbs "
-                        f"{', '.join(READ_VERBS)} only.",
+                        f"built-in ClusterRole {name} ({BUILTIN_WRITERS[name]}) is {bound}: a compromised pod could "
+                        "change or delete what it serves next to. Bind a Role that lists the resources it reads with "
+                        f"verbs {', '.join(READ_VERBS)} only.",
                     )
                 )
             continue
@@ -248,10 +249,10 @@ def rbac_least_privilege(manifests: list[dict], facts: Facts) -> list[Finding]:
             found.append(
                 Finding(
                     role_id,
-                    f"{role.get('kind')} {_qualified_name(role)} rules[{index}] grants {' and '.join(problems)} "
-                    f"(verbs {', '.join(str(v) for v in rule.get('verbs') or [])} on resources {resources}, apiGroups "
-                    f"{groups}) and is {bound}: {'; '.join(risks)}. List the resources and API groups explicitly and keep "
-                    f"verbs {', '.join(READ_VERBS)}; a writer needs its own reviewed Role.",
+                    f"{role.get('kind')} {_qualified_name(role)} rules[{index}] grants {' and '.join(problems)} (verbs "
+                    f"{', '.join(str(v) for v in rule.get('verbs') or [])} on resources {resources}, apiGroups "
+                    f"{groups}) and is {bound}: {'; '.join(risks)}. List the resources and API groups explicitly and "
+                    f"keep verbs {', '.join(READ_VERBS)}; a writer needs its own reviewed Role.",
                 )
             )
     return found
@@ -390,9 +391,9 @@ def pod_security_context(manifests: list[dict], facts: Facts) -> list[Finding]:
                 Finding(
                     template.resource,
                     f"pod template sets {', '.join(f'{n} true' for n in on)}: the pod shares the node's "
-                    f"{'network, ' if 'hostNetwork' in on else ''}processes or IPC and can see or reach what other pods "
-                    f"and the kubelet keep private. Remove {', '.join(on)} (serving ports and NIXL work on the pod "
-                    f"network; RDMA devices come through DRA).",
+                    f"{'network, ' if 'hostNetwork' in on else ''}processes or IPC and can see or reach what other "
+                    f"pods and the kubelet keep private. Remove {', '.join(on)} (serving ports and NIXL work on the "
+                    "pod network; RDMA devices come through DRA).",
                 )
             )
         pod_profile = (_context(template.spec).get("seccompProfile") or {}).get("type")
@@ -446,7 +447,7 @@ def _budget_selects(budget: dict, labels: dict) -> bool:
     return label_selector_matches(selector, labels)
 
 
-def _scaled(value: Any, pods: int) -> Optional[int]:
+def _scaled(value: Any, pods: int) -> int | None:
     """An int-or-percent of `pods`, rounded up as the disruption controller does; None when unreadable."""
     text = str(value).strip()
     try:
@@ -470,11 +471,11 @@ def disruption_budget(manifests: list[dict], facts: Facts) -> list[Finding]:
             found.append(
                 Finding(
                     template.resource,
-                    f"no PodDisruptionBudget in namespace {template.namespace} selects this {what} pod template (labels "
-                    f"{show_labels(template.labels)}, spec.replicas {replicas(template.owner)}): a node drain or upgrade may "
-                    f"evict all its pods at once and take the {'role' if engine else 'router'} down. Add a policy/v1 "
-                    f"PodDisruptionBudget whose selector.matchLabels is a subset of these labels, with maxUnavailable 1 "
-                    f"(rebel100:rollout.maxUnavailable).",
+                    f"no PodDisruptionBudget in namespace {template.namespace} selects this {what} pod template "
+                    f"(labels {show_labels(template.labels)}, spec.replicas {replicas(template.owner)}): a node drain "
+                    f"or upgrade may evict all its pods at once and take the {'role' if engine else 'router'} down. "
+                    "Add a policy/v1 PodDisruptionBudget whose selector.matchLabels is a subset of these labels, with "
+                    "maxUnavailable 1 (rebel100:rollout.maxUnavailable).",
                 )
             )
         elif len(matching) > 1:
@@ -482,9 +483,9 @@ def disruption_budget(manifests: list[dict], facts: Facts) -> list[Finding]:
                 Finding(
                     template.resource,
                     f"{len(matching)} PodDisruptionBudgets select this {what} pod template "
-                    f"({', '.join(b['metadata'].get('name', '?') for b in matching)}): the eviction API refuses to evict a "
-                    f"pod more than one budget selects, so every drain of its nodes hangs. Keep one PodDisruptionBudget "
-                    f"per workload.",
+                    f"({', '.join(b['metadata'].get('name', '?') for b in matching)}): the eviction API refuses to "
+                    "evict a pod more than one budget selects, so every drain of its nodes hangs. Keep one "
+                    "PodDisruptionBudget per workload.",
                 )
             )
     for budget in budgets:
@@ -519,7 +520,7 @@ def disruption_budget(manifests: list[dict], facts: Facts) -> list[Finding]:
 HOSTNAME = "kubernetes.io/hostname"
 
 
-def _term_spreads(term: dict, template: PodTemplate) -> Optional[str]:
+def _term_spreads(term: dict, template: PodTemplate) -> str | None:
     """None when a required anti-affinity term keeps this pod's own kind apart per node, else why not."""
     if term.get("topologyKey") != HOSTNAME:
         return f"topologyKey {term.get('topologyKey') or 'unset'}"
@@ -563,7 +564,10 @@ def engine_spread(manifests: list[dict], facts: Facts) -> list[Finding]:
                 + ")"
             )
         elif anti.get("preferredDuringSchedulingIgnoredDuringExecution"):
-            found_text = "it has only preferredDuringSchedulingIgnoredDuringExecution podAntiAffinity, which the scheduler may ignore"
+            found_text = (
+                "it has only preferredDuringSchedulingIgnoredDuringExecution podAntiAffinity, which the scheduler may "
+                "ignore"
+            )
         else:
             found_text = "it has no required podAntiAffinity"
         wanted = {
@@ -572,11 +576,12 @@ def engine_spread(manifests: list[dict], facts: Facts) -> list[Finding]:
         found.append(
             Finding(
                 template.resource,
-                f"engine workload with spec.replicas {replicas(template.owner)} (role {template.role or 'unknown'}): {found_text}: "
-                f"two of its pods may land on one node, and one node failure then takes several pods of the role. Add "
-                f"spec.template.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution "
+                f"engine workload with spec.replicas {replicas(template.owner)} (role {template.role or 'unknown'}): "
+                f"{found_text}: two of its pods may land on one node, and one node failure then takes several pods of "
+                "the role. Add "
+                "spec.template.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution "
                 f"[{{labelSelector: {{matchLabels: {show_labels(wanted)}}}, topologyKey: {HOSTNAME}}}] "
-                f"(rebel100:placement.spreadRoles true).",
+                "(rebel100:placement.spreadRoles true).",
             )
         )
     return found

@@ -13,8 +13,6 @@ protected: advice, `sidecar-ssrf-capable`.
 
 from __future__ import annotations
 
-from typing import Optional
-
 from core import rules
 from core.versions import image_version
 from core.versions import router as router_versions
@@ -45,7 +43,7 @@ def _flags(sidecar: Sidecar) -> dict[str, str]:
     return router_versions.sidecar_flags(command_line(sidecar.container))
 
 
-def _pool(sidecar: Sidecar, flags: dict[str, str]) -> Optional[str]:
+def _pool(sidecar: Sidecar, flags: dict[str, str]) -> str | None:
     env = {
         name: value
         for name in ("INFERENCE_POOL", "INFERENCE_POOL_NAMESPACE", "INFERENCE_POOL_NAME")
@@ -109,10 +107,10 @@ def _allows(rules_: list[dict], verb: str, group: str, resource: str) -> bool:
     )
 
 
-def missing_reads(manifests: list[dict], account: tuple[str, str], namespace: str) -> Optional[list[str]]:
+def missing_reads(manifests: list[dict], account: tuple[str, str], namespace: str) -> list[str] | None:
     """`verb group/resource` the account may not do in `namespace` among what the allowlist does; None when a binding
     names a role that is not among the manifests (it may grant them: not judged)."""
-    roles: list[Optional[dict]] = []
+    roles: list[dict | None] = []
     for binding in of_kind(manifests, "RoleBinding"):
         if namespace_of(binding) == namespace and security._granted(binding, {account: []}):
             roles.append(security._role(manifests, binding)[0])
@@ -151,10 +149,11 @@ def sidecar_ssrf_protection(manifests: list[dict], facts: Facts) -> list[Finding
                 found.append(
                     Finding(
                         template.resource,
-                        f"{where} runs with SSRF protection, which lists the InferencePool {pool} and its pods through the "
-                        f"API, but the container gets no API token (automountServiceAccountToken false and no projected "
-                        f"serviceAccountToken volume mounted at {API_TOKEN_MOUNT}): it cannot sync the pool and never "
-                        f"listens. Mount a projected serviceAccountToken volume (with kube-root-ca.crt's ca.crt) there.",
+                        f"{where} runs with SSRF protection, which lists the InferencePool {pool} and its pods through "
+                        "the API, but the container gets no API token (automountServiceAccountToken false and no "
+                        f"projected serviceAccountToken volume mounted at {API_TOKEN_MOUNT}): it cannot sync the pool "
+                        "and never listens. Mount a projected serviceAccountToken volume (with kube-root-ca.crt's "
+                        "ca.crt) there.",
                     )
                 )
                 continue
@@ -166,9 +165,9 @@ def sidecar_ssrf_protection(manifests: list[dict], facts: Facts) -> list[Finding
                     Finding(
                         template.resource,
                         f"{where} runs with SSRF protection as ServiceAccount {account[0]}/{account[1]}, which may not "
-                        f"{', '.join(missing)} in namespace {namespace}: the sidecar waits for the InferencePool {pool} "
-                        f"forever and never listens (or, without the pods, refuses every prefill). Bind a Role in "
-                        f"{namespace} with list and watch on pods and inferencepools.{GA_POOL_GROUP} to it.",
+                        f"{', '.join(missing)} in namespace {namespace}: the sidecar waits for the InferencePool "
+                        f"{pool} forever and never listens (or, without the pods, refuses every prefill). Bind a Role "
+                        f"in {namespace} with list and watch on pods and inferencepools.{GA_POOL_GROUP} to it.",
                     )
                 )
     return found

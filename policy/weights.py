@@ -10,8 +10,6 @@ side is the silent mix this rule refuses.
 
 from __future__ import annotations
 
-from typing import Optional
-
 from core import rules, weights
 from policy.facts import Facts
 from policy.manifests import Engine, Finding, PodTemplate, engines, namespace_of, pod_templates, resource_id
@@ -44,7 +42,7 @@ def _holders(manifests: list[dict]) -> dict[tuple[str, str], list[tuple[str, dic
     return held
 
 
-def _draft(engine: Engine) -> Optional[tuple[str, str]]:
+def _draft(engine: Engine) -> tuple[str, str] | None:
     spec = engine.flags.json("--speculative-config")
     if not isinstance(spec, dict) or not spec.get("model"):
         return None
@@ -70,7 +68,8 @@ def engine_weights_match(manifests: list[dict], facts: Facts) -> list[Finding]:
                     rules.weights_match(
                         "model",
                         f"{engine.model}@{engine.flags.text('--revision') or UNSET_REVISION}",
-                        f"{notes.get(weights.MODEL_ANNOTATION)}@{notes.get(weights.REVISION_ANNOTATION, UNSET_REVISION)}",
+                        f"{notes.get(weights.MODEL_ANNOTATION)}@"
+                        f"{notes.get(weights.REVISION_ANNOTATION, UNSET_REVISION)}",
                         held_by=by,
                     )
                 ]
@@ -80,8 +79,12 @@ def engine_weights_match(manifests: list[dict], facts: Facts) -> list[Finding]:
                         rules.weights_match(
                             "draft",
                             f"{draft[0]}@{draft[1]}",
-                            f"{notes[weights.DRAFT_ANNOTATION]}@{notes.get(weights.DRAFT_REVISION_ANNOTATION, UNSET_REVISION)}",
-                            held_by=f"{holder}, annotations {weights.DRAFT_ANNOTATION} and {weights.DRAFT_REVISION_ANNOTATION}",
+                            f"{notes[weights.DRAFT_ANNOTATION]}@"
+                            f"{notes.get(weights.DRAFT_REVISION_ANNOTATION, UNSET_REVISION)}",
+                            held_by=(
+                                f"{holder}, annotations {weights.DRAFT_ANNOTATION} and "
+                                f"{weights.DRAFT_REVISION_ANNOTATION}"
+                            ),
                         )
                     )
                 elif draft is not None:

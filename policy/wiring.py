@@ -11,7 +11,8 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import defaultdict
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 from core import labels, rules, sizing
 from core.versions import image_version
@@ -28,12 +29,12 @@ from policy.manifests import (
     env_flag_on,
     find,
     kv_connectors,
+    name_list,
     namespace_of,
     of_kind,
     parse_flags,
     parse_structured,
     pod_templates,
-    name_list,
     resource_id,
     routing_sidecars,
     selects,
@@ -199,10 +200,10 @@ def _sidecar_findings(
             found.append(
                 Finding(
                     template.resource,
-                    f"{where} arg --kv-connector {sidecar.connector} needs a {family.upper()} connector on every engine, "
-                    f"but {who} --kv-transfer-config has {kv_connectors(group[0].flags) or 'none'}: the KV transfer "
-                    f"handshake fails. Add the {family.upper()} connector (RblnNixlConnector on Rebel100) to its "
-                    f"--kv-transfer-config.",
+                    f"{where} arg --kv-connector {sidecar.connector} needs a {family.upper()} connector on every "
+                    f"engine, but {who} --kv-transfer-config has {kv_connectors(group[0].flags) or 'none'}: the KV "
+                    f"transfer handshake fails. Add the {family.upper()} connector (RblnNixlConnector on Rebel100) to "
+                    "its --kv-transfer-config.",
                 )
             )
     return found
@@ -223,8 +224,8 @@ class PoolView:
     selector_field: str
     target_ports: list[int]
     ports_field: str
-    epp_name: Optional[str]
-    epp_port: Optional[int]
+    epp_name: str | None
+    epp_port: int | None
     epp_field: str
     epp_port_field: str
 
@@ -285,8 +286,8 @@ def inference_pool_wiring(manifests: list[dict], facts: Facts) -> list[Finding]:
                 Finding(
                     here,
                     f"{view.selector_field} {show_labels(view.selector)} selects no engine pod template in namespace "
-                    f"{namespace} ({_labels_of([t for t, _ in local]) or 'none found'}): the gateway has no endpoint to "
-                    f"route to. Use labels that every serving pod carries.",
+                    f"{namespace} ({_labels_of([t for t, _ in local]) or 'none found'}): the gateway has no endpoint "
+                    "to route to. Use labels that every serving pod carries.",
                 )
             )
         else:
@@ -297,9 +298,9 @@ def inference_pool_wiring(manifests: list[dict], facts: Facts) -> list[Finding]:
                     found.append(
                         Finding(
                             here,
-                            f"{view.selector_field} {show_labels(view.selector)} does not select the {role} pod template "
-                            f"({_labels_of(of_role)}): the router's {role}-filter never sees {role} endpoints. Select on "
-                            f"a label both roles share (llm-d.ai/inference-serving: 'true').",
+                            f"{view.selector_field} {show_labels(view.selector)} does not select the {role} pod "
+                            f"template ({_labels_of(of_role)}): the router's {role}-filter never sees {role} "
+                            "endpoints. Select on a label both roles share (llm-d.ai/inference-serving: 'true').",
                         )
                     )
             found += _target_ports(view, here, [t for t, _ in selected])
@@ -337,7 +338,8 @@ def _target_ports(view: PoolView, here: str, selected: list[PodTemplate]) -> lis
     if extra:
         problems.append(f"includes {extra}, where none of the selected pods listens, so requests sent there fail")
     listening = "; ".join(
-        f"{resource} on {ports} ({'routing sidecar --port and --data-parallel-size' if sidecar else 'engine --port and ranks'})"
+        f"{resource} on {ports} "
+        f"({'routing sidecar --port and --data-parallel-size' if sidecar else 'engine --port and ranks'})"
         for resource, (ports, sidecar) in sorted(serves.items())
     )
     found.append(
@@ -397,7 +399,7 @@ def _endpoints_of(
         else f"Serve it on one of the target ports {sorted(set(view.target_ports))}, or select it with a pool of its "
         f"own."
     )
-    readings: dict[Optional[tuple[int, ...]], tuple[list[str], list[router_versions.Generation]]] = {}
+    readings: dict[tuple[int, ...] | None, tuple[list[str], list[router_versions.Generation]]] = {}
     for generation in readers:
         keys = generation.active_ports
         key, ports = labels.read_active_ports(template.annotations, keys)
@@ -479,7 +481,7 @@ def _endpoint_picker(view: PoolView, here: str, namespace: str, manifests: list[
     return []
 
 
-def _epp_grpc_port(service: dict, manifests: list[dict]) -> Optional[list]:
+def _epp_grpc_port(service: dict, manifests: list[dict]) -> list | None:
     """The EPP's ext-proc port (number and port name) in the pods the Service selects; None when not found."""
     selector = (service.get("spec") or {}).get("selector") or {}
     for template in pod_templates(manifests):
@@ -490,7 +492,7 @@ def _epp_grpc_port(service: dict, manifests: list[dict]) -> Optional[list]:
             if "--pool-name" in flags.values or "--grpc-port" in flags.values:
                 number = flags.integer("--grpc-port", EPP_GRPC_DEFAULT)
                 names = [p.get("name") for p in container.get("ports") or [] if p.get("containerPort") == number]
-                return [number] + names
+                return [number, *names]
     return None
 
 
@@ -520,9 +522,9 @@ def httproute_backend_exists(manifests: list[dict], facts: Facts) -> list[Findin
                     found.append(
                         Finding(
                             resource_id(route),
-                            f"{field} names InferencePool {ref.get('name')}, which does not exist in namespace {namespace} "
-                            f"(InferencePools: {pools}): the route has no backend and every request fails. Name an "
-                            f"existing pool.",
+                            f"{field} names InferencePool {ref.get('name')}, which does not exist in namespace "
+                            f"{namespace} (InferencePools: {pools}): the route has no backend and every request fails. "
+                            "Name an existing pool.",
                         )
                     )
                     continue
@@ -532,7 +534,8 @@ def httproute_backend_exists(manifests: list[dict], facts: Facts) -> list[Findin
                         Finding(
                             resource_id(route),
                             f"{field} has group {ref.get('group', '(core)')!r} but InferencePool {ref.get('name')} is "
-                            f"{pool.get('apiVersion')}: the gateway looks up a kind that does not exist. Set group {group}.",
+                            f"{pool.get('apiVersion')}: the gateway looks up a kind that does not exist. Set group "
+                            f"{group}.",
                         )
                     )
     return found
@@ -708,10 +711,10 @@ def router_block_size(manifests: list[dict], facts: Facts) -> list[Finding]:
                 found.append(
                     Finding(
                         resource_id(config_map),
-                        f"{where} parameters.blockSizeTokens {size if size is not None else '(unset)'} with autoTune false, "
-                        f"but the engines ({engines_text}) reuse prefixes in {source}: the router's prefix hashes never "
-                        f"line up with what the engines cache, so prefix-aware routing picks at random. Set "
-                        f"blockSizeTokens {unit}.",
+                        f"{where} parameters.blockSizeTokens {size if size is not None else '(unset)'} with autoTune "
+                        f"false, but the engines ({engines_text}) reuse prefixes in {source}: the router's prefix "
+                        "hashes never line up with what the engines cache, so prefix-aware routing picks at random. "
+                        f"Set blockSizeTokens {unit}.",
                     )
                 )
     return found
@@ -723,17 +726,17 @@ def router_autotune_block_unit(manifests: list[dict], facts: Facts) -> list[Find
     for config_map, where, params in _producers(manifests):
         if params.get("autoTune", True) is False:
             continue
-        for (block, unit, sub_block), items in _reuse_units(manifests, namespace_of(config_map)).items():
+        for (block, unit, _sub_block), items in _reuse_units(manifests, namespace_of(config_map)).items():
             if block != unit:
                 found.append(
                     Finding(
                         resource_id(config_map),
                         f"{where} parameters.autoTune true: the router reads --block-size {block} from each pod's "
                         f"vllm:cache_config_info and tracks prefixes in {block}-token units, while the engines "
-                        f"({name_list(e.resource for e in items)}) reuse {unit}-token sub-blocks "
-                        f"({SUB_BLOCK_ENV}=1): shared prefixes shorter than {block} tokens are not routed by affinity. "
-                        f"For {unit}-token routing set autoTune false, blockSizeTokens {unit} and lruCapacityPerServer to "
-                        f"the per-pod KV block count in {unit}-token units.",
+                        f"({name_list(e.resource for e in items)}) reuse {unit}-token sub-blocks ({SUB_BLOCK_ENV}=1): "
+                        f"shared prefixes shorter than {block} tokens are not routed by affinity. For {unit}-token "
+                        f"routing set autoTune false, blockSizeTokens {unit} and lruCapacityPerServer to the per-pod "
+                        f"KV block count in {unit}-token units.",
                     )
                 )
     return found

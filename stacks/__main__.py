@@ -9,7 +9,8 @@
   placement STACK [--kubeconfig K]  where the engine pods run, and their devices with NUMA nodes (after `up`)
   watch STACK --pid P [--grace S]   beside `pulumi up`: cancel it when a pod stays unschedulable for S seconds
                                     (or the API server does not answer for --unreachable-grace seconds)
-  secrets STACK                     may this stack's secrets be written? (a prod stack: not under the built-in passphrase)
+  secrets STACK                     may this stack's secrets be written? (a prod stack: not under the built-in
+                                    passphrase)
   policy-config STACK               the pack's enforcement file for the stack's environment (prod when unset)
   checkpoint STACK [--restore]      does the stack's checkpoint (file backend) load? If not: its last good copy and the
                                     command that restores it; --restore puts that copy back (exit 1: damaged, none left)
@@ -129,7 +130,7 @@ def cmd_placement(args) -> int:
     """Each engine pod, its node and the devices (with NUMA node) its claim was allocated."""
     from stacks.site import SiteError, format_placement, placement
 
-    _, name, cfg = load_stack(args)
+    _, _name, cfg = load_stack(args)
     if cfg is None:
         return 1
     try:
@@ -154,6 +155,7 @@ def cmd_watch(args) -> int:
 def cmd_secrets(args) -> int:
     """Refuse a prod stack whose secrets would sit under the project's built-in passphrase, or under none."""
     import os
+
     from core.secrets import refusal_for
 
     path, name = _stack_path(args)
@@ -176,7 +178,7 @@ def cmd_policy_config(args) -> int:
     from core.stackfile import PROJECT_ROOT
     from policy import levels
 
-    path, name = _stack_path(args)
+    path, _name = _stack_path(args)
     try:
         config, _ = stackfile.read_config(path)
     except stackfile.StackFileError as error:
@@ -194,6 +196,7 @@ def cmd_checkpoint(args) -> int:
     """Is the stack's checkpoint in the file backend damaged? Name its last good copy and the command that restores
     it; with --restore, put that copy back (stacks/checkpoint.py)."""
     import os
+
     from stacks import checkpoint
 
     root = checkpoint.file_backend_root(os.environ.get("PULUMI_BACKEND_URL"))

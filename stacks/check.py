@@ -18,7 +18,6 @@ import json
 import pathlib
 import sys
 import time
-from typing import Optional
 
 import yaml
 
@@ -40,7 +39,7 @@ def load_manifests(folder: pathlib.Path) -> list[dict]:
     return manifests
 
 
-def _stack_manifests(path: pathlib.Path, name: str, fmt: str) -> tuple[Optional[list[dict]], str, str, dict]:
+def _stack_manifests(path: pathlib.Path, name: str, fmt: str) -> tuple[list[dict] | None, str, str, dict]:
     """(manifests, what was checked, environment, the stack's own hardware and model facts) of a stack;
     manifests None when its config is invalid or its render fails the strict validator."""
     from core.gate import ConfigError
@@ -80,7 +79,7 @@ def output_format(args) -> str:
     return getattr(args, "format", None) or ("json" if args.json else "text")
 
 
-def run_check(args, stack: Optional[tuple[pathlib.Path, str]] = None) -> int:
+def run_check(args, stack: tuple[pathlib.Path, str] | None = None) -> int:
     """`check` of the stack (path, name) or of `args.manifests`."""
     if bool(args.manifests) == bool(args.stack or args.config_file):
         print("error: give a STACK (or --config-file FILE), or --manifests DIR, not both", file=sys.stderr)

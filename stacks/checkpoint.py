@@ -26,7 +26,6 @@ import pathlib
 import shutil
 import tempfile
 from dataclasses import dataclass
-from typing import Optional
 from urllib.parse import urlparse
 
 EXTENSIONS = (".json", ".json.gz")  # what this module reads; Pulumi's zstd variant (.json.zst) is not looked at
@@ -42,12 +41,12 @@ class Copy:
     written_ns: int  # the file's modification time
     resources: int
 
-    def describe(self, relative_to: Optional[pathlib.Path] = None) -> str:
-        when = datetime.datetime.fromtimestamp(self.written_ns / 1e9, datetime.timezone.utc)
+    def describe(self, relative_to: pathlib.Path | None = None) -> str:
+        when = datetime.datetime.fromtimestamp(self.written_ns / 1e9, datetime.UTC)
         return f"{shown(self.path, relative_to)} (written {when:%Y-%m-%d %H:%M:%S} UTC, {self.resources} resources)"
 
 
-def shown(path: pathlib.Path, relative_to: Optional[pathlib.Path]) -> str:
+def shown(path: pathlib.Path, relative_to: pathlib.Path | None) -> str:
     if relative_to is not None and path.is_relative_to(relative_to):
         return str(path.relative_to(relative_to))
     return str(path)
@@ -59,7 +58,7 @@ def read(path: pathlib.Path) -> bytes:
     return gzip.decompress(raw) if ".json.gz" in path.name else raw
 
 
-def file_backend_root(backend_url: Optional[str]) -> Optional[pathlib.Path]:
+def file_backend_root(backend_url: str | None) -> pathlib.Path | None:
     """The folder of a `file://` backend URL (its query, e.g. `?no_tmp_dir=true`, dropped); None for any other."""
     if not backend_url or not backend_url.startswith("file://"):
         return None
@@ -78,7 +77,7 @@ class StackState:
     def stacks_dir(self) -> pathlib.Path:
         return self.root / ".pulumi" / "stacks" / self.project
 
-    def checkpoint(self) -> Optional[pathlib.Path]:
+    def checkpoint(self) -> pathlib.Path | None:
         """The stack's checkpoint file (plain or gzipped; the newer when both exist, as Pulumi picks), or None."""
         found = [p for ext in EXTENSIONS if (p := self.stacks_dir / f"{self.stack}{ext}").is_file()]
         return max(found, key=lambda p: p.stat().st_mtime_ns) if found else None
@@ -94,7 +93,7 @@ class StackState:
         found = [p for p in found if p.is_file() and not p.name.endswith(".attrs")]
         return sorted(found, key=lambda p: p.stat().st_mtime_ns, reverse=True)
 
-    def problem(self, path: pathlib.Path) -> Optional[str]:
+    def problem(self, path: pathlib.Path) -> str | None:
         """None when `path` is a checkpoint of this stack that parses, else what is wrong with it."""
         raw = b""
         try:
@@ -115,12 +114,12 @@ class StackState:
             return "is a checkpoint whose `latest` deployment is not an object"
         return None
 
-    def damage(self) -> Optional[str]:
+    def damage(self) -> str | None:
         """What is wrong with the stack's checkpoint, None when it loads or there is none (a new stack)."""
         path = self.checkpoint()
         return None if path is None else self.problem(path)
 
-    def last_good(self) -> Optional[Copy]:
+    def last_good(self) -> Copy | None:
         for path in self.copies():
             if self.problem(path) is None:
                 latest = json.loads(read(path))["checkpoint"].get("latest") or {}
@@ -134,7 +133,7 @@ class StackState:
         damaged = self.checkpoint()
         if damaged is None:
             raise CheckpointError(f"stack {self.stack!r} has no checkpoint in {self.stacks_dir} to restore")
-        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+        stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S.%fZ")
         keep = self.root / "damaged" / f"{damaged.name}.{stamp}"
         keep.parent.mkdir(parents=True, exist_ok=True)
         target = self.stacks_dir / (self.stack + (".json.gz" if ".json.gz" in good.path.name else ".json"))
@@ -156,7 +155,7 @@ class StackState:
         return keep
 
 
-def explain(state: StackState, command: str, relative_to: Optional[pathlib.Path] = None) -> Optional[str]:
+def explain(state: StackState, command: str, relative_to: pathlib.Path | None = None) -> str | None:
     """None when the stack's checkpoint loads, else one message: the damaged file, what is wrong with it, the last
     good copy and `command`, the one command that restores it (or why nothing here can)."""
     problem = state.damage()

@@ -7,8 +7,6 @@ is per environment.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import pulumi
 import pulumi_kubernetes as k8s
 
@@ -36,7 +34,7 @@ def provider(cfg: StackConfig) -> k8s.Provider:
 ROLLED_OUT = "decode objects are registered after every prefill Deployment of this pool has rolled out"
 
 
-def after(opts: pulumi.ResourceOptions, *resources: Optional[pulumi.Resource]) -> pulumi.ResourceOptions:
+def after(opts: pulumi.ResourceOptions, *resources: pulumi.Resource | None) -> pulumi.ResourceOptions:
     """`opts`, also waiting for `resources` (those that exist)."""
     wanted = [r for r in resources if r is not None]
     return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=wanted)) if wanted else opts
@@ -65,7 +63,7 @@ def rolled_out(prefill: PrefillPool) -> pulumi.Stash:
     )
 
 
-def build(cfg: StackConfig, *, hf_token: Optional[pulumi.Output] = None) -> dict:
+def build(cfg: StackConfig, *, hf_token: pulumi.Output | None = None) -> dict:
     """Register every resource of the stack and return the stack outputs."""
     parts = stack_objects(cfg, hf_token=hf_token)
     k8s_provider = provider(cfg)

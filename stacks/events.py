@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Iterable
+from collections.abc import Iterable
 
 # Step kinds that leave the stack's resources as they are; every other kind (create, update, delete,
 # replace, create-replacement, delete-replaced, import, discard, ...) is a change.

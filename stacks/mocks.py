@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
-from typing import Any, Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import pulumi
 import pulumi.runtime.config as runtime_config
@@ -167,7 +168,7 @@ def run_program(config: dict[str, str], secret_keys: list[str], stack: str) -> R
 
 def registrations(
     body: Callable[[], Any],
-    config: Optional[dict[str, str]] = None,
+    config: dict[str, str] | None = None,
     secret_keys: Sequence[str] = (),
     stack: str = "test",
 ) -> list[Registration]:

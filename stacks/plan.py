@@ -15,7 +15,8 @@ from core.gate import warnings_for
 
 # What the reference design says was validated on the Target Configuration, and what was not.
 VALIDATED = [
-    "Common serving arguments (block size 4096, max-model-len 204800, batched tokens 512, fp8 KV, prefix caching, chunked prefill, tool/reasoning parsers)",
+    "Common serving arguments (block size 4096, max-model-len 204800, batched tokens 512, fp8 KV, prefix caching, "
+    "chunked prefill, tool/reasoning parsers)",
     "Prefill PP4/DP1 and decode DP4 + expert parallel, KV over NIXL (4P4D, and 1P1D for function and accuracy)",
     "EAGLE-3 speculative decoding on both roles",
 ]

@@ -11,14 +11,14 @@ import pathlib
 import pulumi
 import pulumi.runtime.config as runtime_config
 
-from stacks import compose
 from core import stackfile
 from core.config import NAMESPACE
-from core.keys import plain_secret_keys
 from core.gate import ConfigError, load_config, warnings_for
-from core.stackfile import program_config
+from core.keys import plain_secret_keys
 from core.secrets import refusal_for
+from core.stackfile import program_config
 from objects.stack import hf_token_withheld
+from stacks import compose
 
 
 def current_config() -> dict:

@@ -10,7 +10,6 @@ import pathlib
 import re
 import types
 import typing
-from typing import Optional
 
 from pydantic import BaseModel
 
@@ -50,14 +49,17 @@ def _listed_models(model: type[BaseModel]) -> set[type[BaseModel]]:
     found: set[type[BaseModel]] = set()
     for info in model.model_fields.values():
         inner = unwrap_optional(info.annotation)
-        if isinstance(inner, type) and issubclass(inner, BaseModel):
-            if inner is info.annotation or info.get_default(call_default_factory=True) is not None:
-                found.add(inner)
-                found |= _listed_models(inner)
+        if (
+            isinstance(inner, type)
+            and issubclass(inner, BaseModel)
+            and (inner is info.annotation or info.get_default(call_default_factory=True) is not None)
+        ):
+            found.add(inner)
+            found |= _listed_models(inner)
     return found
 
 
-def rows(model: type[BaseModel] = StackConfig, prefix: str = "", listed: Optional[set] = None) -> list[str]:
+def rows(model: type[BaseModel] = StackConfig, prefix: str = "", listed: set | None = None) -> list[str]:
     listed = _listed_models(StackConfig) if listed is None else listed
     lines = []
     for name, info in model.model_fields.items():
@@ -80,7 +82,7 @@ def rows(model: type[BaseModel] = StackConfig, prefix: str = "", listed: Optiona
 
 
 def table() -> str:
-    lines = ["| key | type | default | meaning |", "|---|---|---|---|"] + rows()
+    lines = ["| key | type | default | meaning |", "|---|---|---|---|", *rows()]
     lines += [f"| `{NAMESPACE}:{k}` | secret | | {v} |" for k, v in SECRET_KEYS.items()]
     return "\n".join(lines)
 

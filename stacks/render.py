@@ -18,8 +18,8 @@ from typing import Any
 import yaml
 
 from core.config import NAMESPACE, StackConfig
-from core.keys import plain_secret_keys
 from core.gate import load_config, warnings_for
+from core.keys import plain_secret_keys
 from core.stackfile import SECRET_PLACEHOLDER, program_config, read_config
 from objects.stack import hf_token_withheld, stack_objects
 
@@ -68,7 +68,8 @@ def manifest_path(manifest: dict) -> str:
 
     namespace = manifest.get("metadata", {}).get("namespace") or "default"
     folder = "0-crd" if manifest["kind"] == "CustomResourceDefinition" else "1-manifest"
-    return f"{folder}/{sanitise(manifest['apiVersion'])}-{manifest['kind'].lower()}-{namespace}-{manifest['metadata']['name']}.yaml"
+    name = manifest["metadata"]["name"]
+    return f"{folder}/{sanitise(manifest['apiVersion'])}-{manifest['kind'].lower()}-{namespace}-{name}.yaml"
 
 
 class _Dumper(yaml.SafeDumper):

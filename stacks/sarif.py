@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import json
 import pathlib
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 import yaml
 
@@ -36,7 +37,7 @@ Location = tuple[pathlib.Path, int]  # (file, 1-based line)
 # --- where objects are written -------------------------------------------------------------
 
 
-def _get(node: yaml.Node, key: str) -> Optional[yaml.Node]:
+def _get(node: yaml.Node, key: str) -> yaml.Node | None:
     if isinstance(node, yaml.MappingNode):
         for key_node, value in node.value:
             if isinstance(key_node, yaml.ScalarNode) and key_node.value == key:
@@ -44,11 +45,11 @@ def _get(node: yaml.Node, key: str) -> Optional[yaml.Node]:
     return None
 
 
-def _text(node: Optional[yaml.Node]) -> Optional[str]:
+def _text(node: yaml.Node | None) -> str | None:
     return node.value if isinstance(node, yaml.ScalarNode) and node.value != "" else None
 
 
-def _object_id(node: yaml.Node) -> Optional[str]:
+def _object_id(node: yaml.Node) -> str | None:
     kind = _text(_get(node, "kind"))
     if not kind:
         return None
@@ -128,10 +129,10 @@ def report(
     environment: str,
     policy_config: pathlib.Path,
     subject: str,
-    objects: Optional[dict[str, Location]] = None,
-    stack_file: Optional[pathlib.Path] = None,
-    rendered: Optional[list[dict]] = None,
-    base: Optional[pathlib.Path] = None,
+    objects: dict[str, Location] | None = None,
+    stack_file: pathlib.Path | None = None,
+    rendered: list[dict] | None = None,
+    base: pathlib.Path | None = None,
 ) -> dict:
     """The SARIF log of one check. Give `objects` (from `locate_objects`) for a folder of manifests, or
     `stack_file` and the `rendered` manifests for a stack's offline render."""
@@ -142,7 +143,7 @@ def report(
     rule_list = rules(config)
     index = {rule["id"]: i for i, rule in enumerate(rule_list)}
     objects = objects or {}
-    fallback: Optional[Location] = (
+    fallback: Location | None = (
         (stack_file, key_line(stack_file, "config")) if stack_file else (min(objects.values()) if objects else None)
     )
     results = []
@@ -213,8 +214,8 @@ def for_check(
     environment: str,
     policy_config: pathlib.Path,
     subject: str,
-    manifests_dir: Optional[pathlib.Path] = None,
-    stack_file: Optional[pathlib.Path] = None,
+    manifests_dir: pathlib.Path | None = None,
+    stack_file: pathlib.Path | None = None,
 ) -> str:
     """The SARIF text `python -m stacks check` prints: results located in the files of `manifests_dir`,
     or at the stack file `stack_file` of the rendered `manifests` (see the module doc)."""

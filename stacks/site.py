@@ -7,12 +7,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import re
 import subprocess
 import sys
-from typing import Any, Optional
+from typing import Any
 
 from core.config import StackConfig
 from core.labels import PART_OF_LABEL, ROLE_LABEL
@@ -26,7 +27,7 @@ class SiteError(RuntimeError):
     """The cluster could not be read."""
 
 
-def kubectl(kubeconfig: Optional[str], *args: str) -> Any:
+def kubectl(kubeconfig: str | None, *args: str) -> Any:
     # A bound on each request: an API server that accepts connections but never answers (stopped, not
     # exited) is an error here, not a hang.
     command = [
@@ -48,7 +49,7 @@ def kubectl(kubeconfig: Optional[str], *args: str) -> Any:
     return json.loads(proc.stdout)
 
 
-def kubectl_all(kubeconfig: Optional[str], *reads: tuple[str, ...]) -> list[Any]:
+def kubectl_all(kubeconfig: str | None, *reads: tuple[str, ...]) -> list[Any]:
     """Several reads at once, each in a kubectl of its own (one after the other they were a kubectl start each,
     0.2-0.4 s here): their results in the order asked; the first failed read, in that order, raises."""
     from concurrent.futures import ThreadPoolExecutor
@@ -75,7 +76,7 @@ def _numa(device: dict, attribute: str) -> int:
     return int(value.get("int", 0))
 
 
-def inventory(cfg: StackConfig, kubeconfig: Optional[str]) -> list[SiteNode]:
+def inventory(cfg: StackConfig, kubeconfig: str | None) -> list[SiteNode]:
     """Nodes with their labels and, per NUMA node, the NPUs and NICs their ResourceSlices publish."""
     nodes, slices, classes = (
         read["items"]
@@ -98,7 +99,7 @@ def inventory(cfg: StackConfig, kubeconfig: Optional[str]) -> list[SiteNode]:
     return list(site.values())
 
 
-def missing_weights_volume(cfg: StackConfig, kubeconfig: Optional[str]) -> Optional[str]:
+def missing_weights_volume(cfg: StackConfig, kubeconfig: str | None) -> str | None:
     """With `weights.source: pvc` the engines mount an existing PVC: say so when the cluster has none."""
     if cfg.weights.source != "pvc":
         return None
@@ -113,12 +114,13 @@ def missing_weights_volume(cfg: StackConfig, kubeconfig: Optional[str]) -> Optio
         return None
     return (
         f"weights.source is pvc but namespace {cfg.namespace} has no PVC {cfg.weights.pvc}: every engine pod "
-        f'would stay Pending (persistentvolumeclaim "{cfg.weights.pvc}" not found). Pre-load the volume (docs/model-weights.md), '
+        f'would stay Pending (persistentvolumeclaim "{cfg.weights.pvc}" not found). Pre-load the volume '
+        "(docs/model-weights.md), "
         f"or set weights.source download."
     )
 
 
-def live_claims(cfg: StackConfig, kubeconfig: Optional[str]) -> tuple[list[Claim], set[str]]:
+def live_claims(cfg: StackConfig, kubeconfig: str | None) -> tuple[list[Claim], set[str]]:
     """(the PVCs of the stack's namespace and this stack's PVCs in any namespace, the StorageClasses that
     allow volume expansion): what core.retained checks a change of the retained volumes against."""
     in_namespace, of_stack, classes = (
@@ -147,7 +149,7 @@ class EnginePlacement:
     devices: list[str]  # "driver/pool/device (NUMA n)"
 
 
-def placement(cfg: StackConfig, kubeconfig: Optional[str]) -> list[EnginePlacement]:
+def placement(cfg: StackConfig, kubeconfig: str | None) -> list[EnginePlacement]:
     """Where the engine pods run and which devices their claims were allocated, read back from the cluster."""
     pods, claims, slices = (
         read["items"]
@@ -200,7 +202,7 @@ def format_placement(rows: list[EnginePlacement]) -> str:
     return "\n".join(lines)
 
 
-def unschedulable(cfg: StackConfig, kubeconfig: Optional[str], *, created_after: str = "") -> dict[str, str]:
+def unschedulable(cfg: StackConfig, kubeconfig: str | None, *, created_after: str = "") -> dict[str, str]:
     """Pods of the stack the scheduler has marked Unschedulable, with its message; with `created_after` (an RFC 3339
     UTC time, as the API writes creationTimestamp), only pods created since then."""
     pods = kubectl(kubeconfig, "get", "pods", "-n", cfg.namespace, "-l", f"{PART_OF_LABEL}={cfg.name}")["items"]
@@ -234,15 +236,13 @@ def cancel_update(pid: int, *, again_after: float = 30.0) -> None:
         except ProcessLookupError:
             return
         time.sleep(1.0)
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGINT)
-    except ProcessLookupError:
-        pass
 
 
 def watch(
     cfg: StackConfig,
-    kubeconfig: Optional[str],
+    kubeconfig: str | None,
     *,
     pid: int,
     grace_seconds: float,
@@ -254,18 +254,17 @@ def watch(
     instead of letting the provider wait out the engines' hours-long rollout timeout. Likewise when the
     cluster's API server has not answered for `unreachable_seconds` (the provider retries for as long as the
     engines' budget). 0 when `up` ended by itself, 3 when it was cancelled for a pod, 4 for the API server."""
+    import datetime
     import os
     import time
-
-    import datetime
 
     # Only pods this update creates: a pod left Pending by an earlier, cancelled update is replaced by this one (or,
     # when its Deployment does not change, not waited for), so it must not cancel the update that fixes it. The
     # margin allows for a cluster clock a little behind this host's.
-    started = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=10)
+    started = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=10)
     created_after = started.strftime("%Y-%m-%dT%H:%M:%SZ")
     first_seen: dict[str, float] = {}
-    unreachable_since: Optional[float] = None
+    unreachable_since: float | None = None
     while True:
         try:
             os.kill(pid, 0)

@@ -22,9 +22,9 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=200)
     args = parser.parse_args(argv)
 
+    from core.stackfile import stack_file
     from policy import catalog, levels
     from stacks.render import render_stack_file
-    from core.stackfile import stack_file
 
     manifests = render_stack_file(stack_file(args.stack), args.stack).manifests
     config = catalog.load_config(levels.environment_config("prod"))
@@ -38,7 +38,8 @@ def main(argv=None) -> int:
         f"median {statistics.median(times):.2f} ms, fastest {min(times):.2f} ms, slowest {max(times):.2f} ms"
     )
     print(
-        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python "
+        f"{platform.python_version()}"
     )
     return 0
 

@@ -21,7 +21,8 @@ import functools
 import pathlib
 import re
 import sys
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 import yaml
 
@@ -126,7 +127,7 @@ def yaml_files(paths: list[pathlib.Path]) -> list[pathlib.Path]:
     return files
 
 
-def documents(paths: list[pathlib.Path]) -> Iterator[tuple[pathlib.Path, Any, Optional[str]]]:
+def documents(paths: list[pathlib.Path]) -> Iterator[tuple[pathlib.Path, Any, str | None]]:
     """(file, object, problem) for every object of every file; problem set when the file is not YAML."""
     for file in yaml_files(paths):
         try:
@@ -181,8 +182,8 @@ def supported(k8s_version: str) -> bool:
     return kv_utils.major_minor(k8s_version.removeprefix("v")) in bundled_versions()
 
 
-@functools.lru_cache(maxsize=None)
-def _builtin_validator(api_version: str, kind: str, k8s_version: str) -> Optional[Any]:
+@functools.cache
+def _builtin_validator(api_version: str, kind: str, k8s_version: str) -> Any | None:
     """kubernetes-validate's strict schema of one built-in kind, as its `validate` builds it, or None when it has
     none. Built once per kind: the library's own `validate` parses its multi-megabyte `_definitions.json` again
     for every object, which was most of what `check` spent validating a render."""
@@ -203,7 +204,7 @@ def _builtin_validator(api_version: str, kind: str, k8s_version: str) -> Optiona
     return jsonschema.validators.Draft202012Validator(schema, registry=registry)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _builtin_definitions(folder: str, k8s_version: str) -> dict:
     from kubernetes_validate import utils as kv_utils
 
@@ -245,7 +246,7 @@ def validate_object(doc: dict, crds: dict, k8s_version: str = DEFAULT_K8S_VERSIO
 # lives in ${XDG_CACHE_HOME:-~/.cache}/rebel100-stack/validated; REBEL100_VALIDATE_CACHE=0 turns it off.
 
 
-def _cache_dir(k8s_version: str, crd_dir: pathlib.Path) -> Optional[pathlib.Path]:
+def _cache_dir(k8s_version: str, crd_dir: pathlib.Path) -> pathlib.Path | None:
     import hashlib
     import os
     from importlib import metadata
@@ -266,7 +267,7 @@ def _cache_dir(k8s_version: str, crd_dir: pathlib.Path) -> Optional[pathlib.Path
     return root / "rebel100-stack" / "validated" / key.hexdigest()[:32]
 
 
-def _object_key(doc: dict) -> Optional[str]:
+def _object_key(doc: dict) -> str | None:
     """sha256 of the object as canonical JSON; None (never cached) for an object JSON cannot spell exactly."""
     import hashlib
     import json
@@ -285,7 +286,7 @@ def problems_of(
     objects valid in an earlier run (same object, same validator) are not validated again."""
     cache = _cache_dir(k8s_version, crd_dir)
     keys = [_object_key(m) for m in manifests] if cache else [None] * len(manifests)
-    todo = [(m, k) for m, k in zip(manifests, keys) if k is None or not (cache / k).exists()]
+    todo = [(m, k) for m, k in zip(manifests, keys, strict=True) if k is None or not (cache / k).exists()]
     if not todo:
         return []
     crds = load_crds(crd_dir)

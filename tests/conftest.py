@@ -6,7 +6,8 @@ import copy
 import json
 import pathlib
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -19,8 +20,8 @@ from pulumi.runtime.settings import SETTINGS  # noqa: E402
 from pulumi.runtime.stack import run_pulumi_func  # noqa: E402
 from pulumi.runtime.sync_await import _sync_await  # noqa: E402
 
-from stacks.mocks import _RecordingMocks  # noqa: E402
 from core.stackfile import read_config, stack_file  # noqa: E402
+from stacks.mocks import _RecordingMocks  # noqa: E402
 
 
 class Cluster:

@@ -10,7 +10,6 @@ import pathlib
 import shutil
 import subprocess
 import uuid
-from typing import Optional
 
 from core.stackfile import PROJECT_ROOT
 from tests.prerequisites import checked_dir
@@ -21,7 +20,7 @@ NOT_COPIED = shutil.ignore_patterns(
 )
 
 
-def toolchain_dir() -> Optional[str]:
+def toolchain_dir() -> str | None:
     """The bin folder with pulumi, the Python language host and the Kubernetes provider, as
     `scripts/install-pulumi --check` finds it (on PATH or in its cache; it never builds)."""
     return checked_dir(str(PROJECT_ROOT / "scripts" / "install-pulumi"), "--check")
@@ -76,7 +75,7 @@ class Project:
         )
         return path
 
-    def checkpoint(self, stack: str) -> Optional[str]:
+    def checkpoint(self, stack: str) -> str | None:
         """Digest of the stack's state file in the file backend (None when there is none)."""
         files = sorted((self.root / ".pulumi-state").rglob(f"{stack}.json"))
         return hashlib.sha256(files[0].read_bytes()).hexdigest() if files else None

@@ -1,6 +1,6 @@
 """The layer contracts of `.importlinter` hold, and they can fail: a deliberately upward import, or an
-import cycle between two modules, in a copy of the project breaks them. And pyflakes finds no unused
-import or undefined name."""
+import cycle between two modules, in a copy of the project breaks them. And ruff's linter (the rules pyproject.toml
+selects: pyflakes' unused imports and undefined names among them) finds nothing."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 from core.stackfile import PROJECT_ROOT
 
 LINT = pathlib.Path(sys.executable).parent / "lint-imports"
+RUFF = pathlib.Path(sys.executable).parent / "ruff"
 PACKAGES = ("core", "objects", "components", "policy", "stacks", "localsite")
 
 
@@ -81,8 +82,23 @@ def test_an_import_cycle_between_modules_breaks_the_contract(tmp_path):
     assert "no import cycle between the modules of a layer BROKEN" in proc.stdout, proc.stdout
 
 
-def test_no_unused_imports_or_undefined_names():
-    proc = subprocess.run(
-        [sys.executable, "-m", "pyflakes", *PACKAGES, "tests"], cwd=PROJECT_ROOT, capture_output=True, text=True
+def ruff_check(root: pathlib.Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(RUFF), "check", "--no-cache", "--output-format", "concise", "."], cwd=root, capture_output=True, text=True
     )
+
+
+def test_ruff_finds_nothing():
+    proc = ruff_check(PROJECT_ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_an_unused_import_or_undefined_name_fails_ruff(tmp_path):
+    root = copy_project(tmp_path)
+    shutil.copy(PROJECT_ROOT / "pyproject.toml", root)
+    assert ruff_check(root).returncode == 0
+    sizing = root / "core" / "sizing.py"
+    sizing.write_text(sizing.read_text() + "\nimport zlib\n\n\ndef f():\n    return undefined_name\n")
+    proc = ruff_check(root)
+    assert proc.returncode == 1
+    assert "core/sizing.py" in proc.stdout and "F401" in proc.stdout and "F821" in proc.stdout, proc.stdout

@@ -3,10 +3,10 @@ stack at the stack's policy level, SARIF uploaded; kept in step with the stack f
 
 import yaml
 
-from policy import levels
 from core import stackfile
-from core.stackfile import PROJECT_ROOT
 from core.gate import load_config
+from core.stackfile import PROJECT_ROOT
+from policy import levels
 
 WORKFLOW = PROJECT_ROOT / ".github" / "workflows" / "preview.yml"
 

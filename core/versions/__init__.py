@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Iterable, Optional
+from collections.abc import Iterable
 
 from core.formats import image_reference
 
@@ -29,7 +29,7 @@ class Version:
     patch: int = 0
 
     @classmethod
-    def parse(cls, text: str) -> Optional["Version"]:
+    def parse(cls, text: str) -> Version | None:
         """`v0.10.0`, `0.12.0`, `0.10` or `0.12.0-rc1` (the pre-release is ignored); None when it is not one."""
         match = _VERSION.match(text.strip())
         if not match:
@@ -41,7 +41,7 @@ class Version:
         return f"{self.major}.{self.minor}.{self.patch}"
 
 
-def image_tag(image: str) -> Optional[str]:
+def image_tag(image: str) -> str | None:
     """The tag of an image reference (`repo/name:tag`, `host:5000/name:tag@sha256:...`), None without one or when the
     reference is not one the kubelet parses (core.formats.image_reference)."""
     reference = image_reference(image)
@@ -55,7 +55,7 @@ def image_name(image: str) -> str:
     return reference.name if reference else ""
 
 
-def image_version(image: str) -> Optional[Version]:
+def image_version(image: str) -> Version | None:
     """The version an image's tag names, or None when the tag is missing or not a version (`latest`, a digest)."""
     tag = image_tag(image)
     return Version.parse(tag) if tag else None

@@ -9,7 +9,7 @@ in `source`); docs/consumers-engine.md says how to read them again. The image ta
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterable, Optional
+from collections.abc import Iterable
 
 from core.versions import Feature, Version, image_name
 
@@ -27,11 +27,11 @@ class Release:
 
     vllm_rbln: Version
     vllm: Version
-    lmcache_rbln: Optional[Version]
+    lmcache_rbln: Version | None
     source: str
 
 
-def _release(vllm_rbln: str, vllm: str, lmcache_rbln: Optional[str] = None, *, wheel: Optional[str] = None) -> Release:
+def _release(vllm_rbln: str, vllm: str, lmcache_rbln: str | None = None, *, wheel: str | None = None) -> Release:
     pins = f"Requires-Dist vllm=={vllm}+cpu" + (
         f", lmcache-rbln>={lmcache_rbln} (extra kv-connectors)" if lmcache_rbln else ""
     )
@@ -62,7 +62,7 @@ def is_engine_image(image: str) -> bool:
     return image_name(image) == VLLM_RBLN
 
 
-def release(vllm_rbln: Version) -> Optional[Release]:
+def release(vllm_rbln: Version) -> Release | None:
     """The listed release of that version, None for one not read here (a patch or newer release)."""
     return next((r for r in RELEASES if r.vllm_rbln == vllm_rbln), None)
 
@@ -87,7 +87,7 @@ LMCACHE_RBLN_READS_RDS_MAX_CHUNKS = Feature(
 )
 
 
-def lmcache_rbln_version(vllm_rbln: Optional[Version]) -> Optional[Version]:
+def lmcache_rbln_version(vllm_rbln: Version | None) -> Version | None:
     """The lmcache-rbln in an image of this vllm-rbln version: one fact of the image, not a setting that can disagree
     with it. The RBLN SDK releases them together: vllm-rbln 0.12.0 pins lmcache-rbln >=0.12.0,<0.12.1. Releases whose
     wheel pins none (before 0.12.0) ship the lmcache-rbln of their own SDK release, the same version number. None when
@@ -113,33 +113,34 @@ def _flag(name: str) -> Feature:
 
 
 # Every flag core.serving generates for either role (serving.FLAG_FIELDS); a test keeps the two lists equal.
-FLAGS: tuple[Feature, ...] = tuple(
-    _flag(name)
-    for name in (
-        "--revision",
-        "--served-model-name",
-        "--port",
-        "--block-size",
-        "--max-model-len",
-        "--max-num-batched-tokens",
-        "--max-num-seqs",
-        "--kv-cache-dtype",
-        "--tensor-parallel-size",
-        "--pipeline-parallel-size",
-        "--data-parallel-size",
-        "--data-parallel-size-local",
-        "--data-parallel-rpc-port",
-        "--enable-expert-parallel",
-        "--enable-prefix-caching",
-        "--enable-chunked-prefill",
-        "--enable-auto-tool-choice",
-        "--tool-call-parser",
-        "--reasoning-parser",
-        "--gpu-memory-utilization",
-        "--speculative-config",
-        "--kv-transfer-config",
-    )
-) + (
+FLAGS: tuple[Feature, ...] = (
+    *(
+        _flag(name)
+        for name in (
+            "--revision",
+            "--served-model-name",
+            "--port",
+            "--block-size",
+            "--max-model-len",
+            "--max-num-batched-tokens",
+            "--max-num-seqs",
+            "--kv-cache-dtype",
+            "--tensor-parallel-size",
+            "--pipeline-parallel-size",
+            "--data-parallel-size",
+            "--data-parallel-size-local",
+            "--data-parallel-rpc-port",
+            "--enable-expert-parallel",
+            "--enable-prefix-caching",
+            "--enable-chunked-prefill",
+            "--enable-auto-tool-choice",
+            "--tool-call-parser",
+            "--reasoning-parser",
+            "--gpu-memory-utilization",
+            "--speculative-config",
+            "--kv-transfer-config",
+        )
+    ),
     # Not in vLLM 0.13.0 or 0.18.0 (argparse exits: "unrecognized arguments"); first in vLLM 0.22.0, which vllm-rbln
     # 0.11.0 is the first release to build on.
     Feature(

@@ -21,7 +21,8 @@ import dataclasses
 import functools
 import json
 import pathlib
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 from core.versions import Version
 
@@ -44,8 +45,8 @@ class Problem:
 
     path: str  # e.g. `plugins[0].parameters.blockSizeTokens`
     message: str
-    plugin_type: Optional[str] = None
-    parameter: Optional[str] = None  # the top-level parameter of that plugin the problem is about
+    plugin_type: str | None = None
+    parameter: str | None = None  # the top-level parameter of that plugin the problem is about
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}"
@@ -57,13 +58,13 @@ def data_versions(program: str) -> list[Version]:
     return sorted(v for v in found if v is not None)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load(program: str, version: Version) -> dict:
     """The data of `program` (`epp`, `sidecar`) at exactly `version`."""
     return json.loads((DATA / f"{program}-v{version}.json").read_text())
 
 
-def data_for(program: str, pinned: Optional[Version]) -> Optional[dict]:
+def data_for(program: str, pinned: Version | None) -> dict | None:
     """The data that describes a pin: same major.minor (a patch release does not change what the config may
     say), None when we hold none for that line (the check then says nothing; the feature facts still apply)."""
     if pinned is None:
@@ -114,7 +115,7 @@ def _spec(field: Any) -> dict:
     return field if isinstance(field, dict) else {"type": field}
 
 
-def _match(fields: dict, name: str, case_insensitive: bool) -> Optional[str]:
+def _match(fields: dict, name: str, case_insensitive: bool) -> str | None:
     if name in fields:
         return name
     if case_insensitive:
@@ -179,7 +180,7 @@ def _parameter_problems(plugin_type: str, params: Any, path: str, data: dict) ->
     return problems
 
 
-def _reference(params: Any, dotted: str) -> Optional[str]:
+def _reference(params: Any, dotted: str) -> str | None:
     node = params
     for part in dotted.split("."):
         node = node.get(part) if isinstance(node, dict) else None
@@ -353,7 +354,7 @@ def check_sidecar_args(args: Iterable[str], data: dict) -> list[Problem]:
     return problems
 
 
-def _flag_value_problem(name: str, kind: str, value: str, data: dict) -> Optional[str]:
+def _flag_value_problem(name: str, kind: str, value: str, data: dict) -> str | None:
     if kind == "integer" and not value.lstrip("-").isdigit():
         return f'invalid argument "{value}" for "--{name}" flag: parse error'
     if kind == "boolean" and value.lower() not in ("1", "0", "t", "f", "true", "false"):

@@ -14,14 +14,13 @@ import difflib
 import functools
 import json
 import pathlib
-from typing import Optional
 
 VERSION = "0.5.6"
 DATA = pathlib.Path(__file__).resolve().parent / "data" / f"lmcache-{VERSION}.json"
 ENV_PREFIX = "LMCACHE_"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def facts() -> dict:
     return json.loads(DATA.read_text())
 
@@ -32,7 +31,7 @@ def known_env() -> frozenset[str]:
     return frozenset(names | set(data["other_env"]))
 
 
-def unknown_env(name: str) -> Optional[str]:
+def unknown_env(name: str) -> str | None:
     """None for a name lmcache reads (or one that is not LMCACHE_*), else why it is refused and the closest name."""
     if not name.startswith(ENV_PREFIX) or name in known_env():
         return None
@@ -47,7 +46,7 @@ def unknown_env(name: str) -> Optional[str]:
     )
 
 
-def misplaced_extra_config_key(key: str) -> Optional[str]:
+def misplaced_extra_config_key(key: str) -> str | None:
     """A top-level LMCache setting put into LMCACHE_EXTRA_CONFIG, where lmcache never looks for it."""
     data = facts()
     bare = key.removeprefix(ENV_PREFIX).lower()

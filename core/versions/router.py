@@ -15,14 +15,15 @@ links in, is the oldest release the stack ever pinned (v0.3.2, whose go.mod requ
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterable, Optional
+from collections.abc import Iterable
 
 from core.versions import Feature, Version
 
 EPP = "llm-d EPP"
 SIDECAR = "llm-d P/D sidecar"
 
-# The release the stack targets: its EPP and sidecar accept the dev, prod-4p4d and agg renders (docs/consumers-router.md).
+# The release the stack targets: its EPP and sidecar accept the dev, prod-4p4d and agg renders
+# (docs/consumers-router.md).
 TARGET = Version(0, 10, 0)
 EPP_IMAGE = f"ghcr.io/llm-d/llm-d-router-endpoint-picker:v{TARGET}"
 SIDECAR_IMAGE = f"ghcr.io/llm-d/llm-d-router-disagg-sidecar:v{TARGET}"
@@ -170,7 +171,7 @@ SSRF_ALLOWLIST = Feature(
 )
 
 
-def sidecar_can_protect(version: Optional[Version]) -> bool:
+def sidecar_can_protect(version: Version | None) -> bool:
     """The sidecar at `version` can run with SSRF protection against the stack's GA InferencePool (a tag that is no
     version is taken as the newest, as its render is)."""
     return version is None or version >= SSRF_ALLOWLIST.since
@@ -202,7 +203,7 @@ def ssrf_protection_on(flags: dict[str, str]) -> bool:
     return flags.get(SSRF_PROTECTION_FLAG, "false") in ("1", "t", "T", "true", "TRUE", "True")
 
 
-def ssrf_pool(flags: dict[str, str], env: Optional[dict[str, str]] = None) -> Optional[str]:
+def ssrf_pool(flags: dict[str, str], env: dict[str, str] | None = None) -> str | None:
     """`namespace/name` of the InferencePool the sidecar allowlists from: --inference-pool (a bare name is in
     namespace `default`), else INFERENCE_POOL, else the deprecated --inference-pool-namespace/-name pair (or its
     INFERENCE_POOL_NAMESPACE/_NAME), as options.go Complete() reads them; None when none names a whole pool."""
@@ -266,7 +267,7 @@ class Generation:
 
     name: str
     first: Version  # its oldest release
-    until: Optional[Version]  # the first release no longer in it (None: no newer line is known)
+    until: Version | None  # the first release no longer in it (None: no newer line is known)
     bounds: str  # why the line starts and ends there
     api_version: str  # apiVersion of the EndpointPickerConfig
     prefix_index: str  # the plugin type that keeps the prefix index and takes blockSizeTokens,
@@ -303,8 +304,10 @@ GENERATIONS: tuple[Generation, ...] = (
         ),
         api_version="inference.networking.x-k8s.io/v1alpha1",
         prefix_index="prefix-cache-scorer",
-        prefix_index_source=f"{GIE_1_4_0} pkg/epp/framework/plugins/scheduling/scorer/prefix/plugin.go (Config: "
-        f"autoTune, blockSizeTokens, lruCapacityPerServer; required by {_V0_7_1} go.mod)",
+        prefix_index_source=(
+            f"{GIE_1_4_0} pkg/epp/framework/plugins/scheduling/scorer/prefix/plugin.go (Config: autoTune, "
+            f"blockSizeTokens, lruCapacityPerServer; required by {_V0_7_1} go.mod)"
+        ),
         # disagg-headers-handler: at v0.7.x the pre-request plugin that puts the prefill pick into the
         # x-prefiller-host-port header the sidecar reads (pkg/plugins/pre-request/disagg_headers_handler.go); the
         # disagg-profile-handler only picks. Without it every P/D decision is served decode-only (tests/localsite).
@@ -403,17 +406,17 @@ GENERATIONS: tuple[Generation, ...] = (
 )
 
 
-def generation(version: Optional[Version]) -> Optional[Generation]:
+def generation(version: Version | None) -> Generation | None:
     """The generation a release belongs to; None for a version in none of them, or no version."""
     return next((g for g in GENERATIONS if version is not None and g.covers(version)), None)
 
 
-def generation_for_pin(version: Optional[Version]) -> Generation:
+def generation_for_pin(version: Version | None) -> Generation:
     """The generation whose render a pin gets: its own, else the newest (the features then judge the pin)."""
     return generation(version) or GENERATIONS[-1]
 
 
-def active_ports_annotations(version: Optional[Version]) -> tuple[str, ...]:
+def active_ports_annotations(version: Version | None) -> tuple[str, ...]:
     """The pod annotation keys through which the EPP at `version` reads a pod's active target ports."""
     return generation_for_pin(version).active_ports
 

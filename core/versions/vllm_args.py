@@ -17,7 +17,6 @@ import functools
 import json
 import pathlib
 import re
-from typing import Optional
 
 from core.versions import engine as engine_versions
 
@@ -36,7 +35,7 @@ class _Parser(argparse.ArgumentParser):
         raise Refused(message)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def facts() -> dict:
     return json.loads(DATA.read_text())
 
@@ -71,7 +70,7 @@ def _add(parser: argparse.ArgumentParser, action: dict) -> None:
     parser.add_argument(*options, **kwargs)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def parser() -> argparse.ArgumentParser:
     data = facts()
     built = _Parser(
@@ -90,7 +89,7 @@ def normalize(argv: list[str]) -> list[str]:
     of `--json-arg`, so only `--json-arg` must be an option; `-O3` is `--optimization-level 3`."""
     out: list[str] = []
     skip = False
-    for index, token in enumerate(argv):
+    for token in argv:
         if skip:
             skip = False
             continue
@@ -118,7 +117,7 @@ class Verdict:
     tokens: tuple[str, ...]
 
 
-def judge(argv: list[str]) -> Optional[Verdict]:
+def judge(argv: list[str]) -> Verdict | None:
     """None when `vllm serve ARGV` parses, else vLLM's own error (`unrecognized arguments: --foo`)."""
     processed = normalize(argv)
     try:

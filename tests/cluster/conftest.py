@@ -23,7 +23,7 @@ import os
 import pathlib
 import subprocess
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import pytest
 
@@ -35,7 +35,7 @@ SCRIPT = PROJECT_ROOT / "scripts" / "cluster"
 START_TIMEOUT = 180  # seconds; a start takes ~10 s here once built
 
 
-def cluster_bin_dir() -> Optional[str]:
+def cluster_bin_dir() -> str | None:
     """The bin folder of the built control plane, as `scripts/cluster build --check` finds it (never builds)."""
     return checked_dir(str(SCRIPT), "build", "--check")
 
@@ -65,7 +65,7 @@ class LocalCluster:
         return {**os.environ, "KUBECONFIG": str(self.kubeconfig), "PATH": f"{self.bin_dir}:{os.environ['PATH']}"}
 
     def kubectl(
-        self, *args: str, input: Optional[str] = None, check: bool = True, timeout: int = 120
+        self, *args: str, input: str | None = None, check: bool = True, timeout: int = 120
     ) -> subprocess.CompletedProcess:
         proc = subprocess.run(
             [str(self.bin_dir / "kubectl"), f"--kubeconfig={self.kubeconfig}", *args],
@@ -78,13 +78,13 @@ class LocalCluster:
             raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
         return proc
 
-    def get(self, *args: str, namespace: Optional[str] = None) -> Any:
+    def get(self, *args: str, namespace: str | None = None) -> Any:
         """`kubectl get ARGS -o json`, parsed (a list's items for a kind, the object for kind/name)."""
         ns = [f"--namespace={namespace}"] if namespace else []
         found = json.loads(self.kubectl("get", *args, *ns, "-o", "json").stdout)
         return found["items"] if found.get("kind", "").endswith("List") else found
 
-    def apply(self, manifest: str | dict | list, namespace: Optional[str] = None) -> None:
+    def apply(self, manifest: str | dict | list, namespace: str | None = None) -> None:
         """Apply YAML text or objects (JSON is YAML) with kubectl."""
         text = (
             manifest

@@ -17,7 +17,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, Optional
+from typing import Any
 
 import yaml
 
@@ -41,17 +41,17 @@ class DryRun:
         self.workers = workers
         self.sent = 0
         self._count = threading.Lock()
-        self._resources: Optional[dict[tuple[str, str], tuple[str, bool]]] = None
+        self._resources: dict[tuple[str, str], tuple[str, bool]] | None = None
 
     @classmethod
-    def from_kubeconfig(cls, path: pathlib.Path) -> "DryRun":
+    def from_kubeconfig(cls, path: pathlib.Path) -> DryRun:
         config = yaml.safe_load(pathlib.Path(path).read_text())
         cluster = config["clusters"][0]["cluster"]
         user = config["users"][0]["user"]
         return cls(cluster["server"], user["token"], cluster["certificate-authority"])
 
     def request(
-        self, method: str, path: str, body: Optional[bytes] = None, content_type: str = "application/json"
+        self, method: str, path: str, body: bytes | None = None, content_type: str = "application/json"
     ) -> tuple[int, Any]:
         """One request; asked again (a few times, with a pause) when a busy server answers that it timed out or is
         throttling (429, 503, 504): those say nothing about the object."""
@@ -62,7 +62,7 @@ class DryRun:
             time.sleep(1 + attempt)
         return status, answer
 
-    def _request_once(self, method: str, path: str, body: Optional[bytes], content_type: str) -> tuple[int, Any]:
+    def _request_once(self, method: str, path: str, body: bytes | None, content_type: str) -> tuple[int, Any]:
         request = urllib.request.Request(
             self.server + path,
             data=body,

@@ -138,7 +138,9 @@ def test_pulumi_leaves_the_replica_count_to_the_autoscaler(deployed: Project, lo
         # A PodDisruptionBudget of maxUnavailable 1 still lets a drain evict the one pod left at minReplicas.
         budget = wait_for(
             local_cluster,
-            lambda: local_cluster.get("pdb", name, namespace=NS).get("status", {}).get("disruptionsAllowed") == 1,
+            lambda name=name: (
+                local_cluster.get("pdb", name, namespace=NS).get("status", {}).get("disruptionsAllowed") == 1
+            ),
         )
         assert budget, local_cluster.get("pdb", name, namespace=NS).get("status")
     for name, count in ((DECODE, 3), (PREFILL, 2)):

@@ -17,7 +17,6 @@ import json
 import os
 import subprocess
 import time
-from typing import Optional
 
 import pytest
 import yaml
@@ -44,7 +43,7 @@ class Site:
         self.cluster = cluster
         self.baseline = stack_document(project)
         # The stack file's config of the last `up` that succeeded; None when nothing (or not known what) is deployed.
-        self.deployed: Optional[dict] = None
+        self.deployed: dict | None = None
 
     def reset_config(self) -> None:
         write_stack_document(self.project, self.baseline)
@@ -57,7 +56,7 @@ class Site:
             self.deployed = stack_document(self.project)["config"]
         return proc
 
-    def at_baseline(self) -> Optional[str]:
+    def at_baseline(self) -> str | None:
         """None when the baseline is deployed and healthy, else what differs."""
         if self.deployed != self.baseline["config"]:
             return "the last successful `up` was not of the baseline stack file"
@@ -329,7 +328,7 @@ def up_refused_before_apply(site: Site) -> subprocess.CompletedProcess:
 
 
 def test_e_a_stack_that_cannot_be_placed_is_refused_before_apply(site, deployed):
-    project, cluster = deployed
+    project, _cluster = deployed
     set_config(project, "rebel100:hardware", None)  # nodes unset: the gate cannot know
     set_config(project, "rebel100:prefill", {"replicas": 5})
     set_config(project, "rebel100:decode", {"replicas": 5})

@@ -21,7 +21,7 @@ import signal
 import socket
 import subprocess
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import pytest
 import yaml
@@ -39,7 +39,7 @@ ROLE = "llm-d.ai/role"
 READY_DELAY = "rebel100.local/ready-delay"  # kwok's Running -> Ready delay (cluster/site/kwok-stages.yaml)
 FAULT = "rebel100.local/fault"  # a pod annotation whose new value rolls the engines
 SLOW = "20s"
-TOKEN = "hf_PLANTEDinTheFaultsStack93b1c"  # noqa: S105 - planted: the last test greps for it
+TOKEN = "hf_PLANTEDinTheFaultsStack93b1c"  # planted: the last test greps for it
 SECRET_MARKER = "4dabf18193072939515e22adb298388d"  # Pulumi's marker of a secret value in state
 UP_TIMEOUT = 1200
 # Objects in the namespace that are not the stack's: made by Kubernetes, or the site's pre-loaded weights.
@@ -95,7 +95,7 @@ def up(project: Project) -> subprocess.CompletedProcess:
     return proc
 
 
-def start_up(project: Project, name: str, env: Optional[dict] = None) -> Run:
+def start_up(project: Project, name: str, env: dict | None = None) -> Run:
     logs = project.root / "fault-logs"
     logs.mkdir(exist_ok=True)
     out, err = logs / f"{name}.out", logs / f"{name}.err"
@@ -124,7 +124,7 @@ def ready(pod: dict) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", []))
 
 
-def wait_until(what: str, check: Callable[[], bool], run: Optional[Run] = None, timeout: float = 600) -> None:
+def wait_until(what: str, check: Callable[[], bool], run: Run | None = None, timeout: float = 600) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if run is not None and run.proc.poll() is not None:
@@ -134,7 +134,7 @@ def wait_until(what: str, check: Callable[[], bool], run: Optional[Run] = None, 
         time.sleep(1)
 
 
-def start_rollout(site: Site, tag: str, name: Optional[str] = None, env: Optional[dict] = None) -> Run:
+def start_rollout(site: Site, tag: str, name: str | None = None, env: dict | None = None) -> Run:
     """Change the engines' pod annotation to `tag` and start `scripts/up`; return once the first new pod exists
     (the prefill Deployment was updated, decode not yet: the update is in the middle)."""
     set_config(site.project, "rebel100:engine", {"podAnnotations": {READY_DELAY: SLOW, FAULT: tag}})
@@ -150,7 +150,7 @@ def start_rollout(site: Site, tag: str, name: Optional[str] = None, env: Optiona
 # --- processes --------------------------------------------------------------------------------------------------
 
 
-def proc_stat(pid: int) -> Optional[tuple[int, str, str]]:
+def proc_stat(pid: int) -> tuple[int, str, str] | None:
     """(parent pid, command name, start time) of a live process, None when it is gone."""
     try:
         stat = pathlib.Path(f"/proc/{pid}/stat").read_text()

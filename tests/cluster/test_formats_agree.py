@@ -10,7 +10,7 @@ the server, so that the list of deliberate differences stays exact.
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -142,7 +142,7 @@ def disagreements(
     """The values on which the format (or a `loosened` copy of it) and the server's verdicts disagree."""
     valid = loosened or fmt.valid
     found = []
-    for value, server in zip(values, accepted):
+    for value, server in zip(values, accepted, strict=True):
         ours = valid(value)
         if server is None:  # declared stricter, not sent: refused here is all there is to check
             wrong = loosened is None and ours
@@ -163,7 +163,7 @@ def disagreements(
 EDGE_VERDICTS: dict[Format, tuple[list[str], list[bool]]] = {}
 
 
-def server_verdicts(api: DryRun, fmt: Format, values: list[str]) -> list[Optional[bool]]:
+def server_verdicts(api: DryRun, fmt: Format, values: list[str]) -> list[bool | None]:
     """The server's verdict on each value; None for a value the format declares stricter than the server, which is
     not sent (the server may never answer it: quantities with an exponent of 2^31 time out after 60 s)."""
     sent = iter(api.create_all([OBJECTS[fmt](v) for v in values if not fmt.stricter(v)]))
@@ -181,7 +181,8 @@ def test_edges_agree_with_the_api_server(api, fmt, record_property):
     EDGE_VERDICTS[fmt] = (values, accepted)
     record_property("values_sent", len(values))
     print(
-        f"{fmt.name}: {len(values)} edge values, {sum(a is True for a in accepted)} accepted by the server, {accepted.count(None)} declared stricter and not sent"
+        f"{fmt.name}: {len(values)} edge values, {sum(a is True for a in accepted)} accepted by the server, "
+        f"{accepted.count(None)} declared stricter and not sent"
     )
     assert not disagreements(fmt, values, accepted), "\n".join(disagreements(fmt, values, accepted))
 

@@ -81,7 +81,7 @@ def _bounds(info) -> tuple[Any, Any]:
 
 def format_of(metadata: list) -> formats.Format | None:
     """The core/formats.py format a field's (or an Annotated type's) metadata checks, if any."""
-    return next((getattr(m.func, "format") for m in metadata if hasattr(getattr(m, "func", None), "format")), None)
+    return next((m.func.format for m in metadata if hasattr(getattr(m, "func", None), "format")), None)
 
 
 def value_strategy(annotation: Any, info=None) -> st.SearchStrategy:
@@ -122,7 +122,7 @@ def leaves(model: type[BaseModel] = StackConfig, prefix: tuple = ()) -> list[tup
     found = []
     for name, info in model.model_fields.items():
         inner = unwrap_optional(info.annotation)
-        path = prefix + (info.alias or name,)
+        path = (*prefix, info.alias or name)
         if isinstance(inner, type) and issubclass(inner, BaseModel):
             found += leaves(inner, path)
         else:
@@ -215,7 +215,7 @@ def test_configs_that_pass_check_are_accepted_by_the_api_server(api, record_prop
         # object, the rendered Namespace included, is applied with dryRun=All.
         refused = [
             (m["kind"], m["metadata"].get("name"), v.message)
-            for m, v in zip(manifests, api.apply_all(manifests))
+            for m, v in zip(manifests, api.apply_all(manifests), strict=True)
             if not v.accepted
         ]
         assert not refused, f"check passed {json.dumps(config)} but the API server refuses:\n" + "\n".join(

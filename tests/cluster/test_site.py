@@ -147,7 +147,7 @@ def test_the_stacks_claims_bind_to_site_volumes(local_cluster, namespace):
         name = claim["metadata"]["name"]
         bound = wait_until(
             f"PVC {name} Bound",
-            lambda: (
+            lambda name=name: (
                 (pvc := local_cluster.get("pvc", name, namespace=namespace))["status"].get("phase") == "Bound" and pvc
             ),
         )

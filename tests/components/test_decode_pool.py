@@ -3,8 +3,8 @@
 import json
 
 from components.decode_pool import DecodePool
-from objects.pod import ClaimSpec, EngineWeights, claim_digest
 from core.config import StackConfig
+from objects.pod import ClaimSpec, EngineWeights, claim_digest
 from objects.stack import decode_pool_args
 from tests.conftest import arg_value, container, env_map
 

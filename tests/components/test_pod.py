@@ -2,10 +2,10 @@
 a component registers its objects (components/pod.py)."""
 
 from components.pod import TYPED
+from components.prefill_pool import PrefillPool, PrefillPoolArgs
 from core.config import StackConfig
 from objects import pod
 from stacks import compose
-from components.prefill_pool import PrefillPool, PrefillPoolArgs
 from tests.conftest import container
 
 
@@ -72,7 +72,7 @@ def test_each_object_is_registered_as_the_providers_type_of_its_kind(run_under_m
     """The provider chooses its await logic (a Deployment's rollout, a Job's completion) by the type token."""
     cfg = StackConfig(name="t", namespace="ns", weights={"source": "download"})
     cluster = run_under_mocks(lambda: compose.build(cfg))
-    registered = {(m["apiVersion"], m["kind"]): typ for m, typ in zip(cluster.manifests, cluster.types)}
+    registered = {(m["apiVersion"], m["kind"]): typ for m, typ in zip(cluster.manifests, cluster.types, strict=True)}
     for (api_version, kind), typ in registered.items():
         group_version = api_version if "/" in api_version else f"core/{api_version}"
         assert typ == f"kubernetes:{group_version}:{kind}", (api_version, kind, typ)

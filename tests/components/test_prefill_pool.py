@@ -2,9 +2,9 @@
 
 import json
 
-from objects.pod import ClaimSpec, EngineSpec, EngineWeights, claim_digest
 from components.prefill_pool import PrefillPool, PrefillPoolArgs
 from core.config import StackConfig
+from objects.pod import ClaimSpec, EngineSpec, EngineWeights, claim_digest
 from objects.stack import prefill_pool_args
 from tests.conftest import arg_value, container, env_map
 

@@ -3,9 +3,9 @@
 import json
 
 from components.rds_tier import RdsTier, RdsTierArgs
-from core.labels import RDS_BUDGET_ANNOTATION as BUDGET_ANNOTATION
 from core.config import StackConfig
 from core.derive import derive
+from core.labels import RDS_BUDGET_ANNOTATION as BUDGET_ANNOTATION
 
 
 def build(run_under_mocks, cfg: StackConfig):

@@ -9,7 +9,7 @@ import pytest
 from tests.policy.conftest import renders
 from tests.prerequisites import checked_dir, require
 
-__all__ = ["renders", "engine_consumers"]  # `renders`: the real program's renders, made once per session
+__all__ = ["engine_consumers", "renders"]  # `renders`: the real program's renders, made once per session
 
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = str(PROJECT_ROOT / "scripts" / "consumers-engine")

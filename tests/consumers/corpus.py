@@ -9,7 +9,8 @@ v0.7.1 EPP (tests/consumers/test_epp.py); the test asserts the two verdicts are 
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 API_0_7 = "inference.networking.x-k8s.io/v1alpha1"
 

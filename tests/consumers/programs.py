@@ -8,7 +8,6 @@ import pathlib
 import subprocess
 import sys
 import tempfile
-from typing import Optional
 
 import yaml
 
@@ -48,7 +47,7 @@ def sandboxed(spec: dict) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def run_epp(programs: pathlib.Path, config: dict, args: Optional[list[str]] = None) -> dict:
+def run_epp(programs: pathlib.Path, config: dict, args: list[str] | None = None) -> dict:
     """The EPP reading `config` with the rendered arguments (`--config-file` pointed at a copy of it)."""
     with tempfile.TemporaryDirectory(prefix="epp-config.") as tmp:
         config_file = pathlib.Path(tmp) / "epp-config.yaml"
@@ -81,7 +80,7 @@ def rendered_epp_image(manifests: list[dict]) -> str:
     return str(container["image"])
 
 
-def rendered_sidecar(manifests: list[dict]) -> Optional[dict]:
+def rendered_sidecar(manifests: list[dict]) -> dict | None:
     """The first routing sidecar container of a render (None for AGG)."""
     sidecars = [s for t in pod_templates(manifests) for s in routing_sidecars(t)]
     return sidecars[0].container if sidecars else None

@@ -38,6 +38,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
+from typing import ClassVar
 
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 
@@ -53,18 +54,20 @@ def loopback_up() -> None:
 class Discovery(http.server.BaseHTTPRequestHandler):
     """A Kubernetes API that serves discovery only: no groups, no resources, nothing else."""
 
-    BODIES = {
+    BODIES: ClassVar[dict[str, dict]] = {
         "/version": {"major": "1", "minor": "35", "gitVersion": "v1.35.4", "platform": "linux/amd64"},
         "/api": {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []},
         "/api/v1": {"kind": "APIResourceList", "groupVersion": "v1", "resources": []},
         "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": []},
     }
 
-    OBJECTS: list[dict] = []  # served as collections: /api/v1/... and /apis/GROUP/VERSION/namespaces/NS/RESOURCE
-    REQUESTS: list[dict] = []
+    OBJECTS: ClassVar[
+        list[dict]
+    ] = []  # served as collections: /api/v1/... and /apis/GROUP/VERSION/namespaces/NS/RESOURCE
+    REQUESTS: ClassVar[list[dict]] = []
     WATCH_SECONDS = 60.0  # a watch stays open, sending nothing, longer than any run
 
-    def do_GET(self) -> None:  # noqa: N802 (the base class's name)
+    def do_GET(self) -> None:  # the base class's name
         url = urllib.parse.urlsplit(self.path)
         query = urllib.parse.parse_qs(url.query)
         status, body = (200, self.BODIES[url.path]) if url.path in self.BODIES else self.collection(url.path, query)

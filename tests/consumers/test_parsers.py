@@ -69,7 +69,7 @@ def test_image_references_agree_with_the_kubelets_parser(parsers):
     )
     values = [v for v in dict.fromkeys(values) if "\n" not in v]
     disagree = []
-    for value, verdict in zip(values, verdicts(parsers, "image", values)):
+    for value, verdict in zip(values, verdicts(parsers, "image", values), strict=True):
         ours = formats.image_reference(value)
         if verdict[0] == "ok" and ours is None:
             if not _stricter_class(value):
@@ -100,7 +100,7 @@ def test_durations_agree_with_the_crd_and_prometheus(parsers):
     )
     values = list(dict.fromkeys(values))
     disagree = []
-    for value, verdict in zip(values, verdicts(parsers, "duration", values)):
+    for value, verdict in zip(values, verdicts(parsers, "duration", values), strict=True):
         crd = re.search(formats.PROMETHEUS_DURATION_PATTERN, value) is not None
         both = crd and verdict[0] == "ok"
         if (formats.prometheus_duration_problem(value) is None) != both:

@@ -74,7 +74,7 @@ def rendered_argvs(renders) -> dict[tuple[str, str], list[str]]:
 def real_verdicts(renders, vllm_python) -> dict[tuple, dict]:
     """One run of the real parser (importing vLLM takes a while) over every rendered argv and the BAD corpus."""
     argvs = {**rendered_argvs(renders), **{("corpus", " ".join(extra)): CORPUS_BASE + extra for extra in BAD}}
-    return dict(zip(argvs, parse(vllm_python, list(argvs.values()))))
+    return dict(zip(argvs, parse(vllm_python, list(argvs.values())), strict=True))
 
 
 @pytest.mark.parametrize("stack", STACKS)

@@ -45,7 +45,8 @@ def test_bounds_at_their_edges():
     assert rules.autoscaling_bounds("prefill", 1, 2, **ok) is None
     assert rules.autoscaling_bounds("decode", 0, 4, **ok) == (
         "m 0 lets the autoscaler remove every decode pod: every request is refused (the EPP finds no decode worker: "
-        "429, or 503 with no pod at all), and with no pod there is no engine signal to scale up on. Set m to at least 1."
+        "429, or 503 with no pod at all), and with no pod there is no engine signal to scale up on. Set m to at least "
+        "1."
     )
     assert rules.autoscaling_bounds("prefill", 0, 4, **ok) == (
         "m 0 lets the autoscaler remove every prefill pod: the EPP decides decode-only for every request, so neither a "
@@ -306,8 +307,8 @@ def test_prefill_autoscaling_without_prefill_pods_is_refused():
     }
     assert messages(agg) == {
         "rebel100:prefill.autoscaling": (
-            "prefill.autoscaling is set but this stack runs no prefill pods (topology 'agg', prefill.replicas 0): nothing "
-            "would be scaled. Remove it, or use topology 'pd' with prefill pods."
+            "prefill.autoscaling is set but this stack runs no prefill pods (topology 'agg', prefill.replicas 0): "
+            "nothing would be scaled. Remove it, or use topology 'pd' with prefill pods."
         )
     }
     assert not issues(

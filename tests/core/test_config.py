@@ -124,7 +124,7 @@ def test_a_field_without_bounds_says_no_allowed_range():
 
 
 def test_allowed_text_of_each_bound_and_pattern():
-    from typing import Literal, Optional
+    from typing import Literal
 
     from pydantic import BaseModel, Field
 
@@ -134,7 +134,7 @@ def test_allowed_text_of_each_bound_and_pattern():
         open_range: float = Field(1.0, gt=0, lt=2)
         closed_range: int = Field(1, ge=1, le=8)
         revision: str = Field("a", pattern=r"^[a-z]+$")
-        choice: Optional[Literal["x", "y"]] = None
+        choice: Literal["x", "y"] | None = None
         free: str = "s"
 
     fields = Bounds.model_fields

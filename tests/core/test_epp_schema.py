@@ -116,7 +116,7 @@ def test_rendered_sidecar_flags_are_known(version):
 def test_sidecar_flag_checks():
     data = epp_schema.load("sidecar", Version(0, 10, 0))
     args = copy.copy(serving.sidecar_args(Decode(), pool_namespace="ns", pool_name="p"))
-    assert [str(p) for p in epp_schema.check_sidecar_args(args + ["--connector", "nixlv2"], data)] == [
+    assert [str(p) for p in epp_schema.check_sidecar_args([*args, "--connector", "nixlv2"], data)] == [
         "--connector: exits 2: unknown flag: --connector"
     ]
     assert epp_schema.check_sidecar_args(["--data-parallel-size", "four"], data)

@@ -37,7 +37,7 @@ COMMON = [
     "\ta",
     "é",
     "aé",
-    "ａ",
+    "ａ",  # noqa: RUF001 - a fullwidth letter, deliberately: not the ASCII one it looks like
     "1",
     "1a",
     "a1",
@@ -109,10 +109,10 @@ QUANTITIES = [f"{n}{s}" for n in ("1", "1.5", "-1", "0", ".5", "5.", "+2") for s
 ]
 EDGES = {
     formats.DNS1123_LABEL: COMMON,
-    formats.DNS1123_SUBDOMAIN: COMMON + [f"{L63}.{L63}", "a.-b", "a-.b", "A.b"],
-    formats.DNS1035_LABEL: COMMON + ["0abc", "abc0"],
-    formats.LABEL_KEY: COMMON
-    + [
+    formats.DNS1123_SUBDOMAIN: [*COMMON, f"{L63}.{L63}", "a.-b", "a-.b", "A.b"],
+    formats.DNS1035_LABEL: [*COMMON, "0abc", "abc0"],
+    formats.LABEL_KEY: [
+        *COMMON,
         f"{SUB253}/{L63}",
         f"{SUB254}/a",
         f"a/{L64}",
@@ -125,10 +125,17 @@ EDGES = {
         "example.com/a b",
         "a/b!",
     ],
-    formats.ANNOTATION_KEY: COMMON
-    + ["Example.COM/a", "ready delay!", "rebel100.local/ready-delay", "a/b!", "\u0130.com/a", f"{SUB254}/a"],
-    formats.LABEL_VALUE: COMMON + ["RBLN-CR13", "RBLN CR13", "Monitoring!", "a_b.c-D"],
-    formats.ENV_VAR_NAME: COMMON + ["A=B", "=", "A B", "1A", "a.b-c", "~", "\x7f", "A\x00", "PATH", "_"],
+    formats.ANNOTATION_KEY: [
+        *COMMON,
+        "Example.COM/a",
+        "ready delay!",
+        "rebel100.local/ready-delay",
+        "a/b!",
+        "\u0130.com/a",
+        f"{SUB254}/a",
+    ],
+    formats.LABEL_VALUE: [*COMMON, "RBLN-CR13", "RBLN CR13", "Monitoring!", "a_b.c-D"],
+    formats.ENV_VAR_NAME: [*COMMON, "A=B", "=", "A B", "1A", "a.b-c", "~", "\x7f", "A\x00", "PATH", "_"],
     formats.DRA_ATTRIBUTE: [
         "resource.kubernetes.io/numaNode",
         "numaNode",
@@ -153,9 +160,9 @@ EDGES = {
         "é/x",
         "a/é",
     ],
-    formats.PORT_NAME: COMMON + ["http", "h" * 15, "h" * 16, "1234", "HTTP", "a1-b2", "1-a"],
-    formats.GATEWAY_HOSTNAME: COMMON
-    + [
+    formats.PORT_NAME: [*COMMON, "http", "h" * 15, "h" * 16, "1234", "HTTP", "a1-b2", "1-a"],
+    formats.GATEWAY_HOSTNAME: [
+        *COMMON,
         "*.example.com",
         "*",
         "*.",

@@ -43,24 +43,24 @@ def test_pp_at_most_layers():
 def test_experts_divisible_by_dp_tp():
     text = problems(decode={"dataParallelSize": 3})
     assert (
-        "expert parallel spreads the model's 256 experts (model.experts) over data parallel 3 x tensor parallel 1 = 3 devices"
-        in text
+        "expert parallel spreads the model's 256 experts (model.experts) over data parallel 3 x tensor parallel 1 = 3 "
+        "devices" in text
     )
 
 
 def test_decode_pp_refused():
     text = problems(decode={"pipelineParallelSize": 2, "dataParallelSize": 1, "enableExpertParallel": False})
     assert (
-        "rebel100:decode.pipelineParallelSize: pipeline parallel size 2 on decode: one token per step crosses every stage, so PP is not usable for decode"
-        in text
+        "rebel100:decode.pipelineParallelSize: pipeline parallel size 2 on decode: one token per step crosses every "
+        "stage, so PP is not usable for decode" in text
     )
 
 
 def test_block_size_divisible_by_sub_block():
     text = problems(engine={"blockSize": 4000})
     assert (
-        "rebel100:engine.blockSize: block size 4000 is not a multiple of the sub-block size 512 (engine.maxNumBatchedTokens)"
-        in text
+        "rebel100:engine.blockSize: block size 4000 is not a multiple of the sub-block size 512 "
+        "(engine.maxNumBatchedTokens)" in text
     )
     ok(engine={"blockSize": 4000, "subBlockCache": False}, router={"autoTune": True})
 
@@ -80,8 +80,8 @@ def test_max_model_len_at_most_context():
 def test_rds_budget_over_chiplet0():
     text = problems(kvTier={"rdsMaxChunks": 4000})
     assert (
-        "rebel100:kvTier.rdsMaxChunks: RDS needs kvTier.rdsMaxChunks 4000 x 2 MiB x 2 NVMe drives + 512 MiB staging = 16,512 MiB"
-        in text
+        "rebel100:kvTier.rdsMaxChunks: RDS needs kvTier.rdsMaxChunks 4000 x 2 MiB x 2 NVMe drives + 512 MiB staging = "
+        "16,512 MiB" in text
     )
     assert "prefill.gpuMemoryUtilization 0.8 leaves 36,864 MiB x (1 - 0.8) = 7,372.8 MiB" in text
     assert "at most 1715 or prefill.gpuMemoryUtilization to at most 0.55" in text
@@ -116,7 +116,7 @@ def test_roles_agree_on_block_dtype_and_speculative():
 
 def test_topology_and_prefill_replicas():
     assert "topology 'pd' needs at least one prefill pod" in problems(prefill={"replicas": 0}, kvTier={"mode": "off"})
-    with pytest.raises(ConfigError, match="topology 'agg' runs no prefill pods but prefill.replicas is 2"):
+    with pytest.raises(ConfigError, match=r"topology 'agg' runs no prefill pods but prefill\.replicas is 2"):
         load_config(stack_config("agg", prefill={"replicas": 2}))
 
 
@@ -327,8 +327,8 @@ def test_rds_budget_at_exact_equality_passes_the_gate():
     ok(prefill={"gpuMemoryUtilization": 0.75}, kvTier={"rdsMaxChunks": 2176})
     text = problems(prefill={"gpuMemoryUtilization": 0.75}, kvTier={"rdsMaxChunks": 2177})
     assert (
-        "rebel100:kvTier.rdsMaxChunks: RDS needs kvTier.rdsMaxChunks 2177 x 2 MiB x 2 NVMe drives + 512 MiB staging = 9,220 MiB"
-        in text
+        "rebel100:kvTier.rdsMaxChunks: RDS needs kvTier.rdsMaxChunks 2177 x 2 MiB x 2 NVMe drives + 512 MiB staging = "
+        "9,220 MiB" in text
     )
 
 
@@ -337,8 +337,8 @@ def test_experts_divide_over_dp_times_tp_in_the_gate():
     ok(model={"experts": 8}, decode={"tensorParallelSize": 2, "dataParallelSize": 2})
     text = problems(model={"experts": 6}, decode={"tensorParallelSize": 2, "dataParallelSize": 2})
     assert (
-        "rebel100:decode.enableExpertParallel: expert parallel spreads the model's 6 experts (model.experts) over data parallel 2 x tensor parallel 2 = 4 devices"
-        in text
+        "rebel100:decode.enableExpertParallel: expert parallel spreads the model's 6 experts (model.experts) over "
+        "data parallel 2 x tensor parallel 2 = 4 devices" in text
     )
 
 
@@ -1059,7 +1059,8 @@ def test_epp_schema_refusal_in_full():
             "rebel100:router.pluginParameters.token-load-scorer.queueThreshold",
             "the EPP 0.10.0 ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0 would refuse "
             "plugins[3].parameters.queueThreshold of the rendered EndpointPickerConfig: json: unknown field "
-            '"queueThreshold" (its own rule, from core/versions/data/epp-v0.10.0.json). The pod would crash-loop. Remove or '
+            '"queueThreshold" (its own rule, from core/versions/data/epp-v0.10.0.json). The pod would crash-loop. '
+            "Remove or "
             "correct the parameter, or pin an EPP that has it.",
             "router-config-schema",
         )
@@ -1090,9 +1091,9 @@ def test_sidecar_flag_its_pin_does_not_know_is_refused_at_the_sidecar_image(monk
     assert issues() == {
         (
             "rebel100:decode.sidecar.image",
-            "the P/D sidecar 0.10.0 ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0 would refuse flag --secure-proxy: "
-            "exits 2: unknown flag: --secure-proxy (its own rule, from core/versions/data/sidecar-v0.10.0.json). The pod "
-            "would crash-loop. Pin a sidecar that has the flag.",
+            "the P/D sidecar 0.10.0 ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0 would refuse flag "
+            "--secure-proxy: exits 2: unknown flag: --secure-proxy (its own rule, from "
+            "core/versions/data/sidecar-v0.10.0.json). The pod would crash-loop. Pin a sidecar that has the flag.",
             "router-config-schema",
         )
     }
@@ -1123,8 +1124,8 @@ def test_sidecar_pin_older_than_a_feature_is_reported_once(monkeypatch):
     ],
 )
 def test_router_field_of_a_schema_problem(settings, problem, field):
-    from core.gate import _router_field
     from core.config import Router
+    from core.gate import _router_field
     from core.versions.epp_schema import Problem
 
     plugin_type, parameter = problem
@@ -1149,8 +1150,8 @@ def test_plugin_parameters_issues_in_full_each_entry_judged():
         ),
         (
             "rebel100:router.pluginParameters.prefix-based-pd-decider.nonCachedTokens",
-            "nonCachedTokens of prefix-based-pd-decider is generated by the program from router.nonCachedTokens, where the "
-            "gates check it. Set router.nonCachedTokens instead.",
+            "nonCachedTokens of prefix-based-pd-decider is generated by the program from router.nonCachedTokens, "
+            "where the gates check it. Set router.nonCachedTokens instead.",
             "",
         ),
     }
@@ -1303,9 +1304,9 @@ def test_prefill_serving_on_no_target_port_is_refused_as_the_pack_refuses_it():
     assert issues(prefill={"port": 8100}) == {
         (
             "rebel100:prefill.port",
-            "the stack's InferencePool targets ports [8000, 8001, 8002, 8003] and selects every prefill pod, which serves "
-            "on [8100] (prefill.port and its DP ranks): the EPP makes one endpoint per target port listed in its "
-            "active-ports annotations [], so the pod gets no endpoint: the router never sends it a request. Set "
+            "the stack's InferencePool targets ports [8000, 8001, 8002, 8003] and selects every prefill pod, which "
+            "serves on [8100] (prefill.port and its DP ranks): the EPP makes one endpoint per target port listed in "
+            "its active-ports annotations [], so the pod gets no endpoint: the router never sends it a request. Set "
             "prefill.port to one of the target ports [8000, 8001, 8002, 8003] (the decode sidecar's: "
             "decode.sidecar.port and up).",
             "pool-endpoints-serve",
@@ -1327,8 +1328,8 @@ def test_pod_annotations_may_not_redefine_the_active_ports():
         (
             "rebel100:engine.podAnnotations",
             "'llm-d.ai/active-ports' is written by the program: the target ports of the InferencePool each engine pod "
-            "serves on (from prefill.port, decode.sidecar.port and the DP ranks), which the EPP makes its endpoints of; "
-            "the value here would be replaced. Remove it.",
+            "serves on (from prefill.port, decode.sidecar.port and the DP ranks), which the EPP makes its endpoints "
+            "of; the value here would be replaced. Remove it.",
             "",
         )
     }

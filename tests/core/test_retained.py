@@ -32,19 +32,19 @@ def test_the_deployed_stack_itself_passes():
         "minimax-m27-prefill-compile-cache",
         "minimax-m27-decode-compile-cache",
     ]
-    assert live_stack_refusals(cfg, deployed(cfg) + [PRELOADED], set()) == []
+    assert live_stack_refusals(cfg, [*deployed(cfg), PRELOADED], set()) == []
 
 
 def test_a_download_into_the_name_of_a_preloaded_pvc_is_refused():
     cfg = StackConfig.model_validate({"weights": {"source": "download"}})
-    problems = live_stack_refusals(cfg, deployed(StackConfig()) + [PRELOADED], set())
+    problems = live_stack_refusals(cfg, [*deployed(StackConfig()), PRELOADED], set())
     assert len(problems) == 1, problems
     assert problems[0].startswith(
         "PersistentVolumeClaim rebel100/model-weights already exists and is not made by a stack"
     )
     assert "weights.pvc: model-weights-2" in problems[0] and "weights.source: pvc" in problems[0]
     renamed = StackConfig.model_validate({"weights": {"source": "download", "pvc": "model-weights-2"}})
-    assert live_stack_refusals(renamed, deployed(StackConfig()) + [PRELOADED], set()) == []
+    assert live_stack_refusals(renamed, [*deployed(StackConfig()), PRELOADED], set()) == []
 
 
 def test_a_storage_class_change_of_a_retained_volume_is_refused():

@@ -144,7 +144,8 @@ def test_plugin_parameters_of_a_type_must_be_an_object():
 
 def test_ssrf_flag_facts_and_the_allowlist_fact():
     """--enable-ssrf-protection from v0.4.0 (cmd/pd-sidecar/main.go), --inference-pool from v0.7.0 (options.go; the
-    --inference-pool-namespace/-name pair it replaced is gone at v0.9.0); the allowlist reads the GA pool from v0.10.0."""
+    --inference-pool-namespace/-name pair it replaced is gone at v0.9.0); the allowlist reads the GA pool from
+    v0.10.0."""
     flag, pool = (
         router_versions.SIDECAR_FLAGS["--enable-ssrf-protection"],
         router_versions.SIDECAR_FLAGS["--inference-pool"],
@@ -188,8 +189,8 @@ def test_the_sidecar_flags_as_pflag_reads_them():
 def test_the_sidecar_allowlists_the_stacks_own_pool():
     args = serving.sidecar_args(Decode(), pool_namespace="rebel100", pool_name="minimax-m27-pool")
     assert args[-3:] == ["--enable-ssrf-protection=true", "--inference-pool", "rebel100/minimax-m27-pool"]
-    from objects.router import pool_name
     from core.labels import inference_pool_name
+    from objects.router import pool_name
 
     assert pool_name("s") == inference_pool_name("s") == "s-pool"
 

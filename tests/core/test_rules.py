@@ -8,17 +8,17 @@ loosened or tightened by one step fails here, not only in the two gates that bot
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 
 from core import rules, sizing
 from core.versions import Feature, Version
 
-Verdict = Optional[Sequence[str]]
+Verdict = Sequence[str] | None
 
 
-def check(verdict: Optional[str], expected: Verdict) -> None:
+def check(verdict: str | None, expected: Verdict) -> None:
     if expected is None:
         assert verdict is None, verdict
         return
@@ -178,7 +178,7 @@ def test_max_model_len_fits(args, expected):
 
 def budget(
     chunks: int,
-    utilization: Optional[float],
+    utilization: float | None,
     *,
     drives: int = 2,
     staging: float = 512.0,
@@ -195,7 +195,7 @@ def budget(
     )
 
 
-def rds_verdict(value: sizing.RdsBudget) -> Optional[str]:
+def rds_verdict(value: sizing.RdsBudget) -> str | None:
     return rules.rds_budget_fits(
         value, chunks_name="kvTier.rdsMaxChunks", utilization_name="prefill.gpuMemoryUtilization"
     )

@@ -38,7 +38,10 @@ SPECULATIVE = (
     '{"method":"eagle3","model":"asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k",'
     '"num_speculative_tokens":3,"revision":"d1"}'
 )
-NIXL = '{"kv_connector":"RblnNixlConnector","kv_role":"kv_both","kv_buffer_device":"rbln","kv_connector_extra_config":{"name":"nixl"}}'
+NIXL = (
+    '{"kv_connector":"RblnNixlConnector","kv_role":"kv_both","kv_buffer_device":"rbln",'
+    '"kv_connector_extra_config":{"name":"nixl"}}'
+)
 # Section 4: common to both roles, in the order serve_args writes them.
 COMMON_TAIL = [
     "--enable-prefix-caching",

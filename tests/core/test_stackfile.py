@@ -202,7 +202,7 @@ def test_any_text_is_read_or_refused_in_one_line(tmp_path_factory, text):
         ("config:\n  rebel100:x: " + "[" * 700 + "]" * 700 + "\n", "nests too deeply"),
         (
             "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
-            + "".join(f"{c}: &{c} [{', '.join(['*' + p] * 10)}]\n" for p, c in zip("abcdef", "bcdefg"))
+            + "".join(f"{c}: &{c} [{', '.join(['*' + p] * 10)}]\n" for p, c in zip("abcdef", "bcdefg", strict=True))
             + "config: {}\n",
             "excessive aliasing",
         ),

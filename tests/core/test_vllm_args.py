@@ -50,7 +50,7 @@ def test_what_vllm_refuses_in_its_words(argv, message):
 
 def test_where_points_at_the_extra_args_entries():
     extra = ["--enforce-eager", "--foo", "--bar=2"]
-    verdict = vllm_args.judge(MODEL + ["--port", "8000"] + extra)
+    verdict = vllm_args.judge([*MODEL, "--port", "8000", *extra])
     assert vllm_args.where(verdict, extra) == [1, 2]
-    verdict = vllm_args.judge(MODEL + ["--kv-cache-dtype", "fp4"])
+    verdict = vllm_args.judge([*MODEL, "--kv-cache-dtype", "fp4"])
     assert vllm_args.where(verdict, ["--kv-cache-dtype", "fp4"]) == [0]

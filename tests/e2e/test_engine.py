@@ -14,8 +14,8 @@ import subprocess
 import pytest
 import yaml
 
-from stacks import render
 from core.stackfile import load_stack, stack_file
+from stacks import render
 from tests.prerequisites import importable, require
 from tests.pulumi_project import Project, tree_digest
 

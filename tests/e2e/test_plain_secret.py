@@ -11,7 +11,7 @@ from tests.pulumi_project import Project
 
 pytestmark = pytest.mark.e2e
 
-TOKEN = "hf_PLAINtextTokenNotARealOne9f2e"  # noqa: S105 - planted: the output is searched for it
+TOKEN = "hf_PLAINtextTokenNotARealOne9f2e"  # planted: the output is searched for it
 
 
 def test_a_plain_token_in_the_stack_file_is_refused_by_the_preview(project: Project):

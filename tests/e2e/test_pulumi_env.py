@@ -101,7 +101,7 @@ def test_a_prod_secret_set_after_sourcing_it_needs_a_passphrase_of_the_users(pro
     """The issue's steps: a prod stack made under the user's own passphrase, then, in a shell that sourced
     scripts/pulumi-env and set none, `pulumi config set --secret`: refused by Pulumi (no passphrase), the stack file
     as it was, the token nowhere in it. With the user's passphrase it is set, as ciphertext."""
-    stack, token = "prod-secret", "hf_PLANTEDbyTestPulumiEnv0c9a1e"  # noqa: S105 - planted
+    stack, token = "prod-secret", "hf_PLANTEDbyTestPulumiEnv0c9a1e"  # planted
     path = project.root / f"Pulumi.{stack}.yaml"
     path.write_text((project.root / "Pulumi.prod-4p4d.yaml").read_text())
     project.pulumi("stack", "init", stack, "--no-select", check=True)  # PULUMI_CONFIG_PASSPHRASE=e2e: the user's own

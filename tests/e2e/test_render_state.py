@@ -11,10 +11,10 @@ import subprocess
 
 import pytest
 
-from stacks import render
 from core.stackfile import stack_file
-from tests.pulumi_project import Project, tree_digest
+from stacks import render
 from tests.e2e.test_engine import parsed
+from tests.pulumi_project import Project, tree_digest
 
 pytestmark = pytest.mark.e2e
 

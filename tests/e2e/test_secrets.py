@@ -21,7 +21,7 @@ from tests.pulumi_project import Project
 
 pytestmark = pytest.mark.e2e
 
-TOKEN = "hf_PLANTEDtokenNotARealOne4c1d7e"  # noqa: S105 - planted: a test greps for it
+TOKEN = "hf_PLANTEDtokenNotARealOne4c1d7e"  # planted: a test greps for it
 
 
 def free_port() -> int:

@@ -72,7 +72,7 @@ def test_pods_reach_each_other_by_pod_ip_and_localhost_stays_their_own(registry)
 
 def test_a_pod_ip_outside_the_site_range_is_refused(registry):
     site = netns.Site(registry)
-    with pytest.raises(netns.NetnsError, match="outside the site's pod range 127.1.0.0/16"):
+    with pytest.raises(netns.NetnsError, match=r"outside the site's pod range 127\.1\.0\.0/16"):
         site.attach("pod-x", "10.244.0.5")
 
 
@@ -80,7 +80,10 @@ def test_stopping_the_anchor_removes_the_pods_interface(registry):
     site = netns.Site(registry)
     site.attach("pod-a", "127.1.0.9")
     veth = netns.veth_name(netns.ipaddress.ip_address("127.1.0.9"))
-    links = lambda: subprocess.run(site.ns.command(["ip", "-o", "link"]), capture_output=True, text=True).stdout
+
+    def links() -> str:
+        return subprocess.run(site.ns.command(["ip", "-o", "link"]), capture_output=True, text=True).stdout
+
     assert veth in links()
     registry.stop("pod-a")
     for _ in range(100):  # the kernel removes a namespace's interfaces after its last process, asynchronously

@@ -4,6 +4,7 @@ command lines written out by hand (the prod-4p4d render's, as tests/golden has t
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 
@@ -161,7 +162,9 @@ def test_a_missing_config_map_is_said():
 
 def test_an_image_without_a_program_leaves_the_pod_unserved_with_the_reason():
     other = {"name": "proxy", "image": "docker.io/envoyproxy/envoy:v1.37.0"}
-    with pytest.raises(programs.Unsupported, match="no program for image 'docker.io/envoyproxy/envoy:v1.37.0'"):
+    with pytest.raises(
+        programs.Unsupported, match=re.escape("no program for image 'docker.io/envoyproxy/envoy:v1.37.0'")
+    ):
         programs.plan(pod([ENGINE, other]), BIN, {})
 
 

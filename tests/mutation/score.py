@@ -31,7 +31,7 @@ import pathlib
 import re
 import subprocess
 import sys
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -83,7 +83,7 @@ def parse_equivalents(text: str) -> dict[str, Equivalent]:
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        name, change, reason = (line.split(None, 2) + ["", ""])[:3]
+        name, change, reason = ([*line.split(None, 2), "", ""])[:3]
         where = f"equivalents.txt line {number}"
         if not MUTANT_NAME.match(name):
             raise ScoreError(f"{where}: {name!r} is not a mutmut mutant name; a line is {EQUIVALENT_FORMAT}.")

@@ -38,7 +38,7 @@ HASH_1 = score.change_hash(DIFF_1)
 
 def test_change_hash_is_sha256_of_the_diff_as_mutmut_show_prints_it():
     # `mutmut show NAME | tail -n +2 | sha256sum | cut -c1-12`: the diff with the newline print() ends it with
-    assert HASH_1 == hashlib.sha256((DIFF_1 + "\n").encode()).hexdigest()[:12]
+    assert hashlib.sha256((DIFF_1 + "\n").encode()).hexdigest()[:12] == HASH_1
     assert score.change_hash(DIFF_1 + "\n") == HASH_1
     assert score.change_hash(DIFF_2) != HASH_1
 

@@ -10,8 +10,6 @@ a SubjectAccessReview (verb `get`, non-resource path `/metrics`) for its user, b
 ServiceAccount. The API server's RBAC then decides: ClusterRoles only, for a non-resource URL.
 """
 
-from typing import Optional
-
 import pytest
 
 from core.config import StackConfig
@@ -26,7 +24,7 @@ def of_kind(manifests: list[dict], kind: str) -> list[dict]:
     return [m for m in manifests if m["kind"] == kind]
 
 
-def named(manifests: list[dict], kind: str, name: str) -> Optional[dict]:
+def named(manifests: list[dict], kind: str, name: str) -> dict | None:
     return next((m for m in of_kind(manifests, kind) if m["metadata"]["name"] == name), None)
 
 

@@ -408,7 +408,7 @@ def test_engine_env_literal_values_then_the_pod_ip_and_the_token_by_reference(st
         # Prefill (PP4 on one rank) names its four devices; decode's DP ranks each take their own.
         assert (
             container(pod_spec(found, "prefill"), "vllm")["env"]
-            == literal(ENGINE_ENV + [("RBLN_DEVICES", "0,1,2,3")]) + BY_REFERENCE
+            == literal([*ENGINE_ENV, ("RBLN_DEVICES", "0,1,2,3")]) + BY_REFERENCE
         )
 
 

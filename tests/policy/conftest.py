@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from stacks.render import render_stack_file
 from core.stackfile import stack_file
+from stacks.render import render_stack_file
 
 STACKS = ("dev", "prod-4p4d", "agg", "pd-router07")
 

@@ -8,7 +8,8 @@ hand-written manifest. Helpers edit the YAML-shaped dicts directly, never the pr
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from objects.pod import ClaimSpec, claim_digest
 from policy import catalog
@@ -40,7 +41,7 @@ def sidecar(manifests: list[dict]) -> dict:
     return next(c for c in pod_spec(manifests, DECODE)["initContainers"] if c["name"] == "routing-proxy")
 
 
-def set_arg(container: dict, flag: str, value: Optional[str], equals: bool = False) -> None:
+def set_arg(container: dict, flag: str, value: str | None, equals: bool = False) -> None:
     """Set (or with value None remove) `flag` in the args; `equals` writes the `--flag=value` form."""
     args = container["args"]
     for i, word in enumerate(list(args)):
@@ -52,7 +53,7 @@ def set_arg(container: dict, flag: str, value: Optional[str], equals: bool = Fal
         args += [f"{flag}={value}"] if equals else [flag, value]
 
 
-def set_env(container: dict, name: str, value: Optional[str] = None, **entry: Any) -> None:
+def set_env(container: dict, name: str, value: str | None = None, **entry: Any) -> None:
     """Replace env `name` by a plain value or another entry (valueFrom=...); None and no entry removes it."""
     container["env"] = [e for e in container.get("env", []) if e["name"] != name]
     if value is not None:
@@ -89,7 +90,7 @@ def mutate(manifests: list[dict], *edits: Mutation) -> list[dict]:
     return copied
 
 
-def run_policy(name: str, manifests: list[dict], config: Optional[dict] = None) -> list[catalog.Violation]:
+def run_policy(name: str, manifests: list[dict], config: dict | None = None) -> list[catalog.Violation]:
     """The violations one policy reports, with the levels and facts of `config` (prod defaults)."""
     return [v for v in catalog.evaluate(manifests, config) if v.policy == name]
 

@@ -91,9 +91,9 @@ def test_a_maximum_beyond_the_site_is_refused(scaled):
     assert set(violations) == {DECODE_SO, PREFILL_SO}, violations
     assert violations[DECODE_SO] == (
         "spec.maxReplicaCount 5 does not fit the site: 5 pods x 4 NPUs + 16 NPUs of the other engine pods = 36 NPUs, "
-        "more than nodes 4 x 8 = 32; and one decode pod per node (required pod anti-affinity on kubernetes.io/hostname) "
-        "allows 4 on 4 nodes. The pods above 4 would stay Pending while the load that asked for them waits. Set spec.maxReplicaCount to at "
-        "most 4, or add nodes."
+        "more than nodes 4 x 8 = 32; and one decode pod per node (required pod anti-affinity on "
+        "kubernetes.io/hostname) allows 4 on 4 nodes. The pods above 4 would stay Pending while the load that asked "
+        "for them waits. Set spec.maxReplicaCount to at most 4, or add nodes."
     )
     assert violations[PREFILL_SO].startswith(
         "spec.maxReplicaCount 4 does not fit the site: 4 pods x 4 NPUs + 20 NPUs of the other engine pods = 36 NPUs, "
@@ -231,11 +231,13 @@ def guide_scaled_object(role: str, query: str, **spec) -> dict:
 
 def foreign(**decode_spec) -> list[dict]:
     import pathlib
+
     import yaml
 
     path = pathlib.Path(__file__).resolve().parent / "fixtures" / "llm-d-modelservice" / "output-pd.yaml"
     manifests = [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict) and d.get("kind")]
-    return manifests + [
+    return [
+        *manifests,
         guide_scaled_object(
             "prefill", '(sum(llm_d_epp_inflight_tokens{endpoint_name=~".*prefill.*"}) / 33821) or vector(0)'
         ),

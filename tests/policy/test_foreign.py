@@ -16,8 +16,8 @@ import sys
 import pytest
 import yaml
 
-from policy import catalog, levels, parallelism
 from core.stackfile import PROJECT_ROOT
+from policy import catalog, levels, parallelism
 from tests.policy.fixtures import assert_verdict, run_policy, set_arg
 
 FOLDER = pathlib.Path(__file__).resolve().parent / "fixtures" / "llm-d-modelservice"
@@ -146,7 +146,8 @@ def test_gaudi_dra_claim_count_is_compared():
 
 
 def test_missing_claim_template_is_reported_when_the_devices_do_not_add_up():
-    """mnnvl's IMEX channel template comes from outside the chart: quiet while nvidia.com/gpu matches TP, named once not."""
+    """mnnvl's IMEX channel template comes from outside the chart: quiet while nvidia.com/gpu matches TP, named once
+    not."""
     manifests = load("output-pd-mnnvl.yaml")
     for field in ("limits", "requests"):
         del vllm(manifests, "-decode")["resources"][field]["nvidia.com/gpu"]

@@ -215,8 +215,8 @@ def test_without_the_annotation_the_policy_config_decides(prod):
 
 
 def test_rds_defaults_match_the_program():
-    from policy.facts import DEFAULTS
     from core.config import Hardware, KvTier
+    from policy.facts import DEFAULTS
 
     assert DEFAULTS.nvme_drives_per_node == Hardware().nvme_drives_per_node == 2
     assert DEFAULTS.rds_staging_buffer_mib == KvTier().staging_buffer_mib == 512

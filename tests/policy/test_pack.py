@@ -3,7 +3,7 @@
 import pytest
 
 from policy import catalog, pack
-from policy.manifests import parse_flags, serve_argv, VLLM_ALIASES, VLLM_BOOLEAN_FLAGS
+from policy.manifests import VLLM_ALIASES, VLLM_BOOLEAN_FLAGS, parse_flags, serve_argv
 
 
 @pytest.mark.parametrize(

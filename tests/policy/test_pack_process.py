@@ -20,10 +20,10 @@ import pytest
 from google.protobuf import empty_pb2, json_format, struct_pb2
 from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc, engine_pb2_grpc
 
+from core.stackfile import PROJECT_ROOT
 from policy import catalog
 from policy.pack import type_token as resource_type
-from core.stackfile import PROJECT_ROOT
-from tests.policy.fixtures import DECODE_CLAIM, DECODE, EPP, PREFILL, engine, get, npu_request, set_arg, sidecar
+from tests.policy.fixtures import DECODE, DECODE_CLAIM, EPP, PREFILL, engine, get, npu_request, set_arg, sidecar
 
 START_TIMEOUT_S = 60
 MANDATORY, ADVISORY = analyzer_pb2.EnforcementLevel.MANDATORY, analyzer_pb2.EnforcementLevel.ADVISORY

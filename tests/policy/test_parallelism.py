@@ -4,9 +4,10 @@ import pytest
 
 from tests.policy.conftest import STACKS
 from tests.policy.fixtures import (
-    DECODE_CLAIM,
     DECODE,
+    DECODE_CLAIM,
     PREFILL,
+    assert_verdict,
     engine,
     get,
     mutate,
@@ -14,7 +15,6 @@ from tests.policy.fixtures import (
     pod_spec,
     run_policy,
     set_arg,
-    assert_verdict,
 )
 
 POLICIES = ("pp-with-dp", "npu-claim-matches-parallelism", "npu-devices-fit-node", "parallelism-fits-model")
@@ -27,7 +27,7 @@ def test_good_render_passes(renders, stack, policy):
     assert run_policy(policy, renders[stack]) == []
 
 
-def decode_dp(size: int, *, claim: int = None):
+def decode_dp(size: int, *, claim: int | None = None):
     def edit(m):
         set_arg(engine(m, DECODE), "--data-parallel-size", str(size))
         set_arg(engine(m, DECODE), "--data-parallel-size-local", str(size))

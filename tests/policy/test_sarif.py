@@ -13,8 +13,8 @@ import jsonschema
 import pytest
 import yaml
 
-from policy import catalog, levels
 from core.stackfile import PROJECT_ROOT
+from policy import catalog, levels
 from tests.policy.test_check import DECODE_FILE, GOLDEN, copy_of_golden, decode_claim_8
 
 SCHEMA = json.loads((PROJECT_ROOT / "tests" / "data" / "sarif-2.1.0.schema.json").read_text())
@@ -56,7 +56,7 @@ def test_one_rule_per_policy_with_description_and_level(tmp_path):
     rules = log["runs"][0]["tool"]["driver"]["rules"]
     assert [r["id"] for r in rules] == [spec.name for spec in catalog.POLICIES]
     settings = catalog.resolve(catalog.load_config(levels.environment_config("dev")))
-    for rule, spec in zip(rules, catalog.POLICIES):
+    for rule, spec in zip(rules, catalog.POLICIES, strict=True):
         assert rule["shortDescription"]["text"] == spec.description
         assert rule["properties"]["enforcementLevel"] == settings[spec.name].level
         assert (
@@ -122,7 +122,7 @@ def test_kind_list_items_are_located_at_their_item(tmp_path):
             }
         )
     )
-    code, log = sarif("--manifests", str(tmp_path), cwd=tmp_path)
+    _code, log = sarif("--manifests", str(tmp_path), cwd=tmp_path)
     assert_valid(log)
     error = next(r for r in log["runs"][0]["results"] if r["ruleId"] == "image-tag-pinned")
     line = error["locations"][0]["physicalLocation"]["region"]["startLine"]

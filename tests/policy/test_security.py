@@ -239,7 +239,8 @@ BAD = {
         "pod-security-context",
         DECODE_ID,
         (
-            "seccompProfile.type is Unconfined and containers vllm (Unconfined), wait-for-weights (Unconfined), routing-proxy (Unconfined)",
+            "seccompProfile.type is Unconfined and containers vllm (Unconfined), wait-for-weights (Unconfined), "
+            "routing-proxy (Unconfined)",
         ),
     ),
     "decode-sidecar-seccomp-unconfined": (
@@ -389,7 +390,8 @@ BAD = {
         "engine-spread",
         DECODE_ID,
         (
-            "engine workload with spec.replicas 4 (role decode): it has only preferredDuringSchedulingIgnoredDuringExecution",
+            "engine workload with spec.replicas 4 (role decode): it has only "
+            "preferredDuringSchedulingIgnoredDuringExecution",
             "topologyKey: kubernetes.io/hostname",
             "llm-d.ai/role: decode",
         ),
@@ -408,7 +410,8 @@ BAD = {
         "engine-spread",
         DECODE_ID,
         (
-            "[0] labelSelector {app.kubernetes.io/part-of: minimax-m27, llm-d.ai/role: prefill} does not match the pod's own labels",
+            "[0] labelSelector {app.kubernetes.io/part-of: minimax-m27, llm-d.ai/role: prefill} does not match the "
+            "pod's own labels",
         ),
     ),
     "prefill-without-anti-affinity": (

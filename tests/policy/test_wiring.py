@@ -381,8 +381,8 @@ def test_agg_needs_no_prefill_profile(agg):
 
 def test_violation_message_text_names_the_resource(prod):
     """What Pulumi shows (Finding.text) starts with the kind and namespace/name."""
-    from policy.wiring import sidecar_matches_decode
     from policy.facts import DEFAULTS
+    from policy.wiring import sidecar_matches_decode
 
     (finding,) = sidecar_matches_decode(mutate(prod, BAD["sidecar-vllm-port-8001"][0]), DEFAULTS)
     assert finding.text.startswith(f"Deployment rebel100/{DECODE}: routing sidecar routing-proxy arg --vllm-port 8001")
@@ -471,9 +471,9 @@ def test_a_service_port_the_pool_names_that_leads_to_another_listener_is_reporte
     assert (finding.resource, finding.message) == (
         POOL_ID,
         (
-            f"spec.endpointPickerRef.port.number 9002 reaches targetPort {target} of Service rebel100/{EPP}, but the EPP "
-            f"container serves ext-proc on --grpc-port 9002: the gateway talks to the wrong listener. Point the pool at "
-            f"the Service port whose targetPort is 9002."
+            f"spec.endpointPickerRef.port.number 9002 reaches targetPort {target} of Service rebel100/{EPP}, but the "
+            "EPP container serves ext-proc on --grpc-port 9002: the gateway talks to the wrong listener. Point the "
+            "pool at the Service port whose targetPort is 9002."
         ),
     )
 
@@ -514,9 +514,10 @@ def test_an_older_pool_without_port_number_reaches_the_epp_on_the_default_9002(p
         (
             POOL_ID,
             (
-                "spec.targetPortNumber [8000] lacks [8001, 8002, 8003], so the router never sends requests to those ranks (the "
-                f"selected pods serve: {DECODE_ID} on [8000, 8001, 8002, 8003] (routing sidecar --port and --data-parallel-size); "
-                f"{PREFILL_ID} on [8000] (engine --port and ranks)). Set spec.targetPortNumber to [8000, 8001, 8002, 8003]."
+                "spec.targetPortNumber [8000] lacks [8001, 8002, 8003], so the router never sends requests to those "
+                f"ranks (the selected pods serve: {DECODE_ID} on [8000, 8001, 8002, 8003] (routing sidecar --port and "
+                f"--data-parallel-size); {PREFILL_ID} on [8000] (engine --port and ranks)). Set spec.targetPortNumber "
+                "to [8000, 8001, 8002, 8003]."
             ),
         )
     ]

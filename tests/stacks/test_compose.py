@@ -1,11 +1,11 @@
 """stacks.compose works out the components' narrow args from the config sections they draw on."""
 
+from core.config import Gateway, Router, StackConfig, Weights
+from core.labels import LMCACHE_VERSION_ANNOTATION
 from objects import pod
 from objects.decode_pool import SidecarSpec
 from objects.gateway import GatewayArgs
 from objects.router import RouterArgs
-from core.config import Gateway, Router, StackConfig, Weights
-from core.labels import LMCACHE_VERSION_ANNOTATION
 from objects.stack import decode_pool_args, prefill_pool_args
 
 

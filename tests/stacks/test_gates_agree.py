@@ -15,6 +15,7 @@ Random and malformed stack files always end in one clear error line, never a tra
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import re
@@ -189,7 +190,7 @@ def reference_verdict(cfg: StackConfig) -> set[tuple[str, str, str]]:
     engine, model, hardware, tier = cfg.engine, cfg.model, cfg.hardware, cfg.kv_tier
     for name, role in (("prefill", cfg.prefill), ("decode", cfg.decode)):
 
-        def add(policy: str, path: str) -> None:
+        def add(policy: str, path: str, name: str = name) -> None:  # this role's name, bound now
             found.add((policy, name, f"rebel100:{path}"))
 
         tp, pp, dp = role.tensor_parallel_size, role.pipeline_parallel_size, role.data_parallel_size
@@ -361,10 +362,10 @@ RDS_2177 = (
                 (
                     "npu-devices-fit-node",
                     "Deployment/rebel100/minimax-m27-decode",
-                    "the pod template claims 8 NPUs (spec.resourceClaims) and its engines need 8 (TP x PP x DP-local), but a node "
-                    "has npusPerNode 4: a pod cannot span nodes, so it stays Pending. Lower the parallelism (or "
-                    "--data-parallel-size-local) to at most 4 NPUs per pod, or set npusPerNode in the policy config if the nodes "
-                    "really have more.",
+                    "the pod template claims 8 NPUs (spec.resourceClaims) and its engines need 8 (TP x PP x "
+                    "DP-local), but a node has npusPerNode 4: a pod cannot span nodes, so it stays Pending. Lower the "
+                    "parallelism (or --data-parallel-size-local) to at most 4 NPUs per pod, or set npusPerNode in the "
+                    "policy config if the nodes really have more.",
                 )
             ],
             id="a-pod-one-node-too-big",
@@ -394,8 +395,9 @@ RDS_2177 = (
                 (
                     "rds-memory-budget",
                     "Deployment/rebel100/minimax-m27-prefill",
-                    "container vllm env LMCACHE_EXTRA_CONFIG (drives, overhead, staging and HBM from ConfigMap minimax-m27-lmcache "
-                    "annotation rebel100.ai/rds-budget, 8916992 tokens per rank at LMCACHE_CHUNK_SIZE 4096): "
+                    "container vllm env LMCACHE_EXTRA_CONFIG (drives, overhead, staging and HBM from ConfigMap "
+                    "minimax-m27-lmcache annotation rebel100.ai/rds-budget, 8916992 tokens per rank at "
+                    "LMCACHE_CHUNK_SIZE 4096): "
                     + RDS_2177.format(
                         chunks="rds_max_chunks", chunks_name="rds_max_chunks", utilization="--gpu-memory-utilization"
                     ),
@@ -527,16 +529,12 @@ def test_random_stack_files_never_raise_anything_else(tmp_path, document):
     content = yaml.safe_dump(
         document if not isinstance(document, dict) or not document else {"config": document}
     ).encode()
-    try:
+    with contextlib.suppress(stackfile.StackFileError, gate.ConfigError):
         read(tmp_path, content)
-    except (stackfile.StackFileError, gate.ConfigError):
-        pass
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture], **DETERMINISTIC)
 @given(st.binary(max_size=64))
 def test_random_bytes_never_raise_anything_else(tmp_path, content):
-    try:
+    with contextlib.suppress(stackfile.StackFileError, gate.ConfigError):
         read(tmp_path, content)
-    except (stackfile.StackFileError, gate.ConfigError):
-        pass

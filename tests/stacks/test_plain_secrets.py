@@ -18,7 +18,7 @@ from core.keys import plain_secret_keys
 from core.stackfile import PROJECT_ROOT, load_stack
 from tests.conftest import stack_config
 
-TOKEN = "hf_PLAINtextTokenNotARealOne9f2e"  # noqa: S105 - planted: every output is searched for it
+TOKEN = "hf_PLAINtextTokenNotARealOne9f2e"  # planted: every output is searched for it
 KEY = "rebel100:hfToken"
 COMMAND = f"pulumi config set --secret {KEY} <value>"
 

@@ -9,8 +9,8 @@ import sys
 import pytest
 import yaml
 
-from stacks import render
 from core.stackfile import PROJECT_ROOT, stack_file
+from stacks import render
 
 GOLDEN = PROJECT_ROOT / "tests" / "golden"
 STACKS = ["dev", "prod-4p4d", "agg", "pd-router07", "prod-autoscale"]

@@ -3,6 +3,8 @@ Pulumi's mock runtime: the same objects, the same outputs, the same warnings' ef
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -84,7 +86,5 @@ shapes = st.fixed_dictionaries(
 @given(shapes)
 def test_generated_stacks_render_what_the_program_registers(overrides):
     config = stack_config("prod-4p4d", **overrides)
-    try:
+    with contextlib.suppress(ConfigError):  # refused by the gate before either registers anything
         assert_same(config, [], "generated")
-    except ConfigError:
-        pass  # refused by the gate before either registers anything

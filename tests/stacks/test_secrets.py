@@ -45,9 +45,9 @@ def test_the_secrets_check_does_not_build_the_config_schema():
     env = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_CONFIG_PASSPHRASE")}
     env.update(PULUMI_BACKEND_URL="file:///nonexistent", PULUMI_CONFIG_PASSPHRASE="correct horse battery staple")
     code = (
-        "import sys, runpy; sys.argv = ['stacks', 'secrets', 'prod-4p4d']\n"
-        "try:\n    runpy.run_module('stacks', run_name='__main__')\nexcept SystemExit as end:\n    assert not end.code\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pulumi') or m in ('core.config', 'core.gate')))"
+        "import sys, runpy; sys.argv = ['stacks', 'secrets', 'prod-4p4d']\ntry:\n    runpy.run_module('stacks', "
+        "run_name='__main__')\nexcept SystemExit as end:\n    assert not end.code\nprint(sorted(m for m in "
+        "sys.modules if m.split('.')[0] in ('pydantic', 'pulumi') or m in ('core.config', 'core.gate')))"
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

@@ -11,8 +11,8 @@ import sys
 import pytest
 import yaml
 
-from stacks import validate
 from core.stackfile import PROJECT_ROOT
+from stacks import validate
 
 GOLDEN = PROJECT_ROOT / "tests" / "golden" / "dev" / "1-manifest"
 DEPLOYMENT = GOLDEN / "apps_v1-deployment-rebel100-minimax-m27-decode.yaml"
