@@ -105,7 +105,7 @@ def scaled_object(
     }
 
 
-# --- the KEDA ScaledObject ---------------------------------------------------------------------------------------------
+# --- the KEDA ScaledObject --------------------------------------------------------------------------------------------
 
 
 def test_prod_autoscale_scales_prefill_on_its_queue_and_decode_on_its_kv_cache():
@@ -224,7 +224,7 @@ def test_an_autoscaled_deployment_leaves_its_count_to_keda_and_waits_for_the_rol
         assert children[("ScaledObject", pool)].resource_name == f"{pool}-scaledobject"
 
 
-# --- the Deployment's head, the disruption budget, the rollout timeout -------------------------------------------------
+# --- the Deployment's head, the disruption budget, the rollout timeout ------------------------------------------------
 
 
 def wait_for(count: int) -> str:
@@ -291,7 +291,7 @@ def test_a_longer_startup_budget_is_a_longer_rollout_timeout_and_startup_probe()
         assert vllm["startupProbe"]["failureThreshold"] == 10
 
 
-# --- the pod: security, volumes, mounts, probes, the init container ----------------------------------------------------
+# --- the pod: security, volumes, mounts, probes, the init container ---------------------------------------------------
 
 RESTRICTED = {
     "runAsNonRoot": True,
@@ -458,7 +458,7 @@ def test_the_routing_sidecar_is_restricted_and_sized_for_a_proxy():
     assert routing["resources"] == {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "4", "memory": "4Gi"}}
 
 
-# --- the compile-cache claim -------------------------------------------------------------------------------------------
+# --- the compile-cache claim ------------------------------------------------------------------------------------------
 
 
 def compile_cache(role: str, size: str, storage_class: str | None) -> dict:
@@ -505,7 +505,7 @@ def test_each_role_has_a_shared_compile_cache_claim(overrides, size, storage_cla
         assert (child.resource_name, child.retain_on_delete) == (f"{STACK}-{role}-compile-cache", retained)
 
 
-# --- the weights' download Job (weights.source download) ---------------------------------------------------------------
+# --- the weights' download Job (weights.source download) --------------------------------------------------------------
 
 
 def download_job(found: dict) -> dict:
@@ -662,7 +662,7 @@ def test_a_preloaded_volume_is_no_object_of_the_stack():
     assert ("PersistentVolumeClaim", "model-weights") not in found
 
 
-# --- the v0.10 sidecar's access to the API -----------------------------------------------------------------------------
+# --- the v0.10 sidecar's access to the API ----------------------------------------------------------------------------
 
 
 def test_the_sidecar_reads_pods_and_pools_as_the_decode_account_bound_to_its_role():

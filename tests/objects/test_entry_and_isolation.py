@@ -35,7 +35,7 @@ def meta(name: str, component: str) -> dict:
     }
 
 
-# --- the Gateway and the HTTPRoute -------------------------------------------------------------------------------------
+# --- the Gateway and the HTTPRoute ------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -106,7 +106,7 @@ def test_a_gateway_without_a_pool_is_refused():
     assert str(error.value) == ("Gateway g: pool_name is empty; the route needs an InferencePool to send requests to.")
 
 
-# --- the NetworkPolicies -----------------------------------------------------------------------------------------------
+# --- the NetworkPolicies ----------------------------------------------------------------------------------------------
 
 GATEWAY_PODS = {"podSelector": {"matchLabels": {"gateway.networking.k8s.io/gateway-name": GATEWAY}}}
 MONITORING = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
