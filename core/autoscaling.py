@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import Any
 
 from core.config import Autoscaling, StackConfig
 from core.versions import Feature, image_version
@@ -108,7 +109,7 @@ class Scaling:
     def per_pool(self, groups: int) -> tuple[int, int]:
         return per_pool(self.min_replicas, self.max_replicas, groups)
 
-    def output(self) -> dict:
+    def output(self) -> dict[str, Any]:
         return {
             "minReplicas": self.min_replicas,
             "maxReplicas": self.max_replicas,

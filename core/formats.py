@@ -21,7 +21,7 @@ import decimal
 import difflib
 import re
 from collections.abc import Callable
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import AfterValidator
 from pydantic_core import PydanticCustomError
@@ -56,19 +56,28 @@ class Format:
     def valid(self, value: str) -> bool:
         return self.problem(value) is None
 
-    def type(self) -> object:
-        """The pydantic type: a `str` refused with the rule in words."""
+    def validator(self) -> AfterValidator:
+        """The pydantic validator of the format's type: a `str` refused with the rule in words."""
+        return AfterValidator(_Check(self))
 
-        def check(value: str) -> str:
-            problem = self.problem(value)
-            if problem is not None:
-                # The message is a template of pydantic's; braces in it would be read as fields.
-                text = f"{problem}: {self.rule} ({self.source})".replace("{", "(").replace("}", ")")
-                raise PydanticCustomError("kubernetes_format", text)
-            return value
+    def type(self) -> Any:
+        """The pydantic type (the module's aliases below spell it out, so type checkers see a `str`)."""
+        return Annotated[str, self.validator()]
 
-        check.format = self  # lets tools (the generated-config tests) find the format of a field
-        return Annotated[str, AfterValidator(check)]
+
+@dataclasses.dataclass(frozen=True)
+class _Check:
+    """A format's pydantic check; `format` lets tools (the generated-config tests) find the format of a field."""
+
+    format: Format
+
+    def __call__(self, value: str) -> str:
+        problem = self.format.problem(value)
+        if problem is not None:
+            # The message is a template of pydantic's; braces in it would be read as fields.
+            text = f"{problem}: {self.format.rule} ({self.format.source})".replace("{", "(").replace("}", ")")
+            raise PydanticCustomError("kubernetes_format", text)
+        return value
 
 
 def _too_long(value: str, limit: int) -> str | None:
@@ -526,7 +535,7 @@ _EXPONENT = re.compile(r"[eE]([+-]?[0-9]+)$")
 
 def _huge_exponent(text: str) -> bool:
     match = _EXPONENT.search(text.strip())
-    return bool(match) and abs(int(match.group(1))) > MAX_QUANTITY_EXPONENT
+    return match is not None and abs(int(match.group(1))) > MAX_QUANTITY_EXPONENT
 
 
 def quantity_problem(text: str) -> str | None:
@@ -543,14 +552,16 @@ def quantity_problem(text: str) -> str | None:
 
 def non_negative_quantity_problem(text: str) -> str | None:
     problem = quantity_problem(text)
-    if problem is None and quantity_value(text) < 0:
+    value = quantity_value(text)
+    if problem is None and value is not None and value < 0:
         return "negative"
     return problem
 
 
 def positive_quantity_problem(text: str) -> str | None:
     problem = quantity_problem(text)
-    if problem is None and quantity_value(text) <= 0:
+    value = quantity_value(text)
+    if problem is None and value is not None and value <= 0:
         return "not greater than zero"
     return problem
 
@@ -676,14 +687,14 @@ NON_NEGATIVE_QUANTITY = Format(
     _QUANTITY_RULE + ", not negative (resource requests and limits, emptyDir sizeLimit)",
     f"{_APIMACHINERY} pkg/api/resource/quantity.go ParseQuantity; k8s.io/kubernetes pkg/apis/core/validation",
     non_negative_quantity_problem,
-    stricter=lambda v: _stricter_quantity(v) and quantity_value(v.strip()) >= 0,
+    stricter=lambda v: _stricter_quantity(v) and (q := quantity_value(v.strip())) is not None and q >= 0,
 )
 POSITIVE_QUANTITY = Format(
     "positive quantity",
     _QUANTITY_RULE + ", greater than zero (a PersistentVolumeClaim's storage request)",
     f"{_APIMACHINERY} pkg/api/resource/quantity.go ParseQuantity; k8s.io/kubernetes pkg/apis/core/validation",
     positive_quantity_problem,
-    stricter=lambda v: _stricter_quantity(v) and quantity_value(v.strip()) > 0,
+    stricter=lambda v: _stricter_quantity(v) and (q := quantity_value(v.strip())) is not None and q > 0,
 )
 
 # Not read by the API server (which takes any capability name and, for a PodMonitor, the pattern alone): their
@@ -724,19 +735,19 @@ FORMATS = (
 )
 
 # The pydantic types of the schema.
-Dns1123Label = DNS1123_LABEL.type()
-Dns1123Subdomain = DNS1123_SUBDOMAIN.type()
-Dns1035Label = DNS1035_LABEL.type()
-LabelKey = LABEL_KEY.type()
-AnnotationKey = ANNOTATION_KEY.type()
-LabelValue = LABEL_VALUE.type()
-EnvVarName = ENV_VAR_NAME.type()
-DraAttribute = DRA_ATTRIBUTE.type()
-PortName = PORT_NAME.type()
-GatewayHostname = GATEWAY_HOSTNAME.type()
-Image = IMAGE.type()
-Capability = CAPABILITY.type()
-PrometheusDuration = PROMETHEUS_DURATION.type()
-Quantity = QUANTITY.type()
-NonNegativeQuantity = NON_NEGATIVE_QUANTITY.type()
-PositiveQuantity = POSITIVE_QUANTITY.type()
+Dns1123Label = Annotated[str, DNS1123_LABEL.validator()]
+Dns1123Subdomain = Annotated[str, DNS1123_SUBDOMAIN.validator()]
+Dns1035Label = Annotated[str, DNS1035_LABEL.validator()]
+LabelKey = Annotated[str, LABEL_KEY.validator()]
+AnnotationKey = Annotated[str, ANNOTATION_KEY.validator()]
+LabelValue = Annotated[str, LABEL_VALUE.validator()]
+EnvVarName = Annotated[str, ENV_VAR_NAME.validator()]
+DraAttribute = Annotated[str, DRA_ATTRIBUTE.validator()]
+PortName = Annotated[str, PORT_NAME.validator()]
+GatewayHostname = Annotated[str, GATEWAY_HOSTNAME.validator()]
+Image = Annotated[str, IMAGE.validator()]
+Capability = Annotated[str, CAPABILITY.validator()]
+PrometheusDuration = Annotated[str, PROMETHEUS_DURATION.validator()]
+Quantity = Annotated[str, QUANTITY.validator()]
+NonNegativeQuantity = Annotated[str, NON_NEGATIVE_QUANTITY.validator()]
+PositiveQuantity = Annotated[str, POSITIVE_QUANTITY.validator()]

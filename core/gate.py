@@ -27,6 +27,8 @@ from core.versions import engine as engine_versions
 from core.versions import lmcache as lmcache_facts
 from core.versions import router as router_versions
 
+Loc = tuple[int | str, ...]  # a key's path in a config, as pydantic reports it
+
 
 @dataclasses.dataclass(frozen=True)
 class Issue:
@@ -80,7 +82,7 @@ def _fields(model: type[BaseModel]) -> dict[str, Any]:
     return {**dict(model.model_fields), **{info.alias or name: info for name, info in model.model_fields.items()}}
 
 
-def _field_models(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
+def _field_models(model: type[BaseModel], loc: Loc) -> type[BaseModel] | None:
     """The section model that `loc` (aliases or field names) points into, or None."""
     current: Any = model
     for part in loc:
@@ -93,14 +95,14 @@ def _field_models(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
     return current if isinstance(current, type) and issubclass(current, BaseModel) else None
 
 
-def _field_info(model: type[BaseModel], loc: tuple):
+def _field_info(model: type[BaseModel], loc: Loc):
     parent = _field_models(model, loc[:-1])  # the model itself for a top-level key
     if parent is None:
         return None
     return _fields(parent).get(loc[-1])
 
 
-def _is_map(loc: tuple) -> bool:
+def _is_map(loc: Loc) -> bool:
     """Whether `loc` is a map field (extraEnv, podAnnotations), whose keys the user chooses."""
     info = _field_info(StackConfig, loc) if loc else None
     return info is not None and typing.get_origin(unwrap_optional(info.annotation)) is dict
@@ -129,7 +131,7 @@ def _allowed(info) -> str:
     return ("allowed: " + " and ".join(parts)) if parts else ""
 
 
-def _path(loc: tuple) -> str:
+def _path(loc: Loc) -> str:
     text = ""
     for part in loc:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
@@ -429,7 +431,7 @@ def rule_router_images(cfg: StackConfig) -> Iterable[Issue]:
         yield Issue(key("decode.sidecar.image"), problem, "router-images-have-features")
 
 
-def _sidecar_ssrf(cfg: StackConfig) -> tuple[dict, str | None]:
+def _sidecar_ssrf(cfg: StackConfig) -> tuple[dict[str, Any], str | None]:
     """What the SSRF rules judge of the rendered sidecar: its image and version, whether the protection is on and
     which pool it allowlists, the pool that fronts it, whether the pin can protect."""
     image = cfg.decode.sidecar.image
@@ -636,7 +638,7 @@ def rule_engine_image(cfg: StackConfig) -> Iterable[Issue]:
     image = cfg.engine.image
     if not engine_versions.is_engine_image(image):
         return
-    used: set = set()
+    used: set[Feature] = set()
     for command in engine_commands(cfg).values():
         used.update(
             engine_versions.features_used(

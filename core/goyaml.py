@@ -71,7 +71,7 @@ class Timestamp:
         return f"{text} {zone} {'UTC' if minutes == 0 else zone}"
 
 
-class GeneralMap(dict):
+class GeneralMap(dict[str, Any]):
     """A mapping with a key that is not a string (yaml.v3 `map[interface{}]interface{}`); such keys are
     `TypedKey`s."""
 
@@ -97,7 +97,7 @@ class Node:
     tag: str = ""  # the explicit tag, short form ("!!str"), "" when none
     value: str = ""  # a scalar's text, an alias's anchor name
     quoted: bool = False  # single/double quoted, literal or folded style
-    content: list = dataclasses.field(default_factory=list)
+    content: list[Node] = dataclasses.field(default_factory=list)
     alias: Node | None = None
 
     def indicated_string(self) -> bool:
@@ -340,7 +340,7 @@ class _Decoder:
             raise YamlError(f"invalid map key: {key!r}")
         return key if isinstance(key, str) else TypedKey(key)
 
-    def mapping(self, node: Node, into: dict | None = None, merged: set | None = None) -> dict:
+    def mapping(self, node: Node, into: dict[str, Any] | None = None, merged: set[str] | None = None) -> dict[str, Any]:
         """decode.go `mapping`; `into` and `merged`: the map a merge key fills and the keys it already has."""
         content = node.content
         before = len(self.errors)
@@ -376,7 +376,7 @@ class _Decoder:
             self.merge(node, merge_node, out, merged)
         return out
 
-    def merge(self, parent: Node, merge: Node, out: dict, merged: set | None) -> None:
+    def merge(self, parent: Node, merge: Node, out: dict[str, Any], merged: set[str] | None) -> None:
         if merged is None:
             merged = {
                 self.key(parent.content[i], not isinstance(out, GeneralMap))

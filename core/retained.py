@@ -12,6 +12,7 @@ names the object, the field and the way forward. Pure: the live volumes come in 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from core.config import StackConfig
 from core.labels import PART_OF_LABEL, compile_cache_pvc_name
@@ -58,7 +59,7 @@ def wanted_claims(cfg: StackConfig) -> list[WantedClaim]:
     return found
 
 
-def claim_of(obj: dict) -> Claim:
+def claim_of(obj: dict[str, Any]) -> Claim:
     """A live PVC (a `kubectl get pvc -o json` item) as a Claim."""
     meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
     return Claim(

@@ -47,14 +47,14 @@ def _decider(settings: Router) -> str:
     return f"{settings.decider}-pd-decider"
 
 
-def _plugin(plugin_type: str, generated: dict[str, dict[str, tuple[str, Any]]]) -> dict:
+def _plugin(plugin_type: str, generated: dict[str, dict[str, tuple[str, Any]]]) -> dict[str, Any]:
     params = generated.get(plugin_type)
     if not params:
         return {"type": plugin_type}
     return {"type": plugin_type, "parameters": {name: value for name, (_field, value) in params.items()}}
 
 
-def _profile_entry(plugin_type: str, settings: Router) -> dict:
+def _profile_entry(plugin_type: str, settings: Router) -> dict[str, Any]:
     # Scorers carry a weight; filters and pickers do not. token-load-scorer is the AGG profile's only scorer.
     weights = {
         "prefix-cache-scorer": settings.prefix_scorer_weight,
@@ -64,7 +64,7 @@ def _profile_entry(plugin_type: str, settings: Router) -> dict:
     return {"pluginRef": plugin_type, **({"weight": weights[plugin_type]} if plugin_type in weights else {})}
 
 
-def endpoint_picker_config(settings: Router = Router(), topology: str = "pd") -> dict:
+def endpoint_picker_config(settings: Router = Router(), topology: str = "pd") -> dict[str, Any]:
     """The EndpointPickerConfig document: upstream pd-epp-config weights for P/D, the AGG recipe otherwise, with
     the plugins and apiVersion of the pinned EPP's generation."""
     gen = generation_of(settings)
@@ -96,7 +96,7 @@ def endpoint_picker_config(settings: Router = Router(), topology: str = "pd") ->
     }
 
 
-def _with_extra_parameters(plugin: dict, settings: Router) -> dict:
+def _with_extra_parameters(plugin: dict[str, Any], settings: Router) -> dict[str, Any]:
     """`router.pluginParameters` of this plugin's type merged into its parameters (the gate refuses a type the
     render does not declare and a parameter the render generates)."""
     extra = settings.plugin_parameters.get(plugin["type"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+from typing import Any
 
 from core import sizing
 from core.config import Decode, Engine, KvTier, ModelSpec, Prefill, Role, Speculative
@@ -76,7 +77,7 @@ def speculative_json(speculative: Speculative, draft_revision: str) -> str:
     return compact_json(value)
 
 
-def kv_transfer_config(*, nixl: bool, lmcache: bool) -> dict | None:
+def kv_transfer_config(*, nixl: bool, lmcache: bool) -> dict[str, Any] | None:
     """NIXL alone, LMCache alone, or both through MultiConnector (the upstream shape)."""
     connectors = ([NIXL_CONNECTOR] if nixl else []) + ([LMCACHE_CONNECTOR] if lmcache else [])
     if not connectors:
@@ -120,7 +121,7 @@ def serve_args(
     engine: Engine,
     role: Role,
     *,
-    kv_transfer: dict | None,
+    kv_transfer: dict[str, Any] | None,
     role_args: list[str],
     revision: str = "main",
     draft_revision: str = "main",

@@ -13,6 +13,8 @@ container has no API credential.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from core.versions import router as router_versions
@@ -75,7 +77,7 @@ def reads_api(sidecar: SidecarSpec) -> bool:
     return router_versions.ssrf_protection_on(router_versions.sidecar_flags(sidecar.args))
 
 
-def sidecar_container(sidecar: SidecarSpec) -> dict:
+def sidecar_container(sidecar: SidecarSpec) -> dict[str, Any]:
     """The routing sidecar as a native sidecar (an init container that keeps running), with the API token when it
     reads the API."""
     return {

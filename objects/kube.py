@@ -16,7 +16,7 @@ class Child:
     """One object a component owns, and how Pulumi registers it."""
 
     resource_name: str  # the Pulumi resource name, made from the component's name
-    manifest: dict  # the object as the API server reads it: apiVersion, kind, metadata, camelCase fields
+    manifest: dict[str, Any]  # the object as the API server reads it: apiVersion, kind, metadata, camelCase fields
     after: tuple[str, ...] = ()  # resource names of siblings it is created after
     retain_on_delete: bool = False  # a data volume: kept in the cluster when the stack deletes it
     timeout: str | None = None  # how long `up` waits for it to be created or updated (e.g. "2h")
@@ -32,7 +32,7 @@ class Child:
 
 def object_meta(
     name: str, namespace: str | None, labels: dict[str, str], annotations: dict[str, str] | None = None
-) -> dict:
+) -> dict[str, Any]:
     """Metadata of a top-level object: the patch-force annotation on every one of them."""
     return {
         "name": name,
@@ -48,7 +48,7 @@ def cluster_scoped_name(namespace: str, stack_name: str, suffix: str) -> str:
     return f"{namespace}-{stack_name}-{suffix}"
 
 
-def manifest(api_version: str, kind: str, metadata: dict, **fields: Any) -> dict:
+def manifest(api_version: str, kind: str, metadata: dict[str, Any], **fields: Any) -> dict[str, Any]:
     """An object in its plain form (see `plain`)."""
     return plain({"apiVersion": api_version, "kind": kind, "metadata": metadata, **fields})
 

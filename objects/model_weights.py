@@ -12,6 +12,8 @@ it, also for a render applied with kubectl).
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from core import serving
@@ -55,7 +57,7 @@ def engine_weights(args: ModelWeightsArgs) -> pod.EngineWeights:
     )
 
 
-def download_container(args: ModelWeightsArgs, plan: weight_files.Plan) -> dict:
+def download_container(args: ModelWeightsArgs, plan: weight_files.Plan) -> dict[str, Any]:
     """`snapshot_download` of each repository at its revision into $HF_HOME/hub, as a non-root user."""
     hf_home = serving.HF_HOME
     return {

@@ -11,7 +11,7 @@ Egress is left open: engines may fetch weights and the draft model.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -40,15 +40,15 @@ class NetworkIsolationArgs(pod.StackArgs):
     prefill_nixl_ports: list[int] = Field(default_factory=list, description="Prefill NIXL side-channel ports (P/D).")
 
 
-def _ports(numbers: list[int]) -> list[dict]:
+def _ports(numbers: list[int]) -> list[dict[str, Any]]:
     return [{"port": p, "protocol": "TCP"} for p in numbers]
 
 
-def _pods(labels: dict[str, str]) -> dict:
+def _pods(labels: dict[str, str]) -> dict[str, Any]:
     return {"podSelector": pod.match_labels(labels)}
 
 
-def _rule(peers: list[dict], ports: list[int]) -> dict:
+def _rule(peers: list[dict[str, Any]], ports: list[int]) -> dict[str, Any]:
     return {"from": peers, "ports": _ports(ports)}
 
 
@@ -65,7 +65,7 @@ def network_isolation(name: str, args: NetworkIsolationArgs) -> list[Child]:
     decode = _pods({**stack, pod.ROLE_LABEL: "decode"})
     prefill = _pods({**stack, pod.ROLE_LABEL: "prefill"})
 
-    def policy(suffix: str, selector: dict[str, str], rules: list[dict]) -> Child:
+    def policy(suffix: str, selector: dict[str, str], rules: list[dict[str, Any]]) -> Child:
         policy_name = f"{args.stack_name}-{suffix}"
         return Child(
             policy_name,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -68,11 +68,11 @@ def pod_labels(stack_name: str, role: str) -> dict[str, str]:
     }
 
 
-def match_labels(labels: dict[str, str]) -> dict:
+def match_labels(labels: dict[str, str]) -> dict[str, Any]:
     return {"matchLabels": labels}
 
 
-def claim_template(*, name: str, namespace: str, labels: dict[str, str], claim: ClaimSpec) -> dict:
+def claim_template(*, name: str, namespace: str, labels: dict[str, str], claim: ClaimSpec) -> dict[str, Any]:
     """DRA ResourceClaimTemplate: all NPUs in one request, the RDMA NICs in another, one NUMA node."""
     requests = [
         {
@@ -80,7 +80,7 @@ def claim_template(*, name: str, namespace: str, labels: dict[str, str], claim: 
             "exactly": {"deviceClassName": claim.npu_device_class, "allocationMode": "ExactCount", "count": claim.npus},
         }
     ]
-    devices: dict = {"requests": requests}
+    devices: dict[str, Any] = {"requests": requests}
     if claim.rdma_nics > 0:
         requests.append(
             {
@@ -109,7 +109,7 @@ def volume_claim(
     size: str,
     storage_class: str | None,
     annotations: dict[str, str] | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """A ReadWriteMany PersistentVolumeClaim (the compile cache, the downloaded weights)."""
     return manifest(
         "v1",
@@ -145,7 +145,7 @@ class EngineWeights(BaseModel):
     )
 
 
-def wait_for_weights_container(weights: EngineWeights) -> dict:
+def wait_for_weights_container(weights: EngineWeights) -> dict[str, Any]:
     """Init container that holds the engine back until its weights are on the volume: the cluster enforces
     the order even for a render applied with kubectl, where no Pulumi dependency exists."""
     return {
@@ -158,7 +158,7 @@ def wait_for_weights_container(weights: EngineWeights) -> dict:
     }
 
 
-def engine_volumes(*, shm_size: str, model_pvc: str, compile_cache_pvc_name: str) -> list[dict]:
+def engine_volumes(*, shm_size: str, model_pvc: str, compile_cache_pvc_name: str) -> list[dict[str, Any]]:
     return [
         {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_size}},
         {"name": "model", "persistentVolumeClaim": {"claimName": model_pvc, "readOnly": True}},
@@ -171,7 +171,7 @@ API_TOKEN_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 API_TOKEN_SECONDS = 3600  # the kubelet renews a projected token at 80% of its life; client-go re-reads the file
 
 
-def api_token_volume(name: str) -> dict:
+def api_token_volume(name: str) -> dict[str, Any]:
     """What the kubelet mounts for an automounted token, as a volume one container can mount alone: the pod's
     ServiceAccount token, the cluster's CA and the namespace."""
     return {
@@ -193,7 +193,7 @@ ENGINE_VOLUME_MOUNTS = (
 )
 
 
-def startup_probe(port: int, failure_threshold: int) -> dict:
+def startup_probe(port: int, failure_threshold: int) -> dict[str, Any]:
     """Compilation on first start takes long: 15 s + 30 s x failure_threshold (the llm-d overlay's 240)."""
     return {
         "httpGet": {"path": "/health", "port": port},
@@ -229,7 +229,7 @@ def rollout_timeout(failure_threshold: int) -> str:
     return f"{sizing.rollout_timeout_seconds(failure_threshold)}s"
 
 
-def liveness_probe(port: int) -> dict:
+def liveness_probe(port: int) -> dict[str, Any]:
     return {
         "httpGet": {"path": "/health", "port": port},
         "periodSeconds": 30,
@@ -238,7 +238,7 @@ def liveness_probe(port: int) -> dict:
     }
 
 
-def readiness_probe(ports: Sequence[int]) -> dict:
+def readiness_probe(ports: Sequence[int]) -> dict[str, Any]:
     """Ready when every DP rank answers /v1/models (one rank: a plain HTTP check)."""
     if len(ports) == 1:
         return {
@@ -260,7 +260,7 @@ def readiness_probe(ports: Sequence[int]) -> dict:
     }
 
 
-def restricted_security_context() -> dict:
+def restricted_security_context() -> dict[str, Any]:
     """Containers that need nothing special (EPP, routing sidecar): the `restricted` profile."""
     return {
         "runAsNonRoot": True,
@@ -271,7 +271,7 @@ def restricted_security_context() -> dict:
     }
 
 
-def engine_security_context(engine: EngineSpec) -> dict:
+def engine_security_context(engine: EngineSpec) -> dict[str, Any]:
     """Engines: no escalation, ALL dropped; root and the added capabilities are the NPU runtime's exceptions."""
     return {
         "runAsNonRoot": not engine.run_as_root,
@@ -296,15 +296,15 @@ def engine_security_exceptions(engine: EngineSpec) -> str:
     return "; ".join(reasons)
 
 
-def pod_security_context() -> dict:
+def pod_security_context() -> dict[str, Any]:
     return {"seccompProfile": {"type": "RuntimeDefault"}}
 
 
-def container_ports(named: Sequence[tuple[str, int]]) -> list[dict]:
+def container_ports(named: Sequence[tuple[str, int]]) -> list[dict[str, Any]]:
     return [{"name": name, "containerPort": port, "protocol": "TCP"} for name, port in named]
 
 
-def engine_env(literal: dict[str, str], *, hf_token_secret: str) -> list[dict]:
+def engine_env(literal: dict[str, str], *, hf_token_secret: str) -> list[dict[str, Any]]:
     """Literal values, then the pod IP and the token by reference: one entry per name, by construction
     (the API server refuses a container with two entries of one name)."""
     env = [{"name": key, "value": value} for key, value in literal.items() if key not in serving.REFERENCE_ENV]
@@ -315,7 +315,7 @@ def engine_env(literal: dict[str, str], *, hf_token_secret: str) -> list[dict]:
 
 def engine_container(
     engine: EngineSpec, *, name: str, hf_token_secret: str, env_from_config_map: str | None = None
-) -> dict:
+) -> dict[str, Any]:
     """The `vllm serve` container; it consumes the pod's DRA claim."""
     amounts = {"cpu": engine.cpu, "memory": engine.memory}
     return {
@@ -335,7 +335,7 @@ def engine_container(
     }
 
 
-def affinity(placement: PlacementSpec, *, group: str | None, role_selector: dict[str, str]) -> dict:
+def affinity(placement: PlacementSpec, *, group: str | None, role_selector: dict[str, str]) -> dict[str, Any]:
     """Engines only on nodes with the NPU product (and RDS, and their group); one pod of a role per node."""
     expressions = [
         {"key": NPU_PRESENT_LABEL, "operator": "In", "values": ["true"]},
@@ -360,7 +360,7 @@ def affinity(placement: PlacementSpec, *, group: str | None, role_selector: dict
     }
 
 
-def deployment_strategy(rollout: RolloutSpec) -> dict:
+def deployment_strategy(rollout: RolloutSpec) -> dict[str, Any]:
     """Recreate (the reference), or one pod at a time without surge: a new pod needs the NPUs the old one holds."""
     if rollout.strategy == "RollingUpdate":
         return {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
@@ -369,7 +369,7 @@ def deployment_strategy(rollout: RolloutSpec) -> dict:
 
 def disruption_budget(
     *, name: str, namespace: str, labels: dict[str, str], selector: dict[str, str], max_unavailable: int
-) -> dict:
+) -> dict[str, Any]:
     """Voluntary evictions (drains, upgrades) take at most max_unavailable pods of a pool at a time."""
     return manifest(
         "policy/v1",
@@ -385,15 +385,15 @@ def engine_deployment(
     namespace: str,
     labels: dict[str, str],
     replicas: int | None,
-    containers: list[dict],
-    init_containers: list[dict] | None,
+    containers: list[dict[str, Any]],
+    init_containers: list[dict[str, Any]] | None,
     claim_template_name: str,
-    volumes: list[dict],
-    affinity: dict,
-    strategy: dict,
+    volumes: list[dict[str, Any]],
+    affinity: dict[str, Any],
+    strategy: dict[str, Any],
     annotations: dict[str, str],
     service_account: str | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """An engine Deployment: the DRA claim, seccomp RuntimeDefault, no API token mounted for the pod (a container
     that needs one mounts `api_token_volume` itself). `replicas` None: the autoscaler owns the count, and the manifest
     leaves spec.replicas out, so that Pulumi's server-side apply never claims the field (docs/what-it-deploys.md)."""
@@ -521,7 +521,9 @@ class ScalingSpec(Spec):
     polling_interval_seconds: int = Field(15, ge=1, description="KEDA's pollingInterval.")
 
 
-def scaled_object(*, name: str, namespace: str, labels: dict[str, str], scaling: ScalingSpec, groups: int) -> dict:
+def scaled_object(
+    *, name: str, namespace: str, labels: dict[str, str], scaling: ScalingSpec, groups: int
+) -> dict[str, Any]:
     """The KEDA ScaledObject of one Deployment (`name`): its share of the role's bounds, one prometheus trigger
     (metricType AverageValue: desired pods = ceil(query / threshold)), the HPA's stabilisation windows."""
     signal = autoscaling.SIGNALS[scaling.metric]
@@ -603,10 +605,10 @@ def engine_pool(
     *,
     role_name: str,
     args: EnginePoolArgs,
-    containers: list[dict],
-    init_containers: list[dict] | None = None,
+    containers: list[dict[str, Any]],
+    init_containers: list[dict[str, Any]] | None = None,
     service_account: str | None = None,
-    volumes: Sequence[dict] = (),
+    volumes: Sequence[dict[str, Any]] = (),
     after: tuple[str, ...] = (),
 ) -> list[Child]:
     """The objects of one engine role: DRA claim template, compile-cache PVC, then per node group a

@@ -69,7 +69,7 @@ class StackObjects:
         loose = [self.namespace] + ([self.hf_token] if self.hf_token else [])
         return loose + [child for part in parts if part is not None for child in part.children]
 
-    def manifests(self) -> list[dict]:
+    def manifests(self) -> list[dict[str, Any]]:
         return [child.manifest for child in self.children()]
 
 
@@ -80,7 +80,7 @@ def engine_pool_args(
     weights: pod.EngineWeights,
     *,
     rds_nodes: bool = False,
-) -> dict:
+) -> dict[str, Any]:
     """The args both engine pools take, worked out from the config sections they draw on."""
     resolved = engine_serving.role_serving(cfg.engine, role)
     # No lmcache-rbln version annotation: the policy pack derives it from the image tag (core.versions.engine).

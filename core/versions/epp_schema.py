@@ -59,12 +59,12 @@ def data_versions(program: str) -> list[Version]:
 
 
 @functools.cache
-def load(program: str, version: Version) -> dict:
+def load(program: str, version: Version) -> dict[str, Any]:
     """The data of `program` (`epp`, `sidecar`) at exactly `version`."""
     return json.loads((DATA / f"{program}-v{version}.json").read_text())
 
 
-def data_for(program: str, pinned: Version | None) -> dict | None:
+def data_for(program: str, pinned: Version | None) -> dict[str, Any] | None:
     """The data that describes a pin: same major.minor (a patch release does not change what the config may
     say), None when we hold none for that line (the check then says nothing; the feature facts still apply)."""
     if pinned is None:
@@ -111,11 +111,11 @@ def _fits(kind: str, value: Any) -> bool:
     return True  # "any"
 
 
-def _spec(field: Any) -> dict:
+def _spec(field: Any) -> dict[str, Any]:
     return field if isinstance(field, dict) else {"type": field}
 
 
-def _match(fields: dict, name: str, case_insensitive: bool) -> str | None:
+def _match(fields: dict[str, Any], name: str, case_insensitive: bool) -> str | None:
     if name in fields:
         return name
     if case_insensitive:
@@ -125,7 +125,9 @@ def _match(fields: dict, name: str, case_insensitive: bool) -> str | None:
     return None
 
 
-def _check_object(value: Any, fields: dict, path: str, rules: dict, messages: dict) -> list[str]:
+def _check_object(
+    value: Any, fields: dict[str, Any], path: str, rules: dict[str, Any], messages: dict[str, Any]
+) -> list[str]:
     """Problems of one decoded object (parameters or a nested struct of them), as `path: message` pairs."""
     if not isinstance(value, dict):
         if value is None:
@@ -157,7 +159,7 @@ def _check_object(value: Any, fields: dict, path: str, rules: dict, messages: di
     return found
 
 
-def _parameter_problems(plugin_type: str, params: Any, path: str, data: dict) -> list[Problem]:
+def _parameter_problems(plugin_type: str, params: Any, path: str, data: dict[str, Any]) -> list[Problem]:
     described = data["pluginTypes"].get(plugin_type)
     if described is None or described.get("parameters") == "ignored":
         return []  # not decoded by its factory (or not described: see docs/consumers-router.md)
@@ -190,7 +192,7 @@ def _reference(params: Any, dotted: str) -> str | None:
 # --- the EndpointPickerConfig -----------------------------------------------------------------
 
 
-def check_epp_config(config: Any, data: dict) -> list[Problem]:
+def check_epp_config(config: Any, data: dict[str, Any]) -> list[Problem]:
     """Every problem the EPP described by `data` would refuse in this EndpointPickerConfig; [] when it loads."""
     messages, document = data["messages"], data["document"]
     if not isinstance(config, dict):
@@ -215,7 +217,7 @@ def check_epp_config(config: Any, data: dict) -> list[Problem]:
     return _plugin_problems(config.get("plugins") or [], data) + _profile_problems(config, data)
 
 
-def _plugin_problems(plugins: list, data: dict) -> list[Problem]:
+def _plugin_problems(plugins: list[Any], data: dict[str, Any]) -> list[Problem]:
     messages, document = data["messages"], data["document"]
     problems: list[Problem] = []
     declared: list[str] = []
@@ -251,7 +253,7 @@ def _plugin_problems(plugins: list, data: dict) -> list[Problem]:
 
 
 def _reference_problems(
-    plugin_type: str, params: Any, path: str, declared: list[str], plugins: list, data: dict
+    plugin_type: str, params: Any, path: str, declared: list[str], plugins: list[Any], data: dict[str, Any]
 ) -> list[Problem]:
     described = data["pluginTypes"].get(plugin_type) or {}
     every = {str(p.get("name") or p.get("type")) for p in plugins if isinstance(p, dict)}
@@ -269,7 +271,7 @@ def _reference_problems(
     return problems
 
 
-def _profile_problems(config: dict, data: dict) -> list[Problem]:
+def _profile_problems(config: dict[str, Any], data: dict[str, Any]) -> list[Problem]:
     messages, document = data["messages"], data["document"]
     declared = {str(p.get("name") or p.get("type")) for p in config.get("plugins") or [] if isinstance(p, dict)}
     problems: list[Problem] = []
@@ -330,7 +332,7 @@ def _profile_problems(config: dict, data: dict) -> list[Problem]:
 # --- the sidecar's flags ----------------------------------------------------------------------
 
 
-def check_sidecar_args(args: Iterable[str], data: dict) -> list[Problem]:
+def check_sidecar_args(args: Iterable[str], data: dict[str, Any]) -> list[Problem]:
     """Every flag of `args` the sidecar described by `data` would refuse: unknown, or a value of the wrong type."""
     flags, problems = data["flags"], []
     tokens = list(args)
@@ -354,7 +356,7 @@ def check_sidecar_args(args: Iterable[str], data: dict) -> list[Problem]:
     return problems
 
 
-def _flag_value_problem(name: str, kind: str, value: str, data: dict) -> str | None:
+def _flag_value_problem(name: str, kind: str, value: str, data: dict[str, Any]) -> str | None:
     if kind == "integer" and not value.lstrip("-").isdigit():
         return f'invalid argument "{value}" for "--{name}" flag: parse error'
     if kind == "boolean" and value.lower() not in ("1", "0", "t", "f", "true", "false"):

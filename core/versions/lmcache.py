@@ -14,6 +14,7 @@ import difflib
 import functools
 import json
 import pathlib
+from typing import Any
 
 VERSION = "0.5.6"
 DATA = pathlib.Path(__file__).resolve().parent / "data" / f"lmcache-{VERSION}.json"
@@ -21,7 +22,7 @@ ENV_PREFIX = "LMCACHE_"
 
 
 @functools.cache
-def facts() -> dict:
+def facts() -> dict[str, Any]:
     return json.loads(DATA.read_text())
 
 

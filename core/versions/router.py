@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
+from typing import Any
 
 from core.versions import Feature, Version
 
@@ -216,7 +217,7 @@ def ssrf_pool(flags: dict[str, str], env: dict[str, str] | None = None) -> str |
     return f"{namespace}/{name}" if namespace and name else None
 
 
-def epp_features_used(config: dict) -> list[Feature]:
+def epp_features_used(config: dict[str, Any]) -> list[Feature]:
     """The EPP features a rendered EndpointPickerConfig uses: its apiVersion and each plugin type it declares.
     A name without a fact here is left to the schema check (core.versions.epp_schema), which knows every
     registered type of the versions it has data for."""

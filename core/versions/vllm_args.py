@@ -17,6 +17,7 @@ import functools
 import json
 import pathlib
 import re
+from typing import Any
 
 from core.versions import engine as engine_versions
 
@@ -36,18 +37,18 @@ class _Parser(argparse.ArgumentParser):
 
 
 @functools.cache
-def facts() -> dict:
+def facts() -> dict[str, Any]:
     return json.loads(DATA.read_text())
 
 
-def _add(parser: argparse.ArgumentParser, action: dict) -> None:
+def _add(parser: argparse.ArgumentParser, action: dict[str, Any]) -> None:
     options, kind = action["options"], action["action"]
     if kind in ("_HelpAction", "_VersionAction", "_SubParsersAction"):
         return
     if not options:  # the positional model tag
         parser.add_argument(action["dest"], nargs=action["nargs"])
         return
-    kwargs: dict = {"dest": action["dest"]}
+    kwargs: dict[str, Any] = {"dest": action["dest"]}
     if kind == "BooleanOptionalAction":
         positive = [o for o in options if not o.startswith("--no-")]
         parser.add_argument(*positive, action=argparse.BooleanOptionalAction, **kwargs)
