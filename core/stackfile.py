@@ -60,6 +60,7 @@ def go_json_float(number: float) -> str:
     exact = decimal.Decimal(repr(number)).normalize()
     if abs(number) < 1e-6 or abs(number) >= 1e21:
         sign, digits, exponent = exact.as_tuple()
+        assert isinstance(exponent, int)  # a finite number's (NaN and infinities were refused above)
         text = "".join(map(str, digits))
         power = exponent + len(text) - 1
         mantissa = text[0] + (f".{text[1:]}" if len(text) > 1 else "")
@@ -278,7 +279,8 @@ def environment(config: dict[str, str]) -> str:
         return config[f"{NAMESPACE}:environment"]
     from core.config import StackConfig
 
-    return StackConfig.model_fields["environment"].default
+    default: str = StackConfig.model_fields["environment"].default
+    return default
 
 
 def load_stack(path: pathlib.Path, name: str) -> StackConfig:

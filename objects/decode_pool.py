@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import Field
 
+from core.labels import PART_OF_LABEL
 from core.versions import router as router_versions
 from objects import pod
 from objects.kube import Child, manifest, object_meta
@@ -103,7 +104,7 @@ def sidecar_account(stack_name: str) -> str:
 def sidecar_access(name: str, args: DecodePoolArgs) -> list[Child]:
     """The ServiceAccount the sidecar's allowlist reads the API as, its Role and RoleBinding."""
     account = sidecar_account(args.stack_name)
-    labels = {pod.PART_OF_LABEL: args.stack_name, pod.NAME_LABEL: account, pod.COMPONENT_LABEL: "decode"}
+    labels = {PART_OF_LABEL: args.stack_name, pod.NAME_LABEL: account, pod.COMPONENT_LABEL: "decode"}
     meta = object_meta(account, args.namespace, labels)
     return [
         Child(f"{name}-sa", manifest("v1", "ServiceAccount", meta, automountServiceAccountToken=False)),

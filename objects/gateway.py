@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from core.labels import PART_OF_LABEL
 from objects import pod
 from objects.kube import Child, manifest, object_meta
 from objects.router import POOL_GROUP
@@ -44,7 +45,7 @@ def gateway(name: str, args: GatewayArgs) -> list[Child]:
         raise ValueError(f"Gateway {name}: pool_name is empty; the route needs an InferencePool to send requests to.")
     entry_name = gateway_name(args.stack_name)
     route = route_name(args.stack_name)
-    labels = {pod.PART_OF_LABEL: args.stack_name, pod.COMPONENT_LABEL: "gateway"}
+    labels = {PART_OF_LABEL: args.stack_name, pod.COMPONENT_LABEL: "gateway"}
     listener = {
         "name": "http",
         "port": args.port,

@@ -23,11 +23,13 @@ class Child:
 
     @property
     def kind(self) -> str:
-        return self.manifest["kind"]
+        kind: str = self.manifest["kind"]
+        return kind
 
     @property
     def name(self) -> str:
-        return self.manifest["metadata"]["name"]
+        name: str = self.manifest["metadata"]["name"]
+        return name
 
 
 def object_meta(
@@ -50,7 +52,8 @@ def cluster_scoped_name(namespace: str, stack_name: str, suffix: str) -> str:
 
 def manifest(api_version: str, kind: str, metadata: dict[str, Any], **fields: Any) -> dict[str, Any]:
     """An object in its plain form (see `plain`)."""
-    return plain({"apiVersion": api_version, "kind": kind, "metadata": metadata, **fields})
+    obj: dict[str, Any] = plain({"apiVersion": api_version, "kind": kind, "metadata": metadata, **fields})
+    return obj
 
 
 # Keys that lead an object when it is written (`name` first reads like hand-written YAML).

@@ -19,6 +19,7 @@ from pydantic import Field
 from core import serving
 from core import weights as weight_files
 from core.config import Weights
+from core.labels import PART_OF_LABEL
 from objects import pod
 from objects.kube import Child, manifest, object_meta
 
@@ -95,7 +96,7 @@ def model_weights(name: str, args: ModelWeightsArgs) -> list[Child]:
     if not weights_plan.download:
         return []
     settings = args.settings
-    labels = {pod.PART_OF_LABEL: args.stack_name, pod.COMPONENT_LABEL: "model-weights"}
+    labels = {PART_OF_LABEL: args.stack_name, pod.COMPONENT_LABEL: "model-weights"}
     volume = Child(
         f"{name}-pvc",
         pod.volume_claim(

@@ -16,6 +16,7 @@ import pathlib
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.labels import PART_OF_LABEL
 from objects import pod
 from objects.kube import Child, cluster_scoped_name, manifest, object_meta
 
@@ -115,7 +116,7 @@ def metrics_reader(args: MonitoringArgs, labels: dict[str, str]) -> list[Child]:
 def monitoring(name: str, args: MonitoringArgs) -> list[Child]:
     if args.pod_monitors and not args.targets:
         raise ValueError(f"Monitoring {name}: PodMonitors are on but there is nothing to scrape.")
-    labels = {pod.PART_OF_LABEL: args.stack_name, pod.COMPONENT_LABEL: "monitoring"}
+    labels = {PART_OF_LABEL: args.stack_name, pod.COMPONENT_LABEL: "monitoring"}
     children = []
     if args.pod_monitors:
         if any(target.token for target in args.targets):

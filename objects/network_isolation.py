@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from core.labels import PART_OF_LABEL, ROLE_LABEL
 from objects import pod
 from objects.kube import Child, manifest, object_meta
 
@@ -57,13 +58,13 @@ def network_isolation(name: str, args: NetworkIsolationArgs) -> list[Child]:
         raise ValueError(f"NetworkIsolation {name}: a P/D stack needs prefill_port to let decode reach prefill.")
     if not args.entry_ports:
         raise ValueError(f"NetworkIsolation {name}: entry_ports is empty; the gateway could reach no serving pod.")
-    stack = {pod.PART_OF_LABEL: args.stack_name}
+    stack = {PART_OF_LABEL: args.stack_name}
     labels = {**stack, pod.COMPONENT_LABEL: "network-policy"}
     gateway = _pods({args.gateway_pod_label: args.gateway_name})
     monitoring = {"namespaceSelector": pod.match_labels({"kubernetes.io/metadata.name": args.monitoring_namespace})}
     epp = _pods(args.epp_labels)
-    decode = _pods({**stack, pod.ROLE_LABEL: "decode"})
-    prefill = _pods({**stack, pod.ROLE_LABEL: "prefill"})
+    decode = _pods({**stack, ROLE_LABEL: "decode"})
+    prefill = _pods({**stack, ROLE_LABEL: "prefill"})
 
     def policy(suffix: str, selector: dict[str, str], rules: list[dict[str, Any]]) -> Child:
         policy_name = f"{args.stack_name}-{suffix}"
@@ -91,12 +92,12 @@ def network_isolation(name: str, args: NetworkIsolationArgs) -> list[Child]:
     decode_rules = [_rule([gateway], args.entry_ports), _rule([epp, monitoring], args.decode_ports)]
     if args.topology == "pd":
         decode_rules.append(_rule([prefill], args.decode_nixl_ports))
-    children.append(policy("decode", {**stack, pod.ROLE_LABEL: "decode"}, decode_rules))
+    children.append(policy("decode", {**stack, ROLE_LABEL: "decode"}, decode_rules))
     if args.topology == "pd":
         children.append(
             policy(
                 "prefill",
-                {**stack, pod.ROLE_LABEL: "prefill"},
+                {**stack, ROLE_LABEL: "prefill"},
                 [
                     _rule([decode], [args.prefill_port, *args.prefill_nixl_ports]),
                     _rule([epp, monitoring], [args.prefill_port]),

@@ -18,7 +18,7 @@ import yaml
 from pydantic import Field
 
 from core import routing, sizing
-from core.labels import inference_pool_name
+from core.labels import PART_OF_LABEL, inference_pool_name
 from core.versions import router as router_versions
 from objects import pod
 from objects.kube import Child, cluster_scoped_name, manifest, object_meta
@@ -64,7 +64,7 @@ def epp_name(stack_name: str) -> str:
 
 
 def epp_labels(stack_name: str) -> dict[str, str]:
-    return {pod.PART_OF_LABEL: stack_name, pod.NAME_LABEL: epp_name(stack_name), pod.COMPONENT_LABEL: "router"}
+    return {PART_OF_LABEL: stack_name, pod.NAME_LABEL: epp_name(stack_name), pod.COMPONENT_LABEL: "router"}
 
 
 def metrics_auth_name(namespace: str, stack_name: str) -> str:
@@ -251,7 +251,7 @@ def router(name: str, args: RouterArgs) -> list[Child]:
             manifest(
                 POOL_API_VERSION,
                 "InferencePool",
-                object_meta(pool_name(args.stack_name), ns, {pod.PART_OF_LABEL: args.stack_name}),
+                object_meta(pool_name(args.stack_name), ns, {PART_OF_LABEL: args.stack_name}),
                 spec={
                     "selector": pod.match_labels(pod.pool_selector(args.stack_name)),
                     "targetPorts": [{"number": port} for port in args.target_ports],

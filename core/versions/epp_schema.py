@@ -61,7 +61,8 @@ def data_versions(program: str) -> list[Version]:
 @functools.cache
 def load(program: str, version: Version) -> dict[str, Any]:
     """The data of `program` (`epp`, `sidecar`) at exactly `version`."""
-    return json.loads((DATA / f"{program}-v{version}.json").read_text())
+    data: dict[str, Any] = json.loads((DATA / f"{program}-v{version}.json").read_text())
+    return data
 
 
 def data_for(program: str, pinned: Version | None) -> dict[str, Any] | None:

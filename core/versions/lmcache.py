@@ -23,7 +23,8 @@ ENV_PREFIX = "LMCACHE_"
 
 @functools.cache
 def facts() -> dict[str, Any]:
-    return json.loads(DATA.read_text())
+    data: dict[str, Any] = json.loads(DATA.read_text())
+    return data
 
 
 def known_env() -> frozenset[str]:

@@ -17,7 +17,7 @@ import functools
 import json
 import pathlib
 import re
-from typing import Any
+from typing import Any, NoReturn
 
 from core.versions import engine as engine_versions
 
@@ -32,13 +32,14 @@ class Refused(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # argparse exits; the gates want the sentence
+    def error(self, message: str) -> NoReturn:  # argparse exits; the gates want the sentence
         raise Refused(message)
 
 
 @functools.cache
 def facts() -> dict[str, Any]:
-    return json.loads(DATA.read_text())
+    data: dict[str, Any] = json.loads(DATA.read_text())
+    return data
 
 
 def _add(parser: argparse.ArgumentParser, action: dict[str, Any]) -> None:
