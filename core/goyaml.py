@@ -100,6 +100,13 @@ class Node:
     content: list[Node] = dataclasses.field(default_factory=list)
     alias: Node | None = None
 
+    def target(self) -> Node:
+        """The node an alias stands for (compose gives every alias its node), any other node itself."""
+        if self.kind == "alias":
+            assert self.alias is not None
+            return self.alias
+        return self
+
     def indicated_string(self) -> bool:
         return self.kind == "scalar" and (self.tag == STR or (self.tag in ("", "!") and self.quoted))
 
@@ -136,6 +143,7 @@ def compose(text: str) -> Node | None:
     for event in yaml.parse(text, Loader=yaml.SafeLoader):
         if isinstance(event, yaml.DocumentEndEvent):
             break
+        assert event.start_mark is not None  # the parser marks every event it emits
         line = event.start_mark.line + 1
         if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
             node = Node(
@@ -147,7 +155,7 @@ def compose(text: str) -> Node | None:
                 line,
                 tag=_short(event.tag),
                 value=event.value,
-                quoted=bool(event.style) and event.style in "'\"|>",
+                quoted=(event.style or "") in ("'", '"', "|", ">"),
             )
         elif isinstance(event, yaml.AliasEvent):
             if event.anchor not in anchors:
@@ -307,7 +315,7 @@ class _Decoder:
             # yaml.v3 refuses documents whose aliases expand beyond reason ("billion laughs") too.
             raise YamlError("document contains excessive aliasing")
         if node.kind == "alias":
-            return self.value(node.alias)
+            return self.value(node.target())
         if node.short_tag() == NULL:
             return None
         if node.kind == "scalar":
@@ -331,7 +339,7 @@ class _Decoder:
     def key(self, node: Node, string_keys: bool) -> Any:
         if string_keys:
             # A key of a map[string]interface{} is decoded into a Go string: the scalar's text as written.
-            target = node.alias if node.kind == "alias" else node
+            target = node.target()
             if target.kind != "scalar":
                 raise YamlError(f"line {node.line}: cannot unmarshal {target.short_tag()} into a string key")
             return target.value

@@ -100,6 +100,6 @@ def _with_extra_parameters(plugin: dict[str, Any], settings: Router) -> dict[str
     """`router.pluginParameters` of this plugin's type merged into its parameters (the gate refuses a type the
     render does not declare and a parameter the render generates)."""
     extra = settings.plugin_parameters.get(plugin["type"])
-    if not extra:
+    if not isinstance(extra, dict) or not extra:  # an object by the config's own check, when set
         return plugin
     return {**plugin, "parameters": {**plugin.get("parameters", {}), **extra}}

@@ -94,6 +94,7 @@ def network_isolation(name: str, args: NetworkIsolationArgs) -> list[Child]:
         decode_rules.append(_rule([prefill], args.decode_nixl_ports))
     children.append(policy("decode", {**stack, ROLE_LABEL: "decode"}, decode_rules))
     if args.topology == "pd":
+        assert args.prefill_port is not None  # refused above
         children.append(
             policy(
                 "prefill",

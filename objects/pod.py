@@ -307,7 +307,9 @@ def container_ports(named: Sequence[tuple[str, int]]) -> list[dict[str, Any]]:
 def engine_env(literal: dict[str, str], *, hf_token_secret: str) -> list[dict[str, Any]]:
     """Literal values, then the pod IP and the token by reference: one entry per name, by construction
     (the API server refuses a container with two entries of one name)."""
-    env = [{"name": key, "value": value} for key, value in literal.items() if key not in serving.REFERENCE_ENV]
+    env: list[dict[str, Any]] = [
+        {"name": key, "value": value} for key, value in literal.items() if key not in serving.REFERENCE_ENV
+    ]
     env.append({"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
     env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": hf_token_secret, "key": "token"}}})
     return env

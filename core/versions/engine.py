@@ -31,14 +31,21 @@ class Release:
     source: str
 
 
+def _version(text: str) -> Version:
+    version = Version.parse(text)
+    if version is None:
+        raise ValueError(f"not a version: {text!r}")
+    return version
+
+
 def _release(vllm_rbln: str, vllm: str, lmcache_rbln: str | None = None, *, wheel: str | None = None) -> Release:
     pins = f"Requires-Dist vllm=={vllm}+cpu" + (
         f", lmcache-rbln>={lmcache_rbln} (extra kv-connectors)" if lmcache_rbln else ""
     )
     return Release(
-        Version.parse(vllm_rbln),
-        Version.parse(vllm),
-        Version.parse(lmcache_rbln) if lmcache_rbln else None,
+        _version(vllm_rbln),
+        _version(vllm),
+        _version(lmcache_rbln) if lmcache_rbln else None,
         f"vllm-rbln=={wheel or vllm_rbln} METADATA: {pins}",
     )
 
