@@ -8,7 +8,7 @@ the stack outputs print them.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Literal
 
 from core import autoscaling, serving, sizing, weights
 from core.config import StackConfig
@@ -40,7 +40,7 @@ class StackFacts:
     decode: RoleServing
     kv_bytes_per_token: int
     prefix_reuse_unit: int
-    kv_tier: str
+    kv_tier: Literal["rds", "cpu", "off"]
     rds_drives: int
     rds_budget: sizing.RdsBudget | None
     rds_tokens_per_rank: int

@@ -8,7 +8,8 @@ objects `pulumi up` registers, worked out once.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
@@ -29,13 +30,15 @@ from objects.prefill_pool import PrefillPoolArgs, prefill_pool
 from objects.rds_tier import RdsTierArgs, config_map_name, needs_rds_nodes, rds_tier
 from objects.router import RouterArgs, epp_labels, pool_name, router
 
+Args = TypeVar("Args", bound=BaseModel)
+
 
 @dataclasses.dataclass(frozen=True)
-class Part:
+class Part(Generic[Args]):
     """One component of the stack: its Pulumi name, its args and the objects it owns."""
 
     name: str
-    args: BaseModel
+    args: Args
     children: list[Child]
 
 
@@ -45,14 +48,14 @@ class StackObjects:
 
     namespace: Child
     hf_token: Child | None
-    weights: Part
-    kv_tier: Part | None
-    prefill: Part | None
-    decode: Part
-    router: Part
-    gateway: Part
-    network: Part | None
-    monitoring: Part | None
+    weights: Part[ModelWeightsArgs]
+    kv_tier: Part[RdsTierArgs] | None
+    prefill: Part[PrefillPoolArgs] | None
+    decode: Part[DecodePoolArgs]
+    router: Part[RouterArgs]
+    gateway: Part[GatewayArgs]
+    network: Part[NetworkIsolationArgs] | None
+    monitoring: Part[MonitoringArgs] | None
     outputs: dict[str, Any]
 
     def children(self) -> list[Child]:
@@ -202,7 +205,7 @@ def hf_token_withheld(cfg: StackConfig, stack: str) -> str | None:
     )
 
 
-def _part(name: str, args: BaseModel, build) -> Part:
+def _part(name: str, args: Args, build: Callable[[str, Args], list[Child]]) -> Part[Args]:
     return Part(name, args, build(name, args))
 
 
