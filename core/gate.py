@@ -17,6 +17,7 @@ from typing import Any
 
 import pydantic
 from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 
 from core import autoscaling, labels, routing, rules, serving, sizing, weights
 from core.config import MOVED_KEYS, MOVED_KEYS_DOCS, NAMESPACE, SECRET_KEYS, Router, StackConfig, unwrap_optional
@@ -88,18 +89,18 @@ def _field_models(model: type[BaseModel], loc: Loc) -> type[BaseModel] | None:
     for part in loc:
         if not (isinstance(current, type) and issubclass(current, BaseModel)):
             return None
-        info = _fields(current).get(part)
+        info = _fields(current).get(str(part))
         if info is None:
             return None
         current = unwrap_optional(info.annotation)
     return current if isinstance(current, type) and issubclass(current, BaseModel) else None
 
 
-def _field_info(model: type[BaseModel], loc: Loc):
+def _field_info(model: type[BaseModel], loc: Loc) -> FieldInfo | None:
     parent = _field_models(model, loc[:-1])  # the model itself for a top-level key
     if parent is None:
         return None
-    return _fields(parent).get(loc[-1])
+    return _fields(parent).get(str(loc[-1]))
 
 
 def _is_map(loc: Loc) -> bool:
@@ -108,7 +109,7 @@ def _is_map(loc: Loc) -> bool:
     return info is not None and typing.get_origin(unwrap_optional(info.annotation)) is dict
 
 
-def _allowed(info) -> str:
+def _allowed(info: FieldInfo | None) -> str:
     """What a field accepts, from its annotation and bounds."""
     if info is None:
         return ""
@@ -153,6 +154,7 @@ def _pydantic_issues(error: pydantic.ValidationError) -> list[Issue]:
             # pydantic reports an unknown key only inside a model, and the lookup takes both spellings of the
             # sections on the way (`kv_tier` too), so `parent` is the model of the section the key is in.
             parent = _field_models(StackConfig, loc[:-1])
+            assert parent is not None  # pydantic reports an unknown key inside a model only
             valid = sorted(info.alias or name for name, info in parent.model_fields.items())
             if len(loc) == 1:
                 valid += sorted(SECRET_KEYS)
@@ -309,7 +311,7 @@ def rule_roles_agree(cfg: StackConfig) -> Iterable[Issue]:
             )
     if prefill.speculative != decode.speculative:
 
-        def show(s):
+        def show(s: BaseModel | None) -> str:
             return "off" if s is None else json.dumps(s.model_dump(by_alias=True))
 
         yield Issue(
@@ -460,7 +462,8 @@ def _router_field(settings: Router, problem: epp_schema.Problem) -> str:
     """The field a problem of the rendered EndpointPickerConfig comes from: a `router.pluginParameters` entry, the
     router field that generates that parameter, or else the image (the program at that version reads it so)."""
     if problem.plugin_type and problem.parameter:
-        if problem.parameter in settings.plugin_parameters.get(problem.plugin_type, {}):
+        params = typing.cast(dict[str, Any], settings.plugin_parameters.get(problem.plugin_type, {}))  # an object
+        if problem.parameter in params:
             return f"router.pluginParameters.{problem.plugin_type}.{problem.parameter}"
         return routing.parameter_fields(settings).get((problem.plugin_type, problem.parameter), "router.image")
     return "router.image"
@@ -485,7 +488,7 @@ def rule_router_plugin_parameters(cfg: StackConfig) -> Iterable[Issue]:
                 f"nothing. Use one of those types.",
             )
             continue
-        for name in params:
+        for name in typing.cast(dict[str, Any], params):  # an object, by the config's own check
             field = generated.get((plugin_type, name))
             if field:
                 yield Issue(
@@ -529,7 +532,9 @@ def rule_router_schema(cfg: StackConfig) -> Iterable[Issue]:
     args = rendered_sidecar_args(cfg)
     too_old = missing_features_of(sidecar, router_versions.sidecar_features_used(args))
     data = None if too_old else epp_schema.data_for("sidecar", image_version(sidecar))
-    for problem in epp_schema.check_sidecar_args(args, data) if data else []:
+    if not data:
+        return
+    for problem in epp_schema.check_sidecar_args(args, data):
         yield Issue(
             key("decode.sidecar.image"),
             rules.program_refuses(
@@ -575,8 +580,12 @@ def rule_overrides(cfg: StackConfig) -> Iterable[Issue]:
                 )
         for env_name, value in role.extra_env.items():
             if env_name in serving.ENV_FIELDS:
-                field = serving.ENV_FIELDS[env_name]
-                fix = f"Set {field.format(role=name)} instead." if field else "It is fixed by the design; remove it."
+                env_field = serving.ENV_FIELDS[env_name]
+                fix = (
+                    f"Set {env_field.format(role=name)} instead."
+                    if env_field
+                    else "It is fixed by the design; remove it."
+                )
                 yield Issue(
                     key(f"{name}.extraEnv.{env_name}"),
                     f"{env_name} is generated by the program, and a second entry of one name is refused by the "
@@ -774,7 +783,10 @@ def rule_autoscaling(cfg: StackConfig) -> Iterable[Issue]:
         if from_epp or engine_versions.is_engine_image(image):
             feature = autoscaling.signal_feature(signal, cfg.router.image)
             problem = rules.image_has_features(
-                image, image_version(image), [feature], image_name="router.image" if from_epp else "engine.image"
+                image,
+                image_version(image),
+                [feature] if feature is not None else [],
+                image_name="router.image" if from_epp else "engine.image",
             )
             if problem:
                 yield Issue(key("router.image" if from_epp else "engine.image"), problem, "autoscaling-signal")
