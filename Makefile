@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STACKS := dev prod-4p4d agg pd-router07 prod-autoscale
 
-.PHONY: venv toolchain consumers up up-render serve test unit e2e golden render plan validate clean docs bench cluster down test-property-long mutate consumer-facts consumers-vllm
+.PHONY: venv toolchain consumers up up-render serve lint test unit e2e golden render plan validate clean docs bench cluster down test-property-long mutate consumer-facts consumers-vllm
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -47,9 +47,18 @@ serve: venv toolchain consumers
 up-render: venv toolchain
 	scripts/up dev
 
-# Unit, golden, policy and end-to-end tests. The e2e tests need the toolchain: `make test` tries to
-# install it and runs them when that worked (they skip otherwise; .ci/run makes that a failure).
-test: venv
+# The code checks, offline and in seconds (docs/testing.md): ruff's linter and its formatter (nothing to reformat),
+# mypy (strict on core/ and objects/; pyproject.toml holds the settings of both) and ShellCheck on every shell script.
+SHELL_SCRIPTS := $(shell grep -lsE '^(\#!/usr/bin/env bash|\# shellcheck shell=bash)' .ci/* scripts/*)
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/shellcheck -x $(SHELL_SCRIPTS)
+
+# The code checks, then unit, golden, policy and end-to-end tests. The e2e tests need the toolchain: `make test`
+# tries to install it and runs them when that worked (they skip otherwise; .ci/run makes that a failure).
+test: venv lint
 	-@scripts/install-pulumi >/dev/null || echo "make test: no Pulumi toolchain, the e2e tests will skip" >&2
 	$(PY) -m pytest
 
