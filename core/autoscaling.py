@@ -14,6 +14,7 @@ import dataclasses
 import re
 from typing import Any
 
+from core import rules
 from core.config import Autoscaling, StackConfig
 from core.versions import Feature, image_version
 from core.versions import engine as engine_versions
@@ -208,4 +209,4 @@ def signal_feature(signal: Signal, epp_image: str) -> Feature | None:
 def decider_feeds_prefill(decider: str, non_cached_tokens: int) -> bool:
     """Whether the P/D decider sends any request through remote prefill: always-disagg all of them (a P/D ratio of 1
     request to 1), prefix-based those with more than nonCachedTokens tokens not cached (0 disables it)."""
-    return decider == "always-disagg" or non_cached_tokens > 0
+    return decider == "always-disagg" or rules.decider_fires(non_cached_tokens)

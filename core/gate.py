@@ -301,25 +301,24 @@ def rule_roles_agree(cfg: StackConfig) -> Iterable[Issue]:
         return
     prefill = role_serving(cfg.engine, cfg.prefill)
     decode = role_serving(cfg.engine, cfg.decode)
-    for field, label in (("block_size", "blockSize"), ("kv_cache_dtype", "kvCacheDtype")):
-        p, d = getattr(prefill, field), getattr(decode, field)
-        if p != d:
-            yield Issue(
-                key(f"decode.{label}"),
-                f"prefill {label} {p!r} and decode {label} {d!r} differ: NIXL moves KV blocks as they are, "
-                f"so both roles need the same value (set it once in engine.{label}).",
-            )
-    if prefill.speculative != decode.speculative:
 
-        def show(s: BaseModel | None) -> str:
-            return "off" if s is None else json.dumps(s.model_dump(by_alias=True))
+    def speculative(s: BaseModel | None) -> dict[str, object] | None:
+        return None if s is None else s.model_dump(by_alias=True, exclude_none=True)
 
-        yield Issue(
-            key("decode.speculative"),
-            f"prefill speculative {show(prefill.speculative)} and decode speculative {show(decode.speculative)} "
-            f"differ: EAGLE-3's draft head fills its own KV during prefill, so both roles need the same "
-            f"config (set it once in engine.speculative).",
+    for what, label, p, d in (
+        ("block-size", "blockSize", prefill.block_size, decode.block_size),
+        ("kv-cache-dtype", "kvCacheDtype", prefill.kv_cache_dtype, decode.kv_cache_dtype),
+        ("speculative-config", "speculative", speculative(prefill.speculative), speculative(decode.speculative)),
+    ):
+        problem = rules.roles_agree(
+            what,
+            p,
+            d,
+            field_name=f"{label} (prefill.{label}, decode.{label}, engine.{label})",
+            fix=f"Set it once in engine.{label} and drop the role overrides.",
         )
+        if problem:
+            yield Issue(key(f"decode.{label}"), f"prefill and decode {problem}", "pd-roles-agree")
 
 
 def rule_pd_wiring(cfg: StackConfig) -> Iterable[Issue]:
@@ -334,12 +333,14 @@ def rule_pd_wiring(cfg: StackConfig) -> Iterable[Issue]:
             f"topology 'agg' runs no prefill pods but prefill.replicas is {cfg.prefill.replicas}: set it to 0.",
         )
     decode = role_serving(cfg.engine, cfg.decode)
-    if len(decode.rank_ports) > sizing.MAX_POOL_TARGET_PORTS:
-        yield Issue(
-            key("decode.dataParallelSizeLocal"),
-            f"{len(decode.rank_ports)} DP ranks per decode pod need as many InferencePool targetPorts, "
-            f"but the pool allows {sizing.MAX_POOL_TARGET_PORTS}.",
-        )
+    problem = rules.pool_target_ports_fit(
+        len(pool_ports(cfg).target),
+        ports_name="the stack's InferencePool: one per DP rank of a decode pod",
+        fix="Lower decode.dataParallelSizeLocal (or decode.dataParallelSize) to at most "
+        f"{sizing.MAX_POOL_TARGET_PORTS} ranks per pod.",
+    )
+    if problem:
+        yield Issue(key("decode.dataParallelSizeLocal"), problem, "inference-pool-wiring")
     if cfg.topology == "pd":
         sidecar = sidecar_ports(cfg.decode)
         used: dict[int, str] = {}
@@ -358,22 +359,40 @@ def rule_pd_wiring(cfg: StackConfig) -> Iterable[Issue]:
                         f"choose ranges that do not overlap (sidecar 8000-8003, ranks 8200-8203).",
                     )
                 used.setdefault(port, name)
-        if cfg.router.decider == "prefix-based" and cfg.router.non_cached_tokens == 0:
-            yield Issue(
-                key("router.nonCachedTokens"),
-                "nonCachedTokens 0 disables the prefix-based decider: no request would ever be prefilled "
-                "remotely and P/D silently becomes decode-only. Use a positive value, or decider always-disagg.",
+        if cfg.router.decider == "prefix-based":
+            problem = rules.pd_decider_fires(
+                cfg.router.non_cached_tokens,
+                tokens_name="router.nonCachedTokens",
+                always_name="router.decider always-disagg",
             )
+            if problem:
+                yield Issue(key("router.nonCachedTokens"), problem, "router-pd-profiles")
     if not cfg.router.auto_tune:
-        unit = sizing.prefix_reuse_unit(
-            cfg.engine.block_size, cfg.engine.max_num_batched_tokens, cfg.engine.sub_block_cache
-        )
-        if cfg.router.block_size_tokens != unit:
-            yield Issue(
-                key("router.blockSizeTokens"),
-                f"with autoTune off the router hashes blockSizeTokens {cfg.router.block_size_tokens}-token "
-                f"units but the engine reuses prefixes in {unit}-token units: set it to {unit}.",
+        for (block, batched, sub_block), names in reuse_units(cfg).items():
+            problem = rules.router_block_size(
+                cfg.router.block_size_tokens,
+                block,
+                batched,
+                sub_block,
+                size_name="router.blockSizeTokens",
+                engines=f"the {' and '.join(names)} engines",
+                block_name=" and ".join(sorted(set(names.values()))),
+                batched_name="engine.maxNumBatchedTokens",
+                sub_block_name="engine.subBlockCache true",
             )
+            if problem:
+                yield Issue(key("router.blockSizeTokens"), problem, "router-block-size")
+
+
+def reuse_units(cfg: StackConfig) -> dict[tuple[int, int, bool], dict[str, str]]:
+    """The engine roles by (block size, max-num-batched-tokens, sub-block caching), each with the key its block size
+    comes from: what the router's prefix index has to match."""
+    units: dict[tuple[int, int, bool], dict[str, str]] = {}
+    engine = cfg.engine
+    for name, role in cfg.engine_roles():
+        unit = (role.block_size or engine.block_size, engine.max_num_batched_tokens, engine.sub_block_cache)
+        units.setdefault(unit, {})[name] = f"{name}.blockSize" if role.block_size else "engine.blockSize"
+    return units
 
 
 def rule_pool_endpoints(cfg: StackConfig) -> Iterable[Issue]:
@@ -818,14 +837,17 @@ def warnings_for(cfg: StackConfig) -> list[Issue]:
     """Advice that does not stop a deployment."""
     advice = []
     if cfg.router.auto_tune:
-        advice.append(
-            Issue(
-                key("router.autoTune"),
-                f"autoTune reads vllm:cache_config_info, where vllm-rbln reports --block-size "
-                f"{cfg.engine.block_size}: the router tracks prefixes in {cfg.engine.block_size}-token units "
-                f"while the engine reuses {cfg.engine.max_num_batched_tokens}-token sub-blocks.",
+        for (block, batched, sub_block), names in reuse_units(cfg).items():
+            problem = rules.autotune_block_unit(
+                block,
+                batched,
+                sub_block,
+                router_prefix="router.",
+                engines=f"the {' and '.join(names)} engines",
+                sub_block_name="engine.subBlockCache true",
             )
-        )
+            if problem:
+                advice.append(Issue(key("router.autoTune"), problem, "router-autotune-block-unit"))
     if cfg.topology == "pd":
         judged, _pool = _sidecar_ssrf(cfg)
         problem = rules.sidecar_ssrf_capable(**judged, image_name="decode.sidecar.image")

@@ -9,6 +9,7 @@ sentence reads right in both places.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Sequence
 
@@ -462,3 +463,109 @@ def autoscaling_signal(
             f"0 (KEDA's ignoreNullValues) and the {role} pods never scale up. {fix_scrape}"
         )
     return None
+
+
+# --- the router and the P/D pair ------------------------------------------------------------------
+
+
+def pool_target_ports_fit(count: int, *, ports_name: str, fix: str) -> str | None:
+    """An InferencePool lists at most 8 targetPorts (its CRD's maxItems), one per DP rank the router addresses in a
+    pod."""
+    if count > sizing.MAX_POOL_TARGET_PORTS:
+        return (
+            f"{count} target ports ({ports_name}) but an InferencePool allows at most "
+            f"{sizing.MAX_POOL_TARGET_PORTS}: the API server refuses the pool. {fix}"
+        )
+    return None
+
+
+def decider_fires(non_cached_tokens: object) -> bool:
+    """The prefix-based P/D decider prefills remotely when more than nonCachedTokens tokens are not cached: 0 (or a
+    value that is no number) never does."""
+    return isinstance(non_cached_tokens, (int, float)) and non_cached_tokens > 0
+
+
+def pd_decider_fires(non_cached_tokens: object, *, tokens_name: str, always_name: str) -> str | None:
+    if decider_fires(non_cached_tokens):
+        return None
+    return (
+        f"{tokens_name} {non_cached_tokens} disables the decider: no request is ever prefilled remotely and P/D "
+        f"silently becomes decode-only. Set nonCachedTokens > 0 (e.g. 16), or use {always_name}."
+    )
+
+
+def router_block_size(
+    size: object,
+    block: int,
+    batched: int,
+    sub_block: bool,
+    *,
+    size_name: str,
+    engines: str,
+    block_name: str,
+    batched_name: str,
+    sub_block_name: str,
+) -> str | None:
+    """With autoTune off the router hashes prompts in blockSizeTokens units; the engines reuse prefixes in their
+    prefix-reuse unit (the sub-block with sub-block caching, else the KV block): the two must be equal."""
+    unit = sizing.prefix_reuse_unit(block, batched, sub_block)
+    if size == unit:
+        return None
+    source = (
+        f"sub-blocks of {batched_name} {unit} ({sub_block_name})" if sub_block else f"blocks of {block_name} {block}"
+    )
+    return (
+        f"{size_name} {'(unset)' if size is None else size} with autoTune false, but {engines} reuse prefixes in "
+        f"{source}: the router's prefix hashes never line up with what the engines cache, so prefix-aware routing "
+        f"picks at random. Set blockSizeTokens {unit}."
+    )
+
+
+def autotune_block_unit(
+    block: int, batched: int, sub_block: bool, *, router_prefix: str, engines: str, sub_block_name: str
+) -> str | None:
+    """Advice: autoTune reads --block-size from vllm:cache_config_info, which is not the reuse unit when the engines
+    cache sub-blocks. `router_prefix` is put before the router's autoTune (`router.`, `parameters.`)."""
+    unit = sizing.prefix_reuse_unit(block, batched, sub_block)
+    if unit == block:
+        return None
+    return (
+        f"{router_prefix}autoTune true: the router reads --block-size {block} from each pod's vllm:cache_config_info "
+        f"and tracks prefixes in {block}-token units, while {engines} reuse {unit}-token sub-blocks "
+        f"({sub_block_name}): shared prefixes shorter than {block} tokens are not routed by affinity. For {unit}-token "
+        f"routing set autoTune false, blockSizeTokens {unit} and lruCapacityPerServer to the per-pod KV block count "
+        f"in {unit}-token units."
+    )
+
+
+# What prefill and decode must agree on, and why (the KV prefill writes is the KV decode reads).
+ROLES_AGREE = {
+    "block-size": "NIXL moves KV blocks as they are, so both roles need the same block size",
+    "kv-cache-dtype": "decode cannot read KV written in another dtype",
+    "model": "KV computed by one model is garbage for another",
+    "speculative-config": "both roles need the same speculative method, draft model and token count",
+}
+EAGLE_ON_DECODE_ONLY = (
+    "EAGLE-3 on decode needs it on prefill too: the draft head fills its own KV during prefill, and decode receives "
+    "that KV with the target model's"
+)
+
+
+def spec_text(value: object) -> str:
+    """A value for messages and comparison: JSON objects compact with sorted keys, None as `none`."""
+    if value is None:
+        return "none"
+    return json.dumps(value, separators=(",", ":"), sort_keys=True) if isinstance(value, (dict, list)) else str(value)
+
+
+def roles_agree(what: str, prefill: object, decode: object, *, field_name: str, fix: str) -> str | None:
+    """Prefill and decode agree on `what` (a key of ROLES_AGREE); values compare as spec_text, so a speculative
+    config is the same whatever the order of its keys. The sentence starts at `differ on`: the caller names the two
+    (`prefill and decode`, or the containers and Deployments)."""
+    if spec_text(prefill) == spec_text(decode):
+        return None
+    why = ROLES_AGREE[what]
+    eagle = isinstance(decode, dict) and str(decode.get("method")).startswith("eagle")
+    if what == "speculative-config" and prefill is None and eagle:
+        why = EAGLE_ON_DECODE_ONLY
+    return f"differ on {field_name}: prefill {spec_text(prefill)} vs decode {spec_text(decode)}; {why}. {fix}"

@@ -9,7 +9,6 @@ blocks of different shapes. These rules read several resources at once, so they 
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
@@ -55,13 +54,6 @@ def _role(items: list[Engine], role: str) -> list[Engine]:
     return [e for e in items if e.role == role]
 
 
-def _spec_text(value: Any) -> str:
-    """A value for messages and comparison: JSON objects compact with sorted keys, None as `none`."""
-    if value is None:
-        return "none"
-    return json.dumps(value, separators=(",", ":"), sort_keys=True) if isinstance(value, (dict, list)) else str(value)
-
-
 # --- prefill and decode agree --------------------------------------------------------------
 
 
@@ -75,12 +67,22 @@ def pd_roles_agree(manifests: list[dict], facts: Facts) -> list[Finding]:
         prefill_groups: dict[str, dict[str, list[Engine]]] = defaultdict(lambda: defaultdict(list))
         for prefill in _role(items, "prefill"):
             for field, value in _pd_field_values(prefill):
-                prefill_groups[field][_spec_text(value)].append(prefill)
+                prefill_groups[field][rules.spec_text(value)].append(prefill)
         for decode in _role(items, "decode"):
-            for field, decode_value, why in _pd_fields(decode):
-                for value, group in prefill_groups[field].items():
-                    if value != _spec_text(decode_value):
-                        found.append(_pd_finding(decode, group, field, value, decode_value, why))
+            for field, decode_value in _pd_field_values(decode):
+                for group in prefill_groups[field].values():
+                    problem = rules.roles_agree(
+                        field.lstrip("-"),
+                        dict(_pd_field_values(group[0]))[field],
+                        decode_value,
+                        field_name=field,
+                        fix=f"Set the same {field} on both roles.",
+                    )
+                    if problem:
+                        names = name_list(p.resource for p in group)
+                        found.append(
+                            Finding(decode.resource, f"decode container {decode.name} and prefill ({names}) {problem}")
+                        )
     return found
 
 
@@ -97,35 +99,6 @@ def _pd_field_values(engine: Engine) -> list[tuple[str, Any]]:
         ("model", engine.model),
         ("--speculative-config", _speculative(engine)),
     ]
-
-
-PD_WHY = {
-    "--block-size": "NIXL moves KV blocks as they are, so both roles need the same block size",
-    "--kv-cache-dtype": "decode cannot read KV written in another dtype",
-    "model": "KV computed by one model is garbage for another",
-    "--speculative-config": "both roles need the same speculative method, draft model and token count",
-}
-
-
-def _pd_fields(decode: Engine) -> list[tuple[str, Any, str]]:
-    return [(field, value, PD_WHY[field]) for field, value in _pd_field_values(decode)]
-
-
-def _pd_finding(
-    decode: Engine, prefills: list[Engine], field: str, prefill_text: str, decode_value: Any, why: str
-) -> Finding:
-    eagle = isinstance(decode_value, dict) and str(decode_value.get("method", "")).startswith("eagle")
-    if field == "--speculative-config" and eagle and prefill_text == "none":
-        why = (
-            "EAGLE-3 on decode needs it on prefill too: the draft head fills its own KV during prefill, and decode "
-            "receives that KV with the target model's"
-        )
-    names = name_list(p.resource for p in prefills)
-    return Finding(
-        decode.resource,
-        f"decode container {decode.name} and prefill ({names}) differ on {field}: prefill {prefill_text} vs decode "
-        f"{_spec_text(decode_value)}; {why}. Set the same {field} on both roles.",
-    )
 
 
 # --- routing sidecar -----------------------------------------------------------------------
@@ -319,14 +292,11 @@ def _target_ports(view: PoolView, here: str, selected: list[PodTemplate]) -> lis
     """One finding per pool: the ports it lacks and the ports it targets where nothing listens."""
     found = []
     actual = set(view.target_ports)
-    if len(view.target_ports) > sizing.MAX_POOL_TARGET_PORTS:
-        found.append(
-            Finding(
-                here,
-                f"{view.ports_field} has {len(view.target_ports)} ports but an InferencePool allows "
-                f"at most {sizing.MAX_POOL_TARGET_PORTS}. Lower the ranks per pod.",
-            )
-        )
+    problem = rules.pool_target_ports_fit(
+        len(view.target_ports), ports_name=view.ports_field, fix="Lower the DP ranks per pod."
+    )
+    if problem:
+        found.append(Finding(here, problem))
     serves = {template.resource: (front_ports(template), bool(routing_sidecars(template))) for template in selected}
     expected = sorted({port for ports, _ in serves.values() for port in ports})
     missing, extra = sorted(set(expected) - actual), sorted(actual - set(expected))
@@ -648,17 +618,13 @@ def _decider(here: str, where: str, handler: dict, plugins: dict[str, dict]) -> 
             )
         ]
     if decider.get("type") in THRESHOLD_DECIDERS:
-        tokens = _params(decider).get("nonCachedTokens", 0)
-        if not isinstance(tokens, (int, float)) or tokens <= 0:
-            return [
-                Finding(
-                    here,
-                    f"{where} plugin {name} ({decider.get('type')}) parameters.nonCachedTokens "
-                    f"{tokens} disables the decider: no request is ever prefilled remotely and P/D "
-                    f"silently becomes decode-only. Set nonCachedTokens > 0 (e.g. 16), or use "
-                    f"always-disagg-pd-decider.",
-                )
-            ]
+        problem = rules.pd_decider_fires(
+            _params(decider).get("nonCachedTokens", 0),
+            tokens_name="parameters.nonCachedTokens",
+            always_name="always-disagg-pd-decider",
+        )
+        if problem:
+            return [Finding(here, f"{where} plugin {name} ({decider.get('type')}) {problem}")]
     elif decider.get("type") not in ALWAYS_DECIDERS:
         return [
             Finding(
@@ -699,24 +665,20 @@ def router_block_size(manifests: list[dict], facts: Facts) -> list[Finding]:
     for config_map, where, params in _producers(manifests):
         if params.get("autoTune", True) is not False:
             continue
-        size = params.get("blockSizeTokens")
         for (block, unit, sub_block), items in _reuse_units(manifests, namespace_of(config_map)).items():
-            if size != unit:
-                engines_text = name_list(e.resource for e in items)
-                source = (
-                    f"sub-blocks of --max-num-batched-tokens {unit} ({SUB_BLOCK_ENV}=1)"
-                    if sub_block
-                    else f"blocks of --block-size {block}"
-                )
-                found.append(
-                    Finding(
-                        resource_id(config_map),
-                        f"{where} parameters.blockSizeTokens {size if size is not None else '(unset)'} with autoTune "
-                        f"false, but the engines ({engines_text}) reuse prefixes in {source}: the router's prefix "
-                        "hashes never line up with what the engines cache, so prefix-aware routing picks at random. "
-                        f"Set blockSizeTokens {unit}.",
-                    )
-                )
+            problem = rules.router_block_size(
+                params.get("blockSizeTokens"),
+                block,
+                unit,
+                sub_block,
+                size_name="parameters.blockSizeTokens",
+                engines=f"the engines ({name_list(e.resource for e in items)})",
+                block_name="--block-size",
+                batched_name="--max-num-batched-tokens",
+                sub_block_name=f"{SUB_BLOCK_ENV}=1",
+            )
+            if problem:
+                found.append(Finding(resource_id(config_map), f"{where} {problem}"))
     return found
 
 
@@ -726,17 +688,15 @@ def router_autotune_block_unit(manifests: list[dict], facts: Facts) -> list[Find
     for config_map, where, params in _producers(manifests):
         if params.get("autoTune", True) is False:
             continue
-        for (block, unit, _sub_block), items in _reuse_units(manifests, namespace_of(config_map)).items():
-            if block != unit:
-                found.append(
-                    Finding(
-                        resource_id(config_map),
-                        f"{where} parameters.autoTune true: the router reads --block-size {block} from each pod's "
-                        f"vllm:cache_config_info and tracks prefixes in {block}-token units, while the engines "
-                        f"({name_list(e.resource for e in items)}) reuse {unit}-token sub-blocks ({SUB_BLOCK_ENV}=1): "
-                        f"shared prefixes shorter than {block} tokens are not routed by affinity. For {unit}-token "
-                        f"routing set autoTune false, blockSizeTokens {unit} and lruCapacityPerServer to the per-pod "
-                        f"KV block count in {unit}-token units.",
-                    )
-                )
+        for (block, unit, sub_block), items in _reuse_units(manifests, namespace_of(config_map)).items():
+            problem = rules.autotune_block_unit(
+                block,
+                unit,
+                sub_block,
+                router_prefix="parameters.",
+                engines=f"the engines ({name_list(e.resource for e in items)})",
+                sub_block_name=f"{SUB_BLOCK_ENV}=1",
+            )
+            if problem:
+                found.append(Finding(resource_id(config_map), f"{where} {problem}"))
     return found

@@ -1,6 +1,5 @@
 """Router alone: RBAC, EPP Deployment/Service, ConfigMap plugins, InferencePool."""
 
-import pytest
 import yaml
 
 from components.router import Router, RouterArgs
@@ -125,6 +124,11 @@ def test_epp_args_log_json_and_turn_tracing_off(run_under_mocks):
     assert "env" not in epp  # no OTEL_* variables: nothing to export to
 
 
-def test_refuses_too_many_target_ports():
-    with pytest.raises(ValueError, match="at most 8"):
-        Router("bad", RouterArgs(stack_name="t", namespace="ns", target_ports=list(range(8000, 8009))))
+def test_nine_target_ports_are_rendered_for_the_gates_to_refuse():
+    """The pool's 8 target ports are a rule of both gates (core.rules.pool_target_ports_fit, tests/stacks/
+    test_gates_agree.py), not of the component: it renders what it is given, for the pack to judge."""
+    from objects.router import router
+
+    args = RouterArgs(stack_name="t", namespace="ns", target_ports=list(range(8000, 8009)))
+    (pool,) = [child.manifest for child in router("bad", args) if child.manifest["kind"] == "InferencePool"]
+    assert [p["number"] for p in pool["spec"]["targetPorts"]] == list(range(8000, 8009))

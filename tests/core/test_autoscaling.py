@@ -294,7 +294,7 @@ def test_the_other_rules_at_their_key_paths():
 def test_a_decider_that_takes_no_prefill_decision_feeds_no_pd_rate():
     raw = {**with_role("prefill", metric="pdDecisionRate"), "rebel100:router": {"nonCachedTokens": 0}}
     assert issues(raw) == [
-        ("rebel100:router.nonCachedTokens", ""),
+        ("rebel100:router.nonCachedTokens", "router-pd-profiles"),
         ("rebel100:prefill.autoscaling.metric", "autoscaling-signal"),
     ]
 

@@ -109,9 +109,9 @@ def test_roles_agree_on_block_dtype_and_speculative():
     text = problems(
         decode={"blockSize": 8192, "kvCacheDtype": "auto", "speculative": {"method": "ngram", "model": None}}
     )
-    assert "prefill blockSize 4096 and decode blockSize 8192 differ" in text
-    assert "prefill kvCacheDtype 'fp8' and decode kvCacheDtype 'auto' differ" in text
-    assert "EAGLE-3's draft head fills its own KV during prefill" in text
+    assert "prefill 4096 vs decode 8192; NIXL moves KV blocks as they are" in text
+    assert "prefill fp8 vs decode auto; decode cannot read KV written in another dtype" in text
+    assert "both roles need the same speculative method, draft model and token count" in text
 
 
 def test_topology_and_prefill_replicas():
@@ -122,12 +122,12 @@ def test_topology_and_prefill_replicas():
 
 def test_decider_that_cannot_fire():
     text = problems(router={"nonCachedTokens": 0})
-    assert "nonCachedTokens 0 disables the prefix-based decider" in text
+    assert "router.nonCachedTokens 0 disables the decider" in text
     ok(router={"nonCachedTokens": 0, "decider": "always-disagg"})
 
 
 def test_router_block_size_without_autotune():
-    assert "set it to 512" in problems(router={"autoTune": False, "blockSizeTokens": 4096})
+    assert "Set blockSizeTokens 512." in problems(router={"autoTune": False, "blockSizeTokens": 4096})
     cfg = ok(router={"autoTune": False, "blockSizeTokens": 512})
     assert not [w for w in warnings_for(cfg) if "autoTune" in w.path]
 
@@ -414,7 +414,7 @@ def test_config_error_lists_every_issue_under_one_heading():
             {"decode": {"dataParallelSize": 16, "enableExpertParallel": False}},
             [
                 ("rebel100:decode", "npu-devices-fit-node"),
-                ("rebel100:decode.dataParallelSizeLocal", ""),
+                ("rebel100:decode.dataParallelSizeLocal", "inference-pool-wiring"),
                 ("rebel100:hardware.nodes", ""),
             ],
         ),
@@ -436,7 +436,7 @@ def test_config_error_lists_every_issue_under_one_heading():
         ),
         (
             {"prefill": {"blockSize": 4000}},
-            [("rebel100:decode.blockSize", ""), ("rebel100:prefill.blockSize", "engine-args-in-range")],
+            [("rebel100:decode.blockSize", "pd-roles-agree"), ("rebel100:prefill.blockSize", "engine-args-in-range")],
         ),
         ({"decode": {"gpuMemoryUtilization": 1.2}}, [("rebel100:decode.gpuMemoryUtilization", "engine-args-in-range")]),
         ({"engine": {"maxModelLen": 300000}}, [("rebel100:engine.maxModelLen", "engine-args-in-range")]),
@@ -526,8 +526,10 @@ PORTS_FIX = "choose ranges that do not overlap (sidecar 8000-8003, ranks 8200-82
             {
                 (
                     "rebel100:decode.dataParallelSizeLocal",
-                    "9 DP ranks per decode pod need as many InferencePool targetPorts, but the pool allows 8.",
-                    "",
+                    "9 target ports (the stack's InferencePool: one per DP rank of a decode pod) but an "
+                    "InferencePool allows at most 8: the API server refuses the pool. Lower "
+                    "decode.dataParallelSizeLocal (or decode.dataParallelSize) to at most 8 ranks per pod.",
+                    "inference-pool-wiring",
                 )
             },
         ),
@@ -615,10 +617,10 @@ PORTS_FIX = "choose ranges that do not overlap (sidecar 8000-8003, ranks 8200-82
             {
                 (
                     "rebel100:router.nonCachedTokens",
-                    "nonCachedTokens 0 disables the prefix-based decider: no request would ever "
-                    "be prefilled remotely and P/D silently becomes decode-only. Use a positive "
-                    "value, or decider always-disagg.",
-                    "",
+                    "router.nonCachedTokens 0 disables the decider: no request is ever prefilled remotely "
+                    "and P/D silently becomes decode-only. Set nonCachedTokens > 0 (e.g. 16), or use "
+                    "router.decider always-disagg.",
+                    "router-pd-profiles",
                 )
             },
         ),
@@ -628,9 +630,11 @@ PORTS_FIX = "choose ranges that do not overlap (sidecar 8000-8003, ranks 8200-82
             {
                 (
                     "rebel100:router.blockSizeTokens",
-                    "with autoTune off the router hashes blockSizeTokens 4096-token units but the "
-                    "engine reuses prefixes in 512-token units: set it to 512.",
-                    "",
+                    "router.blockSizeTokens 4096 with autoTune false, but the prefill and decode engines "
+                    "reuse prefixes in sub-blocks of engine.maxNumBatchedTokens 512 (engine.subBlockCache "
+                    "true): the router's prefix hashes never line up with what the engines cache, so "
+                    "prefix-aware routing picks at random. Set blockSizeTokens 512.",
+                    "router-block-size",
                 )
             },
         ),
@@ -641,9 +645,11 @@ PORTS_FIX = "choose ranges that do not overlap (sidecar 8000-8003, ranks 8200-82
             {
                 (
                     "rebel100:router.blockSizeTokens",
-                    "with autoTune off the router hashes blockSizeTokens 512-token units but the "
-                    "engine reuses prefixes in 4096-token units: set it to 4096.",
-                    "",
+                    "router.blockSizeTokens 512 with autoTune false, but the prefill and decode engines "
+                    "reuse prefixes in blocks of engine.blockSize 4096: the router's prefix hashes never "
+                    "line up with what the engines cache, so prefix-aware routing picks at random. Set "
+                    "blockSizeTokens 4096.",
+                    "router-block-size",
                 )
             },
         ),
@@ -673,13 +679,10 @@ def test_pd_wiring_passes(stack, overrides):
     load_config(stack_config(stack, **overrides))
 
 
-SPEC_EAGLE3 = (
-    '{"method": "eagle3", "model": "asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k", "numSpeculativeTokens": 3}'
-)
-SPEC_FIX = (
-    "differ: EAGLE-3's draft head fills its own KV during prefill, so both roles need the same config (set it "
-    "once in engine.speculative)."
-)
+SPEC_EAGLE3 = '{"method":"eagle3","model":"asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k","numSpeculativeTokens":3}'
+SPEC_SAME = "both roles need the same speculative method, draft model and token count"
+FIELDS = "speculative (prefill.speculative, decode.speculative, engine.speculative)"
+SPEC_FIX = "Set it once in engine.speculative and drop the role overrides."
 
 
 @pytest.mark.parametrize(
@@ -690,22 +693,23 @@ SPEC_FIX = (
             {
                 (
                     "rebel100:decode.blockSize",
-                    "prefill blockSize 4096 and decode blockSize 8192 differ: NIXL moves KV blocks as "
-                    "they are, so both roles need the same value (set it once in engine.blockSize).",
-                    "",
+                    "prefill and decode differ on blockSize (prefill.blockSize, decode.blockSize, engine.blockSize): "
+                    "prefill 4096 vs decode 8192; NIXL moves KV blocks as they are, so both roles need the same block "
+                    "size. Set it once in engine.blockSize and drop the role overrides.",
+                    "pd-roles-agree",
                 ),
                 (
                     "rebel100:decode.kvCacheDtype",
-                    "prefill kvCacheDtype 'fp8' and decode kvCacheDtype 'auto' differ: NIXL moves KV "
-                    "blocks as they are, so both roles need the same value (set it once in "
-                    "engine.kvCacheDtype).",
-                    "",
+                    "prefill and decode differ on kvCacheDtype (prefill.kvCacheDtype, decode.kvCacheDtype, "
+                    "engine.kvCacheDtype): prefill fp8 vs decode auto; decode cannot read KV written in another dtype. "
+                    "Set it once in engine.kvCacheDtype and drop the role overrides.",
+                    "pd-roles-agree",
                 ),
                 (
                     "rebel100:decode.speculative",
-                    f'prefill speculative {SPEC_EAGLE3} and decode speculative {{"method": "ngram", '
-                    f'"model": null, "numSpeculativeTokens": 3}} {SPEC_FIX}',
-                    "",
+                    f"prefill and decode differ on {FIELDS}: prefill {SPEC_EAGLE3} vs decode "
+                    f'{{"method":"ngram","numSpeculativeTokens":3}}; {SPEC_SAME}. {SPEC_FIX}',
+                    "pd-roles-agree",
                 ),
             },
         ),
@@ -714,21 +718,34 @@ SPEC_FIX = (
             {
                 (
                     "rebel100:decode.speculative",
-                    f'prefill speculative {{"method": "suffix", "model": null, "numSpeculativeTokens": '
-                    f"4}} and decode speculative {SPEC_EAGLE3} {SPEC_FIX}",
-                    "",
+                    f'prefill and decode differ on {FIELDS}: prefill {{"method":"suffix","numSpeculativeTokens":4}} '
+                    f"vs decode {SPEC_EAGLE3}; {SPEC_SAME}. {SPEC_FIX}",
+                    "pd-roles-agree",
                 )
             },
         ),
-        # Speculative decoding off in one role only: `off`, not `null`.
+        # Speculative decoding off in one role only: `none`, not `null`.
         (
             {"engine": {"speculative": None}, "decode": {"speculative": {"method": "ngram", "model": None}}},
             {
                 (
                     "rebel100:decode.speculative",
-                    'prefill speculative off and decode speculative {"method": "ngram", "model": '
-                    f'null, "numSpeculativeTokens": 3}} {SPEC_FIX}',
-                    "",
+                    f'prefill and decode differ on {FIELDS}: prefill none vs decode {{"method":"ngram",'
+                    f'"numSpeculativeTokens":3}}; {SPEC_SAME}. {SPEC_FIX}',
+                    "pd-roles-agree",
+                )
+            },
+        ),
+        # EAGLE-3 on decode alone: its draft head needs the KV prefill would have filled.
+        (
+            {"engine": {"speculative": None}, "decode": {"speculative": {"method": "eagle3"}}},
+            {
+                (
+                    "rebel100:decode.speculative",
+                    f"prefill and decode differ on {FIELDS}: prefill none vs decode {SPEC_EAGLE3}; EAGLE-3 on decode "
+                    "needs it on prefill too: the draft head fills its own KV during prefill, and decode receives "
+                    f"that KV with the target model's. {SPEC_FIX}",
+                    "pd-roles-agree",
                 )
             },
         ),
@@ -1333,3 +1350,10 @@ def test_pod_annotations_may_not_redefine_the_active_ports():
             "",
         )
     }
+
+
+def test_no_autotune_advice_where_the_engines_reuse_whole_blocks():
+    """Without sub-block caching the engines reuse --block-size units, the very unit autoTune reads: nothing to advise
+    (the pack's router-autotune-block-unit says the same of the render)."""
+    cfg = ok(engine={"subBlockCache": False})
+    assert [w.path for w in warnings_for(cfg) if w.policy == "router-autotune-block-unit"] == []

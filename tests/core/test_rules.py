@@ -592,3 +592,133 @@ def test_protection_naming_another_pool_names_every_pool_that_selects_the_pod():
         "is ns/b or ns/c: the prefill pods its EPP picks are refused (403) unless ns/a happens to select them too. Set "
         "--inference-pool ns/pool."
     )
+
+
+# --- the router and the P/D pair: whole sentences, so that every word the two gates print is checked ----------------
+
+
+@pytest.mark.parametrize("count", [0, 1, 8])
+def test_pool_target_ports_fit_up_to_eight(count):
+    assert rules.pool_target_ports_fit(count, ports_name="spec.targetPorts", fix="Fix.") is None
+
+
+def test_pool_target_ports_fit_refuses_nine():
+    assert rules.pool_target_ports_fit(9, ports_name="spec.targetPorts", fix="Lower the ranks.") == (
+        "9 target ports (spec.targetPorts) but an InferencePool allows at most 8: the API server refuses the pool. "
+        "Lower the ranks."
+    )
+
+
+@pytest.mark.parametrize("tokens, fires", [(16, True), (1, True), (0.5, True), (0, False), (-1, False), (None, False)])
+def test_decider_fires_above_zero_tokens(tokens, fires):
+    assert rules.decider_fires(tokens) is fires
+
+
+def test_pd_decider_fires():
+    assert rules.pd_decider_fires(1, tokens_name="t", always_name="a") is None
+    assert rules.pd_decider_fires("16", tokens_name="parameters.nonCachedTokens", always_name="always-x") == (
+        "parameters.nonCachedTokens 16 disables the decider: no request is ever prefilled remotely and P/D silently "
+        "becomes decode-only. Set nonCachedTokens > 0 (e.g. 16), or use always-x."
+    )
+
+
+BLOCK_NAMES = dict(block_name="B", batched_name="M", sub_block_name="S on")
+
+
+def test_router_block_size_matches_the_sub_block_with_sub_block_caching():
+    assert rules.router_block_size(512, 4096, 512, True, size_name="z", engines="e", **BLOCK_NAMES) is None
+    assert rules.router_block_size(4096, 4096, 512, True, size_name="z", engines="the engines", **BLOCK_NAMES) == (
+        "z 4096 with autoTune false, but the engines reuse prefixes in sub-blocks of M 512 (S on): the router's prefix "
+        "hashes never line up with what the engines cache, so prefix-aware routing picks at random. Set "
+        "blockSizeTokens 512."
+    )
+
+
+def test_router_block_size_matches_the_block_without_sub_block_caching():
+    assert rules.router_block_size(4096, 4096, 512, False, size_name="z", engines="e", **BLOCK_NAMES) is None
+    assert rules.router_block_size(None, 4096, 512, False, size_name="z", engines="E", **BLOCK_NAMES) == (
+        "z (unset) with autoTune false, but E reuse prefixes in blocks of B 4096: the router's prefix hashes never "
+        "line up with what the engines cache, so prefix-aware routing picks at random. Set blockSizeTokens 4096."
+    )
+
+
+def test_autotune_block_unit_advises_only_where_the_unit_is_no_block():
+    names = dict(router_prefix="p.", engines="E", sub_block_name="S")
+    assert rules.autotune_block_unit(4096, 512, False, **names) is None
+    assert rules.autotune_block_unit(512, 512, True, **names) is None
+    assert rules.autotune_block_unit(4096, 512, True, **names) == (
+        "p.autoTune true: the router reads --block-size 4096 from each pod's vllm:cache_config_info and tracks "
+        "prefixes in 4096-token units, while E reuse 512-token sub-blocks (S): shared prefixes shorter than 4096 "
+        "tokens are not routed by affinity. For 512-token routing set autoTune false, blockSizeTokens 512 and "
+        "lruCapacityPerServer to the per-pod KV block count in 512-token units."
+    )
+
+
+@pytest.mark.parametrize(
+    "value, text",
+    [(None, "none"), (4096, "4096"), ("fp8", "fp8"), ({"b": 1, "a": [1, 2]}, '{"a":[1,2],"b":1}'), ([1, 2], "[1,2]")],
+)
+def test_spec_text(value, text):
+    assert rules.spec_text(value) == text
+
+
+def test_roles_agree_compares_the_text_of_the_values():
+    assert rules.roles_agree("model", "m", "m", field_name="f", fix="X.") is None
+    assert rules.roles_agree("speculative-config", {"a": 1, "b": 2}, {"b": 2, "a": 1}, field_name="f", fix="X.") is None
+
+
+SAME_SPECULATIVE = "both roles need the same speculative method, draft model and token count"
+NGRAM, EAGLE = {"method": "ngram"}, {"method": "eagle3"}
+
+
+@pytest.mark.parametrize(
+    "what, prefill, decode, shown, why",
+    [
+        (
+            "block-size",
+            4096,
+            8192,
+            "prefill 4096 vs decode 8192",
+            "NIXL moves KV blocks as they are, so both roles need the same block size",
+        ),
+        (
+            "kv-cache-dtype",
+            "fp8",
+            "auto",
+            "prefill fp8 vs decode auto",
+            "decode cannot read KV written in another dtype",
+        ),
+        ("model", "a", "b", "prefill a vs decode b", "KV computed by one model is garbage for another"),
+        ("speculative-config", NGRAM, None, 'prefill {"method":"ngram"} vs decode none', SAME_SPECULATIVE),
+        ("speculative-config", None, NGRAM, 'prefill none vs decode {"method":"ngram"}', SAME_SPECULATIVE),
+        (
+            "speculative-config",
+            NGRAM,
+            EAGLE,
+            'prefill {"method":"ngram"} vs decode {"method":"eagle3"}',
+            SAME_SPECULATIVE,
+        ),
+        (
+            "speculative-config",
+            None,
+            EAGLE,
+            'prefill none vs decode {"method":"eagle3"}',
+            "EAGLE-3 on decode needs it on prefill too: the draft head fills its own KV during prefill, and decode "
+            "receives that KV with the target model's",
+        ),
+        # Text that is no JSON object: no method is read from it.
+        ("speculative-config", None, "eagle3", "prefill none vs decode eagle3", SAME_SPECULATIVE),
+        # Only the speculative config is about EAGLE-3.
+        (
+            "model",
+            None,
+            EAGLE,
+            'prefill none vs decode {"method":"eagle3"}',
+            "KV computed by one model is garbage for another",
+        ),
+    ],
+)
+def test_roles_agree_says_why(what, prefill, decode, shown, why):
+    assert rules.roles_agree(what, prefill, decode, field_name="F", fix="Fix it.") == (
+        f"differ on F: {shown}; {why}. Fix it."
+    )

@@ -48,7 +48,17 @@ SHARED = (
     "autoscaling-fits-site",
     "autoscaling-rollout",
     "autoscaling-signal",
+    "pd-roles-agree",
+    "inference-pool-wiring",
+    "router-pd-profiles",
+    "router-block-size",
+    "router-autotune-block-unit",
 )
+# Policies of the pack that judge more than the shared rule: only their findings of that rule count, told by its words.
+SHARED_IN_PART = {"inference-pool-wiring": "but an InferencePool allows at most"}
+# The pack's resources of the router's rules: the EPP's config and the pool (the stack is named minimax-m27).
+EPP_CONFIG = "ConfigMap/rebel100/minimax-m27-epp-config"
+POOL = "InferencePool/rebel100/minimax-m27-pool"
 # Routing sidecar pins: the target, one whose allowlist still reads the flat v1alpha2 selector, the v0.7 generation's.
 SIDECAR_IMAGES = (
     "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0",
@@ -68,9 +78,12 @@ ROLE = {
     "replicas": st.integers(1, 4),
     "tensorParallelSize": st.sampled_from([1, 2, 4]),
     "pipelineParallelSize": st.sampled_from([1, 2, 4, 8, 64]),
-    "dataParallelSize": st.sampled_from([1, 2, 3, 4, 8]),
+    "dataParallelSize": st.sampled_from([1, 2, 3, 4, 8, 9]),  # 9: one rank more than a pool has target ports
     "enableExpertParallel": st.booleans(),
     "gpuMemoryUtilization": st.sampled_from([None, 0.0, 0.5, 0.75, 0.8, 0.9, 1.0, 1.2]),
+    # A role's own block size and KV dtype, the engine's or not: prefill and decode must agree.
+    "blockSize": st.sampled_from([4096, 8192]),
+    "kvCacheDtype": st.sampled_from(["fp8", "auto"]),
     "extraArgs": st.sampled_from([[], ["--enforce-eager"], ["--foo"], ["--max-logprobs", "5", "--foo_bar=1"]]),
     "extraEnv": st.dictionaries(
         st.sampled_from(SECRET_ENV + NOT_SECRET_ENV), st.sampled_from(["", "x", "sk-123"]), max_size=2
@@ -123,6 +136,15 @@ stack_config = st.fixed_dictionaries(
         "prefill": prefill_role,
         "decode": decode_role,
         "rollout": st.fixed_dictionaries({}, optional={"strategy": st.sampled_from(["Recreate", "RollingUpdate"])}),
+        "router": st.fixed_dictionaries(
+            {},
+            optional={
+                "decider": st.sampled_from(["prefix-based", "always-disagg"]),
+                "nonCachedTokens": st.sampled_from([0, 16]),
+                "autoTune": st.booleans(),
+                "blockSizeTokens": st.sampled_from([512, 1000, 4096, 8192]),
+            },
+        ),
         "kvTier": st.fixed_dictionaries(
             {},
             optional={
@@ -139,12 +161,20 @@ stack_config = st.fixed_dictionaries(
 
 def gate_findings(cfg: StackConfig) -> list[gate.Issue]:
     """What the gate refuses and what it advises (the pack's advisory policies), of the shared rules."""
-    return [issue for issue in gate.validate(cfg) + gate.warnings_for(cfg) if issue.policy in SHARED]
+    return [
+        issue
+        for issue in gate.validate(cfg) + gate.warnings_for(cfg)
+        if issue.policy in SHARED and SHARED_IN_PART.get(issue.policy, "") in issue.message
+    ]
 
 
 def pack_findings(cfg: StackConfig) -> list[catalog.Violation]:
     config = catalog.with_facts(PROD, facts.stack_values(cfg))
-    return [v for v in catalog.evaluate(render_unchecked(cfg), config) if v.policy in SHARED]
+    return [
+        v
+        for v in catalog.evaluate(render_unchecked(cfg), config)
+        if v.policy in SHARED and SHARED_IN_PART.get(v.policy, "") in v.message
+    ]
 
 
 # The pack's resource of a role: rebel100's Deployment or ScaledObject of the role (the stack is named minimax-m27).
@@ -219,6 +249,27 @@ def reference_verdict(cfg: StackConfig) -> set[tuple[str, str, str]]:
                 add("vllm-args-known", f"{name}.extraArgs[{i}]")
     if cfg.decode.pipeline_parallel_size > 1:
         found.add(("parallelism-fits-model", "decode", "rebel100:decode.pipelineParallelSize"))
+    # NIXL hands decode the KV blocks prefill wrote as they are: same block size and dtype (reported at decode's key).
+    for field, label in (("block_size", "blockSize"), ("kv_cache_dtype", "kvCacheDtype")):
+        if (getattr(cfg.prefill, field) or getattr(engine, field)) != (
+            getattr(cfg.decode, field) or getattr(engine, field)
+        ):
+            found.add(("pd-roles-agree", "decode", f"rebel100:decode.{label}"))
+    # The EPP's prefix index: each engine reuses prefixes in max-num-batched-tokens sub-blocks with sub-block caching,
+    # else in its blocks. autoTune reads the block (advice where that is not the unit); without it blockSizeTokens must
+    # be the unit.
+    router = cfg.router
+    for role in (cfg.prefill, cfg.decode):
+        block = role.block_size or engine.block_size
+        unit = engine.max_num_batched_tokens if engine.sub_block_cache else block
+        if router.auto_tune and unit != block:
+            found.add(("router-autotune-block-unit", EPP_CONFIG, "rebel100:router.autoTune"))
+        if not router.auto_tune and router.block_size_tokens != unit:
+            found.add(("router-block-size", EPP_CONFIG, "rebel100:router.blockSizeTokens"))
+    # The prefix-based decider sends a request to prefill when more than nonCachedTokens tokens are not cached: never
+    # at 0, and P/D is decode-only.
+    if router.decider == "prefix-based" and router.non_cached_tokens == 0:
+        found.add(("router-pd-profiles", EPP_CONFIG, "rebel100:router.nonCachedTokens"))
     # The pool targets the sidecar's port of each decode rank; prefill serves on its port and, with DP, one per rank.
     decode_ranks = cfg.decode.data_parallel_size_local or cfg.decode.data_parallel_size
     targets = set(range(cfg.decode.sidecar.port, cfg.decode.sidecar.port + decode_ranks))
@@ -227,6 +278,9 @@ def reference_verdict(cfg: StackConfig) -> set[tuple[str, str, str]]:
     prefill_ports = set(range(prefill.port, prefill.port + prefill_ranks))
     if not prefill_ports & targets:
         found.add(("pool-endpoints-serve", "prefill", "rebel100:prefill.port"))
+    # An InferencePool holds at most 8 targetPorts (the CRD's maxItems).
+    if len(targets) > 8:
+        found.add(("inference-pool-wiring", POOL, "rebel100:decode.dataParallelSizeLocal"))
     if tier.mode == "rds":
         drives = tier.rds_drives or hardware.nvme_drives_per_node
         utilization = 0.9 if cfg.prefill.gpu_memory_utilization is None else cfg.prefill.gpu_memory_utilization
@@ -327,6 +381,17 @@ def devices(role) -> int:
         "engine": {"image": "rebellions/vllm-rbln:0.11.2"},
     }
 )
+# The router and the P/D pair: blockSizeTokens the block without sub-block caching, the decider at 0 (and always),
+# 9 and 8 decode ranks against the pool's 8 target ports, a role's own block size and KV dtype.
+@example({"router": {"autoTune": False, "blockSizeTokens": 4096}, "engine": {"subBlockCache": False}})
+@example({"router": {"autoTune": False, "blockSizeTokens": 512}, "engine": {"subBlockCache": False}})
+@example({"router": {"autoTune": True}, "engine": {"subBlockCache": False}})
+@example({"router": {"nonCachedTokens": 0}})
+@example({"router": {"nonCachedTokens": 0, "decider": "always-disagg"}})
+@example({"decode": {"dataParallelSize": 9}, "hardware": {"npusPerNode": 16}})
+@example({"decode": {"dataParallelSize": 8}})
+@example({"prefill": {"blockSize": 8192}, "router": {"autoTune": False}})
+@example({"decode": {"kvCacheDtype": "auto"}})
 def test_gate_and_pack_agree_with_the_reference(values):
     cfg = StackConfig.model_validate(values)
     expected = reference_verdict(cfg)
@@ -419,20 +484,41 @@ def test_the_boundaries_in_full(values, gate_expected, pack_expected):
     assert [(v.policy, v.resource, v.message) for v in mandatory] == pack_expected
 
 
+# The advice every config with the default router and engine gets (autoTune on, 512-token sub-blocks).
+AUTOTUNE_ADVICE = ("router-autotune-block-unit", EPP_CONFIG, "rebel100:router.autoTune")
+
+
+def advised_and_more(cfg: StackConfig) -> set[tuple[str, str, str]]:
+    """The oracle's verdict, the default router's advice set aside."""
+    return reference_verdict(cfg) - {AUTOTUNE_ADVICE}
+
+
 def test_the_oracle_on_the_target_configuration():
-    """The oracle itself, on values whose verdicts the reference design states."""
-    assert reference_verdict(StackConfig.model_validate({})) == set()
-    assert reference_verdict(StackConfig.model_validate({"kvTier": {"rdsMaxChunks": 4000}})) == {
+    """The oracle itself, on values whose verdicts the reference design states (beside the one advice of the default
+    router, autoTune on while the engines reuse 512-token sub-blocks of 4096-token blocks)."""
+    assert reference_verdict(StackConfig.model_validate({})) == {AUTOTUNE_ADVICE}
+    assert reference_verdict(StackConfig.model_validate({"router": {"autoTune": False}})) == set()
+    assert reference_verdict(StackConfig.model_validate({"router": {"nonCachedTokens": 0}})) == {
+        AUTOTUNE_ADVICE,
+        ("router-pd-profiles", EPP_CONFIG, "rebel100:router.nonCachedTokens"),
+    }
+    assert reference_verdict(StackConfig.model_validate({"decode": {"dataParallelSize": 9}})) == {
+        AUTOTUNE_ADVICE,
+        ("inference-pool-wiring", POOL, "rebel100:decode.dataParallelSizeLocal"),
+        ("npu-devices-fit-node", "decode", "rebel100:decode"),
+        ("parallelism-fits-model", "decode", "rebel100:decode.enableExpertParallel"),  # 256 experts over 9
+    }
+    assert advised_and_more(StackConfig.model_validate({"kvTier": {"rdsMaxChunks": 4000}})) == {
         ("rds-memory-budget", "prefill", "rebel100:kvTier.rdsMaxChunks")
     }
     # 256 experts do not divide over DP 3 x TP 1.
-    assert reference_verdict(StackConfig.model_validate({"decode": {"dataParallelSize": 3}})) == {
+    assert advised_and_more(StackConfig.model_validate({"decode": {"dataParallelSize": 3}})) == {
         ("parallelism-fits-model", "decode", "rebel100:decode.enableExpertParallel")
     }
-    assert reference_verdict(StackConfig.model_validate({"prefill": {"port": 8004}})) == {
+    assert advised_and_more(StackConfig.model_validate({"prefill": {"port": 8004}})) == {
         ("pool-endpoints-serve", "prefill", "rebel100:prefill.port")
     }
-    assert reference_verdict(StackConfig.model_validate({"decode": {"sidecar": {"image": SIDECAR_IMAGES[2]}}})) == {
+    assert advised_and_more(StackConfig.model_validate({"decode": {"sidecar": {"image": SIDECAR_IMAGES[2]}}})) == {
         ("sidecar-ssrf-capable", "decode", "rebel100:decode.sidecar.image")
     }
     scaled = {
@@ -441,14 +527,14 @@ def test_the_oracle_on_the_target_configuration():
         "prefill": {"autoscaling": {"minReplicas": 1, "maxReplicas": 4}},
         "decode": {"autoscaling": {"minReplicas": 1, "maxReplicas": 4}},
     }
-    assert reference_verdict(StackConfig.model_validate(scaled)) == set()
-    assert reference_verdict(
+    assert advised_and_more(StackConfig.model_validate(scaled)) == set()
+    assert advised_and_more(
         StackConfig.model_validate({**scaled, "decode": {"autoscaling": {"minReplicas": 1, "maxReplicas": 5}}})
     ) == {
         ("autoscaling-fits-site", "decode", "rebel100:decode.autoscaling.maxReplicas"),
         ("autoscaling-fits-site", "prefill", "rebel100:prefill.autoscaling.maxReplicas"),
     }
-    assert reference_verdict(StackConfig.model_validate({**scaled, "rollout": {}})) == {
+    assert advised_and_more(StackConfig.model_validate({**scaled, "rollout": {}})) == {
         ("autoscaling-rollout", "prefill", "rebel100:rollout.strategy"),
         ("autoscaling-rollout", "decode", "rebel100:rollout.strategy"),
     }
@@ -458,10 +544,13 @@ def test_drives_reach_the_pack():
     """One drive and 3000 chunks: 3000 x 2 MiB x 1 + 512 = 6512 MiB fits 7372.8 MiB in both gates."""
     cfg = StackConfig.model_validate({"kvTier": {"rdsDrives": 1, "rdsMaxChunks": 3000}})
     assert gate.validate(cfg) == []
-    assert pack_verdict(cfg) == set()
+    assert pack_verdict(cfg) == {AUTOTUNE_ADVICE[:2]}
     two_drives = StackConfig.model_validate({"kvTier": {"rdsMaxChunks": 3000}})
-    assert gate_verdict(two_drives) == {("rds-memory-budget", "rebel100:kvTier.rdsMaxChunks")}
-    assert pack_verdict(two_drives) == {("rds-memory-budget", "prefill")}
+    assert gate_verdict(two_drives) == {
+        ("rds-memory-budget", "rebel100:kvTier.rdsMaxChunks"),
+        (AUTOTUNE_ADVICE[0], AUTOTUNE_ADVICE[2]),
+    }
+    assert pack_verdict(two_drives) == {("rds-memory-budget", "prefill"), AUTOTUNE_ADVICE[:2]}
 
 
 # --- stack files: any content gets one clear line ---------------------------------------------
