@@ -18,6 +18,24 @@ NPU_PRESENT_LABEL = "rebellions.ai/npu.present"
 NPU_PRODUCT_LABEL = "rebellions.ai/npu.product"
 RDS_PRESENT_LABEL = "rebellions.ai/rds.present"
 
+
+def needs_rds_nodes(role: str, kv_tier: str) -> bool:
+    """The RDS tier stores KV on the node's NVMe drives: its prefill pods need nodes with RDS."""
+    return role == "prefill" and kv_tier == "rds"
+
+
+def required_node_labels(npu_product: str, *, rds: bool, group_label: str, group: str | None) -> dict[str, str]:
+    """The node labels an engine pod requires, in the order its node affinity lists them: the NPU of the product,
+    RDS (`needs_rds_nodes`), and its node group when the role has groups. Written by objects/pod.py as the pod's
+    node affinity, read by core/placement.py to place it on the site's nodes."""
+    labels = {NPU_PRESENT_LABEL: "true", NPU_PRODUCT_LABEL: npu_product}
+    if rds:
+        labels[RDS_PRESENT_LABEL] = "true"
+    if group is not None:
+        labels[group_label] = group
+    return labels
+
+
 # Read by the rds-memory-budget policy: the lmcache-rbln version of the engine's image ...
 LMCACHE_VERSION_ANNOTATION = "rebel100.ai/lmcache-rbln-version"
 # ... and, on RdsTier's LMCache ConfigMap, the budget inputs that are not in the LMCache environment.

@@ -14,7 +14,7 @@ import dataclasses
 
 from core.config import StackConfig
 from core.derive import derive
-from core.labels import NPU_PRESENT_LABEL, NPU_PRODUCT_LABEL, RDS_PRESENT_LABEL, pool_names
+from core.labels import needs_rds_nodes, pool_names, required_node_labels
 
 
 @dataclasses.dataclass
@@ -54,11 +54,13 @@ def needs(cfg: StackConfig) -> list[PodNeed]:
     groups = cfg.placement.groups
     pods = []
     for name, _role in cfg.engine_roles():
-        labels = {NPU_PRESENT_LABEL: "true", NPU_PRODUCT_LABEL: cfg.hardware.npu_product}
-        if name == "prefill" and facts.kv_tier == "rds":
-            labels[RDS_PRESENT_LABEL] = "true"
         for group, pool in pool_names(cfg.name, name, groups):
-            group_labels = {**labels, cfg.placement.group_label: group} if group else labels
+            group_labels = required_node_labels(
+                cfg.hardware.npu_product,
+                rds=needs_rds_nodes(name, facts.kv_tier),
+                group_label=cfg.placement.group_label,
+                group=group,
+            )
             for index in range(facts.roles[name].replicas // groups):  # an autoscaled role at its maximum
                 pods.append(
                     PodNeed(

@@ -16,14 +16,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from core import autoscaling, serving, sizing
 from core import weights as weight_files
 from core.labels import (
-    NPU_PRESENT_LABEL,
-    NPU_PRODUCT_LABEL,
     PART_OF_LABEL,
-    RDS_PRESENT_LABEL,
     ROLE_LABEL,
     active_ports_annotation,
     compile_cache_pvc_name,
     pool_names,
+    required_node_labels,
 )
 from core.versions import engine as engine_versions
 from core.versions import router as router_versions
@@ -339,14 +337,10 @@ def engine_container(
 
 def affinity(placement: PlacementSpec, *, group: str | None, role_selector: dict[str, str]) -> dict[str, Any]:
     """Engines only on nodes with the NPU product (and RDS, and their group); one pod of a role per node."""
-    expressions = [
-        {"key": NPU_PRESENT_LABEL, "operator": "In", "values": ["true"]},
-        {"key": NPU_PRODUCT_LABEL, "operator": "In", "values": [placement.npu_product]},
-    ]
-    if placement.rds_nodes:
-        expressions.append({"key": RDS_PRESENT_LABEL, "operator": "In", "values": ["true"]})
-    if group is not None:
-        expressions.append({"key": placement.group_label, "operator": "In", "values": [group]})
+    required = required_node_labels(
+        placement.npu_product, rds=placement.rds_nodes, group_label=placement.group_label, group=group
+    )
+    expressions = [{"key": key, "operator": "In", "values": [value]} for key, value in required.items()]
     anti = None
     if placement.spread:
         anti = {

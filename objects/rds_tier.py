@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field
 
-from core import sizing
+from core import labels, sizing
 from core.labels import PART_OF_LABEL, RDS_BUDGET_ANNOTATION, rds_budget_annotation
 from objects import pod
 from objects.kube import Child, manifest, object_meta
@@ -38,8 +38,8 @@ def config_map_name(args: RdsTierArgs) -> str:
 
 
 def needs_rds_nodes(args: RdsTierArgs) -> bool:
-    """The RDS tier stores KV on the node's NVMe drives: its prefill pods need nodes with RDS."""
-    return args.mode == "rds"
+    """Whether the prefill pods beside this tier need nodes with RDS (core.labels.needs_rds_nodes)."""
+    return labels.needs_rds_nodes("prefill", args.mode)
 
 
 def rds_tier(name: str, args: RdsTierArgs) -> list[Child]:

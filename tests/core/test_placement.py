@@ -1,5 +1,8 @@
 """core.placement: the stack's engine pods against a site inventory (the local cluster's shape)."""
 
+import pytest
+
+from core import labels
 from core.config import StackConfig
 from core.placement import NumaNode, SiteNode, needs, place
 
@@ -106,3 +109,25 @@ def test_groups_add_their_label_and_cpu_tier_needs_no_rds():
     assert all("rebellions.ai/rds.present" not in p.labels for p in pods)
     single = needs(StackConfig.model_validate({}))
     assert all(cfg.placement.group_label not in p.labels for p in single)
+
+
+def test_required_node_labels_are_the_ones_the_pod_affinity_lists():
+    """What the placement check asks of a node is what objects/pod.py writes into the pod's node affinity, in order."""
+    assert list(labels.required_node_labels("P", rds=True, group_label="site/group", group="g1").items()) == [
+        ("rebellions.ai/npu.present", "true"),
+        ("rebellions.ai/npu.product", "P"),
+        ("rebellions.ai/rds.present", "true"),
+        ("site/group", "g1"),
+    ]
+    assert labels.required_node_labels("P", rds=False, group_label="site/group", group=None) == {
+        "rebellions.ai/npu.present": "true",
+        "rebellions.ai/npu.product": "P",
+    }
+
+
+@pytest.mark.parametrize(
+    "role, tier, needed",
+    [("prefill", "rds", True), ("decode", "rds", False), ("prefill", "cpu", False), ("prefill", "off", False)],
+)
+def test_only_prefill_with_the_rds_tier_needs_rds_nodes(role, tier, needed):
+    assert labels.needs_rds_nodes(role, tier) is needed
