@@ -242,7 +242,7 @@ def autoscaling_signal(manifests: list[dict], facts: Facts) -> list[Finding]:
                     f"router generation, core/versions/router.py): the query reads nothing and the role never "
                     f"scales up. Query {served}."
                 )
-            if problem is None and (from_epp or engine_versions.is_engine_image(image)):
+            if problem is None and image and (from_epp or engine_versions.is_engine_image(image)):
                 feature = autoscaling.signal_feature(signal, image)
                 if feature is not None:
                     problem = rules.image_has_features(

@@ -49,7 +49,9 @@ def router_config_schema(manifests: list[dict], facts: Facts) -> list[Finding]:
             if _too_old(image, router_versions.epp_features_used(config)):
                 continue  # router-images-have-features names the missing feature
             data = epp_schema.data_for("epp", image_version(image))
-            for problem in epp_schema.check_epp_config(config, data) if data else []:
+            if not data:
+                continue
+            for problem in epp_schema.check_epp_config(config, data):
                 found.append(
                     Finding(
                         resource_id(config_map),
@@ -70,7 +72,9 @@ def router_config_schema(manifests: list[dict], facts: Facts) -> list[Finding]:
             if _too_old(image, router_versions.sidecar_features_used(args)):
                 continue
             data = epp_schema.data_for("sidecar", image_version(image))
-            for problem in epp_schema.check_sidecar_args(args, data) if data else []:
+            if not data:
+                continue
+            for problem in epp_schema.check_sidecar_args(args, data):
                 found.append(
                     Finding(
                         template.resource,

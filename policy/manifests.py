@@ -408,9 +408,10 @@ class Engine:
     @property
     def devices(self) -> int | None:
         """NPUs the ranks need, TP x PP x DP-local (core.sizing), None when an arg is unreadable."""
-        if None in (self.tp, self.pp, self.dp_local):
+        tp, pp, dp_local = self.tp, self.pp, self.dp_local
+        if tp is None or pp is None or dp_local is None:
             return None
-        return sizing.devices_per_pod(self.tp, self.pp, self.dp_local)
+        return sizing.devices_per_pod(tp, pp, dp_local)
 
     def parallelism_text(self) -> str:
         """How the args give the parallelism, for messages."""
@@ -442,7 +443,12 @@ def kv_connectors(flags: Flags) -> list[str]:
 
 # --- routing sidecar -----------------------------------------------------------------------
 
-SIDECAR_DEFAULTS = {"--port": 8000, "--vllm-port": 8001, "--data-parallel-size": 1, "--kv-connector": "nixlv2"}
+SIDECAR_DEFAULTS: dict[str, Any] = {
+    "--port": 8000,
+    "--vllm-port": 8001,
+    "--data-parallel-size": 1,
+    "--kv-connector": "nixlv2",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -567,7 +573,8 @@ def _device_requests(claim_spec: dict) -> list[dict]:
 def _request_count(request: dict, device_classes: frozenset) -> tuple[int | None, str | None, str | None]:
     """(count, device class, None) for a request of one of `device_classes`, (0, None, None) for another class,
     (None, None, why) when unreadable. Reads `exactly` (resource.k8s.io/v1) and the flat v1beta1 form."""
-    exact = request.get("exactly") if isinstance(request.get("exactly"), dict) else request
+    exactly = request.get("exactly")
+    exact = exactly if isinstance(exactly, dict) else request
     device_class = exact.get("deviceClassName")
     if device_class not in device_classes:
         alternatives = {(sub or {}).get("deviceClassName") for sub in request.get("firstAvailable") or []}

@@ -12,6 +12,7 @@ say; a token Secret, or a ClusterRole, that is not among them is not judged.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from policy.facts import Facts
 from policy.manifests import (
@@ -54,12 +55,12 @@ def _in_scope(monitor: dict, namespace: str) -> bool:
     return bool(scope.get("any")) or namespace in (scope.get("matchNames") or [namespace_of(monitor)])
 
 
-def _port_is(value, port: int, names: set[str]) -> bool:
+def _port_is(value: Any, port: int | None, names: set[str]) -> bool:
     return value == port or (isinstance(value, str) and value in names)
 
 
 def _scrapes(
-    manifests: list[dict], template: PodTemplate, container: dict, port: int
+    manifests: list[dict], template: PodTemplate, container: dict, port: int | None
 ) -> Iterator[tuple[dict, str, dict, str]]:
     """(monitor, field, endpoint, port shown) of every monitor endpoint that scrapes this container's metrics port."""
     names = {p.get("name") for p in container.get("ports") or [] if p.get("containerPort") == port}

@@ -107,6 +107,7 @@ def npu_claims_match_parallelism(manifests: list[dict], facts: Facts) -> list[Fi
         if not _readable(engine):
             continue
         need = engine.devices
+        assert need is not None  # _readable
         got = container_accelerators(engine.template, engine.container, manifests, classes, facts.accelerator_resources)
         rebel100 = is_rebel100(engine.template, manifests, facts.npu_device_class)
         unit = "NPUs" if rebel100 else "accelerators"
@@ -162,7 +163,7 @@ def npu_devices_fit_node(manifests: list[dict], facts: Facts) -> list[Finding]:
         if not is_rebel100(template, manifests, facts.npu_device_class):
             continue
         claimed = claimed_npus(template, manifests, facts.npu_device_class)
-        needed = sum(e.devices for e in template_engines(template) if _readable(e))
+        needed = sum(e.devices or 0 for e in template_engines(template) if _readable(e))  # readable: not None
         devices = max(claimed.count, needed)
         if devices > facts.npus_per_node:
             found.append(
@@ -216,20 +217,21 @@ def parallelism_fits_model(manifests: list[dict], facts: Facts) -> list[Finding]
     """Rule 3: PP <= model layers; expert parallel divides the experts evenly; no PP on decode."""
     found = []
     for engine in engines(manifests):
-        if not _readable(engine):
+        tp, pp, dp = engine.tp, engine.pp, engine.dp
+        if not _readable(engine) or tp is None or pp is None or dp is None:
             continue
         verdicts = [
             (
                 "--pipeline-parallel-size",
-                rules.pipeline_fits_layers(engine.pp, facts.model_layers, layers_name="modelLayers"),
+                rules.pipeline_fits_layers(pp, facts.model_layers, layers_name="modelLayers"),
             ),
             (
                 "--enable-expert-parallel",
-                rules.experts_divide(facts.model_experts, engine.dp, engine.tp, experts_name="modelExperts")
+                rules.experts_divide(facts.model_experts, dp, tp, experts_name="modelExperts")
                 if engine.flags.has("--enable-expert-parallel")
                 else None,
             ),
-            ("--pipeline-parallel-size", rules.decode_without_pipeline(engine.pp) if engine.role == "decode" else None),
+            ("--pipeline-parallel-size", rules.decode_without_pipeline(pp) if engine.role == "decode" else None),
         ]
         found += [
             Finding(engine.resource, f"{engine.role or 'engine'} container {engine.name} arg {flag}: {verdict}")

@@ -108,7 +108,8 @@ def _granted(binding: dict, accounts: dict[Account, list[str]]) -> list[Account]
             )
             matched = [(namespace, name)] if namespace else []
         elif kind == "User" and name.startswith("system:serviceaccount:"):
-            matched = [tuple(name.split(":", 3)[2:4])] if name.count(":") == 3 else []
+            parts = name.split(":", 3)
+            matched = [(parts[2], parts[3])] if name.count(":") == 3 else []
         elif kind == "Group" and name in ("system:serviceaccounts", "system:authenticated"):
             matched = list(accounts)
         elif kind == "Group" and name.startswith("system:serviceaccounts:"):

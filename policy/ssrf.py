@@ -115,9 +115,10 @@ def missing_reads(manifests: list[dict], account: tuple[str, str], namespace: st
         if namespace_of(binding) == namespace and security._granted(binding, {account: []}):
             roles.append(security._role(manifests, binding)[0])
     roles += [role for _, role, _ in security.cluster_grants(manifests, account)]
-    if any(role is None for role in roles):
+    present = [role for role in roles if role is not None]
+    if len(present) < len(roles):
         return None
-    granted = [rule for role in roles for rule in role.get("rules") or []]
+    granted = [rule for role in present for rule in role.get("rules") or []]
     return [
         f"{verb} {group or 'core'}/{resource}"
         for group, resource in ALLOWLIST_READS

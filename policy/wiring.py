@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from core import labels, rules, sizing
@@ -161,7 +162,7 @@ def _sidecar_findings(
             )
         )
         return found
-    peers = [("decode", [engine], _families(engine))]
+    peers: list[tuple[str, list[Engine], AbstractSet[str]]] = [("decode", [engine], _families(engine))]
     peers += [("prefill", group, families) for families, group in prefill_families.items()]
     for role, group, families in peers:
         if family not in families:
@@ -377,10 +378,10 @@ def _endpoints_of(
         read_keys += [k for k in ([key] if key else keys) if k not in read_keys]
         alike.append(generation)
     found = []
-    for ports, (read_keys, alike) in readings.items():
+    for read_ports, (read_keys, alike) in readings.items():
         active_name = (
             " or ".join(read_keys)
-            if ports is None
+            if read_ports is None
             else f"annotation{'s' if len(read_keys) > 1 else ''} {' and '.join(read_keys)}"
         )
         problem = rules.pool_endpoints_serve(
@@ -388,7 +389,7 @@ def _endpoints_of(
             template.resource,
             view.target_ports,
             serving,
-            None if ports is None else list(ports),
+            None if read_ports is None else list(read_ports),
             serving_name=how,
             active_name=active_name,
             fix=fix,
