@@ -708,3 +708,31 @@ def test_the_sidecar_reads_pods_and_pools_as_the_decode_account_bound_to_its_rol
     assert resources == (f"{DECODE}-sa", f"{DECODE}-role", f"{DECODE}-rolebinding")
     assert binding.after == (f"{DECODE}-sa", f"{DECODE}-role")
     assert children[("Deployment", DECODE)].after == (f"{DECODE}-rolebinding",)
+
+
+def test_the_configs_image_device_class_group_label_and_token_secret_reach_both_roles():
+    found = objects_of(
+        "prod-4p4d",
+        engine={"image": "rebellions/vllm-rbln:0.12.1"},
+        hardware={"npuDeviceClass": "npu.example.com"},
+        placement={"groups": 2, "groupLabel": "example.com/rack"},
+        hfTokenSecret="hub-token",
+    )
+    claim_classes = {
+        m["spec"]["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"]
+        for (kind, _), m in found.items()
+        if kind == "ResourceClaimTemplate"
+    }
+    assert claim_classes == {"npu.example.com"}
+    for pool in (f"{PREFILL}-g1", f"{DECODE}-g1"):
+        spec = pod_spec(found, pool)
+        (vllm,) = spec["containers"]
+        assert vllm["image"] == "rebellions/vllm-rbln:0.12.1"
+        assert vllm["env"][-1] == {
+            "name": "HF_TOKEN",
+            "valueFrom": {"secretKeyRef": {"name": "hub-token", "key": "token"}},
+        }
+        (term,) = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"
+        ]
+        assert term["matchExpressions"][-1] == {"key": "example.com/rack", "operator": "In", "values": ["g1"]}
