@@ -3,6 +3,8 @@ its objects are `objects.decode_pool`'s."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import pulumi
 import pulumi_kubernetes as k8s
 
@@ -23,7 +25,10 @@ class DecodePool(pulumi.ComponentResource):
         super().__init__(TYPE, name, None, opts)
         children = decode_pool(name, args)
         made = pod.register(self, children, opts)
-        self.deployments = [made[c.resource_name] for c in children if c.kind == "Deployment"]
+        # pod.register makes each child the resource type of its kind
+        self.deployments = [
+            cast(k8s.apps.v1.Deployment, made[c.resource_name]) for c in children if c.kind == "Deployment"
+        ]
         self.devices_per_pod = args.claim.npus
         self.target_ports = target_ports(args)
         self.register_outputs(

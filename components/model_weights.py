@@ -3,6 +3,8 @@ fills it (`objects.model_weights`)."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import pulumi
 import pulumi_kubernetes as k8s
 
@@ -25,7 +27,7 @@ class ModelWeights(pulumi.ComponentResource):
         children = model_weights(name, args)
         made = pod.register(self, children, opts)
         self.claim_name = args.settings.pvc
-        self.job = made.get(job_resource_name(name))
+        self.job = cast(k8s.batch.v1.Job | None, made.get(job_resource_name(name)))  # registered as its kind
         self.engine_weights = engine_weights(args)
         job_names = [c.name for c in children if c.kind == "Job"]
         self.register_outputs(

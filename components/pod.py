@@ -7,6 +7,8 @@ and what `pulumi up` registers are the same manifests.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pulumi
 import pulumi_kubernetes as k8s
 
@@ -39,8 +41,8 @@ def child_options(
 
     Pulumi does not hand a component's `depends_on` down to its children, so a component that must
     come after the namespace, or decode after prefill, forwards it here."""
-    inherited = opts.depends_on if opts is not None and opts.depends_on is not None else []
-    inherited = list(inherited) if isinstance(inherited, (list, tuple)) else [inherited]
+    given = opts.depends_on if opts is not None and opts.depends_on is not None else []
+    inherited: list[Any] = list(given) if isinstance(given, (list, tuple)) else [given]
     return pulumi.ResourceOptions(parent=parent, depends_on=(inherited + list(depends_on)) or None)
 
 

@@ -3,6 +3,8 @@ are `objects.prefill_pool`'s."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import pulumi
 import pulumi_kubernetes as k8s
 
@@ -22,7 +24,10 @@ class PrefillPool(pulumi.ComponentResource):
         super().__init__(TYPE, name, None, opts)
         children = prefill_pool(name, args)
         made = pod.register(self, children, opts)
-        self.deployments = [made[c.resource_name] for c in children if c.kind == "Deployment"]
+        # pod.register makes each child the resource type of its kind
+        self.deployments = [
+            cast(k8s.apps.v1.Deployment, made[c.resource_name]) for c in children if c.kind == "Deployment"
+        ]
         self.devices_per_pod = args.claim.npus
         self.register_outputs(
             {

@@ -18,6 +18,7 @@ import json
 import pathlib
 import sys
 import time
+from typing import Any
 
 import yaml
 
@@ -94,11 +95,14 @@ def run_check(args, stack: tuple[pathlib.Path, str] | None = None) -> int:
         except yaml.YAMLError as error:
             print(f"error: {folder}: {error}", file=sys.stderr)
             return 2
-        subject, environment, stack_facts = f"{len(manifests)} objects under {folder}", "prod", {}
+        subject, environment = f"{len(manifests)} objects under {folder}", "prod"
+        stack_facts: dict[str, Any] = {}
     else:
-        manifests, subject, environment, stack_facts = _stack_manifests(*stack, output_format(args))
-        if manifests is None:
+        assert stack is not None  # cmd_check passes the stack with STACK or --config-file
+        read, subject, environment, stack_facts = _stack_manifests(*stack, output_format(args))
+        if read is None:
             return 1
+        manifests = read
     environment = args.environment or environment
     config_path = levels.environment_config(environment)
     try:

@@ -162,6 +162,7 @@ def explain(state: StackState, command: str, relative_to: pathlib.Path | None = 
     if problem is None:
         return None
     path = state.checkpoint()
+    assert path is not None  # damage() found it
     good = state.last_good()
     head = (
         f"the checkpoint of stack {state.stack!r}, {shown(path, relative_to)}, {problem}: Pulumi cannot load it, "

@@ -139,7 +139,7 @@ def _record(
         recorder = _RecordingMocks()
         # A stack resource of its own: set_mocks makes one only when none is set, and the one an earlier run in this
         # thread left would keep that run's exports (a P/D stack's `prefill` in an AGG stack's outputs).
-        set_root_resource(None)
+        set_root_resource(None)  # type: ignore[arg-type]  # None unsets it; the stub types only a resource
         pulumi_mocks.set_mocks(
             recorder, project=PROJECT, stack=stack, preview=False, monitor=_RecordingMonitor(recorder)
         )

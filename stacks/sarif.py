@@ -37,7 +37,7 @@ Location = tuple[pathlib.Path, int]  # (file, 1-based line)
 # --- where objects are written -------------------------------------------------------------
 
 
-def _get(node: yaml.Node, key: str) -> yaml.Node | None:
+def _get(node: yaml.Node | None, key: str) -> yaml.Node | None:
     if isinstance(node, yaml.MappingNode):
         for key_node, value in node.value:
             if isinstance(key_node, yaml.ScalarNode) and key_node.value == key:

@@ -286,7 +286,9 @@ def problems_of(
     objects valid in an earlier run (same object, same validator) are not validated again."""
     cache = _cache_dir(k8s_version, crd_dir)
     keys = [_object_key(m) for m in manifests] if cache else [None] * len(manifests)
-    todo = [(m, k) for m, k in zip(manifests, keys, strict=True) if k is None or not (cache / k).exists()]
+    todo = [
+        (m, k) for m, k in zip(manifests, keys, strict=True) if k is None or cache is None or not (cache / k).exists()
+    ]
     if not todo:
         return []
     crds = load_crds(crd_dir)
@@ -295,7 +297,7 @@ def problems_of(
         status, errors = validate_object(manifest, crds, k8s_version)
         name = f"{manifest.get('kind')} {(manifest.get('metadata') or {}).get('name', '?')}"
         problems += [f"{name}: {error}" for error in errors if status == INVALID]
-        if key is not None and status != INVALID:
+        if cache is not None and key is not None and status != INVALID:
             try:
                 cache.mkdir(parents=True, exist_ok=True)
                 (cache / key).touch()
