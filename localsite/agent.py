@@ -118,6 +118,12 @@ class Agent:
         self.stop_event = threading.Event()
         self.site: netns.Site | None = None
 
+    @property
+    def live_site(self) -> netns.Site:
+        """The site's namespaces, which `start` sets up before anything runs in them."""
+        assert self.site is not None, "the agent has not started"
+        return self.site
+
     # --- lifecycle ---------------------------------------------------------------------------------------------
     def start(self) -> None:
         self.site = netns.Site(self.registry)
@@ -182,7 +188,7 @@ class Agent:
             self.client.event(pod, "NoLocalProgram", f"the local site cannot run this pod: {err}")
             return
         try:
-            run.ns = self.site.attach(f"pod-{run.name}", run.ip)
+            run.ns = self.live_site.attach(f"pod-{run.name}", run.ip)
         except netns.NetnsError as err:  # tried again at the next reconcile
             log.warning("pod %s: its network could not be made: %s", run.name, err)
             del self.pods[run.name]
@@ -214,6 +220,7 @@ class Agent:
     def keep_running(self, run: PodRun) -> None:
         """Start programs that do not run; one that exited waits out its back-off first."""
         now = time.monotonic()
+        assert run.ns is not None  # attached when the pod was taken in
         for item in run.programs:
             if item.process is not None and item.process.alive():
                 continue
@@ -281,7 +288,7 @@ class Agent:
             self.registry.stop("gateway")
         self.gateway_args = args
         self.gateway_process = self.registry.start(
-            "gateway", self.site.ns.command(args), pass_fds=(self.listener.fileno(),)
+            "gateway", self.live_site.ns.command(args), pass_fds=(self.listener.fileno(),)
         )
         log.info("gateway: EPP %s (%s)", address, failure_mode)
 
@@ -331,7 +338,7 @@ class Agent:
         for item in run.programs:
             for port in item.program.ports:
                 try:
-                    netns.connect_in(self.site.ns, run.ip, port, timeout=0.2).close()
+                    netns.connect_in(self.live_site.ns, run.ip, port, timeout=0.2).close()
                 except OSError:
                     return False
         run.listening = True
@@ -339,9 +346,10 @@ class Agent:
 
     def serving(self) -> bool:
         """The gateway runs and the EPP it points at takes connections: the base URL can be given out."""
-        if not (self.gateway_process and self.gateway_process.alive()):
+        args = self.gateway_args
+        if not (self.gateway_process and self.gateway_process.alive()) or args is None:
             return False
-        address = self.gateway_args[self.gateway_args.index("--epp") + 1]
+        address = args[args.index("--epp") + 1]
         return any(run.ip == address.rsplit(":", 1)[0] and self.listening(run) for run in self.pods.values())
 
     def write_status(self) -> None:

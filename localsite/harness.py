@@ -148,6 +148,7 @@ class ServedSite:
 
     def _first_line(self, timeout: float) -> str:
         """The site's first stdout line (its base URL, printed once it serves), or "" after `timeout` or its exit."""
+        assert self.process is not None and self.process.stdout is not None  # started, its stdout a pipe
         with selectors.DefaultSelector() as selector:
             selector.register(self.process.stdout, selectors.EVENT_READ)
             if selector.select(timeout):
@@ -172,6 +173,7 @@ class ServedSite:
 
     # --- the cluster -------------------------------------------------------------------------------------------
     def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+        assert self.kubectl_path is not None, "the site has not started"
         proc = subprocess.run(
             [self.kubectl_path, f"--kubeconfig={self.kubeconfig}", *args],
             input=input,
@@ -264,6 +266,7 @@ class ServedSite:
     ) -> Answer:
         """POST `body` as JSON through the gateway, with the client's own `headers` besides."""
         url = urllib.parse.urlsplit(self.base_url)
+        assert url.hostname is not None  # http://127.x.y.z:port/v1, checked when the site started
         own = conn is None
         conn = conn or http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
         try:

@@ -109,7 +109,7 @@ class Site:
     def attach(self, name: str, ip: str) -> Namespace:
         """A new namespace for a pod, with eth0 at `ip` on the site's bridge."""
         address = ipaddress.ip_address(ip)
-        if address not in POD_CIDR or address == SITE_ADDRESS:
+        if not isinstance(address, ipaddress.IPv4Address) or address not in POD_CIDR or address == SITE_ADDRESS:
             raise NetnsError(f"pod IP {ip} is outside the site's pod range {POD_CIDR} (scripts/cluster --pod-cidr)")
         veth = veth_name(address)
         # A pod IP is recycled when its pod goes (kwok); the kernel removes the old pod's veth asynchronously
