@@ -118,9 +118,11 @@ validate: venv
 clean:
 	rm -rf build .pytest_cache
 
-# Regenerate the configuration reference table in docs/configuration.md from core/config.py.
+# Regenerate the configuration reference table in docs/configuration.md from core/config.py, and the policies'
+# enforcement levels in docs/policies.md from policy/catalog.py and policy/config/.
 docs: venv
 	$(PY) -m stacks.reference
+	$(PY) -m stacks.policy_reference
 
 # Where the time goes: check against its import floor and, with the toolchain and the control plane, the PR
 # check and a no-op up on a local cluster of its own, each part apart (docs/performance.md). ARGS are the script's:

@@ -89,11 +89,16 @@ def table() -> str:
 
 def update_page(path: pathlib.Path) -> bool:
     """Write the generated table between the markers of `path`; True when it changed."""
+    return replace_between(path, BEGIN, END, table())
+
+
+def replace_between(path: pathlib.Path, begin: str, end: str, body: str) -> bool:
+    """Put `body` between the markers `begin` and `end` of the page at `path`; True when that changed it."""
     text = path.read_text()
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"error: {path} has no generated-table markers; put {BEGIN} and {END} where the table goes")
-    block = f"{BEGIN}\n{table()}\n{END}"
-    updated = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S)
+    if begin not in text or end not in text:
+        raise SystemExit(f"error: {path} has no generated-table markers; put {begin} and {end} where the table goes")
+    block = f"{begin}\n{body}\n{end}"
+    updated = re.sub(re.escape(begin) + ".*?" + re.escape(end), lambda _: block, text, flags=re.S)
     if updated != text:
         path.write_text(updated)
     return updated != text
