@@ -49,7 +49,7 @@ class Placed:
 
 
 def needs(cfg: StackConfig) -> list[PodNeed]:
-    """Every engine pod of the stack with what it asks of a node (as components/pod.py renders it)."""
+    """Every engine pod of the stack with what it asks of a node (as objects/pod.py writes it)."""
     facts = derive(cfg)
     groups = cfg.placement.groups
     pods = []

@@ -42,7 +42,7 @@ from policy.manifests import (
     template_engines,
 )
 
-SECURITY_EXCEPTIONS_ANNOTATION = "rebel100.ai/security-exceptions"  # components/pod.py writes the same key
+SECURITY_EXCEPTIONS_ANNOTATION = "rebel100.ai/security-exceptions"  # objects/pod.py writes the same key
 
 # --- the EPP -------------------------------------------------------------------------------
 

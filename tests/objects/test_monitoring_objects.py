@@ -1,8 +1,9 @@
 """The monitoring objects against values written out by hand (issue 25): the PodMonitors of prefill, decode and the EPP
 (each rank's port, /metrics, the scrape interval; the EPP's with the metrics reader's token), the reader's account,
 token Secret and ClusterRole, and the Grafana dashboard ConfigMap with the router generation's decision counter and,
-for autoscaled roles, the autoscaling panels. Literals from docs/observability.md and the dashboard files, never
-computed by a call into core/ or objects/; `make mutate SCOPE=objects` found these unchecked.
+for autoscaled roles, the autoscaling panels. Literals from docs/operations.md (Observability), docs/what-it-deploys.md
+and the dashboard files, never computed by a call into core/ or objects/; `make mutate SCOPE=objects` found these
+unchecked.
 """
 
 from __future__ import annotations
