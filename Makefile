@@ -4,7 +4,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STACKS := dev prod-4p4d agg pd-router07 prod-autoscale
 
-.PHONY: venv toolchain consumers up up-render serve lint test unit e2e golden render plan validate clean docs bench cluster down test-property-long mutate consumer-facts consumers-vllm
+.PHONY: venv toolchain consumers up up-render serve lint test unit e2e golden render plan validate clean docs bench \
+	cluster down test-property-long mutate consumer-facts consumers-vllm
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -17,7 +18,8 @@ toolchain:
 	scripts/install-pulumi >/dev/null
 
 # The router's real programs (llm-d EPP and P/D sidecar v0.7.1, from the Go module proxy) that tests/consumers and the
-# local site run, the engine simulator and the site's gateway role (cached outside the project; docs/consumers-router.md).
+# local site run, the engine simulator and the site's gateway role (cached outside the project;
+# docs/consumers-router.md).
 consumers:
 	scripts/consumers build >/dev/null
 
@@ -34,7 +36,8 @@ down:
 
 # The main job: `pulumi up` of prod-4p4d with the policy pack on the local cluster (started if it is
 # not running), then the stack outputs and where each engine pod and its devices landed. The cluster's base port is
-# the one it used last, else the first free block from 16443 up (a second checkout's beside the first); PORT=N asks for N.
+# the one it used last, else the first free block from 16443 up (a second checkout's beside the first); PORT=N asks
+# for N.
 up: venv toolchain
 	$(if $(PORT),REBEL100_CLUSTER_PORT=$(PORT) )scripts/up prod-4p4d --local-cluster
 
@@ -126,6 +129,7 @@ docs: venv
 
 # Where the time goes: check against its import floor and, with the toolchain and the control plane, the PR
 # check and a no-op up on a local cluster of its own, each part apart (docs/performance.md). ARGS are the script's:
-# `make bench ARGS=--scale` adds stacks of 16 to 1024 pools (20-25 min more here); `ARGS="--sections scale --sizes 16 64"`.
+# `make bench ARGS=--scale` adds stacks of 16 to 1024 pools (20-25 min more here);
+# `ARGS="--sections scale --sizes 16 64"`.
 bench: venv
 	$(PY) benchmarks/bench.py $(ARGS)
