@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 
 from core import sizing
 from core.versions import Feature, Version, missing_features
+from core.versions import engine as engine_versions
 from core.weights import is_pinned
 
 
@@ -123,7 +124,7 @@ def rds_budget_fits(budget: sizing.RdsBudget, *, chunks_name: str, utilization_n
 def lmcache_reads_rds_max_chunks(version: str | None, rds_max_chunks: int) -> str | None:
     if sizing.lmcache_reads_rds_max_chunks(version) is not False:
         return None
-    minimum = ".".join(str(part) for part in sizing.LMCACHE_RBLN_MIN_FOR_RDS_MAX_CHUNKS)
+    minimum = engine_versions.LMCACHE_RBLN_READS_RDS_MAX_CHUNKS.since
     return (
         f"rds_max_chunks {rds_max_chunks} is ignored by lmcache-rbln {version}: only {minimum} and later read it, "
         f"so the RDS index is not bounded by the budget it was checked against. Use an image with lmcache-rbln "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from core import formats
+from core.versions import Version
 from core.versions import engine as engine_versions
 
 MIB = 1024 * 1024
@@ -170,28 +171,10 @@ def parse_quantity(quantity: str) -> float:
     return float(value)
 
 
-def version_tuple(version: str) -> tuple[int, ...]:
-    """ "0.12.0" -> (0, 12, 0), "v0.12" -> (0, 12, 0); anything after the numbers ("rc1") is ignored."""
-    parts = []
-    for piece in version.lstrip("v").split("."):
-        digits = ""
-        for char in piece:
-            if not char.isdigit():
-                break
-            digits += char
-        if not digits:
-            break
-        parts.append(int(digits))
-    return tuple(parts + [0] * (3 - len(parts)))
-
-
-# lmcache-rbln reads `rds_max_chunks` from this version on (the fact lives with the engine image's,
-# core.versions.engine).
-LMCACHE_RBLN_MIN_FOR_RDS_MAX_CHUNKS = dataclasses.astuple(engine_versions.LMCACHE_RBLN_READS_RDS_MAX_CHUNKS.since)
-
-
 def lmcache_reads_rds_max_chunks(version: str | None) -> bool | None:
-    """True / False when the version is known, None when it is not."""
-    if not version:
+    """True / False when the version is one (core.versions.Version.parse), None when it is unknown or no version
+    (`latest`): lmcache-rbln reads `rds_max_chunks` from core.versions.engine's LMCACHE_RBLN_READS_RDS_MAX_CHUNKS on."""
+    parsed = Version.parse(version) if version else None
+    if parsed is None:
         return None
-    return version_tuple(version) >= LMCACHE_RBLN_MIN_FOR_RDS_MAX_CHUNKS
+    return parsed >= engine_versions.LMCACHE_RBLN_READS_RDS_MAX_CHUNKS.since

@@ -19,7 +19,8 @@ from collections.abc import Iterable
 
 from core.formats import image_reference
 
-_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+.].*)?$")
+# major.minor[.patch], then anything that starts with no digit: a pre-release or build (`-rc1`, `rc2`, `+cu121`, `.4`).
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:\D.*)?$")
 
 
 @dataclasses.dataclass(frozen=True, order=True)
@@ -30,7 +31,8 @@ class Version:
 
     @classmethod
     def parse(cls, text: str) -> Version | None:
-        """`v0.10.0`, `0.12.0`, `0.10` or `0.12.0-rc1` (the pre-release is ignored); None when it is not one."""
+        """`v0.10.0`, `0.12.0`, `0.10`, `0.12.0-rc1` or `0.13.1rc2` (the pre-release is ignored); None when it is not
+        one (`latest`, `1`). The one version parser of the project: image tags, release data, lmcache-rbln."""
         match = _VERSION.match(text.strip())
         if not match:
             return None

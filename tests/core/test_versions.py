@@ -15,6 +15,12 @@ from core.versions import Feature, Version, image_name, image_tag, image_version
         ("0.12.0", Version(0, 12, 0)),
         ("0.10", Version(0, 10, 0)),
         ("0.12.0-rc1", Version(0, 12, 0)),
+        ("0.13.1rc2", Version(0, 13, 1)),
+        ("1.2.3.4", Version(1, 2, 3)),
+        ("10.20.30", Version(10, 20, 30)),
+        ("1", None),
+        ("0.x.1", None),
+        ("X0.12", None),  # only a leading v is dropped
         ("latest", None),
         ("", None),
         ("v", None),
