@@ -19,6 +19,7 @@ import yaml
 from core import sizing
 from core.labels import ROLE_LABEL
 from core.serving import connector_classes
+from core.versions import vllm_args
 
 # --- findings ------------------------------------------------------------------------------
 
@@ -189,35 +190,11 @@ def service_account(template: PodTemplate) -> str:
 # --- command lines -------------------------------------------------------------------------
 
 # vLLM flags that take no value: needed so that `--enable-prefix-caching MODEL` reads MODEL as the
-# positional model, not as the flag's value. Unknown bare flags are recognised by what follows them.
-VLLM_BOOLEAN_FLAGS = frozenset(
-    {
-        "--enable-prefix-caching",
-        "--no-enable-prefix-caching",
-        "--enable-chunked-prefill",
-        "--no-enable-chunked-prefill",
-        "--enable-auto-tool-choice",
-        "--enable-expert-parallel",
-        "--data-parallel-multi-port-external-lb",
-        "--data-parallel-external-lb",
-        "--data-parallel-hybrid-lb",
-        "--trust-remote-code",
-        "--enforce-eager",
-        "--disable-log-requests",
-        "--disable-log-stats",
-        "--enable-log-requests",
-        "--headless",
-        "--api-server-count-auto",
-        "--disable-custom-all-reduce",
-        "--disable-sliding-window",
-        "--skip-tokenizer-init",
-        "--enable-lora",
-        "--enable-sleep-mode",
-        "--disable-fastapi-docs",
-        "--enable-server-load-tracking",
-        "--enable-dbo",
-    }
-)
+# positional model, not as the flag's value. Those of the vLLM the target image builds on come from its committed
+# parser data (core/versions/vllm_args.py); older releases' flags a foreign manifest may still pass are added here.
+# Unknown bare flags are recognised by what follows them.
+VLLM_RETIRED_BOOLEAN_FLAGS = frozenset({"--disable-log-requests", "--api-server-count-auto"})
+VLLM_BOOLEAN_FLAGS = vllm_args.boolean_flags() | VLLM_RETIRED_BOOLEAN_FLAGS
 # vLLM's short aliases.
 VLLM_ALIASES = {
     "-tp": "--tensor-parallel-size",

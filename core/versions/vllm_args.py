@@ -42,6 +42,18 @@ def facts() -> dict[str, Any]:
     return data
 
 
+# argparse actions whose options take no value.
+_VALUELESS = ("BooleanOptionalAction", "_StoreConstAction", "_AppendConstAction", *_STORE_ACTIONS)
+
+
+@functools.cache
+def boolean_flags() -> frozenset[str]:
+    """Every option of `vllm serve` that takes no value (both spellings of a `--x` / `--no-x` pair, short aliases
+    too), read from the parser data: a reader of a command line needs them to tell `--enforce-eager MODEL` from a
+    flag and its value."""
+    return frozenset(o for action in facts()["actions"] if action["action"] in _VALUELESS for o in action["options"])
+
+
 def _add(parser: argparse.ArgumentParser, action: dict[str, Any]) -> None:
     options, kind = action["options"], action["action"]
     if kind in ("_HelpAction", "_VersionAction", "_SubParsersAction"):

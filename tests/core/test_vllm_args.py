@@ -54,3 +54,22 @@ def test_where_points_at_the_extra_args_entries():
     assert vllm_args.where(verdict, extra) == [1, 2]
     verdict = vllm_args.judge([*MODEL, "--kv-cache-dtype", "fp4"])
     assert vllm_args.where(verdict, ["--kv-cache-dtype", "fp4"]) == [0]
+
+
+@pytest.mark.parametrize(
+    "flag, valueless",
+    [
+        ("--enforce-eager", True),  # BooleanOptionalAction, both spellings
+        ("--no-enforce-eager", True),
+        ("--headless", True),  # store_true
+        ("--data-parallel-multi-port-external-lb", True),
+        ("-dpm", True),  # its short alias
+        ("--enable-expert-parallel", True),
+        ("--max-model-len", False),
+        ("--port", False),
+        ("--speculative-config", False),
+        ("--disable-log-requests", False),  # gone from vLLM 0.30.0's parser
+    ],
+)
+def test_boolean_flags_come_from_the_parser_data(flag, valueless):
+    assert (flag in vllm_args.boolean_flags()) is valueless
