@@ -19,6 +19,7 @@ from typing import Any
 
 from policy import (
     autoscaling,
+    availability,
     consumers,
     engine_consumers,
     hygiene,
@@ -331,10 +332,11 @@ POLICIES: tuple[PolicySpec, ...] = (
         "resource",
         enforcement=ADVISORY,
     ),
+    # 9: availability (policy/availability.py), at the same levels as the security policies above.
     PolicySpec(
         "disruption-budget",
         "Engines and the EPP are selected by one PodDisruptionBudget, and no budget blocks drains.",
-        security.disruption_budget,
+        availability.disruption_budget,
         "stack",
         enforcement=ADVISORY,
     ),
@@ -342,7 +344,7 @@ POLICIES: tuple[PolicySpec, ...] = (
         "engine-spread",
         "Engine workloads of more than one replica keep their role's pods one per node (required podAntiAffinity on "
         "kubernetes.io/hostname).",
-        security.engine_spread,
+        availability.engine_spread,
         "resource",
         enforcement=ADVISORY,
     ),

@@ -1,20 +1,19 @@
-"""Security: least-privilege RBAC, pod and container security contexts, disruption budgets, spread.
+"""Security: least-privilege RBAC, pod and container security contexts, no literal secrets (disruption budgets and
+spread are availability: policy/availability.py).
 
 What the program renders by default in prod and every serving pod should have whoever wrote it:
 the RBAC of any workload's ServiceAccount reads and never writes (the EPP only watches pods and pools,
 in its own namespace); every container runs with seccomp, no privilege escalation and ALL capabilities
 dropped, as non-root on a read-only root filesystem, except what an engine records in the pod-template
 annotation `rebel100.ai/security-exceptions` (the RBLN runtime needs root, a writable root filesystem
-and IPC_LOCK); engines and the EPP are guarded by a PodDisruptionBudget that lets drains proceed; pods
-of one engine role spread one per node; no secret-looking env var holds a literal value.
+and IPC_LOCK); no secret-looking env var holds a literal value.
 
-A dev cluster may run a single node without any of this: `policy/config/dev.json` makes the first four
-advice (as their built-in level is), `prod.json` makes them mandatory.
+A dev cluster may run without the first two: `policy/config/dev.json` makes them advice (as their built-in level
+is), `prod.json` makes them mandatory.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -23,22 +22,17 @@ from core import rules
 from policy import hygiene, wiring
 from policy.facts import Facts
 from policy.manifests import (
-    ROLE_LABEL,
-    WORKLOAD_KINDS,
     Finding,
     PodTemplate,
     command_line,
-    label_selector_matches,
     name_list,
     namespace_of,
     of_kind,
     parse_flags,
     pod_templates,
-    replicas,
     resource_id,
     selects,
     service_account,
-    show_labels,
     template_engines,
 )
 
@@ -434,157 +428,6 @@ def pod_security_context(manifests: list[dict], facts: Facts) -> list[Finding]:
                     f"Fix: {'; '.join(f for _, f in problems)}.",
                 )
             )
-    return found
-
-
-# --- disruption-budget ---------------------------------------------------------------------
-
-
-def _budget_selects(budget: dict, labels: dict) -> bool:
-    """A PDB's selector: absent selects nothing; empty selects every pod (policy/v1) or none (v1beta1)."""
-    selector = (budget.get("spec") or {}).get("selector")
-    if selector is None or (not selector and budget.get("apiVersion") == "policy/v1beta1"):
-        return False
-    return label_selector_matches(selector, labels)
-
-
-def _scaled(value: Any, pods: int) -> int | None:
-    """An int-or-percent of `pods`, rounded up as the disruption controller does; None when unreadable."""
-    text = str(value).strip()
-    try:
-        return math.ceil(float(text[:-1]) * pods / 100) if text.endswith("%") else int(text)
-    except ValueError:
-        return None
-
-
-def disruption_budget(manifests: list[dict], facts: Facts) -> list[Finding]:
-    """Engines and the EPP selected by exactly one PDB of their namespace, and no PDB that blocks drains."""
-    found = []
-    budgets = of_kind(manifests, "PodDisruptionBudget")
-    workloads = [t for t in pod_templates(manifests) if t.owner.get("kind") in WORKLOAD_KINDS]
-    for template in workloads:
-        engine = bool(template_engines(template))
-        if replicas(template.owner) < 1 or not (engine or is_epp(template, manifests)):
-            continue
-        what = "engine" if engine else "EPP"
-        matching = [b for b in budgets if namespace_of(b) == template.namespace and _budget_selects(b, template.labels)]
-        if not matching:
-            found.append(
-                Finding(
-                    template.resource,
-                    f"no PodDisruptionBudget in namespace {template.namespace} selects this {what} pod template "
-                    f"(labels {show_labels(template.labels)}, spec.replicas {replicas(template.owner)}): a node drain "
-                    f"or upgrade may evict all its pods at once and take the {'role' if engine else 'router'} down. "
-                    "Add a policy/v1 PodDisruptionBudget whose selector.matchLabels is a subset of these labels, with "
-                    "maxUnavailable 1 (rebel100:rollout.maxUnavailable).",
-                )
-            )
-        elif len(matching) > 1:
-            found.append(
-                Finding(
-                    template.resource,
-                    f"{len(matching)} PodDisruptionBudgets select this {what} pod template "
-                    f"({', '.join(b['metadata'].get('name', '?') for b in matching)}): the eviction API refuses to "
-                    "evict a pod more than one budget selects, so every drain of its nodes hangs. Keep one "
-                    "PodDisruptionBudget per workload.",
-                )
-            )
-    for budget in budgets:
-        spec = budget.get("spec") or {}
-        selected = [
-            t for t in workloads if namespace_of(t.owner) == namespace_of(budget) and _budget_selects(budget, t.labels)
-        ]
-        pods = sum(replicas(t.owner) for t in selected)
-        which = f"{name_list(t.resource for t in selected)}, {pods} pods" if selected else "no workload of the stack"
-        if "maxUnavailable" in spec:
-            allowed, field = _scaled(spec["maxUnavailable"], pods), f"spec.maxUnavailable {spec['maxUnavailable']}"
-            blocks = allowed is not None and allowed <= 0
-        elif "minAvailable" in spec and selected:
-            minimum, field = _scaled(spec["minAvailable"], pods), f"spec.minAvailable {spec['minAvailable']}"
-            blocks = minimum is not None and minimum >= pods
-        else:
-            continue
-        if blocks:
-            found.append(
-                Finding(
-                    resource_id(budget),
-                    f"{field} allows no voluntary disruption of the pods it selects ({which}): `kubectl drain`, node "
-                    f"upgrades and the autoscaler wait forever on their nodes. Set maxUnavailable 1 (or minAvailable "
-                    f"at most {max(pods - 1, 0)}).",
-                )
-            )
-    return found
-
-
-# --- engine-spread -------------------------------------------------------------------------
-
-HOSTNAME = "kubernetes.io/hostname"
-
-
-def _term_spreads(term: dict, template: PodTemplate) -> str | None:
-    """None when a required anti-affinity term keeps this pod's own kind apart per node, else why not."""
-    if term.get("topologyKey") != HOSTNAME:
-        return f"topologyKey {term.get('topologyKey') or 'unset'}"
-    namespaces = term.get("namespaces")
-    # A namespaceSelector adds namespaces whose labels are not among the resources: taken as covering.
-    if namespaces and template.namespace not in namespaces and "namespaceSelector" not in term:
-        return f"namespaces {', '.join(namespaces)} exclude {template.namespace}"
-    selector = term.get("labelSelector")
-    if not selector:
-        return "no labelSelector (matches no pod)"
-    if any(key in template.labels for key in term.get("mismatchLabelKeys") or []):
-        return f"mismatchLabelKeys {', '.join(term['mismatchLabelKeys'])} exclude the pod's own labels"
-    if not label_selector_matches(selector, template.labels):
-        return (
-            f"labelSelector {show_labels(selector.get('matchLabels') or {})}"
-            + (" with matchExpressions" if selector.get("matchExpressions") else "")
-            + " does not match the pod's own labels"
-        )
-    return None
-
-
-def engine_spread(manifests: list[dict], facts: Facts) -> list[Finding]:
-    """Engine workloads of more than one replica: required podAntiAffinity per hostname against their own role."""
-    found = []
-    for template in pod_templates(manifests):
-        if (
-            template.owner.get("kind") not in WORKLOAD_KINDS
-            or not template_engines(template)
-            or replicas(template.owner) <= 1
-        ):
-            continue
-        anti = (template.spec.get("affinity") or {}).get("podAntiAffinity") or {}
-        terms = anti.get("requiredDuringSchedulingIgnoredDuringExecution") or []
-        reasons = [_term_spreads(term, template) for term in terms]
-        if terms and None in reasons:
-            continue
-        if terms:
-            found_text = (
-                "its required podAntiAffinity terms do not keep these pods apart per node ("
-                + "; ".join(f"[{i}] {r}" for i, r in enumerate(reasons))
-                + ")"
-            )
-        elif anti.get("preferredDuringSchedulingIgnoredDuringExecution"):
-            found_text = (
-                "it has only preferredDuringSchedulingIgnoredDuringExecution podAntiAffinity, which the scheduler may "
-                "ignore"
-            )
-        else:
-            found_text = "it has no required podAntiAffinity"
-        wanted = {
-            k: v for k, v in template.labels.items() if k in (ROLE_LABEL, "app.kubernetes.io/part-of")
-        } or template.labels
-        found.append(
-            Finding(
-                template.resource,
-                f"engine workload with spec.replicas {replicas(template.owner)} (role {template.role or 'unknown'}): "
-                f"{found_text}: two of its pods may land on one node, and one node failure then takes several pods of "
-                "the role. Add "
-                "spec.template.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution "
-                f"[{{labelSelector: {{matchLabels: {show_labels(wanted)}}}, topologyKey: {HOSTNAME}}}] "
-                "(rebel100:placement.spreadRoles true).",
-            )
-        )
     return found
 
 
