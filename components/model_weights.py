@@ -8,7 +8,7 @@ from typing import cast
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import pod
+from components import kube
 from objects.model_weights import ModelWeightsArgs, engine_weights, job_resource_name, model_weights
 from objects.pod import EngineWeights
 
@@ -25,7 +25,7 @@ class ModelWeights(pulumi.ComponentResource):
     def __init__(self, name: str, args: ModelWeightsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE, name, None, opts)
         children = model_weights(name, args)
-        made = pod.register(self, children, opts)
+        made = kube.register(self, children, opts)
         self.claim_name = args.settings.pvc
         self.job = cast(k8s.batch.v1.Job | None, made.get(job_resource_name(name)))  # registered as its kind
         self.engine_weights = engine_weights(args)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pulumi
 
-from components import pod
+from components import kube
 from objects.monitoring import MonitoredRole, MonitoringArgs, monitoring
 
 __all__ = ["MonitoredRole", "Monitoring", "MonitoringArgs"]
@@ -17,5 +17,5 @@ class Monitoring(pulumi.ComponentResource):
     def __init__(self, name: str, args: MonitoringArgs, opts: pulumi.ResourceOptions | None = None):
         children = monitoring(name, args)  # refuses bad args before anything is registered
         super().__init__(TYPE, name, None, opts)
-        pod.register(self, children, opts)
+        kube.register(self, children, opts)
         self.register_outputs({"podMonitors": [c.name for c in children if c.kind == "PodMonitor"]})

@@ -8,7 +8,7 @@ from typing import cast
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import pod
+from components import kube
 from objects.prefill_pool import PrefillPoolArgs, prefill_pool
 
 __all__ = ["PrefillPool", "PrefillPoolArgs"]
@@ -23,8 +23,8 @@ class PrefillPool(pulumi.ComponentResource):
     def __init__(self, name: str, args: PrefillPoolArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE, name, None, opts)
         children = prefill_pool(name, args)
-        made = pod.register(self, children, opts)
-        # pod.register makes each child the resource type of its kind
+        made = kube.register(self, children, opts)
+        # kube.register makes each child the resource type of its kind
         self.deployments = [
             cast(k8s.apps.v1.Deployment, made[c.resource_name]) for c in children if c.kind == "Deployment"
         ]

@@ -1,7 +1,7 @@
 """Shared engine pod pieces: security contexts and their exceptions, PDBs, anti-affinity, node groups; and how
-a component registers its objects (components/pod.py)."""
+a component registers its objects (components/kube.py)."""
 
-from components.pod import TYPED
+from components.kube import TYPED
 from components.prefill_pool import PrefillPool, PrefillPoolArgs
 from core.config import StackConfig
 from objects import pod
