@@ -736,3 +736,83 @@ def test_the_configs_image_device_class_group_label_and_token_secret_reach_both_
             "nodeSelectorTerms"
         ]
         assert term["matchExpressions"][-1] == {"key": "example.com/rack", "operator": "In", "values": ["g1"]}
+
+
+# --- the engines' command lines: the KV connectors per KV mode, the revisions -----------------------------------------
+
+NIXL = (
+    '{"kv_connector":"RblnNixlConnector","kv_role":"kv_both","kv_buffer_device":"rbln",'
+    '"kv_connector_extra_config":{"name":"nixl"}}'
+)
+# Prefill with a KV tier stores and looks up KV in LMCache besides pulling over NIXL: both under a MultiConnector.
+NIXL_AND_LMCACHE = (
+    '{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":['
+    f'{NIXL},{{"kv_connector":"RBLNLMCacheConnectorV1","kv_role":"kv_both"}}]}}}}'
+)
+SHA_MODEL, SHA_DRAFT = "0123456789abcdef0123456789abcdef01234567", "89abcdef0123456789abcdef0123456789abcdef"
+
+
+def prefill_args(revision: str, draft_revision: str, kv_transfer: str) -> list[str]:
+    """prefill of the Target Configuration: PP4 on one rank at 8000, 4 sequences, EAGLE-3 with 3 tokens."""
+    return [
+        "MiniMaxAI/MiniMax-M2.7",
+        "--revision",
+        revision,
+        "--served-model-name",
+        "MiniMaxAI/MiniMax-M2.7",
+        "--port",
+        "8000",
+        "--block-size",
+        "4096",
+        "--max-model-len",
+        "204800",
+        "--max-num-batched-tokens",
+        "512",
+        "--max-num-seqs",
+        "4",
+        "--kv-cache-dtype",
+        "fp8",
+        "--pipeline-parallel-size",
+        "4",
+        "--enable-prefix-caching",
+        "--enable-chunked-prefill",
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        "minimax_m2",
+        "--reasoning-parser",
+        "minimax_m2",
+        "--gpu-memory-utilization",
+        "0.8",
+        "--speculative-config",
+        '{"method":"eagle3","model":"asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k","num_speculative_tokens":3,'
+        f'"revision":"{draft_revision}"}}',
+        "--kv-transfer-config",
+        kv_transfer,
+    ]
+
+
+@pytest.mark.parametrize(
+    "overrides, kv_transfer",
+    [
+        pytest.param({}, NIXL_AND_LMCACHE, id="rds"),
+        pytest.param({"kvTier": {"mode": "cpu"}}, NIXL_AND_LMCACHE, id="cpu"),
+        pytest.param({"kvTier": {"mode": "off"}}, NIXL, id="off"),
+    ],
+)
+def test_prefill_runs_the_kv_tiers_connector_beside_nixl(overrides, kv_transfer):
+    (vllm,) = pod_spec(objects_of("prod-4p4d", **overrides), PREFILL)["containers"]
+    assert vllm["args"] == prefill_args("main", "main", kv_transfer)
+    (decode,) = pod_spec(objects_of("prod-4p4d", **overrides), DECODE)["containers"]
+    assert decode["args"][-2:] == ["--kv-transfer-config", NIXL]  # decode pulls over NIXL only
+
+
+def test_both_roles_serve_the_pinned_revisions_of_model_and_draft():
+    found = objects_of("prod-4p4d", weights={"revision": SHA_MODEL, "draftRevision": SHA_DRAFT})
+    (prefill,) = pod_spec(found, PREFILL)["containers"]
+    assert prefill["args"] == prefill_args(SHA_MODEL, SHA_DRAFT, NIXL_AND_LMCACHE)
+    (decode,) = pod_spec(found, DECODE)["containers"]
+    assert decode["args"][1:3] == ["--revision", SHA_MODEL]
+    assert f'"revision":"{SHA_DRAFT}"' in decode["args"][decode["args"].index("--speculative-config") + 1]
+    for pool in (PREFILL, DECODE):
+        template = found[("Deployment", pool)]["spec"]["template"]["metadata"]
+        assert template["annotations"]["rebel100.ai/model-revision"] == SHA_MODEL  # a new revision rolls the pods

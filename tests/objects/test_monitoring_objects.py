@@ -135,6 +135,7 @@ def dashboard_of(stack: str, **overrides) -> tuple[object, dict]:
 def test_the_dashboard_is_labelled_for_grafana_and_queries_the_routers_decision_counter(stack, counter):
     child, document = dashboard_of(stack)
     assert child.resource_name == f"{STACK}-dashboard"
+    assert (child.manifest["apiVersion"], child.manifest["kind"]) == ("v1", "ConfigMap")
     assert child.manifest["metadata"] == meta(f"{STACK}-grafana-dashboard", labels={**LABELS, "grafana_dashboard": "1"})
     text = json.dumps(document)
     assert counter in text and "${pd_decision_metric}" not in text
@@ -160,6 +161,15 @@ def test_an_autoscaled_stack_gets_the_autoscaling_panels_of_its_deployments():
     alternation = "minimax-m27-prefill-g0|minimax-m27-prefill-g1|minimax-m27-decode-g0|minimax-m27-decode-g1"
     assert alternation in text and "${autoscaled_deployments}" not in text
     assert "llm_d_epp_disagg_decision_total" in json.dumps(panels[:6])
+
+
+def test_the_autoscaled_dashboard_keeps_the_files_layout():
+    """Laid out like observability/grafana-dashboard.json (two-space indent, a final newline), so the rendered
+    ConfigMap reads like the file and a diff of it shows the added panels, not every line re-indented."""
+    child, _ = dashboard_of("prod-autoscale")
+    text = child.manifest["data"]["rebel100-pd.json"]
+    assert text.startswith('{\n  "title": "Rebel100 serving: P/D",\n  "uid": ')
+    assert text.endswith("\n  ]\n}\n")
 
 
 def test_dev_has_neither_pod_monitors_nor_a_dashboard():
