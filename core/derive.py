@@ -141,10 +141,10 @@ def derive(cfg: StackConfig) -> StackFacts:
     )
 
 
-def engine_commands(cfg: StackConfig) -> dict[str, serving.EngineCommand]:
+def engine_commands(cfg: StackConfig, facts: StackFacts) -> dict[str, serving.EngineCommand]:
     """The `vllm serve` command of each role that runs pods, as the components render it: what the gate judges
-    against the engine image's facts (core.versions.engine) and vLLM's own flag list."""
-    facts = derive(cfg)
+    against the engine image's facts (core.versions.engine) and vLLM's own flag list. `facts`: derive(cfg), computed
+    once by the caller."""
     plan = facts.weights
     commands = {}
     if "prefill" in facts.roles:

@@ -21,7 +21,7 @@ from pydantic.fields import FieldInfo
 
 from core import autoscaling, labels, routing, rules, serving, sizing, weights
 from core.config import MOVED_KEYS, MOVED_KEYS_DOCS, NAMESPACE, SECRET_KEYS, Router, StackConfig, unwrap_optional
-from core.derive import derive, engine_commands, pool_ports
+from core.derive import StackFacts, derive, engine_commands, pool_ports
 from core.serving import role_serving, sidecar_ports
 from core.versions import Feature, epp_schema, image_version, missing_features, vllm_args
 from core.versions import engine as engine_versions
@@ -181,16 +181,15 @@ def _pydantic_issues(error: pydantic.ValidationError) -> list[Issue]:
 # --- rules across fields --------------------------------------------------------------------
 
 
-def rule_pp_with_dp(cfg: StackConfig) -> Iterable[Issue]:
+def rule_pp_with_dp(cfg: StackConfig, _facts: StackFacts) -> Iterable[Issue]:
     for name, role in cfg.engine_roles():
         problem = rules.pp_with_dp(role.pipeline_parallel_size, role.data_parallel_size)
         if problem:
             yield Issue(key(f"{name}.pipelineParallelSize"), problem, "pp-with-dp")
 
 
-def rule_devices_fit_node(cfg: StackConfig) -> Iterable[Issue]:
+def rule_devices_fit_node(cfg: StackConfig, facts: StackFacts) -> Iterable[Issue]:
     per_node = cfg.hardware.npus_per_node
-    facts = derive(cfg)
     for name, role in cfg.engine_roles():
         problem = rules.devices_fit_node(
             role.tensor_parallel_size,
@@ -211,7 +210,7 @@ def rule_devices_fit_node(cfg: StackConfig) -> Iterable[Issue]:
         )
 
 
-def rule_pipeline_and_experts(cfg: StackConfig) -> Iterable[Issue]:
+def rule_pipeline_and_experts(cfg: StackConfig, _facts: StackFacts) -> Iterable[Issue]:
     model = cfg.model
     for name, role in cfg.engine_roles():
         problem = rules.pipeline_fits_layers(role.pipeline_parallel_size, model.layers, layers_name="model.layers")
@@ -228,7 +227,7 @@ def rule_pipeline_and_experts(cfg: StackConfig) -> Iterable[Issue]:
         yield Issue(key("decode.pipelineParallelSize"), problem, "parallelism-fits-model")
 
 
-def rule_block_and_memory(cfg: StackConfig) -> Iterable[Issue]:
+def rule_block_and_memory(cfg: StackConfig, _facts: StackFacts) -> Iterable[Issue]:
     engine = cfg.engine
     for name, role in cfg.engine_roles():
         resolved = role_serving(engine, role)
@@ -252,7 +251,7 @@ def rule_block_and_memory(cfg: StackConfig) -> Iterable[Issue]:
         yield Issue(key("engine.speculative.model"), "EAGLE-3 needs a draft model: set engine.speculative.model.")
 
 
-def rule_kv_tier(cfg: StackConfig) -> Iterable[Issue]:
+def rule_kv_tier(cfg: StackConfig, facts: StackFacts) -> Iterable[Issue]:
     tier = cfg.kv_tier
     if tier.mode == "off":
         return
@@ -264,7 +263,6 @@ def rule_kv_tier(cfg: StackConfig) -> Iterable[Issue]:
         )
         return
     if tier.mode == "rds":
-        facts = derive(cfg)
         if facts.rds_drives == 0:
             yield Issue(
                 key("hardware.nvmeDrivesPerNode"),
@@ -296,7 +294,7 @@ def rule_kv_tier(cfg: StackConfig) -> Iterable[Issue]:
             )
 
 
-def rule_roles_agree(cfg: StackConfig) -> Iterable[Issue]:
+def rule_roles_agree(cfg: StackConfig, _facts: StackFacts) -> Iterable[Issue]:
     if cfg.topology != "pd" or cfg.prefill.replicas == 0:
         return
     prefill = role_serving(cfg.engine, cfg.prefill)
@@ -321,7 +319,7 @@ def rule_roles_agree(cfg: StackConfig) -> Iterable[Issue]:
             yield Issue(key(f"decode.{label}"), f"prefill and decode {problem}", "pd-roles-agree")
 
 
-def rule_pd_wiring(cfg: StackConfig) -> Iterable[Issue]:
+def rule_pd_wiring(cfg: StackConfig, _facts: StackFacts) -> Iterable[Issue]:
     if cfg.topology == "pd" and cfg.prefill.replicas == 0:
         yield Issue(
             key("prefill.replicas"),
@@ -395,7 +393,7 @@ def reuse_units(cfg: StackConfig) -> dict[tuple[int, int, bool], dict[str, str]]
     return units
 
 
-def rule_pool_endpoints(cfg: StackConfig) -> Iterable[Issue]:
+def rule_pool_endpoints(cfg: StackConfig, _facts: StackFacts) -> Iterable[Issue]:
     """Every endpoint the EPP makes of an engine pod leads to a port it serves on, and each pod has one: the render
     declares the target ports each pod serves on as its active ports (core.labels), so what is left to refuse is a
     role serving on none of the pool's targetPorts."""
@@ -427,7 +425,7 @@ def rendered_sidecar_args(cfg: StackConfig) -> list[str]:
     )
 
 
-def rule_router_images(cfg: StackConfig) -> Iterable[Issue]:
+def rule_router_images(cfg: StackConfig, _facts: StackFacts) -> Iterable[Issue]:
     """The EPP and sidecar pins know every feature their render uses (the facts: core/versions/router.py); the
     features are read from the render itself, so a plugin or flag added to the render is judged too."""
     epp = cfg.router.image
@@ -466,7 +464,7 @@ def _sidecar_ssrf(cfg: StackConfig) -> tuple[dict[str, Any], str | None]:
     ), router_versions.ssrf_pool(flags)
 
 
-def rule_sidecar_ssrf(cfg: StackConfig) -> Iterable[Issue]:
+def rule_sidecar_ssrf(cfg: StackConfig, _facts: StackFacts) -> Iterable[Issue]:
     """The P/D sidecar runs with SSRF protection from the stack's own InferencePool wherever its pin can."""
     if cfg.topology != "pd":
         return
@@ -488,7 +486,7 @@ def _router_field(settings: Router, problem: epp_schema.Problem) -> str:
     return "router.image"
 
 
-def rule_router_plugin_parameters(cfg: StackConfig) -> Iterable[Issue]:
+def rule_router_plugin_parameters(cfg: StackConfig, _facts: StackFacts) -> Iterable[Issue]:
     """`router.pluginParameters` adds to what the render declares; it may not add a plugin or redefine a
     generated parameter (the gates would judge one value and the EPP read another)."""
     declared = {
@@ -523,7 +521,7 @@ def missing_features_of(image: str, used: list[Feature]) -> list[Feature]:
     return missing_features(pinned, used) if pinned else []
 
 
-def rule_router_schema(cfg: StackConfig) -> Iterable[Issue]:
+def rule_router_schema(cfg: StackConfig, _facts: StackFacts) -> Iterable[Issue]:
     """The pinned EPP and sidecar accept the rendered EndpointPickerConfig and flags, judged by their schema
     at that version (core/versions/data) as strictly as the programs themselves."""
     image = cfg.router.image
@@ -568,7 +566,7 @@ def rule_router_schema(cfg: StackConfig) -> Iterable[Issue]:
         )
 
 
-def rule_groups(cfg: StackConfig) -> Iterable[Issue]:
+def rule_groups(cfg: StackConfig, _facts: StackFacts) -> Iterable[Issue]:
     groups = cfg.placement.groups
     for name, role in cfg.engine_roles():
         if role.replicas % groups and not role.autoscaled:  # autoscaled: its bounds, in rule_autoscaling
@@ -584,7 +582,7 @@ def _flag_name(token: str) -> str:
     return serving.FLAG_ALIASES.get(flag, flag)
 
 
-def rule_overrides(cfg: StackConfig) -> Iterable[Issue]:
+def rule_overrides(cfg: StackConfig, _facts: StackFacts) -> Iterable[Issue]:
     """`extraArgs`, `extraEnv` and `kvTier.extraConfig` add to what the program generates; they may not
     redefine it, or the gates would have judged a value the engine never sees."""
     for name, role in (("prefill", cfg.prefill), ("decode", cfg.decode)):
@@ -632,13 +630,13 @@ def rule_overrides(cfg: StackConfig) -> Iterable[Issue]:
             )
 
 
-def rule_vllm_args(cfg: StackConfig) -> Iterable[Issue]:
+def rule_vllm_args(cfg: StackConfig, facts: StackFacts) -> Iterable[Issue]:
     """Each role's rendered `vllm serve` argv (generated + extraArgs) must parse with vLLM's own options
     (core.versions.vllm_args); a refusal is reported at the extraArgs entries it is about."""
     if not vllm_args.judges(cfg.engine.image):
         return
     roles = dict(cfg.engine_roles())
-    for name, command in engine_commands(cfg).items():
+    for name, command in engine_commands(cfg, facts).items():
         verdict = vllm_args.judge(command.args)
         if verdict is None:
             continue
@@ -647,7 +645,7 @@ def rule_vllm_args(cfg: StackConfig) -> Iterable[Issue]:
             yield Issue(key(path), vllm_args.refusal(verdict), "vllm-args-known")
 
 
-def rule_lmcache_names(cfg: StackConfig) -> Iterable[Issue]:
+def rule_lmcache_names(cfg: StackConfig, _facts: StackFacts) -> Iterable[Issue]:
     """LMCACHE_* names lmcache does not read (ignored silently), and top-level LMCache keys in kvTier.extraConfig."""
     for name, role in cfg.engine_roles():
         for env_name in role.extra_env:
@@ -660,14 +658,14 @@ def rule_lmcache_names(cfg: StackConfig) -> Iterable[Issue]:
             yield Issue(key(f"kvTier.extraConfig.{extra_key}"), problem, "lmcache-env-known")
 
 
-def rule_engine_image(cfg: StackConfig) -> Iterable[Issue]:
+def rule_engine_image(cfg: StackConfig, facts: StackFacts) -> Iterable[Issue]:
     """The engine image must be at least the first vllm-rbln release of every flag, connector and env var that either
     role's rendered command uses (core.versions.engine)."""
     image = cfg.engine.image
     if not engine_versions.is_engine_image(image):
         return
     used: set[Feature] = set()
-    for command in engine_commands(cfg).values():
+    for command in engine_commands(cfg, facts).values():
         used.update(
             engine_versions.features_used(
                 engine_versions.flag_names(command.args),
@@ -717,7 +715,7 @@ def rule_weights(cfg: StackConfig, *, hf_token_set: bool = False) -> Iterable[Is
         yield Issue(key("weights.gated"), problem)
 
 
-def rule_autoscaling(cfg: StackConfig) -> Iterable[Issue]:
+def rule_autoscaling(cfg: StackConfig, facts: StackFacts) -> Iterable[Issue]:
     """An autoscaled role: bounds the autoscaler can keep, split over the node groups, held by the site at the
     maximum, a rollout that survives a changing count, and a signal the pinned images serve and Prometheus scrapes."""
     if cfg.prefill.autoscaling is not None and "prefill" not in dict(cfg.engine_roles()):
@@ -730,7 +728,6 @@ def rule_autoscaling(cfg: StackConfig) -> Iterable[Issue]:
     scalings = autoscaling.role_scalings(cfg)
     if not scalings:
         return
-    facts = derive(cfg)
     groups = cfg.placement.groups
     for name, scale in scalings.items():
         base = f"{name}.autoscaling"
@@ -877,8 +874,9 @@ def warnings_for(cfg: StackConfig) -> list[Issue]:
 def validate(cfg: StackConfig, *, hf_token_set: bool = False) -> list[Issue]:
     """Every cross-field rule; `hf_token_set`: the stack file sets the secret `rebel100:hfToken`."""
     issues: list[Issue] = []
+    facts = derive(cfg)  # once: every rule reads the same derived facts
     for rule in RULES:
-        issues.extend(rule(cfg))
+        issues.extend(rule(cfg, facts))
     issues.extend(rule_weights(cfg, hf_token_set=hf_token_set))
     return issues
 

@@ -117,7 +117,7 @@ def test_no_prefill_pods_means_no_kv_tier_whatever_the_mode(settings):
 
 def test_engine_commands_carry_the_pinned_revisions_and_the_connectors_of_the_stack():
     cfg = load_config(stack_config("prod-4p4d", weights={"revision": SHA, "draftRevision": DRAFT_SHA}))
-    commands = engine_commands(cfg)
+    commands = engine_commands(cfg, derive(cfg))
     assert list(commands) == ["prefill", "decode"]
     for command in commands.values():
         args = command.args
@@ -132,10 +132,10 @@ def test_engine_commands_carry_the_pinned_revisions_and_the_connectors_of_the_st
 
 def test_engine_commands_without_kv_tier_give_prefill_nixl_alone():
     cfg = load_config(stack_config("prod-4p4d", kvTier={"mode": "off"}))
-    args = engine_commands(cfg)["prefill"].args
+    args = engine_commands(cfg, derive(cfg))["prefill"].args
     assert json.loads(args[args.index("--kv-transfer-config") + 1])["kv_connector"] == "RblnNixlConnector"
 
 
 def test_engine_commands_of_agg_have_decode_alone_without_connector():
-    commands = engine_commands(load_config(stack_config("agg")))
+    commands = engine_commands(agg := load_config(stack_config("agg")), derive(agg))
     assert list(commands) == ["decode"] and "--kv-transfer-config" not in commands["decode"].args

@@ -1357,3 +1357,22 @@ def test_no_autotune_advice_where_the_engines_reuse_whole_blocks():
     (the pack's router-autotune-block-unit says the same of the render)."""
     cfg = ok(engine={"subBlockCache": False})
     assert [w.path for w in warnings_for(cfg) if w.policy == "router-autotune-block-unit"] == []
+
+
+def test_validate_derives_the_facts_once(monkeypatch):
+    """Every rule reads the facts validate derived (core/derive.py: computed once), none derives its own."""
+    from core import derive as derive_module
+    from core import gate
+
+    original, calls = derive_module.derive, []
+
+    def counted(cfg):
+        calls.append(cfg)
+        return original(cfg)
+
+    monkeypatch.setattr(gate, "derive", counted)
+    monkeypatch.setattr(derive_module, "derive", counted)
+    cfg = load_config(stack_config("prod-autoscale"))
+    calls.clear()
+    gate.validate(cfg)
+    assert len(calls) == 1

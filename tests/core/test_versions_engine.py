@@ -4,7 +4,7 @@ import pytest
 
 from core import serving
 from core.config import Engine, KvTier, StackConfig
-from core.derive import engine_commands
+from core.derive import derive, engine_commands
 from core.versions import Version, engine, image_version
 
 
@@ -25,7 +25,7 @@ def test_every_connector_the_render_uses_has_a_fact():
 @pytest.mark.parametrize("stack", [{}, {"topology": "agg", "prefill": {"replicas": 0}, "kvTier": {"mode": "off"}}])
 def test_the_default_image_has_every_feature_the_stack_uses(stack):
     cfg = StackConfig.model_validate(stack)
-    for command in engine_commands(cfg).values():
+    for command in engine_commands(cfg, derive(cfg)).values():
         used = engine.features_used(
             engine.flag_names(command.args),
             serving.connector_classes(serving.kv_transfer_in(command.args)),
