@@ -59,6 +59,8 @@ EPP_SELECTOR = {
 def test_each_role_is_scraped_on_every_rank_and_the_epp_with_the_readers_token(interval):
     children = children_of("prod-4p4d", observability={"scrapeInterval": interval})
     monitors = {name: child for (kind, name), child in children.items() if kind == "PodMonitor"}
+    # In the order of the serving flow, as the stack registers and renders them.
+    assert list(monitors) == [f"{STACK}-prefill", f"{STACK}-decode", f"{STACK}-epp"]
     assert {name: child.manifest for name, child in monitors.items()} == {
         f"{STACK}-prefill": pod_monitor(
             "prefill", {"app.kubernetes.io/part-of": STACK, "llm-d.ai/role": "prefill"}, ["http"], interval=interval

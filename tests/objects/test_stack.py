@@ -1,6 +1,10 @@
 """objects/stack.py: every component's objects, and what Pulumi is told about each of them (what it waits for,
 what it keeps on destroy, how long it waits): the options the mock runtime cannot show."""
 
+import json
+
+import yaml
+
 from core.config import StackConfig
 from core.sizing import rollout_timeout_seconds
 from objects.stack import hf_token_withheld, stack_objects
@@ -108,3 +112,72 @@ def test_the_outputs_name_the_served_model_and_the_base_url():
     )
     served = stack_objects(StackConfig(name="t", namespace="ns", model={"servedName": "m27"})).outputs
     assert served["servedModelName"] == "m27"
+
+
+def test_each_part_is_named_after_the_stack_and_its_component():
+    parts, _ = children()
+    named = [parts.weights, parts.kv_tier, parts.prefill, parts.decode, parts.router, parts.gateway]
+    assert [part.name for part in [*named, parts.network, parts.monitoring]] == [
+        "t-weights",
+        "t-kv-tier",
+        "t-prefill",
+        "t-decode",
+        "t-router",
+        "t-gateway",
+        "t-network",
+        "t-monitoring",
+    ]
+
+
+def test_the_decode_objects_are_named_after_the_decode_part_without_the_api_reading_sidecar_too():
+    """AGG (no sidecar) and the v0.7 sidecar (no SSRF allowlist, no API access): the same resource names."""
+    for config in (
+        {"topology": "agg"},
+        {"decode": {"sidecar": {"image": "ghcr.io/llm-d/llm-d-routing-sidecar:v0.7.1"}}},
+    ):
+        parts, _ = children(**config)
+        assert [child.resource_name for child in parts.decode.children] == [
+            "t-decode-claim",
+            "t-decode-compile-cache",
+            "t-decode",
+            "t-decode-pdb",
+        ]
+
+
+def test_the_kv_tier_is_told_the_chiplets_hbm_and_the_tokens_each_rank_keeps():
+    parts, by_name = children(hardware={"hbmPerChipletGib": 48}, kvTier={"mode": "rds", "rdsMaxChunks": 1000})
+    # 1000 chunks of LMCache's 4096 tokens on RDS per rank.
+    assert parts.kv_tier.args.tokens_per_rank == 4_096_000
+    budget = json.loads(
+        by_name[("ConfigMap", "t-kv-tier-lmcache")].manifest["metadata"]["annotations"]["rebel100.ai/rds-budget"]
+    )
+    assert budget["hbmPerChipletGib"] == 48.0
+
+
+def test_the_router_section_reaches_the_pool_the_epp_config_and_the_network_policy():
+    _, by_name = children(router={"failureMode": "FailOpen", "grpcPort": 9102, "metricsPort": 9190})
+    assert by_name[("InferencePool", "t-pool")].manifest["spec"]["endpointPickerRef"]["failureMode"] == "FailOpen"
+    (gateway_rule, metrics_rule) = by_name[("NetworkPolicy", "t-epp")].manifest["spec"]["ingress"]
+    assert (gateway_rule["ports"], metrics_rule["ports"]) == (
+        [{"port": 9102, "protocol": "TCP"}],
+        [{"port": 9190, "protocol": "TCP"}],
+    )
+
+
+def epp_plugins(**config) -> list[str]:
+    _, by_name = children(**config)
+    document = yaml.safe_load(by_name[("ConfigMap", "t-epp-config")].manifest["data"]["epp-config.yaml"])
+    return [plugin["type"] for plugin in document["plugins"]]
+
+
+def test_agg_routes_without_the_pd_plugins():
+    """P/D filters prefill and decode pods and decides per request; AGG has one role and nothing to decide."""
+    pd, agg = epp_plugins(), epp_plugins(topology="agg")
+    assert {"prefill-filter", "decode-filter", "prefix-based-pd-decider", "disagg-profile-handler"} <= set(pd)
+    assert not {"prefill-filter", "decode-filter", "prefix-based-pd-decider", "disagg-profile-handler"} & set(agg)
+
+
+def test_the_weights_of_another_model_are_what_the_job_downloads():
+    _, by_name = children(weights={"source": "download"}, model={"name": "MiniMaxAI/MiniMax-M2.5"})
+    (job,) = [child.manifest for (kind, _), child in by_name.items() if kind == "Job"]
+    assert job["metadata"]["annotations"]["rebel100.ai/model"] == "MiniMaxAI/MiniMax-M2.5"
