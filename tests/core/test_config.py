@@ -128,7 +128,7 @@ def test_allowed_text_of_each_bound_and_pattern():
 
     from pydantic import BaseModel, Field
 
-    from core.gate import _allowed
+    from core.gate.parse import _allowed
 
     class Bounds(BaseModel):
         open_range: float = Field(1.0, gt=0, lt=2)
@@ -155,7 +155,7 @@ def test_bounds_of_a_section_two_levels_down():
 
 
 def test_a_value_inside_a_mapping_has_no_section():
-    from core.gate import _field_info, _field_models
+    from core.gate.parse import _field_info, _field_models
 
     assert _field_models(StackConfig, ("prefill", "extraEnv")) is None  # a dict, not a section
     assert _field_models(StackConfig, ("prefill", "extraEnv", "X")) is None
@@ -200,7 +200,7 @@ def test_a_bad_value_under_a_map_key_spelled_like_pydantics_key_marker_is_report
 
 
 def test_is_map_names_the_map_fields_only():
-    from core.gate import _is_map
+    from core.gate.parse import _is_map
 
     assert (
         _is_map(("decode", "extraEnv"))

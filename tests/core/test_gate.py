@@ -1142,7 +1142,7 @@ def test_sidecar_pin_older_than_a_feature_is_reported_once(monkeypatch):
 )
 def test_router_field_of_a_schema_problem(settings, problem, field):
     from core.config import Router
-    from core.gate import _router_field
+    from core.gate.router import _router_field
     from core.versions.epp_schema import Problem
 
     plugin_type, parameter = problem
@@ -1226,7 +1226,7 @@ def test_a_value_of_a_map_is_refused_at_its_key_without_bounds():
 
 def test_field_models_of_a_path_through_a_map_is_none():
     from core.config import Prefill, StackConfig
-    from core.gate import _field_models
+    from core.gate.parse import _field_models
 
     assert _field_models(StackConfig, ("prefill",)) is Prefill
     assert _field_models(StackConfig, ("prefill", "extraEnv")) is None
@@ -1238,11 +1238,11 @@ def test_field_models_of_a_path_through_a_map_is_none():
 def test_a_moved_key_of_a_section_without_its_own_page_points_to_the_readme(monkeypatch):
     """Every moved key today is in a section with a page (storage, engine); the fallback is the README. The page is
     found by the key's first part, also for a key two levels deep."""
-    from core import gate
+    from core import config
 
-    monkeypatch.setitem(gate.MOVED_KEYS, "router.oldKey", "router.newKey")
-    monkeypatch.setitem(gate.MOVED_KEYS, "decode.sidecar.oldPort", "decode.sidecar.port")
-    monkeypatch.setitem(gate.MOVED_KEYS_DOCS, "decode", "docs/decode.md")
+    monkeypatch.setitem(config.MOVED_KEYS, "router.oldKey", "router.newKey")
+    monkeypatch.setitem(config.MOVED_KEYS, "decode.sidecar.oldPort", "decode.sidecar.port")
+    monkeypatch.setitem(config.MOVED_KEYS_DOCS, "decode", "docs/decode.md")
     assert issues(router={"oldKey": 1}, decode={"sidecar": {"oldPort": 1}}) == {
         ("rebel100:router.oldKey", "this key moved: set `rebel100:router.newKey` instead (see the README).", ""),
         (

@@ -1,0 +1,105 @@
+"""Rules of the gate on autoscaling: bounds, node groups, the site, the rollout and the signal."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from core import autoscaling, rules
+from core.config import StackConfig
+from core.derive import StackFacts
+from core.gate.issues import Issue, key
+from core.versions import engine as engine_versions
+from core.versions import image_version
+
+
+def rule_autoscaling(cfg: StackConfig, facts: StackFacts) -> Iterable[Issue]:
+    """An autoscaled role: bounds the autoscaler can keep, split over the node groups, held by the site at the
+    maximum, a rollout that survives a changing count, and a signal the pinned images serve and Prometheus scrapes."""
+    if cfg.prefill.autoscaling is not None and "prefill" not in dict(cfg.engine_roles()):
+        yield Issue(
+            key("prefill.autoscaling"),
+            f"prefill.autoscaling is set but this stack runs no prefill pods (topology {cfg.topology!r}, "
+            f"prefill.replicas {cfg.prefill.replicas}): nothing would be scaled. Remove it, or use topology "
+            f"'pd' with prefill pods.",
+        )
+    scalings = autoscaling.role_scalings(cfg)
+    if not scalings:
+        return
+    groups = cfg.placement.groups
+    for name, scale in scalings.items():
+        base = f"{name}.autoscaling"
+        min_name, max_name = f"{base}.minReplicas", f"{base}.maxReplicas"
+        if "replicas" in getattr(cfg, name).model_fields_set:
+            yield Issue(
+                key(f"{name}.replicas"),
+                f"{name}.replicas is left to the autoscaler when {base} is set (it keeps the Deployment between "
+                f"{min_name} {scale.min_replicas} and {max_name} {scale.max_replicas}): the value here would "
+                f"be ignored. Remove it.",
+            )
+        problem = rules.autoscaling_bounds(
+            name, scale.min_replicas, scale.max_replicas, min_name=min_name, max_name=max_name
+        )
+        if problem:
+            yield Issue(key(min_name), problem, "autoscaling-bounds")
+        elif groups > 1:
+            problem = rules.autoscaling_groups_divide(
+                name,
+                scale.min_replicas,
+                scale.max_replicas,
+                groups,
+                min_name=min_name,
+                max_name=max_name,
+                groups_name="placement.groups",
+            )
+            if problem:
+                yield Issue(key(min_name if scale.min_replicas % groups else max_name), problem, "autoscaling-bounds")
+        if cfg.hardware.nodes is not None:
+            role = facts.roles[name]
+            problem = rules.autoscaling_fits_site(
+                name,
+                scale.max_replicas,
+                role.serving.devices,
+                facts.total_devices - role.devices,
+                cfg.hardware.nodes,
+                cfg.hardware.npus_per_node,
+                cfg.placement.spread_roles,
+                max_name=max_name,
+                nodes_name="hardware.nodes",
+                spread_name="placement.spreadRoles",
+            )
+            if problem:
+                yield Issue(key(max_name), problem, "autoscaling-fits-site")
+        problem = rules.autoscaling_rollout(name, cfg.rollout.strategy, strategy_name="rollout.strategy")
+        if problem:
+            yield Issue(key("rollout.strategy"), problem, "autoscaling-rollout")
+        signal = scale.signal
+        from_epp = signal.source == "epp"
+        image = cfg.router.image if from_epp else cfg.engine.image
+        problem = rules.autoscaling_signal(
+            name,
+            scale.metric,
+            signal.roles,
+            scraped=cfg.observability.pod_monitors,
+            series=autoscaling.series_for(signal, cfg.router.image),
+            decider_feeds=not from_epp
+            or autoscaling.decider_feeds_prefill(cfg.router.decider, cfg.router.non_cached_tokens),
+            image=image,
+            metric_name=f"{base}.metric",
+            fix_scrape=(
+                "Set observability.podMonitors true: its PodMonitors are how Prometheus scrapes the engines and the "
+                "EPP."
+            ),
+        )
+        if problem:
+            yield Issue(key(f"{base}.metric"), problem, "autoscaling-signal")
+            continue
+        if from_epp or engine_versions.is_engine_image(image):
+            feature = autoscaling.signal_feature(signal, cfg.router.image)
+            problem = rules.image_has_features(
+                image,
+                image_version(image),
+                [feature] if feature is not None else [],
+                image_name="router.image" if from_epp else "engine.image",
+            )
+            if problem:
+                yield Issue(key("router.image" if from_epp else "engine.image"), problem, "autoscaling-signal")

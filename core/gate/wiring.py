@@ -1,0 +1,139 @@
+"""Rules of the gate on the P/D pair and the router's pool: prefill and decode agree, ports, the decider, the
+router's block size, the pool's endpoints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pydantic import BaseModel
+
+from core import rules, sizing
+from core.config import StackConfig
+from core.derive import StackFacts, pool_ports
+from core.gate.issues import Issue, key
+from core.serving import role_serving, sidecar_ports
+
+
+def rule_roles_agree(cfg: StackConfig, _facts: StackFacts) -> Iterable[Issue]:
+    if cfg.topology != "pd" or cfg.prefill.replicas == 0:
+        return
+    prefill = role_serving(cfg.engine, cfg.prefill)
+    decode = role_serving(cfg.engine, cfg.decode)
+
+    def speculative(s: BaseModel | None) -> dict[str, object] | None:
+        return None if s is None else s.model_dump(by_alias=True, exclude_none=True)
+
+    for what, label, p, d in (
+        ("block-size", "blockSize", prefill.block_size, decode.block_size),
+        ("kv-cache-dtype", "kvCacheDtype", prefill.kv_cache_dtype, decode.kv_cache_dtype),
+        ("speculative-config", "speculative", speculative(prefill.speculative), speculative(decode.speculative)),
+    ):
+        problem = rules.roles_agree(
+            what,
+            p,
+            d,
+            field_name=f"{label} (prefill.{label}, decode.{label}, engine.{label})",
+            fix=f"Set it once in engine.{label} and drop the role overrides.",
+        )
+        if problem:
+            yield Issue(key(f"decode.{label}"), f"prefill and decode {problem}", "pd-roles-agree")
+
+
+def rule_pd_wiring(cfg: StackConfig, _facts: StackFacts) -> Iterable[Issue]:
+    if cfg.topology == "pd" and cfg.prefill.replicas == 0:
+        yield Issue(
+            key("prefill.replicas"),
+            "topology 'pd' needs at least one prefill pod; use topology 'agg' for a stack without prefill.",
+        )
+    if cfg.topology == "agg" and cfg.prefill.replicas > 0:
+        yield Issue(
+            key("prefill.replicas"),
+            f"topology 'agg' runs no prefill pods but prefill.replicas is {cfg.prefill.replicas}: set it to 0.",
+        )
+    decode = role_serving(cfg.engine, cfg.decode)
+    problem = rules.pool_target_ports_fit(
+        len(pool_ports(cfg).target),
+        ports_name="the stack's InferencePool: one per DP rank of a decode pod",
+        fix="Lower decode.dataParallelSizeLocal (or decode.dataParallelSize) to at most "
+        f"{sizing.MAX_POOL_TARGET_PORTS} ranks per pod.",
+    )
+    if problem:
+        yield Issue(key("decode.dataParallelSizeLocal"), problem, "inference-pool-wiring")
+    if cfg.topology == "pd":
+        sidecar = sidecar_ports(cfg.decode)
+        used: dict[int, str] = {}
+        groups = [
+            ("decode.sidecar.port", sidecar),
+            ("decode.port", decode.rank_ports),
+            ("decode.dataParallelRpcPort", [cfg.decode.data_parallel_rpc_port]),
+            ("engine.nixlSideChannelPort", decode.side_channel_ports),
+        ]
+        for name, ports in groups:
+            for port in ports:
+                if port in used:
+                    yield Issue(
+                        key(name),
+                        f"port {port} is used by both {used[port]} and {name} in the decode pod: "
+                        f"choose ranges that do not overlap (sidecar 8000-8003, ranks 8200-8203).",
+                    )
+                used.setdefault(port, name)
+        if cfg.router.decider == "prefix-based":
+            problem = rules.pd_decider_fires(
+                cfg.router.non_cached_tokens,
+                tokens_name="router.nonCachedTokens",
+                always_name="router.decider always-disagg",
+            )
+            if problem:
+                yield Issue(key("router.nonCachedTokens"), problem, "router-pd-profiles")
+    if not cfg.router.auto_tune:
+        for (block, batched, sub_block), names in reuse_units(cfg).items():
+            problem = rules.router_block_size(
+                cfg.router.block_size_tokens,
+                block,
+                batched,
+                sub_block,
+                size_name="router.blockSizeTokens",
+                engines=f"the {' and '.join(names)} engines",
+                block_name=" and ".join(sorted(set(names.values()))),
+                batched_name="engine.maxNumBatchedTokens",
+                sub_block_name="engine.subBlockCache true",
+            )
+            if problem:
+                yield Issue(key("router.blockSizeTokens"), problem, "router-block-size")
+
+
+def reuse_units(cfg: StackConfig) -> dict[tuple[int, int, bool], dict[str, str]]:
+    """The engine roles by (block size, max-num-batched-tokens, sub-block caching), each with the key its block size
+    comes from: what the router's prefix index has to match."""
+    units: dict[tuple[int, int, bool], dict[str, str]] = {}
+    engine = cfg.engine
+    for name, role in cfg.engine_roles():
+        unit = (role.block_size or engine.block_size, engine.max_num_batched_tokens, engine.sub_block_cache)
+        units.setdefault(unit, {})[name] = f"{name}.blockSize" if role.block_size else "engine.blockSize"
+    return units
+
+
+def rule_pool_endpoints(cfg: StackConfig, _facts: StackFacts) -> Iterable[Issue]:
+    """Every endpoint the EPP makes of an engine pod leads to a port it serves on, and each pod has one: the render
+    declares the target ports each pod serves on as its active ports (core.labels), so what is left to refuse is a
+    role serving on none of the pool's targetPorts."""
+    ports = pool_ports(cfg)
+    sidecar = cfg.topology == "pd"
+    for name, _ in cfg.engine_roles():
+        field = "decode.sidecar.port" if sidecar and name == "decode" else f"{name}.port"
+        targets_are = (
+            "the decode sidecar's: decode.sidecar.port and up" if sidecar else "the decode ranks: decode.port and up"
+        )
+        problem = rules.pool_endpoints_serve(
+            "the stack's InferencePool",
+            f"every {name} pod",
+            ports.target,
+            ports.serving[name],
+            ports.active(name),
+            serving_name=f"{field} and its DP ranks",
+            active_name="active-ports annotations",
+            fix=f"Set {field} to one of the target ports {ports.target} ({targets_are}).",
+        )
+        if problem:
+            yield Issue(key(field), problem, "pool-endpoints-serve")
