@@ -114,7 +114,15 @@ class Plan:
         }
 
 
-def draft_model(cfg: StackConfig) -> str | None:
+def token_required(settings: Weights) -> bool:
+    """Whether a pod given the token must not start without its Secret: only a gated repository needs the token (a
+    public one downloads without it, and the engines read the weights from the volume). Elsewhere the reference is
+    optional, so a stack without `rebel100:hfToken` starts: a kubelet refuses a container whose required Secret is
+    missing, and KEDA refuses to scale a Deployment whose container it cannot resolve."""
+    return settings.gated
+
+
+def draft_model(cfg: StackConfig) -> Optional[str]:
     """The EAGLE-3 draft the engines load (None without one): decode's, which prefill's equals (config gate)."""
     spec = serving.role_serving(cfg.engine, cfg.decode).speculative
     return spec.model if spec is not None and spec.method == "eagle3" and spec.model else None

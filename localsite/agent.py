@@ -21,7 +21,8 @@ import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from localsite import kube, netns, procs, programs
+from localsite import autoscaler, kube, netns, procs, programs
+from localsite import binaries as site_binaries
 from policy.manifests import label_selector_matches
 
 POLL_SECONDS = 0.5
@@ -53,8 +54,12 @@ class PodRun:
     listening: bool = False  # every program took connections once since it (re)started
 
 
-def relay(listener: socket.socket, target: tuple[str, int], stop: threading.Event) -> None:
-    """Accept on `listener` (a socket of another namespace) and pipe each connection to `target` from here."""
+def relay(
+    listener: socket.socket, target: tuple[str, int], stop: threading.Event, connect: Optional[Callable] = None
+) -> None:
+    """Accept on `listener` (a socket of another namespace) and pipe each connection to `target` from here (or
+    through `connect(target)`, which makes the connection in a namespace of its choice)."""
+    connect = connect or (lambda address: socket.create_connection(address, timeout=5))
     listener.settimeout(0.5)
     while not stop.is_set():
         try:
@@ -64,7 +69,7 @@ def relay(listener: socket.socket, target: tuple[str, int], stop: threading.Even
         except OSError:
             return
         try:
-            upstream = socket.create_connection(target, timeout=5)
+            upstream = connect(target)
         except OSError:
             client.close()
             continue
@@ -117,6 +122,7 @@ class Agent:
         self.gateway_process: procs.Recorded | None = None
         self.stop_event = threading.Event()
         self.site: netns.Site | None = None
+        self.autoscaling: autoscaler.SiteAutoscaling | None = None
 
     @property
     def live_site(self) -> netns.Site:
@@ -132,6 +138,50 @@ class Agent:
         threading.Thread(
             target=relay, args=(api_listener, (api.hostname, api.port or 443), self.stop_event), daemon=True
         ).start()
+        self.start_autoscaling()
+
+    def start_autoscaling(self) -> None:
+        """KEDA and Prometheus (localsite/autoscaler.py) when the namespace has ScaledObjects."""
+        try:
+            scaled = self.client.items(f"/apis/keda.sh/v1alpha1/namespaces/{self.namespace}/scaledobjects")
+        except kube.ApiError as err:  # no KEDA CRD: nothing to scale
+            if err.status != 404:
+                raise
+            scaled = []
+        if not scaled:
+            return
+        try:
+            found = {name: site_binaries.program(name) for name in autoscaler.SiteAutoscaling.PROGRAMS}
+        except site_binaries.Missing as err:
+            log.warning(
+                "the namespace's ScaledObjects will not scale anything: %s (scripts/consumers build keda prometheus)",
+                err,
+            )
+            return
+        mismatch = autoscaler.describe_mismatch(autoscaler.trigger_addresses(scaled))
+        if mismatch:
+            log.warning("autoscaling: %s", mismatch)
+        adapter_relay = netns.listener_in(None, "127.0.0.1", 0)
+        site_ns = self.site.ns
+
+        def into_site(address: tuple[str, int]) -> socket.socket:
+            return netns.connect_in(site_ns, *address)
+
+        threading.Thread(
+            target=relay,
+            args=(adapter_relay, ("127.0.0.1", autoscaler.ADAPTER_PORT), self.stop_event, into_site),
+            daemon=True,
+        ).start()
+        crds = pathlib.Path(found["keda-operator"]).parent.parent / "crds"
+        self.autoscaling = autoscaler.SiteAutoscaling(self, found, crds)
+        self.autoscaling.start(
+            f"https://{netns.SITE_ADDRESS}:{API_PORT_IN_SITE}", API_SERVER_NAME, adapter_relay.getsockname()[1]
+        )
+        log.info(
+            "autoscaling: Prometheus at %s, KEDA's metrics API server behind port %d",
+            autoscaler.PROMETHEUS_ADDRESS,
+            adapter_relay.getsockname()[1],
+        )
 
     def run(self, until: Callable[[], bool]) -> None:
         while not until():
@@ -172,6 +222,8 @@ class Agent:
             self.keep_running(run)
         self.registry.reap()
         self.ensure_gateway(pods)
+        if self.autoscaling is not None:
+            self.autoscaling.reconcile(pods)
 
     def start_pod(self, pod: dict) -> None:
         meta = pod["metadata"]

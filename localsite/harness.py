@@ -81,13 +81,15 @@ class ServedSite:
         stack: str,
         namespace: str = "rebel100",
         sim_args: tuple[str, ...] = (),
-        render: pathlib.Path | None = None,
+        render: Optional[pathlib.Path] = None,
+        config_file: Optional[pathlib.Path] = None,
     ):
         self.folder = folder
         self.stack = stack
         self.namespace = namespace
         self.sim_args = sim_args
         self.render = render
+        self.config_file = config_file  # a stack file other than Pulumi.<stack>.yaml (`stacks render --config-file`)
         self.cluster_dir = folder / "cluster"
         self.site_dir = folder / "site"
         self.kubeconfig: pathlib.Path | None = None
@@ -195,7 +197,16 @@ class ServedSite:
         rest."""
         out = self.render or self.folder / "render"
         proc = subprocess.run(
-            [sys.executable, "-m", "stacks", "render", self.stack, "--out", str(out)],
+            [
+                sys.executable,
+                "-m",
+                "stacks",
+                "render",
+                self.stack,
+                "--out",
+                str(out),
+                *(["--config-file", str(self.config_file)] if self.config_file else []),
+            ],
             cwd=PROJECT,
             capture_output=True,
             text=True,

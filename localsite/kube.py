@@ -34,7 +34,14 @@ class Client:
         self.token = user["token"]
         self.ssl = ssl.create_default_context(cafile=self.ca_file)
 
-    def request(self, method: str, path: str, body: dict | None = None, timeout: float = 10) -> Any:
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Optional[dict] = None,
+        timeout: float = 10,
+        content_type: str = "application/json",
+    ) -> Any:
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(
             self.server + path,
@@ -42,7 +49,7 @@ class Client:
             method=method,
             headers={
                 "Authorization": f"Bearer {self.token}",
-                "Content-Type": "application/json",
+                "Content-Type": content_type,
                 "Accept": "application/json",
             },
         )
@@ -53,6 +60,15 @@ class Client:
             raise ApiError(
                 err.code, f"{method} {path}: {err.code} {err.read()[:300].decode(errors='replace')}"
             ) from None
+
+    def apply(self, path: str, obj: dict) -> Any:
+        """Server-side apply of `obj` at `path` (JSON is YAML), as the site's own field manager."""
+        return self.request(
+            "PATCH",
+            f"{path}?fieldManager=rebel100-localsite&force=true",
+            obj,
+            content_type="application/apply-patch+yaml",
+        )
 
     def get(self, path: str) -> Any:
         return self.request("GET", path)

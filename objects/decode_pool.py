@@ -129,7 +129,9 @@ def target_ports(args: DecodePoolArgs) -> list[int]:
 
 
 def decode_pool(name: str, args: DecodePoolArgs) -> list[Child]:
-    container = pod.engine_container(args.engine, name="vllm", hf_token_secret=args.hf_token_secret)
+    container = pod.engine_container(
+        args.engine, name="vllm", hf_token_secret=args.hf_token_secret, hf_token_required=args.hf_token_required
+    )
     if args.sidecar is None or not reads_api(args.sidecar):
         init = [sidecar_container(args.sidecar)] if args.sidecar is not None else None
         return pod.engine_pool(name, role_name="decode", args=args, containers=[container], init_containers=init)

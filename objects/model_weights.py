@@ -76,7 +76,11 @@ def download_container(args: ModelWeightsArgs, plan: weight_files.Plan) -> dict[
             {
                 "name": "HF_TOKEN",
                 "valueFrom": {
-                    "secretKeyRef": {"name": args.hf_token_secret, "key": "token", "optional": not args.settings.gated}
+                    "secretKeyRef": {
+                        "name": args.hf_token_secret,
+                        "key": "token",
+                        "optional": not weight_files.token_required(args.settings),
+                    }
                 },
             },
         ],

@@ -302,19 +302,26 @@ def container_ports(named: Sequence[tuple[str, int]]) -> list[dict[str, Any]]:
     return [{"name": name, "containerPort": port, "protocol": "TCP"} for name, port in named]
 
 
-def engine_env(literal: dict[str, str], *, hf_token_secret: str) -> list[dict[str, Any]]:
+def engine_env(literal: dict[str, str], *, hf_token_secret: str, hf_token_required: bool) -> list[dict[str, Any]]:
     """Literal values, then the pod IP and the token by reference: one entry per name, by construction
-    (the API server refuses a container with two entries of one name)."""
+    (the API server refuses a container with two entries of one name). The token's Secret is optional unless
+    the repository is gated (core.weights.token_required)."""
     env: list[dict[str, Any]] = [
         {"name": key, "value": value} for key, value in literal.items() if key not in serving.REFERENCE_ENV
     ]
     env.append({"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
-    env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": hf_token_secret, "key": "token"}}})
+    token = {"name": hf_token_secret, "key": "token", "optional": not hf_token_required}
+    env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": token}})
     return env
 
 
 def engine_container(
-    engine: EngineSpec, *, name: str, hf_token_secret: str, env_from_config_map: str | None = None
+    engine: EngineSpec,
+    *,
+    name: str,
+    hf_token_secret: str,
+    hf_token_required: bool,
+    env_from_config_map: str | None = None,
 ) -> dict[str, Any]:
     """The `vllm serve` container; it consumes the pod's DRA claim."""
     amounts = {"cpu": engine.cpu, "memory": engine.memory}
@@ -323,7 +330,7 @@ def engine_container(
         "image": engine.image,
         "command": ENGINE_COMMAND,
         "args": list(engine.args),
-        "env": engine_env(engine.env, hf_token_secret=hf_token_secret),
+        "env": engine_env(engine.env, hf_token_secret=hf_token_secret, hf_token_required=hf_token_required),
         "envFrom": [{"configMapRef": {"name": env_from_config_map}}] if env_from_config_map else None,
         "ports": container_ports(engine.ports),
         "resources": {"requests": amounts, "limits": amounts, "claims": [{"name": CLAIM_NAME}]},
@@ -578,6 +585,9 @@ class EnginePoolArgs(StackArgs):
         EngineWeights(), description="The weights volume, revisions and the wait before the engine starts."
     )
     hf_token_secret: str = Field("hf-token", description="Secret with the Hugging Face token under key `token`.")
+    hf_token_required: bool = Field(
+        False, description="The engines may not start without the token's Secret (a gated repository)."
+    )
     active_ports: list[int] = Field(
         [8000],
         description=(

@@ -20,6 +20,10 @@ class PrefillPoolArgs(pod.EnginePoolArgs):
 
 def prefill_pool(name: str, args: PrefillPoolArgs) -> list[Child]:
     container = pod.engine_container(
-        args.engine, name="vllm", hf_token_secret=args.hf_token_secret, env_from_config_map=args.kv_tier_config_map
+        args.engine,
+        name="vllm",
+        hf_token_secret=args.hf_token_secret,
+        hf_token_required=args.hf_token_required,
+        env_from_config_map=args.kv_tier_config_map,
     )
     return pod.engine_pool(name, role_name="prefill", args=args, containers=[container])

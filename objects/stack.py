@@ -95,6 +95,7 @@ def engine_pool_args(
         replicas=role.replicas,
         weights=weights,
         hf_token_secret=cfg.hf_token_secret,
+        hf_token_required=weight_files.token_required(cfg.weights),
         engine=pod.EngineSpec(
             image=cfg.engine.image,
             args=command.args,

@@ -36,7 +36,7 @@ def test_pp4_args_env_and_claim(run_under_mocks):
     assert env["RBLN_DEVICES"] == "0,1,2,3"
     assert vllm["envFrom"] == [{"configMapRef": {"name": "t-lmcache"}}]
     assert len(vllm["env"]) == len(env), "one env entry per name"
-    assert env["HF_TOKEN"] == {"secretKeyRef": {"key": "token", "name": "hf-token"}}
+    assert env["HF_TOKEN"] == {"secretKeyRef": {"key": "token", "name": "hf-token", "optional": True}}
     assert env["VLLM_NIXL_SIDE_CHANNEL_HOST"] == {"fieldRef": {"fieldPath": "status.podIP"}}
     assert [p["containerPort"] for p in vllm["ports"]] == [8000, 5600]
     claim = cluster.get("ResourceClaimTemplate", f"t-prefill-npu-rdma-{claim_digest(ClaimSpec(npus=4))}")
@@ -80,7 +80,7 @@ def test_extra_env_cannot_duplicate_a_reference(run_under_mocks):
     vllm = container(cluster.get("Deployment", "t-prefill"), "vllm")
     names = [e["name"] for e in vllm["env"]]
     assert names.count("HF_TOKEN") == 1 and env_map(vllm)["HF_TOKEN"] == {
-        "secretKeyRef": {"key": "token", "name": "hf-token"}
+        "secretKeyRef": {"key": "token", "name": "hf-token", "optional": True}
     }
     assert env_map(vllm)["MY_FLAG"] == "1"
 

@@ -248,6 +248,6 @@ def test_hf_token_is_a_secret_in_state_and_outputs(project: Project):
     # The engines read it from the Secret the stack created, by reference.
     deployment = yaml.safe_load(next((project.root / "build" / "secret").rglob("*deployment*decode.yaml")).read_text())
     env = {e["name"]: e for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert env["HF_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "hf-token", "key": "token"}
+    assert env["HF_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "hf-token", "key": "token", "optional": True}
     assert not list((project.root / "build" / "secret").rglob("v1-secret-rebel100-hf-token.yaml"))
     project.pulumi("destroy", "-s", "secret", "--yes", check=True)

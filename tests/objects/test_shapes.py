@@ -392,7 +392,9 @@ ENGINE_ENV = [
 ]
 BY_REFERENCE = [
     {"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
-    {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}},
+    # Optional: none of the stacks downloads a gated repository, and a missing required Secret stops the kubelet
+    # from starting the container (and KEDA from scaling its Deployment).
+    {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token", "optional": True}}},
 ]
 
 
@@ -625,3 +627,9 @@ def test_claim_templates_and_the_lmcache_config_map_are_of_their_api_in_the_stac
         NS,
         {"app.kubernetes.io/part-of": STACK},
     )
+
+
+def test_a_gated_repository_makes_the_engines_token_required():
+    found = objects_of("dev", weights={"gated": True, "tokenSecretExists": True})
+    token = {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token", "optional": False}}}
+    assert token in container(pod_spec(found, "decode"), "vllm")["env"]
