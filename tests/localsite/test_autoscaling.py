@@ -176,13 +176,13 @@ def test_prefill_scales_on_its_own_queue_under_new_long_prompts(autoscaled: Serv
     started = time.monotonic()
     with Load(site, long_prompts=True) as load:
         site.wait_for("the HPA to scale prefill above 1", lambda: replicas(site, PREFILL) > 1, SCALE_TIMEOUT)
-        scaled_up = time.monotonic() - started
+        scaled_up, peak = time.monotonic() - started, replicas(site, PREFILL)
         site.wait_for("a new prefill pod Running", lambda: len(live_pods(site, "prefill")) > 1, SCALE_TIMEOUT)
     assert_placed_through_dra(site, "prefill", {n: p for n, p in live_pods(site, "prefill").items() if n != first})
     assert load.answered, f"P/D requests answered while prefill scaled ({load.failed} failed)"
     stopped = time.monotonic()
     site.wait_for("prefill back to minReplicas once idle", lambda: replicas(site, PREFILL) == 1, SCALE_TIMEOUT)
     print(
-        f"prefill 1 -> {replicas(site, PREFILL)}: scaled up {scaled_up:.0f}s after new long prompts started; back to 1 "
+        f"prefill 1 -> {peak}: scaled up {scaled_up:.0f}s after new long prompts started; back to 1 "
         f"{time.monotonic() - stopped:.0f}s after they stopped; {sum(load.answered.values())} answers"
     )
