@@ -623,15 +623,58 @@ def requests_section() -> None:
         )
 
 
+def autoscaling_section(cycles: int) -> None:
+    """Issue 24, item 5: how fast the real KEDA and HPA scale decode on the local site (localsite/scaling.py: both
+    roles on engineQueue, target 1, 1-4 pods, no scale-down window), `cycles` rounds of load then idle."""
+    import statistics as stats
+
+    sys.path.insert(0, str(ROOT))  # the project's localsite package (this file runs as a script)
+    from localsite import binaries, scaling
+    from localsite.autoscaler import SiteAutoscaling
+    from localsite.harness import ServedSite
+
+    try:
+        found = binaries.find()
+        for program in SiteAutoscaling.PROGRAMS:
+            binaries.program(program)
+    except binaries.Missing as err:
+        print(f"\n== autoscaling: skipped ({err})")
+        return
+    stack = binaries.stack_for(found.programs.epp)
+    header(
+        f"autoscaling: stack {stack}, both roles on engineQueue (target 1, 1-4 pods), {scaling.CLIENTS} clients of "
+        f"short prompts, engines answering after 400 ms; KEDA {scaling.AUTOSCALING['pollingIntervalSeconds']} s "
+        "polling, Prometheus 5 s scrape, the HPA's 15 s sync"
+    )
+    with tempfile.TemporaryDirectory(prefix="bench-autoscaling.") as tmp:
+        folder = pathlib.Path(tmp)
+        stack_file = scaling.autoscaled_stack_file(stack, folder)
+        with ServedSite(folder, stack, sim_args=scaling.SIM_ARGS, config_file=stack_file) as site:
+            scaling.wait_until_active(site)
+            runs = []
+            for n in range(cycles):
+                cycle = scaling.decode_cycle(site)
+                runs.append(cycle)
+                print(
+                    f"cycle {n + 1}: replicas raised {cycle.scaled_up:5.1f} s, a new pod serving {cycle.new_pod_serving:5.1f} s, "
+                    f"4 pods {cycle.at_maximum:5.1f} s after the load started; back to 1 {cycle.scaled_down:5.1f} s "
+                    f"after it stopped ({cycle.answers} answered, {cycle.failed} refused)"
+                )
+    for name in ("scaled_up", "new_pod_serving", "at_maximum", "scaled_down"):
+        values = [getattr(c, name) for c in runs]
+        print(f"{name:16} median {stats.median(values):5.1f} s, min {min(values):5.1f}, max {max(values):5.1f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument(
         "--sections",
         nargs="*",
-        default=["floor", "cluster", "requests"],
-        choices=["floor", "cluster", "scale", "requests"],
+        default=["floor", "cluster", "requests", "autoscaling"],
+        choices=["floor", "cluster", "scale", "requests", "autoscaling"],
     )
+    parser.add_argument("--cycles", type=int, default=3, help="rounds of load and idle in the autoscaling section")
     parser.add_argument("--scale", action="store_true", help="also the scale section (several minutes)")
     parser.add_argument("--sizes", type=int, nargs="*", default=list(SIZES))
     args = parser.parse_args()
@@ -659,6 +702,11 @@ def main() -> int:
             requests_section()
         else:
             print("\n== requests: skipped, needs the local control plane (`scripts/cluster build`)")
+    if "autoscaling" in sections:
+        if cluster_bin:
+            autoscaling_section(args.cycles)
+        else:
+            print("\n== autoscaling: skipped, needs the local control plane (`scripts/cluster build`)")
     return 0
 
 
