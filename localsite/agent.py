@@ -123,6 +123,7 @@ class Agent:
         self.stop_event = threading.Event()
         self.site: netns.Site | None = None
         self.autoscaling: autoscaler.SiteAutoscaling | None = None
+        self.autoscaling_checked = False
 
     @property
     def live_site(self) -> netns.Site:
@@ -138,16 +139,17 @@ class Agent:
         threading.Thread(
             target=relay, args=(api_listener, (api.hostname, api.port or 443), self.stop_event), daemon=True
         ).start()
-        self.start_autoscaling()
 
     def start_autoscaling(self) -> None:
-        """KEDA and Prometheus (localsite/autoscaler.py) when the namespace has ScaledObjects."""
+        """KEDA and Prometheus (localsite/autoscaler.py) when the namespace has ScaledObjects: looked for once, at
+        the first reconcile that can read them (an API error leaves it to the next)."""
         try:
             scaled = self.client.items(f"/apis/keda.sh/v1alpha1/namespaces/{self.namespace}/scaledobjects")
         except kube.ApiError as err:  # no KEDA CRD: nothing to scale
             if err.status != 404:
                 raise
             scaled = []
+        self.autoscaling_checked = True
         if not scaled:
             return
         try:
@@ -222,6 +224,8 @@ class Agent:
             self.keep_running(run)
         self.registry.reap()
         self.ensure_gateway(pods)
+        if not self.autoscaling_checked:
+            self.start_autoscaling()
         if self.autoscaling is not None:
             self.autoscaling.reconcile(pods)
 

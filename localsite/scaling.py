@@ -13,6 +13,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import Callable, Optional
 import yaml
 
 from core.stackfile import stack_file
@@ -122,7 +123,11 @@ class DecodeCycle:
     failed: int = 0
 
 
-def decode_cycle(site: ServedSite, timeout: float = TIMEOUT) -> DecodeCycle:
+def decode_cycle(
+    site: ServedSite, timeout: float = TIMEOUT, at_maximum: Optional[Callable[[dict[str, dict]], None]] = None
+) -> DecodeCycle:
+    """Load until decode is at its maximum (`at_maximum` is called then with its pods, which still exist), then idle
+    until it is back at its minimum."""
     (first,) = live_pods(site, "decode")
     cycle = DecodeCycle(first)
     started = time.monotonic()
@@ -136,6 +141,8 @@ def decode_cycle(site: ServedSite, timeout: float = TIMEOUT) -> DecodeCycle:
         cycle.at_maximum = time.monotonic() - started
         cycle.pods_at_maximum = live_pods(site, "decode")
         cycle.prefill_at_maximum = replicas(site, PREFILL)
+        if at_maximum is not None:
+            at_maximum(cycle.pods_at_maximum)
     cycle.answers, cycle.failed = sum(load.answered.values()), load.failed
     stopped = time.monotonic()
     site.wait_for("decode back to minReplicas once idle", lambda: replicas(site) == 1, timeout)

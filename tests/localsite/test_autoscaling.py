@@ -62,11 +62,18 @@ def test_decode_scales_up_under_load_and_back_to_its_minimum(autoscaled: ServedS
     assert scaling.replicas(site, scaling.PREFILL) == scaling.replicas(site, scaling.DECODE) == 1, (
         "an autoscaled Deployment starts at minReplicas"
     )
-    cycle = scaling.decode_cycle(site)
+    (first,) = scaling.live_pods(site, "decode")
+    placed: list[str] = []
+
+    def at_maximum(pods: dict[str, dict]) -> None:
+        new = {name: pod for name, pod in pods.items() if name != first}
+        assert len(new) == scaling.AUTOSCALING["maxReplicas"] - 1
+        assert_placed_through_dra(site, "decode", new)
+        placed.extend(new)
+
+    cycle = scaling.decode_cycle(site, at_maximum=at_maximum)
+    assert placed, "decode reached its maximum and its new pods were checked"
     assert cycle.prefill_at_maximum == 1, "short prompts are decode-only: prefill's own queue stays empty"
-    new = {name: pod for name, pod in cycle.pods_at_maximum.items() if name != cycle.first_pod}
-    assert len(new) == scaling.AUTOSCALING["maxReplicas"] - 1
-    assert_placed_through_dra(site, "decode", new)
     print(
         f"decode 1 -> 4 pods: scaled up {cycle.scaled_up:.0f}s after the load started, a new pod serving after "
         f"{cycle.new_pod_serving:.0f}s; back to 1 {cycle.scaled_down:.0f}s after it stopped; {cycle.answers} "
