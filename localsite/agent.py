@@ -124,6 +124,7 @@ class Agent:
         self.site: netns.Site | None = None
         self.autoscaling: autoscaler.SiteAutoscaling | None = None
         self.autoscaling_checked = False
+        self.adapter_relay: Optional[socket.socket] = None
 
     @property
     def live_site(self) -> netns.Site:
@@ -149,8 +150,8 @@ class Agent:
             if err.status != 404:
                 raise
             scaled = []
-        self.autoscaling_checked = True
         if not scaled:
+            self.autoscaling_checked = True
             return
         try:
             found = {name: site_binaries.program(name) for name in autoscaler.SiteAutoscaling.PROGRAMS}
@@ -159,30 +160,32 @@ class Agent:
                 "the namespace's ScaledObjects will not scale anything: %s (scripts/consumers build keda prometheus)",
                 err,
             )
+            self.autoscaling_checked = True
             return
         mismatch = autoscaler.describe_mismatch(autoscaler.trigger_addresses(scaled))
         if mismatch:
             log.warning("autoscaling: %s", mismatch)
-        adapter_relay = netns.listener_in(None, "127.0.0.1", 0)
-        site_ns = self.site.ns
+        if self.adapter_relay is None:  # once: a start that failed at the API is tried again with the same relay
+            self.adapter_relay = netns.listener_in(None, "127.0.0.1", 0)
+            site_ns = self.site.ns
 
-        def into_site(address: tuple[str, int]) -> socket.socket:
-            return netns.connect_in(site_ns, *address)
+            def into_site(address: tuple[str, int]) -> socket.socket:
+                return netns.connect_in(site_ns, *address)
 
-        threading.Thread(
-            target=relay,
-            args=(adapter_relay, ("127.0.0.1", autoscaler.ADAPTER_PORT), self.stop_event, into_site),
-            daemon=True,
-        ).start()
+            threading.Thread(
+                target=relay,
+                args=(self.adapter_relay, ("127.0.0.1", autoscaler.ADAPTER_PORT), self.stop_event, into_site),
+                daemon=True,
+            ).start()
+        port = self.adapter_relay.getsockname()[1]
         crds = pathlib.Path(found["keda-operator"]).parent.parent / "crds"
-        self.autoscaling = autoscaler.SiteAutoscaling(self, found, crds)
-        self.autoscaling.start(
-            f"https://{netns.SITE_ADDRESS}:{API_PORT_IN_SITE}", API_SERVER_NAME, adapter_relay.getsockname()[1]
-        )
+        started = autoscaler.SiteAutoscaling(self, found, crds)
+        started.start(f"https://{netns.SITE_ADDRESS}:{API_PORT_IN_SITE}", API_SERVER_NAME, port)
+        self.autoscaling, self.autoscaling_checked = started, True
         log.info(
             "autoscaling: Prometheus at %s, KEDA's metrics API server behind port %d",
             autoscaler.PROMETHEUS_ADDRESS,
-            adapter_relay.getsockname()[1],
+            port,
         )
 
     def run(self, until: Callable[[], bool]) -> None:
