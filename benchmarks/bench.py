@@ -655,11 +655,12 @@ def autoscaling_section(cycles: int) -> None:
             for n in range(cycles):
                 cycle = scaling.decode_cycle(site)
                 runs.append(cycle)
-                print(
-                    f"cycle {n + 1}: replicas raised {cycle.scaled_up:5.1f} s, a new pod serving {cycle.new_pod_serving:5.1f} s, "
-                    f"4 pods {cycle.at_maximum:5.1f} s after the load started; back to 1 {cycle.scaled_down:5.1f} s "
-                    f"after it stopped ({cycle.answers} answered, {cycle.failed} refused)"
+                times = (
+                    f"replicas raised {cycle.scaled_up:5.1f} s, a new pod serving {cycle.new_pod_serving:5.1f} s, "
+                    f"4 pods {cycle.at_maximum:5.1f} s after the load started"
                 )
+                after = f"back to 1 {cycle.scaled_down:5.1f} s after it stopped"
+                print(f"cycle {n + 1}: {times}; {after} ({cycle.answers} answered, {cycle.failed} refused)")
     for name in ("scaled_up", "new_pod_serving", "at_maximum", "scaled_down"):
         values = [getattr(c, name) for c in runs]
         print(f"{name:16} median {stats.median(values):5.1f} s, min {min(values):5.1f}, max {max(values):5.1f}")

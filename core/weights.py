@@ -122,7 +122,7 @@ def token_required(settings: Weights) -> bool:
     return settings.gated
 
 
-def draft_model(cfg: StackConfig) -> Optional[str]:
+def draft_model(cfg: StackConfig) -> str | None:
     """The EAGLE-3 draft the engines load (None without one): decode's, which prefill's equals (config gate)."""
     spec = serving.role_serving(cfg.engine, cfg.decode).speculative
     return spec.model if spec is not None and spec.method == "eagle3" and spec.model else None

@@ -55,7 +55,7 @@ class PodRun:
 
 
 def relay(
-    listener: socket.socket, target: tuple[str, int], stop: threading.Event, connect: Optional[Callable] = None
+    listener: socket.socket, target: tuple[str, int], stop: threading.Event, connect: Callable | None = None
 ) -> None:
     """Accept on `listener` (a socket of another namespace) and pipe each connection to `target` from here (or
     through `connect(target)`, which makes the connection in a namespace of its choice)."""
@@ -124,7 +124,7 @@ class Agent:
         self.site: netns.Site | None = None
         self.autoscaling: autoscaler.SiteAutoscaling | None = None
         self.autoscaling_checked = False
-        self.adapter_relay: Optional[socket.socket] = None
+        self.adapter_relay: socket.socket | None = None
 
     @property
     def live_site(self) -> netns.Site:
@@ -167,7 +167,7 @@ class Agent:
             log.warning("autoscaling: %s", mismatch)
         if self.adapter_relay is None:  # once: a start that failed at the API is tried again with the same relay
             self.adapter_relay = netns.listener_in(None, "127.0.0.1", 0)
-            site_ns = self.site.ns
+            site_ns = self.live_site.ns
 
             def into_site(address: tuple[str, int]) -> socket.socket:
                 return netns.connect_in(site_ns, *address)

@@ -136,13 +136,50 @@ def keda_pki(folder: pathlib.Path) -> pathlib.Path:
         "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:keda-operator.keda.svc,DNS:keda-metrics-apiserver.keda.svc\n"
         "extendedKeyUsage=serverAuth,clientAuth\nkeyUsage=digitalSignature,keyEncipherment\n"
     )
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650", "-subj", "/CN=KEDA", "-keyout",
-            str(folder / "ca.key"), "-out", str(folder / "ca.crt"))  # fmt: skip
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=keda-operator", "-keyout", str(folder / "tls.key"),
-            "-out", str(folder / "tls.csr"))  # fmt: skip
-    openssl("x509", "-req", "-in", str(folder / "tls.csr"), "-CA", str(folder / "ca.crt"), "-CAkey",
-            str(folder / "ca.key"), "-CAcreateserial", "-days", "3650", "-extfile", str(ext), "-out",
-            str(folder / "tls.crt"))  # fmt: skip
+    openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "3650",
+        "-subj",
+        "/CN=KEDA",
+        "-keyout",
+        str(folder / "ca.key"),
+        "-out",
+        str(folder / "ca.crt"),
+    )
+    openssl(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=keda-operator",
+        "-keyout",
+        str(folder / "tls.key"),
+        "-out",
+        str(folder / "tls.csr"),
+    )
+    openssl(
+        "x509",
+        "-req",
+        "-in",
+        str(folder / "tls.csr"),
+        "-CA",
+        str(folder / "ca.crt"),
+        "-CAkey",
+        str(folder / "ca.key"),
+        "-CAcreateserial",
+        "-days",
+        "3650",
+        "-extfile",
+        str(ext),
+        "-out",
+        str(folder / "tls.crt"),
+    )
     for key in folder.glob("*.key"):
         key.chmod(0o600)
     return folder

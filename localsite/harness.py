@@ -81,8 +81,8 @@ class ServedSite:
         stack: str,
         namespace: str = "rebel100",
         sim_args: tuple[str, ...] = (),
-        render: Optional[pathlib.Path] = None,
-        config_file: Optional[pathlib.Path] = None,
+        render: pathlib.Path | None = None,
+        config_file: pathlib.Path | None = None,
     ):
         self.folder = folder
         self.stack = stack

@@ -38,7 +38,7 @@ class Client:
         self,
         method: str,
         path: str,
-        body: Optional[dict] = None,
+        body: dict | None = None,
         timeout: float = 10,
         content_type: str = "application/json",
     ) -> Any:

@@ -8,12 +8,14 @@ controller-manager's default) and the site, not by the stack's windows (prod-aut
 
 from __future__ import annotations
 
+import functools
 import pathlib
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+
 import yaml
 
 from core.stackfile import stack_file
@@ -124,7 +126,7 @@ class DecodeCycle:
 
 
 def decode_cycle(
-    site: ServedSite, timeout: float = TIMEOUT, at_maximum: Optional[Callable[[dict[str, dict]], None]] = None
+    site: ServedSite, timeout: float = TIMEOUT, at_maximum: Callable[[dict[str, dict]], None] | None = None
 ) -> DecodeCycle:
     """Load until decode is at its maximum (`at_maximum` is called then with its pods, which still exist), then idle
     until it is back at its minimum."""
@@ -153,4 +155,4 @@ def decode_cycle(
 def wait_until_active(site: ServedSite, timeout: float = TIMEOUT) -> None:
     """Wait for KEDA's HPAs of both roles to read their metrics (the site's wait_for fails with its log)."""
     for deployment in (PREFILL, DECODE):
-        site.wait_for(f"KEDA's HPA for {deployment}, active", lambda d=deployment: hpa_active(site, d), timeout)
+        site.wait_for(f"KEDA's HPA for {deployment}, active", functools.partial(hpa_active, site, deployment), timeout)
