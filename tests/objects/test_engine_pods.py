@@ -730,7 +730,8 @@ def test_the_configs_image_device_class_group_label_and_token_secret_reach_both_
         assert vllm["image"] == "rebellions/vllm-rbln:0.12.1"
         assert vllm["env"][-1] == {
             "name": "HF_TOKEN",
-            "valueFrom": {"secretKeyRef": {"name": "hub-token", "key": "token"}},
+            # Optional: the stack's weights are not gated (core.weights.token_required).
+            "valueFrom": {"secretKeyRef": {"name": "hub-token", "key": "token", "optional": True}},
         }
         (term,) = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
             "nodeSelectorTerms"
