@@ -19,7 +19,7 @@ from pydantic import Field
 
 from core.labels import PART_OF_LABEL
 from core.versions import router as router_versions
-from objects import pod
+from objects import engine_pool, kube, pod
 from objects.kube import Child, manifest, object_meta
 from objects.router import POOL_GROUP, RBAC_API_VERSION
 
@@ -60,7 +60,7 @@ class SidecarSpec(pod.Spec):
     )
 
 
-class DecodePoolArgs(pod.EnginePoolArgs):
+class DecodePoolArgs(engine_pool.EnginePoolArgs):
     sidecar: SidecarSpec | None = Field(
         SidecarSpec(), description="The routing sidecar (P/D); None for AGG, where the pool targets the ranks."
     )
@@ -86,11 +86,11 @@ def sidecar_container(sidecar: SidecarSpec) -> dict[str, Any]:
         "image": sidecar.image,
         "restartPolicy": "Always",
         "args": list(sidecar.args),
-        "ports": pod.container_ports([(f"proxy-{i}", p) for i, p in enumerate(sidecar.ports)]),
+        "ports": kube.container_ports([(f"proxy-{i}", p) for i, p in enumerate(sidecar.ports)]),
         "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "4", "memory": "4Gi"}},
         "readinessProbe": {"tcpSocket": {"port": sidecar.ports[0]}, "periodSeconds": 10},
-        "securityContext": pod.restricted_security_context(),
-        "volumeMounts": [{"name": API_TOKEN_VOLUME, "mountPath": pod.API_TOKEN_MOUNT, "readOnly": True}]
+        "securityContext": kube.restricted_security_context(),
+        "volumeMounts": [{"name": API_TOKEN_VOLUME, "mountPath": kube.API_TOKEN_MOUNT, "readOnly": True}]
         if reads_api(sidecar)
         else None,
     }
@@ -134,17 +134,19 @@ def decode_pool(name: str, args: DecodePoolArgs) -> list[Child]:
     )
     if args.sidecar is None or not reads_api(args.sidecar):
         init = [sidecar_container(args.sidecar)] if args.sidecar is not None else None
-        return pod.engine_pool(name, role_name="decode", args=args, containers=[container], init_containers=init)
+        return engine_pool.engine_pool(
+            name, role_name="decode", args=args, containers=[container], init_containers=init
+        )
     access = sidecar_access(name, args)
     # After the RoleBinding, which is after the account and the Role: one edge per Deployment, not three (with
     # one Deployment per node group, each edge is paid once per group).
-    return access + pod.engine_pool(
+    return access + engine_pool.engine_pool(
         name,
         role_name="decode",
         args=args,
         containers=[container],
         init_containers=[sidecar_container(args.sidecar)],
         service_account=sidecar_account(args.stack_name),
-        volumes=[pod.api_token_volume(API_TOKEN_VOLUME)],
+        volumes=[kube.api_token_volume(API_TOKEN_VOLUME)],
         after=tuple(child.resource_name for child in access if child.kind == "RoleBinding"),
     )

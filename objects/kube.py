@@ -4,6 +4,7 @@ object metadata, and the plain form a manifest is compared and written in."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 # The stack owns its objects: a field someone changed with kubectl (another server-side-apply field
@@ -71,3 +72,87 @@ def plain(value: Any) -> Any:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return value
+
+
+# --- generic pieces of Kubernetes objects ---------------------------------------------------------------------
+
+NON_ROOT_UID = 65532
+
+
+def match_labels(labels: dict[str, str]) -> dict[str, Any]:
+    return {"matchLabels": labels}
+
+
+def volume_claim(
+    *,
+    name: str,
+    namespace: str,
+    labels: dict[str, str],
+    size: str,
+    storage_class: str | None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A ReadWriteMany PersistentVolumeClaim (the compile cache, the downloaded weights)."""
+    return manifest(
+        "v1",
+        "PersistentVolumeClaim",
+        object_meta(name, namespace, labels, annotations),
+        spec={
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": storage_class,
+            "resources": {"requests": {"storage": size}},
+        },
+    )
+
+
+# Where a container finds the API's credentials (client-go's in-cluster config reads the token and ca.crt here).
+API_TOKEN_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+API_TOKEN_SECONDS = 3600  # the kubelet renews a projected token at 80% of its life; client-go re-reads the file
+
+
+def api_token_volume(name: str) -> dict[str, Any]:
+    """What the kubelet mounts for an automounted token, as a volume one container can mount alone: the pod's
+    ServiceAccount token, the cluster's CA and the namespace."""
+    return {
+        "name": name,
+        "projected": {
+            "sources": [
+                {"serviceAccountToken": {"path": "token", "expirationSeconds": API_TOKEN_SECONDS}},
+                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}},
+            ]
+        },
+    }
+
+
+def restricted_security_context() -> dict[str, Any]:
+    """Containers that need nothing special (EPP, routing sidecar): the `restricted` profile."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": NON_ROOT_UID,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+
+
+def pod_security_context() -> dict[str, Any]:
+    return {"seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def container_ports(named: Sequence[tuple[str, int]]) -> list[dict[str, Any]]:
+    return [{"name": name, "containerPort": port, "protocol": "TCP"} for name, port in named]
+
+
+def disruption_budget(
+    *, name: str, namespace: str, labels: dict[str, str], selector: dict[str, str], max_unavailable: int
+) -> dict[str, Any]:
+    """Voluntary evictions (drains, upgrades) take at most max_unavailable pods of a pool at a time."""
+    return manifest(
+        "policy/v1",
+        "PodDisruptionBudget",
+        object_meta(name, namespace, labels),
+        spec={"maxUnavailable": max_unavailable, "selector": match_labels(selector)},
+    )

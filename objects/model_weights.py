@@ -20,10 +20,10 @@ from core import serving
 from core import weights as weight_files
 from core.config import Weights
 from core.labels import PART_OF_LABEL
-from objects import pod
+from objects import kube, pod
 from objects.kube import Child, manifest, object_meta
 
-DOWNLOADER_UID = pod.NON_ROOT_UID
+DOWNLOADER_UID = kube.NON_ROOT_UID
 # A Job that failed to complete in an earlier `up` is replaced (and resumes from the volume) rather than
 # waited for again.
 REPLACE_UNREADY_ANNOTATION = "pulumi.com/replaceUnready"
@@ -86,7 +86,7 @@ def download_container(args: ModelWeightsArgs, plan: weight_files.Plan) -> dict[
         ],
         "volumeMounts": [{"name": "model", "mountPath": hf_home}, {"name": "tmp", "mountPath": "/tmp"}],
         "resources": {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"cpu": "4", "memory": "8Gi"}},
-        "securityContext": pod.restricted_security_context(),
+        "securityContext": kube.restricted_security_context(),
     }
 
 
@@ -103,7 +103,7 @@ def model_weights(name: str, args: ModelWeightsArgs) -> list[Child]:
     labels = {PART_OF_LABEL: args.stack_name, pod.COMPONENT_LABEL: "model-weights"}
     volume = Child(
         f"{name}-pvc",
-        pod.volume_claim(
+        kube.volume_claim(
             name=settings.pvc,
             namespace=args.namespace,
             labels=labels,

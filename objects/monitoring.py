@@ -17,7 +17,7 @@ import pathlib
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.labels import PART_OF_LABEL
-from objects import pod
+from objects import kube, pod
 from objects.kube import Child, cluster_scoped_name, manifest, object_meta
 
 DASHBOARD_FILE = pathlib.Path(__file__).resolve().parent.parent / "observability" / "grafana-dashboard.json"
@@ -132,7 +132,7 @@ def monitoring(name: str, args: MonitoringArgs) -> list[Child]:
                         "PodMonitor",
                         object_meta(monitor_name, args.namespace, labels),
                         spec={
-                            "selector": pod.match_labels(target.selector),
+                            "selector": kube.match_labels(target.selector),
                             "podMetricsEndpoints": [
                                 {
                                     "port": port,

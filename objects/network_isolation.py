@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from core.labels import PART_OF_LABEL, ROLE_LABEL
-from objects import pod
+from objects import kube, pod
 from objects.kube import Child, manifest, object_meta
 
 
@@ -46,7 +46,7 @@ def _ports(numbers: list[int]) -> list[dict[str, Any]]:
 
 
 def _pods(labels: dict[str, str]) -> dict[str, Any]:
-    return {"podSelector": pod.match_labels(labels)}
+    return {"podSelector": kube.match_labels(labels)}
 
 
 def _rule(peers: list[dict[str, Any]], ports: list[int]) -> dict[str, Any]:
@@ -61,7 +61,7 @@ def network_isolation(name: str, args: NetworkIsolationArgs) -> list[Child]:
     stack = {PART_OF_LABEL: args.stack_name}
     labels = {**stack, pod.COMPONENT_LABEL: "network-policy"}
     gateway = _pods({args.gateway_pod_label: args.gateway_name})
-    monitoring = {"namespaceSelector": pod.match_labels({"kubernetes.io/metadata.name": args.monitoring_namespace})}
+    monitoring = {"namespaceSelector": kube.match_labels({"kubernetes.io/metadata.name": args.monitoring_namespace})}
     epp = _pods(args.epp_labels)
     decode = _pods({**stack, ROLE_LABEL: "decode"})
     prefill = _pods({**stack, ROLE_LABEL: "prefill"})
@@ -74,7 +74,7 @@ def network_isolation(name: str, args: NetworkIsolationArgs) -> list[Child]:
                 "networking.k8s.io/v1",
                 "NetworkPolicy",
                 object_meta(policy_name, args.namespace, labels),
-                spec={"podSelector": pod.match_labels(selector), "policyTypes": ["Ingress"], "ingress": rules or None},
+                spec={"podSelector": kube.match_labels(selector), "policyTypes": ["Ingress"], "ingress": rules or None},
             ),
         )
 

@@ -6,7 +6,6 @@ else about an engine pod is built here, once.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -18,14 +17,17 @@ from core import weights as weight_files
 from core.labels import (
     PART_OF_LABEL,
     ROLE_LABEL,
-    active_ports_annotation,
-    compile_cache_pvc_name,
-    pool_names,
     required_node_labels,
 )
 from core.versions import engine as engine_versions
-from core.versions import router as router_versions
-from objects.kube import Child, manifest, object_meta
+from objects.kube import (
+    container_ports,
+    manifest,
+    match_labels,
+    object_meta,
+    pod_security_context,
+    restricted_security_context,
+)
 
 COMPONENT_LABEL = "app.kubernetes.io/component"
 NAME_LABEL = "app.kubernetes.io/name"
@@ -34,7 +36,6 @@ SERVING_LABEL = "llm-d.ai/inference-serving"
 POOL_LABEL = "rebel100.ai/pool"  # one value per Deployment, so that groups of one role stay apart
 SECURITY_EXCEPTIONS_ANNOTATION = "rebel100.ai/security-exceptions"
 MODEL_REVISION_ANNOTATION = weight_files.REVISION_ANNOTATION  # a new revision rolls the engines
-NON_ROOT_UID = 65532
 
 CLAIM_NAME = "npu-rdma"  # the pod's name for its DRA claim
 MODEL_MOUNT = serving.HF_HOME
@@ -66,10 +67,6 @@ def pod_labels(stack_name: str, role: str) -> dict[str, str]:
     }
 
 
-def match_labels(labels: dict[str, str]) -> dict[str, Any]:
-    return {"matchLabels": labels}
-
-
 def claim_template(*, name: str, namespace: str, labels: dict[str, str], claim: ClaimSpec) -> dict[str, Any]:
     """DRA ResourceClaimTemplate: all NPUs in one request, the RDMA NICs in another, one NUMA node."""
     requests = [
@@ -96,28 +93,6 @@ def claim_template(*, name: str, namespace: str, labels: dict[str, str], claim: 
         "ResourceClaimTemplate",
         object_meta(name, namespace, labels),
         spec={"metadata": {"labels": labels}, "spec": {"devices": devices}},
-    )
-
-
-def volume_claim(
-    *,
-    name: str,
-    namespace: str,
-    labels: dict[str, str],
-    size: str,
-    storage_class: str | None,
-    annotations: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """A ReadWriteMany PersistentVolumeClaim (the compile cache, the downloaded weights)."""
-    return manifest(
-        "v1",
-        "PersistentVolumeClaim",
-        object_meta(name, namespace, labels, annotations),
-        spec={
-            "accessModes": ["ReadWriteMany"],
-            "storageClassName": storage_class,
-            "resources": {"requests": {"storage": size}},
-        },
     )
 
 
@@ -162,26 +137,6 @@ def engine_volumes(*, shm_size: str, model_pvc: str, compile_cache_pvc_name: str
         {"name": "model", "persistentVolumeClaim": {"claimName": model_pvc, "readOnly": True}},
         {"name": "compile-cache", "persistentVolumeClaim": {"claimName": compile_cache_pvc_name}},
     ]
-
-
-# Where a container finds the API's credentials (client-go's in-cluster config reads the token and ca.crt here).
-API_TOKEN_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
-API_TOKEN_SECONDS = 3600  # the kubelet renews a projected token at 80% of its life; client-go re-reads the file
-
-
-def api_token_volume(name: str) -> dict[str, Any]:
-    """What the kubelet mounts for an automounted token, as a volume one container can mount alone: the pod's
-    ServiceAccount token, the cluster's CA and the namespace."""
-    return {
-        "name": name,
-        "projected": {
-            "sources": [
-                {"serviceAccountToken": {"path": "token", "expirationSeconds": API_TOKEN_SECONDS}},
-                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-                {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}},
-            ]
-        },
-    }
 
 
 ENGINE_VOLUME_MOUNTS = (
@@ -258,17 +213,6 @@ def readiness_probe(ports: Sequence[int]) -> dict[str, Any]:
     }
 
 
-def restricted_security_context() -> dict[str, Any]:
-    """Containers that need nothing special (EPP, routing sidecar): the `restricted` profile."""
-    return {
-        "runAsNonRoot": True,
-        "runAsUser": NON_ROOT_UID,
-        "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True,
-        "capabilities": {"drop": ["ALL"]},
-    }
-
-
 def engine_security_context(engine: EngineSpec) -> dict[str, Any]:
     """Engines: no escalation, ALL dropped; root and the added capabilities are the NPU runtime's exceptions."""
     return {
@@ -292,14 +236,6 @@ def engine_security_exceptions(engine: EngineSpec) -> str:
     if engine.capabilities:
         reasons.append(f"capabilities {','.join(engine.capabilities)}: pin RDMA buffers for NIXL")
     return "; ".join(reasons)
-
-
-def pod_security_context() -> dict[str, Any]:
-    return {"seccompProfile": {"type": "RuntimeDefault"}}
-
-
-def container_ports(named: Sequence[tuple[str, int]]) -> list[dict[str, Any]]:
-    return [{"name": name, "containerPort": port, "protocol": "TCP"} for name, port in named]
 
 
 def engine_env(literal: dict[str, str], *, hf_token_secret: str, hf_token_required: bool) -> list[dict[str, Any]]:
@@ -368,18 +304,6 @@ def deployment_strategy(rollout: RolloutSpec) -> dict[str, Any]:
     if rollout.strategy == "RollingUpdate":
         return {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
     return {"type": "Recreate"}
-
-
-def disruption_budget(
-    *, name: str, namespace: str, labels: dict[str, str], selector: dict[str, str], max_unavailable: int
-) -> dict[str, Any]:
-    """Voluntary evictions (drains, upgrades) take at most max_unavailable pods of a pool at a time."""
-    return manifest(
-        "policy/v1",
-        "PodDisruptionBudget",
-        object_meta(name, namespace, labels),
-        spec={"maxUnavailable": max_unavailable, "selector": match_labels(selector)},
-    )
 
 
 def engine_deployment(
@@ -570,141 +494,3 @@ class CompileCacheSpec(Spec):
     size: str = Field("200Gi", description="Requested size of the PVC.")
     storage_class: str | None = Field(None, description="StorageClass (ReadWriteMany); None: the cluster default.")
     retain_on_delete: bool = Field(True, description="Keep the PVC in the cluster when the stack deletes it.")
-
-
-class EnginePoolArgs(StackArgs):
-    """What every engine pool needs besides its role's own args."""
-
-    replicas: int = Field(4, ge=0, description="Pods of the role, split evenly over the node groups.")
-    engine: EngineSpec = Field(EngineSpec(), description="The `vllm serve` container.")
-    claim: ClaimSpec = Field(ClaimSpec(), description="The DRA claim of each pod.")
-    placement: PlacementSpec = Field(PlacementSpec(), description="Node labels required, node groups and spread.")
-    rollout: RolloutSpec = Field(RolloutSpec(), description="Deployment strategy and disruption budget.")
-    compile_cache: CompileCacheSpec = Field(CompileCacheSpec(), description="The compile-cache volume.")
-    weights: EngineWeights = Field(
-        EngineWeights(), description="The weights volume, revisions and the wait before the engine starts."
-    )
-    hf_token_secret: str = Field("hf-token", description="Secret with the Hugging Face token under key `token`.")
-    hf_token_required: bool = Field(
-        False, description="The engines may not start without the token's Secret (a gated repository)."
-    )
-    active_ports: list[int] = Field(
-        [8000],
-        description=(
-            "The InferencePool's target ports the pods serve on, declared in the active-ports annotations: the EPP "
-            "makes endpoints of these only."
-        ),
-    )
-    autoscaling: ScalingSpec | None = Field(
-        None, description="KEDA scales the role between bounds; None: `replicas` pods."
-    )
-
-
-def claim_digest(claim: ClaimSpec) -> str:
-    """A short digest of what the claim template asks for: part of its name."""
-    wanted = [claim.npus, claim.npu_device_class, claim.rdma_nics, claim.nic_device_class, claim.numa_attribute]
-    return hashlib.sha256(json.dumps(wanted).encode()).hexdigest()[:8]
-
-
-def engine_pool(
-    name: str,
-    *,
-    role_name: str,
-    args: EnginePoolArgs,
-    containers: list[dict[str, Any]],
-    init_containers: list[dict[str, Any]] | None = None,
-    service_account: str | None = None,
-    volumes: Sequence[dict[str, Any]] = (),
-    after: tuple[str, ...] = (),
-) -> list[Child]:
-    """The objects of one engine role: DRA claim template, compile-cache PVC, then per node group a
-    Deployment and its PodDisruptionBudget (one group: one Deployment named after the role). `service_account`,
-    `volumes` (besides the engine's) and `after` (siblings the Deployments wait for) are the role's own."""
-    base = f"{args.stack_name}-{role_name}"
-    role_labels = pod_labels(args.stack_name, role_name)
-    # A claim template's spec is immutable. Its name carries a digest of what it asks for, so a change is
-    # a new template (created, the pods rolled onto it, then the old one deleted), never a refused patch.
-    claim_template_name = f"{base}-{CLAIM_NAME}-{claim_digest(args.claim)}"
-    cache = args.compile_cache
-    children = [
-        Child(
-            f"{name}-claim",
-            claim_template(name=claim_template_name, namespace=args.namespace, labels=role_labels, claim=args.claim),
-        ),
-        Child(
-            f"{name}-compile-cache",
-            volume_claim(
-                name=compile_cache_pvc_name(args.stack_name, role_name),
-                namespace=args.namespace,
-                labels=role_labels,
-                size=cache.size,
-                storage_class=cache.storage_class,
-            ),
-            retain_on_delete=cache.retain_on_delete,
-        ),
-    ]
-    pools = pool_names(args.stack_name, role_name, args.placement.groups)
-    annotations = {
-        **args.engine.annotations,
-        SECURITY_EXCEPTIONS_ANNOTATION: engine_security_exceptions(args.engine),
-        MODEL_REVISION_ANNOTATION: args.weights.revision,
-        **{key: active_ports_annotation(args.active_ports) for key in router_versions.every_active_ports_annotation()},
-    }
-    for group, pool in pools:
-        resource = name if group is None else f"{name}-{group}"
-        labels = {**role_labels, POOL_LABEL: pool}
-        children.append(
-            Child(
-                resource,
-                engine_deployment(
-                    name=pool,
-                    namespace=args.namespace,
-                    labels=labels,
-                    replicas=None if args.autoscaling else args.replicas // len(pools),
-                    containers=containers,
-                    init_containers=[wait_for_weights_container(args.weights), *(init_containers or [])],
-                    claim_template_name=claim_template_name,
-                    volumes=[
-                        *engine_volumes(
-                            shm_size=args.engine.shm_size,
-                            model_pvc=args.weights.claim_name,
-                            compile_cache_pvc_name=f"{base}-compile-cache",
-                        ),
-                        *volumes,
-                    ],
-                    affinity=affinity(
-                        args.placement,
-                        group=group,
-                        role_selector={PART_OF_LABEL: args.stack_name, ROLE_LABEL: role_name},
-                    ),
-                    strategy=deployment_strategy(args.rollout),
-                    annotations=annotations,
-                    service_account=service_account,
-                ),
-                after=after,
-                timeout=rollout_timeout(args.engine.startup_failure_threshold),
-            )
-        )
-        children.append(
-            Child(
-                f"{resource}-pdb",
-                disruption_budget(
-                    name=pool,
-                    namespace=args.namespace,
-                    labels=labels,
-                    selector={k: labels[k] for k in (PART_OF_LABEL, ROLE_LABEL, POOL_LABEL)},
-                    max_unavailable=args.rollout.max_unavailable,
-                ),
-            )
-        )
-        if args.autoscaling:
-            children.append(
-                Child(
-                    f"{resource}-scaledobject",
-                    scaled_object(
-                        name=pool, namespace=args.namespace, labels=labels, scaling=args.autoscaling, groups=len(pools)
-                    ),
-                    after=(resource,),
-                )
-            )
-    return children

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from objects import pod
+from objects import engine_pool, pod
 from objects.kube import Child
 
 
-class PrefillPoolArgs(pod.EnginePoolArgs):
+class PrefillPoolArgs(engine_pool.EnginePoolArgs):
     kv_tier_config_map: str | None = Field(
         None, description="ConfigMap with the LMCache environment (RdsTier's); None: no KV tier."
     )
@@ -26,4 +26,4 @@ def prefill_pool(name: str, args: PrefillPoolArgs) -> list[Child]:
         hf_token_required=args.hf_token_required,
         env_from_config_map=args.kv_tier_config_map,
     )
-    return pod.engine_pool(name, role_name="prefill", args=args, containers=[container])
+    return engine_pool.engine_pool(name, role_name="prefill", args=args, containers=[container])

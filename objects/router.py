@@ -20,7 +20,7 @@ from pydantic import Field
 from core import routing
 from core.labels import PART_OF_LABEL, inference_pool_name
 from core.versions import router as router_versions
-from objects import pod
+from objects import kube, pod
 from objects.kube import Child, cluster_scoped_name, manifest, object_meta
 
 POOL_GROUP = "inference.networking.k8s.io"
@@ -90,12 +90,12 @@ def router(name: str, args: RouterArgs) -> list[Child]:
         meta,
         spec={
             "replicas": args.replicas,
-            "selector": pod.match_labels(labels),
+            "selector": kube.match_labels(labels),
             "template": {
                 "metadata": {"labels": labels},
                 "spec": {
                     "serviceAccountName": base,
-                    "securityContext": pod.pod_security_context(),
+                    "securityContext": kube.pod_security_context(),
                     "containers": [
                         {
                             "name": "epp",
@@ -127,7 +127,7 @@ def router(name: str, args: RouterArgs) -> list[Child]:
                                 # config/charts/routerlib.
                                 "--tracing=false",
                             ],
-                            "ports": pod.container_ports(
+                            "ports": kube.container_ports(
                                 [
                                     ("grpc", args.grpc_port),
                                     ("grpc-health", args.health_port),
@@ -141,7 +141,7 @@ def router(name: str, args: RouterArgs) -> list[Child]:
                                 "limits": {"cpu": "4", "memory": "4Gi"},
                             },
                             "volumeMounts": [{"name": "config", "mountPath": CONFIG_MOUNT, "readOnly": True}],
-                            "securityContext": pod.restricted_security_context(),
+                            "securityContext": kube.restricted_security_context(),
                         }
                     ],
                     "volumes": [{"name": "config", "configMap": {"name": f"{base}-config"}}],
@@ -206,7 +206,7 @@ def router(name: str, args: RouterArgs) -> list[Child]:
         Child(base, deployment, after=(f"{base}-config",)),
         Child(
             f"{base}-pdb",
-            pod.disruption_budget(
+            kube.disruption_budget(
                 name=base, namespace=ns, labels=labels, selector=labels, max_unavailable=args.max_unavailable
             ),
         ),
@@ -250,7 +250,7 @@ def router(name: str, args: RouterArgs) -> list[Child]:
                 "InferencePool",
                 object_meta(pool_name(args.stack_name), ns, {PART_OF_LABEL: args.stack_name}),
                 spec={
-                    "selector": pod.match_labels(pod.pool_selector(args.stack_name)),
+                    "selector": kube.match_labels(pod.pool_selector(args.stack_name)),
                     "targetPorts": [{"number": port} for port in args.target_ports],
                     "endpointPickerRef": {
                         "name": base,

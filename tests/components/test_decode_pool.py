@@ -4,7 +4,8 @@ import json
 
 from components.decode_pool import DecodePool
 from core.config import StackConfig
-from objects.pod import ClaimSpec, EngineWeights, claim_digest
+from objects.engine_pool import claim_digest
+from objects.pod import ClaimSpec, EngineWeights
 from objects.stack import decode_pool_args
 from tests.conftest import arg_value, container, env_map
 

@@ -4,7 +4,8 @@ import json
 
 from components.prefill_pool import PrefillPool, PrefillPoolArgs
 from core.config import StackConfig
-from objects.pod import ClaimSpec, EngineSpec, EngineWeights, claim_digest
+from objects.engine_pool import claim_digest
+from objects.pod import ClaimSpec, EngineSpec, EngineWeights
 from objects.stack import prefill_pool_args
 from tests.conftest import arg_value, container, env_map
 

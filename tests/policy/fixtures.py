@@ -11,7 +11,8 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from objects.pod import ClaimSpec, claim_digest
+from objects.engine_pool import claim_digest
+from objects.pod import ClaimSpec
 from policy import catalog
 
 PREFILL, DECODE = "minimax-m27-prefill", "minimax-m27-decode"

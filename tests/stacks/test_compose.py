@@ -2,7 +2,7 @@
 
 from core.config import Gateway, Router, StackConfig, Weights
 from core.labels import LMCACHE_VERSION_ANNOTATION
-from objects import pod
+from objects import engine_pool, pod
 from objects.decode_pool import SidecarSpec
 from objects.gateway import GatewayArgs
 from objects.router import RouterArgs
@@ -19,7 +19,7 @@ def test_default_config_gives_the_args_defaults():
         assert args.placement == pod.PlacementSpec()
         assert args.rollout == pod.RolloutSpec()
         assert args.compile_cache == pod.CompileCacheSpec()
-        assert args.replicas == pod.EnginePoolArgs.model_fields["replicas"].default
+        assert args.replicas == engine_pool.EnginePoolArgs.model_fields["replicas"].default
         scalars = {
             "image",
             "cpu",
