@@ -12,6 +12,8 @@ fails here. `mutmut` found each of these unchecked (`make mutate SCOPE=objects`)
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from core.gate import load_config
@@ -137,8 +139,20 @@ def test_two_node_groups_split_the_bounds_and_each_pool_reads_its_own_pods():
         '(sum(rate(llm_d_epp_disagg_decision_total{namespace="rebel100",decision_type="prefill-decode"}[2m])) / 2)'
         " or vector(0)"
     )
+    children = children_of(
+        "prod-autoscale",
+        placement={"groups": 2},
+        prefill={"autoscaling": {"minReplicas": 2, "maxReplicas": 4, "metric": "pdDecisionRate"}},
+        decode={"autoscaling": {"minReplicas": 2, "maxReplicas": 4, "target": 0.25}},
+    )
     for group in ("g0", "g1"):
         prefill, decode = f"{PREFILL}-{group}", f"{DECODE}-{group}"
+        # One Pulumi resource of each kind per group, named after the role's component and the group.
+        for pool in (prefill, decode):
+            assert children[("Deployment", pool)].resource_name == pool
+            assert children[("PodDisruptionBudget", pool)].resource_name == f"{pool}-pdb"
+            assert children[("ScaledObject", pool)].resource_name == f"{pool}-scaledobject"
+            assert children[("ScaledObject", pool)].after == (pool,)
         assert found[("ScaledObject", prefill)] == scaled_object(
             "prefill", prefill, low=1, high=2, query=decisions, threshold="1"
         )
@@ -256,6 +270,8 @@ def test_a_fixed_role_is_its_count_of_pods_rolled_by_its_strategy_and_budgeted(
         pool = f"{STACK}-{role}"
         child = children[("Deployment", pool)]
         deployment = child.manifest
+        assert (deployment["apiVersion"], deployment["kind"]) == ("apps/v1", "Deployment")
+        assert (deployment["metadata"]["name"], deployment["metadata"]["namespace"]) == (pool, NS)
         assert deployment["metadata"]["labels"] == pool_labels(role, pool)
         assert deployment["metadata"]["annotations"] == {
             "pulumi.com/patchForce": "true",
@@ -817,3 +833,20 @@ def test_both_roles_serve_the_pinned_revisions_of_model_and_draft():
     for pool in (PREFILL, DECODE):
         template = found[("Deployment", pool)]["spec"]["template"]["metadata"]
         assert template["annotations"]["rebel100.ai/model-revision"] == SHA_MODEL  # a new revision rolls the pods
+
+
+def test_every_added_capability_is_named_in_the_exceptions():
+    found = objects_of("prod-4p4d", security={"engineCapabilities": ["IPC_LOCK", "SYS_RESOURCE"]})
+    template = found[("Deployment", PREFILL)]["spec"]["template"]
+    assert template["metadata"]["annotations"]["rebel100.ai/security-exceptions"].endswith(
+        "; capabilities IPC_LOCK,SYS_RESOURCE: pin RDMA buffers for NIXL"
+    )
+    (vllm,) = template["spec"]["containers"]
+    assert vllm["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK", "SYS_RESOURCE"]}
+
+
+def test_a_claim_template_is_named_after_its_role_and_eight_hex_digits_of_its_ask():
+    found = objects_of("prod-4p4d")
+    for pool in (PREFILL, DECODE):
+        (claim,) = pod_spec(found, pool)["resourceClaims"]
+        assert re.fullmatch(f"{pool}-npu-rdma-[0-9a-f]{{8}}", claim["resourceClaimTemplateName"])
