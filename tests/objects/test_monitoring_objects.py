@@ -191,3 +191,9 @@ def test_pod_monitors_with_nothing_to_scrape_are_refused():
     with pytest.raises(ValueError) as error:
         monitoring("m", args)
     assert str(error.value) == "Monitoring m: PodMonitors are on but there is nothing to scrape."
+
+
+def test_pod_monitors_without_the_dashboard():
+    children = children_of("prod-4p4d", observability={"grafanaDashboard": False})
+    assert ("ConfigMap", f"{STACK}-grafana-dashboard") not in children
+    assert len([key for key in children if key[0] == "PodMonitor"]) == 3
