@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from localsite import autoscaler, kube, netns, procs, programs
 from localsite import binaries as site_binaries
-from policy.manifests import label_selector_matches
+from policy.read.objects import label_selector_matches
 
 POLL_SECONDS = 0.5
 BACKOFF_MAX = 10.0  # seconds between restarts of a program that keeps exiting

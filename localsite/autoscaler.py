@@ -32,7 +32,7 @@ import time
 import yaml
 
 from localsite import netns
-from policy.manifests import label_selector_matches
+from policy.read.objects import label_selector_matches
 
 log = logging.getLogger("localsite")
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from core import sizing
 from core.versions import engine, image_name, router, vllm_args
-from policy.manifests import parse_flags
+from policy.read.flags import parse_flags
 
 # `vllm serve` flags and what the simulator makes of them. A value: the simulator's flag of the same meaning.
 SIM_FLAGS = {

@@ -20,20 +20,10 @@ from core.versions import engine as engine_versions
 from core.versions import image_name, image_version
 from core.versions import router as router_versions
 from policy.facts import Facts
-from policy.manifests import (
-    Finding,
-    PodTemplate,
-    claimed_npus,
-    find,
-    is_rebel100,
-    label_selector_matches,
-    namespace_of,
-    of_kind,
-    pod_templates,
-    replicas,
-    resource_id,
-    template_engines,
-)
+from policy.read.devices import claimed_npus, is_rebel100
+from policy.read.engines import template_engines
+from policy.read.objects import Finding, find, label_selector_matches, namespace_of, of_kind, resource_id
+from policy.read.pods import PodTemplate, pod_templates, replicas
 
 ENGINE_ROLES = ("prefill", "decode")
 KEDA_DEFAULT_MIN, KEDA_DEFAULT_MAX = 0, 100

@@ -10,22 +10,19 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from core.labels import ROLE_LABEL
 from policy.facts import Facts
-from policy.manifests import (
-    ROLE_LABEL,
-    WORKLOAD_KINDS,
+from policy.read.engines import template_engines
+from policy.read.objects import (
     Finding,
-    PodTemplate,
     label_selector_matches,
     name_list,
     namespace_of,
     of_kind,
-    pod_templates,
-    replicas,
     resource_id,
     show_labels,
-    template_engines,
 )
+from policy.read.pods import WORKLOAD_KINDS, PodTemplate, pod_templates, replicas
 from policy.security import is_epp
 
 # --- disruption-budget ---------------------------------------------------------------------

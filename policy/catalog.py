@@ -32,7 +32,7 @@ from policy import (
     wiring,
 )
 from policy.facts import Facts, facts_from
-from policy.manifests import Finding
+from policy.read.objects import Finding
 
 PACK_NAME = "rebel100-serving"
 MANDATORY, ADVISORY, DISABLED = "mandatory", "advisory", "disabled"

@@ -10,8 +10,10 @@ from core import rules
 from core.versions import epp_schema, image_version, missing_features
 from core.versions import router as router_versions
 from policy.facts import Facts
-from policy.manifests import Finding, command_line, pod_templates, resource_id, routing_sidecars
-from policy.wiring import epp_configs, epp_containers
+from policy.read.flags import command_line
+from policy.read.objects import Finding, resource_id
+from policy.read.pods import pod_templates, routing_sidecars
+from policy.read.pool import epp_configs, epp_containers
 
 
 def router_images_have_features(manifests: list[dict], facts: Facts) -> list[Finding]:

@@ -13,7 +13,10 @@ from core.versions import engine as engine_versions
 from core.versions import image_version, vllm_args
 from core.versions import lmcache as lmcache_facts
 from policy.facts import Facts
-from policy.manifests import Finding, effective_env, engines, kv_connectors, parse_structured, serve_argv
+from policy.read.engines import engines, kv_connectors
+from policy.read.env import effective_env, parse_structured
+from policy.read.flags import serve_argv
+from policy.read.objects import Finding
 
 
 def engine_image_has_features(manifests: list[dict], facts: Facts) -> list[Finding]:

@@ -12,17 +12,9 @@ from __future__ import annotations
 
 from core import formats
 from policy.facts import Facts
-from policy.manifests import (
-    Finding,
-    PodTemplate,
-    engines,
-    label_selector_matches,
-    namespace_of,
-    of_kind,
-    pod_templates,
-    show_labels,
-    template_engines,
-)
+from policy.read.engines import engines, template_engines
+from policy.read.objects import Finding, label_selector_matches, namespace_of, of_kind, show_labels
+from policy.read.pods import PodTemplate, pod_templates
 
 TOKEN_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 

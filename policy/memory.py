@@ -11,25 +11,13 @@ from the annotation `rebel100.ai/rds-budget` of that ConfigMap (RdsTier writes i
 from __future__ import annotations
 
 from core import rules, sizing
-from core.formats import image_reference
-from core.labels import LMCACHE_VERSION_ANNOTATION, RDS_BUDGET_ANNOTATION, RDS_BUDGET_KEYS
-from core.versions import engine as engine_versions
-from core.versions import image_version
+from core.labels import RDS_BUDGET_ANNOTATION, RDS_BUDGET_KEYS
 from policy.facts import Facts
-from policy.manifests import (
-    Engine,
-    Finding,
-    effective_env,
-    engines,
-    env_flag_on,
-    env_from_config_maps,
-    is_rebel100,
-    parse_structured,
-)
-
-EXTRA_CONFIG_ENV = "LMCACHE_EXTRA_CONFIG"
-CHUNK_SIZE_ENV = "LMCACHE_CHUNK_SIZE"
-SUB_BLOCK_ENV = "VLLM_RBLN_SUB_BLOCK_CACHE"
+from policy.read.devices import is_rebel100
+from policy.read.engines import Engine, engines
+from policy.read.env import effective_env, env_flag_on, env_from_config_maps, parse_structured
+from policy.read.lmcache import CHUNK_SIZE_ENV, EXTRA_CONFIG_ENV, SUB_BLOCK_ENV, lmcache_version
+from policy.read.objects import Finding
 
 
 def _budget_inputs(engine: Engine, manifests: list[dict], facts: Facts) -> tuple[dict, str]:
@@ -134,23 +122,6 @@ def rds_memory_budget(manifests: list[dict], facts: Facts) -> list[Finding]:
                 )
             )
     return found
-
-
-def lmcache_version(engine: Engine) -> tuple[str | None, str]:
-    """lmcache-rbln version: the one a vllm-rbln image ships (derived from its tag, core.versions.engine), else the
-    pod template annotation of a foreign manifest whose image is not vllm-rbln, else the tag of an lmcache image;
-    (None, '') if unknown."""
-    image = str(engine.container.get("image", ""))
-    if engine_versions.is_engine_image(image):
-        shipped = engine_versions.lmcache_rbln_version(image_version(image))
-        return (str(shipped), f"image {image}, which ships lmcache-rbln {shipped}") if shipped else (None, "")
-    annotated = engine.template.annotations.get(LMCACHE_VERSION_ANNOTATION)
-    if annotated:
-        return str(annotated), f"annotation {LMCACHE_VERSION_ANNOTATION} {annotated}"
-    reference = image_reference(image)
-    if reference is not None and "lmcache" in reference.repository.lower() and reference.tag:
-        return reference.tag, f"image {image}"
-    return None, ""
 
 
 def lmcache_reads_rds_max_chunks(manifests: list[dict], facts: Facts) -> list[Finding]:

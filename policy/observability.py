@@ -15,20 +15,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from policy.facts import Facts
-from policy.manifests import (
-    Finding,
-    PodTemplate,
-    command_line,
-    find,
-    label_selector_matches,
-    namespace_of,
-    of_kind,
-    parse_flags,
-    pod_templates,
-    resource_id,
-    selects,
-    service_account,
-)
+from policy.read.flags import command_line, parse_flags
+from policy.read.objects import Finding, find, label_selector_matches, namespace_of, of_kind, resource_id, selects
+from policy.read.pods import PodTemplate, pod_templates, service_account
 from policy.security import REVIEW_RESOURCES, cluster_grants
 
 AUTH_FLAG, METRICS_PORT_FLAG, METRICS_PORT_DEFAULT = "--metrics-endpoint-auth", "--metrics-port", 9090

@@ -17,7 +17,7 @@ from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ResourceValidati
 
 from policy import catalog
 from policy.facts import schema_properties
-from policy.manifests import resource_id
+from policy.read.objects import resource_id
 
 KUBERNETES = "kubernetes:"
 # Component resources of the Kubernetes provider: their children are the real objects.

@@ -17,19 +17,10 @@ from collections.abc import Mapping
 
 from core import rules
 from policy.facts import Facts
-from policy.manifests import (
-    ClaimedDevices,
-    Engine,
-    Finding,
-    claimed_npus,
-    container_accelerators,
-    engines,
-    is_rebel100,
-    name_list,
-    pod_templates,
-    runs_on_cpu,
-    template_engines,
-)
+from policy.read.devices import ClaimedDevices, claimed_npus, container_accelerators, is_rebel100, runs_on_cpu
+from policy.read.engines import Engine, engines, template_engines
+from policy.read.objects import Finding, name_list
+from policy.read.pods import pod_templates
 
 READABLE_FLAGS = (
     "--tensor-parallel-size",

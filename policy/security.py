@@ -19,22 +19,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from core import rules
-from policy import hygiene, wiring
+from policy import hygiene
 from policy.facts import Facts
-from policy.manifests import (
-    Finding,
-    PodTemplate,
-    command_line,
-    name_list,
-    namespace_of,
-    of_kind,
-    parse_flags,
-    pod_templates,
-    resource_id,
-    selects,
-    service_account,
-    template_engines,
-)
+from policy.read.engines import template_engines
+from policy.read.flags import command_line, parse_flags
+from policy.read.objects import Finding, name_list, namespace_of, of_kind, resource_id, selects
+from policy.read.pods import PodTemplate, pod_templates, service_account
+from policy.read.pool import pool_view
 
 SECURITY_EXCEPTIONS_ANNOTATION = "rebel100.ai/security-exceptions"  # objects/pod.py writes the same key
 
@@ -48,7 +39,7 @@ def is_epp(template: PodTemplate, manifests: list[dict]) -> bool:
         if "--pool-name" in parse_flags(command_line(container), go_style=True).values:
             return True
     for pool in of_kind(manifests, "InferencePool"):
-        view = wiring.pool_view(pool)
+        view = pool_view(pool)
         if not view.epp_name or namespace_of(pool) != template.namespace:
             continue
         for service in of_kind(manifests, "Service"):

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from core import rules, weights
 from policy.facts import Facts
-from policy.manifests import Engine, Finding, PodTemplate, engines, namespace_of, pod_templates, resource_id
+from policy.read.engines import Engine, engines
+from policy.read.objects import Finding, namespace_of, resource_id
+from policy.read.pods import PodTemplate, pod_templates
 
 UNSET_REVISION = "main"  # vLLM's and huggingface_hub's default revision
 

@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from policy import catalog
-from policy.manifests import resource_id
+from policy.read.objects import resource_id
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 LEVELS = {catalog.MANDATORY: "error", "remediate": "error", catalog.ADVISORY: "warning", catalog.DISABLED: "none"}

@@ -12,8 +12,9 @@ import tempfile
 import yaml
 
 from core.stackfile import PROJECT_ROOT, stack_file
-from policy.manifests import command_line, pod_templates, routing_sidecars
-from policy.wiring import epp_configs, epp_containers
+from policy.read.flags import command_line
+from policy.read.pods import pod_templates, routing_sidecars
+from policy.read.pool import epp_configs, epp_containers
 from stacks import render
 from tests.prerequisites import checked_dir, require
 

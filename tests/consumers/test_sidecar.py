@@ -12,7 +12,7 @@ import pytest
 
 from core.versions import Version, epp_schema, image_version
 from core.versions import router as router_versions
-from policy.manifests import SIDECAR_DEFAULTS
+from policy.read.pods import SIDECAR_DEFAULTS
 from tests.consumers.programs import programs_dir, rendered, rendered_sidecar, rendered_sidecar_args, sandboxed
 
 pytestmark = pytest.mark.consumers
@@ -81,7 +81,7 @@ def test_unknown_sidecar_flag_is_refused_by_the_data_and_the_program():
 
 
 def test_the_packs_sidecar_defaults_are_the_programs():
-    """policy.manifests reads an omitted sidecar flag as the program's default: started with none of them, v0.7.1
+    """policy.read.pods reads an omitted sidecar flag as the program's default: started with none of them, v0.7.1
     logs the configuration it took (port, connector, DP size, and the vLLM port in its decoder URL)."""
     outcome = sandboxed(
         {"argv": [str(programs_dir() / "pd-sidecar"), "--secure-proxy=false"], "listen": [8000], "timeout": 20}

@@ -13,7 +13,8 @@ import subprocess
 import pytest
 
 from core.versions import vllm_args
-from policy.manifests import engines, serve_argv
+from policy.read.engines import engines
+from policy.read.flags import serve_argv
 from tests.consumers.conftest import PROJECT_ROOT, SCRIPT
 from tests.policy.conftest import STACKS
 from tests.prerequisites import checked_dir, require

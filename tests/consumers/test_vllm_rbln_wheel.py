@@ -10,7 +10,8 @@ import zipfile
 import pytest
 
 from core.versions import engine as engine_versions
-from policy.manifests import engines, env_value, kv_connectors
+from policy.read.engines import engines, kv_connectors
+from policy.read.env import env_value
 from tests.policy.conftest import STACKS
 
 PROGRAM = f"vllm-rbln=={engine_versions.TARGET}"

@@ -217,8 +217,8 @@ def test_a_scope_mutates_every_module_of_its_package(scope, package, left_out):
     parser.read(pathlib.Path(score.__file__).with_name(f"{scope}.cfg"))
     mutated = {line.strip() for line in parser["mutmut"]["only_mutate"].splitlines() if line.strip()}
     modules = {
-        f"{package}/{path.name}"
-        for path in (PROJECT_ROOT / package).glob("*.py")
+        path.relative_to(PROJECT_ROOT).as_posix()
+        for path in (PROJECT_ROOT / package).rglob("*.py")  # policy/read/ too
         if path.name != "__init__.py" and path.name not in left_out
     }
     assert mutated == modules

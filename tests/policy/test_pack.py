@@ -1,9 +1,9 @@
-"""The Pulumi adapters (policy/pack.py) and the command-line reading shared by every rule (policy/manifests.py)."""
+"""The Pulumi adapters (policy/pack.py) and the command-line reading shared by every rule (policy/read/flags.py)."""
 
 import pytest
 
 from policy import catalog, pack
-from policy.manifests import VLLM_ALIASES, VLLM_BOOLEAN_FLAGS, parse_flags, serve_argv
+from policy.read.flags import VLLM_ALIASES, VLLM_BOOLEAN_FLAGS, parse_flags, serve_argv
 
 
 @pytest.mark.parametrize(

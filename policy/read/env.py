@@ -1,0 +1,72 @@
+"""Reading a container's environment: entries, values, envFrom ConfigMaps, flags set by env, structured values."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import yaml
+
+from policy.read.objects import find
+from policy.read.pods import PodTemplate
+
+# --- environment ---------------------------------------------------------------------------
+
+
+def env_entry(container: dict, name: str) -> dict | None:
+    """The last `env` entry of that name (Kubernetes lets a later entry win)."""
+    found = None
+    for entry in container.get("env") or []:
+        if entry.get("name") == name:
+            found = entry
+    return found
+
+
+def env_value(container: dict, name: str) -> str | None:
+    """A plain `value`; None when unset or set through `valueFrom` (not readable before apply)."""
+    entry = env_entry(container, name)
+    if entry is None or "value" not in entry:
+        return None
+    return str(entry["value"])
+
+
+def env_from_config_maps(template: PodTemplate, container: dict, manifests: Iterable[dict]) -> list[dict]:
+    """The ConfigMaps among `manifests` that the container takes whole (`envFrom.configMapRef`), in order."""
+    found = []
+    for source in container.get("envFrom") or []:
+        name = ((source or {}).get("configMapRef") or {}).get("name")
+        config_map = find(manifests, "ConfigMap", template.namespace, name) if name else None
+        if config_map is not None:
+            found.append(config_map)
+    return found
+
+
+def effective_env(template: PodTemplate, container: dict, manifests: Iterable[dict]) -> dict[str, str]:
+    """Literal env of a container as the kubelet assembles it: envFrom ConfigMaps, then `env` (which wins)."""
+    merged: dict[str, str] = {}
+    for config_map in env_from_config_maps(template, container, manifests):
+        prefix = ""
+        for source in container.get("envFrom") or []:
+            if ((source or {}).get("configMapRef") or {}).get("name") == (config_map.get("metadata") or {}).get("name"):
+                prefix = source.get("prefix") or ""
+        merged.update({prefix + str(k): str(v) for k, v in (config_map.get("data") or {}).items()})
+    for entry in container.get("env") or []:
+        if isinstance(entry, dict) and "value" in entry:
+            merged[str(entry.get("name"))] = str(entry["value"])
+    return merged
+
+
+def env_flag_on(container: dict, name: str) -> bool:
+    return (env_value(container, name) or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def parse_structured(text: str) -> Any:
+    """JSON, or YAML (a superset that also takes `{key: value}`); None when neither."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError:
+            return None
