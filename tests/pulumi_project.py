@@ -48,8 +48,12 @@ class Project:
             "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
             # Render mode: the provider refuses a kubeconfig next to renderYamlToDirectory.
             "KUBECONFIG": "",
+            # The CLI's and its plugins' temporary files (the Kubernetes provider leaves a copy of its kubeconfig
+            # behind) in the copy, not in /tmp, as scripts/up and scripts/preview do (rebel100_private_tmp).
+            "TMPDIR": str(root / ".tmp"),
         }
         (root / ".pulumi-state").mkdir(exist_ok=True)
+        (root / ".tmp").mkdir(exist_ok=True)
 
     def pulumi(self, *args: str, check: bool = False, timeout: int = 900) -> subprocess.CompletedProcess:
         split = args.index("--") if "--" in args else len(args)  # flags go before a `--` value separator

@@ -256,8 +256,13 @@ def test_b_second_up_changes_nothing(site, deployed):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     state_file = next((project.root / ".pulumi-state").rglob(f"{STACK}.json"))
     state = state_file.read_bytes()
+    # The CLI's temporary files go to the caller's TMPDIR (the copy's .tmp): the preview above, run with the bare
+    # CLI, left the provider's copy of the kubeconfig there; scripts/up leaves nothing (its own folder, removed).
+    temporary = set((project.root / ".tmp").iterdir())
+    assert any(p.name.startswith("kubeconfig") for p in temporary), "precondition: the bare CLI leaves the copy"
     again = site.up()
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert set((project.root / ".tmp").iterdir()) == temporary, "scripts/up left temporary files behind"
     assert "preview: nothing to change (48 unchanged)" in again.stderr, again.stderr[-3000:]
     assert "Previewing update (prod-4p4d)" in again.stdout and "Updating (prod-4p4d)" not in again.stdout
     assert state_file.read_bytes() == state
