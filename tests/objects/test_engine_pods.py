@@ -541,6 +541,7 @@ def test_dev_downloads_both_repositories_as_a_non_root_job_before_the_engines_st
         "rebel100.ai/draft-model": "asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k",
         "rebel100.ai/draft-revision": "main",
     }
+    assert (job["apiVersion"], job["kind"], job["metadata"]["namespace"]) == ("batch/v1", "Job", NS)
     assert job["metadata"]["labels"] == labels
     assert job["metadata"]["annotations"] == {
         "pulumi.com/patchForce": "true",

@@ -98,6 +98,7 @@ def test_the_epp_checks_scrape_tokens_through_a_cluster_role_of_the_namespace_an
     cluster_meta = {"name": name, "labels": LABELS, "annotations": {"pulumi.com/patchForce": "true"}}
     role, binding = children[("ClusterRole", name)], children[("ClusterRoleBinding", name)]
     assert role.manifest["metadata"] == cluster_meta and role.resource_name == f"{EPP}-metrics-auth"
+    assert (role.manifest["apiVersion"], role.manifest["kind"]) == ("rbac.authorization.k8s.io/v1", "ClusterRole")
     assert binding.manifest == {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",
@@ -115,7 +116,7 @@ def test_the_endpoint_picker_config_is_one_yaml_file_in_the_order_it_is_written(
     child = children_of("prod-4p4d")[("ConfigMap", f"{EPP}-config")]
     assert child.resource_name == f"{EPP}-config"
     config_map = child.manifest
-    assert config_map["metadata"] == {**META, "name": f"{EPP}-config"}
+    assert (config_map["apiVersion"], config_map["metadata"]) == ("v1", {**META, "name": f"{EPP}-config"})
     (name,) = config_map["data"]
     assert name == "epp-config.yaml"
     # As built, not sorted: the header, then each plugin's type before its parameters.
@@ -137,7 +138,8 @@ def test_the_epp_budget_and_the_service_and_the_pool_after_it():
     }
     service = children[("Service", EPP)]
     assert service.resource_name == f"{EPP}-svc"
-    assert (service.manifest["metadata"], service.manifest["spec"]["type"]) == (META, "ClusterIP")
+    assert (service.manifest["apiVersion"], service.manifest["metadata"]) == ("v1", META)
+    assert service.manifest["spec"]["type"] == "ClusterIP"
     pool = children[("InferencePool", POOL)]
     assert (pool.resource_name, pool.after) == (POOL, (f"{EPP}-svc",))
     assert pool.manifest["apiVersion"] == "inference.networking.k8s.io/v1"
