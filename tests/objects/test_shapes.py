@@ -632,4 +632,5 @@ def test_claim_templates_and_the_lmcache_config_map_are_of_their_api_in_the_stac
 def test_a_gated_repository_makes_the_engines_token_required():
     found = objects_of("dev", weights={"gated": True, "tokenSecretExists": True})
     token = {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token", "optional": False}}}
-    assert token in container(pod_spec(found, "decode"), "vllm")["env"]
+    for role in ("prefill", "decode"):  # both pools pass the flag on (a prefill that dropped it survived mutation)
+        assert token in container(pod_spec(found, role), "vllm")["env"]
