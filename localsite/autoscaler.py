@@ -22,6 +22,7 @@ ScaledObjects scale its engine Deployments through the controller-manager's Hori
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import pathlib
@@ -31,7 +32,7 @@ import time
 
 import yaml
 
-from localsite import netns
+from localsite import kube, netns
 from policy.read.objects import label_selector_matches
 
 log = logging.getLogger("localsite")
@@ -52,29 +53,52 @@ def _label_name(key: str) -> str:
     return re.sub(r"[^a-zA-Z0-9_]", "_", key)
 
 
-def scrape_config(pod_monitors: list[dict], targets_dir: pathlib.Path, default_interval: str = "30s") -> dict:
+def scrape_config(
+    pod_monitors: list[dict], targets_dir: pathlib.Path, secrets_dir: pathlib.Path, default_interval: str = "30s"
+) -> dict:
     """Prometheus's configuration for the namespace's PodMonitors: one job per podMetricsEndpoint, named as the
     Prometheus Operator names it (`podMonitor/<namespace>/<name>/<index>`), its targets in a file per job
-    (`scrape_targets` writes them)."""
+    (`scrape_targets` writes them), an endpoint's `authorization` Secret as a bearer credentials file
+    (`secret_file` names it; SiteAutoscaling writes it from the Secret)."""
     jobs = []
     for monitor in pod_monitors:
         meta = monitor["metadata"]
         for index, endpoint in enumerate(monitor["spec"].get("podMetricsEndpoints") or []):
             job = f"podMonitor/{meta['namespace']}/{meta['name']}/{index}"
-            jobs.append(
-                {
-                    "job_name": job,
-                    "scrape_interval": endpoint.get("interval") or default_interval,
-                    "metrics_path": endpoint.get("path") or "/metrics",
-                    "scheme": endpoint.get("scheme") or "http",
-                    "file_sd_configs": [
-                        {"files": [str(targets_dir / f"{_file_name(job)}.json")], "refresh_interval": TARGETS_REFRESH}
-                    ],
+            config = {
+                "job_name": job,
+                "scrape_interval": endpoint.get("interval") or default_interval,
+                "metrics_path": endpoint.get("path") or "/metrics",
+                "scheme": endpoint.get("scheme") or "http",
+                "file_sd_configs": [
+                    {"files": [str(targets_dir / f"{_file_name(job)}.json")], "refresh_interval": TARGETS_REFRESH}
+                ],
+            }
+            credentials = (endpoint.get("authorization") or {}).get("credentials")
+            if credentials:
+                config["authorization"] = {
+                    "type": (endpoint["authorization"].get("type") or "Bearer"),
+                    "credentials_file": str(secrets_dir / secret_file(meta["namespace"], credentials)),
                 }
-            )
+            jobs.append(config)
     return {
         "global": {"scrape_interval": default_interval, "evaluation_interval": default_interval},
         "scrape_configs": jobs,
+    }
+
+
+def secret_file(namespace: str, selector: dict) -> str:
+    """The file name a Secret key (a SecretKeySelector) is written to for Prometheus."""
+    return f"{namespace}_{selector['name']}_{selector['key']}"
+
+
+def secret_selectors(pod_monitors: list[dict]) -> set[tuple[str, str, str]]:
+    """(namespace, Secret, key) of every endpoint's authorization credentials."""
+    return {
+        (m["metadata"]["namespace"], c["name"], c["key"])
+        for m in pod_monitors
+        for e in m["spec"].get("podMetricsEndpoints") or []
+        if (c := (e.get("authorization") or {}).get("credentials"))
     }
 
 
@@ -342,6 +366,7 @@ class SiteAutoscaling:
         self.crds = crds
         self.dir = agent.dir / "autoscaling"
         self.targets_dir = self.dir / "targets"
+        self.secrets_dir = self.dir / "secrets"  # the PodMonitors' credentials, as the Prometheus Operator mounts them
         self.commands: dict[str, tuple[list[str], dict[str, str]]] = {}
         self.monitors: list[dict] = []
         self.not_before: dict[str, float] = {}  # a program that exited starts again after RESTART_SECONDS
@@ -359,7 +384,9 @@ class SiteAutoscaling:
         for obj in site_objects(relay_port):
             client.apply(object_path(obj), obj)
         self.refresh_monitors()
-        write_yaml(self.dir / "prometheus.yml", scrape_config(self.monitors, self.targets_dir))
+        self.secrets_dir.mkdir(parents=True, exist_ok=True)
+        self.secrets_dir.chmod(0o700)
+        write_yaml(self.dir / "prometheus.yml", scrape_config(self.monitors, self.targets_dir, self.secrets_dir))
         env = keda_env(kubeconfig, namespace)
         self.commands = {
             "prometheus": (
@@ -378,6 +405,7 @@ class SiteAutoscaling:
     def reconcile(self, pods: list[dict]) -> None:
         for job, targets in scrape_targets(self.monitors, pods).items():
             write_json(self.targets_dir / f"{_file_name(job)}.json", targets)
+        self.write_credentials()
         registry, now = self.agent.registry, time.monotonic()
         for name, (argv, env) in self.commands.items():
             process = registry.processes.get(f"autoscaling-{name}")
@@ -400,6 +428,27 @@ class SiteAutoscaling:
                 env={"PATH": "/usr/bin:/bin", **env},
                 cwd=self.dir,
             )
+
+    def write_credentials(self) -> None:
+        """Each PodMonitor credential's current value (a ServiceAccount token Secret is filled in by the token
+        controller after it is created: written once it has it, rewritten when it changes)."""
+        for namespace, name, key in secret_selectors(self.monitors):
+            try:
+                secret = self.agent.client.get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
+            except kube.ApiError as err:
+                if err.status == 404:
+                    continue
+                raise
+            value = (secret.get("data") or {}).get(key)
+            if value is None:
+                continue
+            path = self.secrets_dir / secret_file(namespace, {"name": name, "key": key})
+            content = base64.b64decode(value)
+            if not path.exists() or path.read_bytes() != content:
+                tmp = path.with_suffix(".tmp")
+                tmp.write_bytes(content)
+                tmp.chmod(0o600)
+                tmp.replace(path)
 
 
 def object_path_of_crd(path: pathlib.Path) -> str:

@@ -33,7 +33,7 @@ def pod(name: str, role: str, ip: str = "127.1.0.7", phase: str = "Running", **m
 
 
 def test_a_pod_monitor_becomes_one_job_per_endpoint_over_a_targets_file():
-    config = autoscaler.scrape_config([MONITOR], pathlib.Path("/t"))
+    config = autoscaler.scrape_config([MONITOR], pathlib.Path("/t"), pathlib.Path("/s"))
     assert config["scrape_configs"] == [
         {
             "job_name": "podMonitor/rebel100/minimax-m27-decode/0",
@@ -100,3 +100,29 @@ def test_the_api_service_reaches_the_relay_through_an_external_name_service():
         "/apis/apiregistration.k8s.io/v1/apiservices/v1beta1.external.metrics.k8s.io"
     )
     assert autoscaler.object_path(objects["Service"]) == "/api/v1/namespaces/keda/services/keda-metrics-apiserver"
+
+
+def test_an_endpoints_bearer_secret_becomes_a_credentials_file_the_site_writes():
+    monitor = {
+        "metadata": {"name": "minimax-m27-epp", "namespace": "rebel100"},
+        "spec": {
+            "selector": {"matchLabels": {"app.kubernetes.io/component": "router"}},
+            "podMetricsEndpoints": [
+                {
+                    "port": "metrics",
+                    "interval": "30s",
+                    "authorization": {"credentials": {"name": "minimax-m27-metrics-reader-token", "key": "token"}},
+                }
+            ],
+        },
+    }
+    (job,) = autoscaler.scrape_config([monitor], pathlib.Path("/t"), pathlib.Path("/s"))["scrape_configs"]
+    assert job["authorization"] == {
+        "type": "Bearer",
+        "credentials_file": "/s/rebel100_minimax-m27-metrics-reader-token_token",
+    }
+    assert autoscaler.secret_selectors([monitor, MONITOR]) == {
+        ("rebel100", "minimax-m27-metrics-reader-token", "token")
+    }
+    (plain,) = autoscaler.scrape_config([MONITOR], pathlib.Path("/t"), pathlib.Path("/s"))["scrape_configs"]
+    assert "authorization" not in plain

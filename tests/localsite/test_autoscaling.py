@@ -12,12 +12,16 @@ an HPA and serves its metric through the aggregation layer, the HPA controller c
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.parse
 
 import pytest
 
-from localsite import binaries, scaling
-from localsite.autoscaler import SiteAutoscaling
+from core.versions import image_version
+from core.versions import router as router_versions
+from localsite import binaries, netns, scaling
+from localsite.autoscaler import PROMETHEUS_PORT, SiteAutoscaling
 from localsite.harness import ServedSite
 from tests.cluster.conftest import cluster_bin_dir
 from tests.localsite.conftest import NAMESPACE
@@ -102,4 +106,34 @@ def test_prefill_scales_on_its_own_queue_under_new_long_prompts(autoscaled: Serv
     print(
         f"prefill 1 -> {peak}: scaled up {scaled_up:.0f}s after new long prompts started; back to 1 "
         f"{time.monotonic() - stopped:.0f}s after they stopped; {sum(load.answered.values())} answers"
+    )
+
+
+def test_the_sites_prometheus_scrapes_every_pod_monitor_the_epps_with_its_token(autoscaled: ServedSite):
+    """Each rendered PodMonitor is a job whose targets answer (`up` 1), the EPP's through the bearer token of the
+    metrics-reader Secret the PodMonitor names, and the EPP's P/D decision counter is in Prometheus, as the
+    dashboard and the `pdDecisionRate` signal read it."""
+    site = autoscaled
+    epp_image = site.get("deployment", "minimax-m27-epp")["spec"]["template"]["spec"]["containers"][0]["image"]
+    generation = router_versions.generation(image_version(epp_image))
+    assert generation is not None, epp_image
+
+    def query(expr: str) -> list[dict]:
+        status, text = site.get_in_site(
+            str(netns.SITE_ADDRESS), PROMETHEUS_PORT, "/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+        )
+        assert status == 200, text[:500]
+        return json.loads(text)["data"]["result"]
+
+    def every_job_up() -> bool:
+        jobs = {r["metric"]["job"]: r["value"][1] for r in query("max by (job) (up)")}
+        return all(
+            jobs.get(f"podMonitor/{NAMESPACE}/minimax-m27-{part}/0") == "1" for part in ("prefill", "decode", "epp")
+        )
+
+    site.wait_for("every PodMonitor's targets up in the site's Prometheus", every_job_up, scaling.TIMEOUT)
+    site.wait_for(
+        f"the EPP's {generation.decision_metric} in Prometheus",
+        lambda: query(generation.decision_metric),
+        scaling.TIMEOUT,
     )
