@@ -32,12 +32,12 @@ import time
 
 import yaml
 
+from core.autoscaling import PROMETHEUS_PORT
 from localsite import kube, netns
 from policy.read.objects import label_selector_matches
 
 log = logging.getLogger("localsite")
 
-PROMETHEUS_PORT = 9090
 PROMETHEUS_ADDRESS = f"http://{netns.SITE_ADDRESS}:{PROMETHEUS_PORT}"
 KEDA_NAMESPACE = "keda"
 ADAPTER_PORT = 6443  # the metrics API server's secure port, on the site namespace's 127.0.0.1
@@ -324,18 +324,23 @@ def trigger_addresses(scaled_objects: list[dict]) -> set[str]:
     }
 
 
-def write_json(path: pathlib.Path, content: object) -> bool:
-    """Write `content` when it differs from the file's (atomically: Prometheus watches the folder); whether it did."""
-    text = json.dumps(content, indent=1, sort_keys=True)
+def replace_file(path: pathlib.Path, content: bytes) -> bool:
+    """Write `content` (owner-only) when it differs from the file's, atomically: Prometheus watches the folders and
+    reads credentials at each scrape, so it never sees half a file. Whether it wrote."""
     try:
-        if path.read_text() == text:
+        if path.read_bytes() == content:
             return False
     except OSError:
         pass
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(text)
+    tmp.write_bytes(content)
+    tmp.chmod(0o600)
     tmp.replace(path)
     return True
+
+
+def write_json(path: pathlib.Path, content: object) -> bool:
+    return replace_file(path, json.dumps(content, indent=1, sort_keys=True).encode())
 
 
 def write_yaml(path: pathlib.Path, content: object) -> None:
@@ -379,8 +384,9 @@ class SiteAutoscaling:
         kubeconfig = self.dir / "kubeconfig"
         kubeconfig.write_text(client.kubeconfig_for(client.token, server, server_name))
         kubeconfig.chmod(0o600)
-        for crd in sorted(self.crds.glob("*.yaml")):
-            client.apply(object_path_of_crd(crd), yaml.safe_load(crd.read_text()))
+        for path in sorted(self.crds.glob("*.yaml")):
+            crd = yaml.safe_load(path.read_text())
+            client.apply(object_path(crd), crd)
         for obj in site_objects(relay_port):
             client.apply(object_path(obj), obj)
         self.refresh_monitors()
@@ -442,15 +448,4 @@ class SiteAutoscaling:
             value = (secret.get("data") or {}).get(key)
             if value is None:
                 continue
-            path = self.secrets_dir / secret_file(namespace, {"name": name, "key": key})
-            content = base64.b64decode(value)
-            if not path.exists() or path.read_bytes() != content:
-                tmp = path.with_suffix(".tmp")
-                tmp.write_bytes(content)
-                tmp.chmod(0o600)
-                tmp.replace(path)
-
-
-def object_path_of_crd(path: pathlib.Path) -> str:
-    name = yaml.safe_load(path.read_text())["metadata"]["name"]
-    return f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
+            replace_file(self.secrets_dir / secret_file(namespace, {"name": name, "key": key}), base64.b64decode(value))

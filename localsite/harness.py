@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import urllib.parse
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -329,6 +330,12 @@ class ServedSite:
             return self.post("/completions", completion("hello"), timeout=5).status == 200
         except OSError:
             return False
+
+
+def long_prompt(words: int = 400) -> str:
+    """A prompt no engine has seen (a fresh id leads, so no prefix is shared with any earlier prompt): the P/D
+    decider sends it through prefill."""
+    return f"{uuid.uuid4().hex} " + " ".join(f"word{i}" for i in range(words))
 
 
 def completion(prompt: str, **extra) -> dict:

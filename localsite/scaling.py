@@ -12,7 +12,6 @@ import functools
 import pathlib
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -20,7 +19,7 @@ import yaml
 
 from core.stackfile import stack_file
 from localsite.autoscaler import PROMETHEUS_ADDRESS
-from localsite.harness import ServedSite, completion
+from localsite.harness import ServedSite, completion, long_prompt
 
 DECODE, PREFILL = "minimax-m27-decode", "minimax-m27-prefill"
 CLIENTS = 16  # four times a decode pod's slots (4 DP ranks x maxNumSeqs 1): a queue builds on one pod
@@ -66,11 +65,6 @@ def hpa_active(site: ServedSite, deployment: str) -> bool:
         return False
     conditions = {c["type"]: c["status"] for c in yaml.safe_load(found.stdout).get("status", {}).get("conditions", [])}
     return conditions.get("ScalingActive") == "True"
-
-
-def long_prompt(words: int = 400) -> str:
-    """A prompt no engine has seen: the P/D decider sends it through prefill."""
-    return f"{uuid.uuid4().hex} " + " ".join(f"word{i}" for i in range(words))
 
 
 class Load:

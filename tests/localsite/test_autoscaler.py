@@ -126,3 +126,12 @@ def test_an_endpoints_bearer_secret_becomes_a_credentials_file_the_site_writes()
     }
     (plain,) = autoscaler.scrape_config([MONITOR], pathlib.Path("/t"), pathlib.Path("/s"))["scrape_configs"]
     assert "authorization" not in plain
+
+
+def test_the_site_builds_the_keda_release_whose_crd_the_stack_renders_for():
+    """scripts/consumers (standard library only, no project import) names KEDA's version again: the same as
+    core.autoscaling's, which crds/ and the render follow."""
+    from core.autoscaling import KEDA_VERSION
+
+    consumers = (pathlib.Path(__file__).resolve().parents[2] / "scripts" / "consumers").read_text()
+    assert f'KEDA_VERSION = "{KEDA_VERSION}"' in consumers

@@ -22,16 +22,11 @@ import pytest
 from core.versions import image_version
 from core.versions import router as router_versions
 from localsite import netns
-from localsite.harness import Answer, ServedSite, completion
+from localsite.harness import Answer, ServedSite, completion, long_prompt
 from tests.localsite.conftest import NAMESPACE
 
 pytestmark = pytest.mark.cluster
 MODEL = "MiniMaxAI/MiniMax-M2.7"
-
-
-def long_prompt(words: int = 400) -> str:
-    """A prompt no engine has seen (a fresh id leads, so no prefix is shared with any earlier prompt)."""
-    return f"{uuid.uuid4().hex} " + " ".join(f"word{i}" for i in range(words))
 
 
 def ips(serving: ServedSite, role: str) -> dict[str, str]:
