@@ -14,6 +14,8 @@
   policy-config STACK               the pack's enforcement file for the stack's environment (prod when unset)
   checkpoint STACK [--restore]      does the stack's checkpoint (file backend) load? If not: its last good copy and the
                                     command that restores it; --restore puts that copy back (exit 1: damaged, none left)
+  preview STACK [FLAGS...]          the PR check: `pulumi preview` with the pack at the stack's level, through Pulumi's
+                                    Automation API (stacks/deploy.py; FLAGS go to the CLI); what scripts/preview runs
   changes EVENT_LOG                 does the preview of this `pulumi preview --event-log` propose anything? (exit 0: no;
                                     scripts/up then skips the update)
 
@@ -311,7 +313,21 @@ def cmd_validate(args) -> int:
     return run(args)
 
 
+def cmd_deploy(argv: list[str]) -> int:
+    """`preview STACK [FLAGS...]`: on Pulumi's Automation API (stacks/deploy.py, the one command here that imports the
+    Pulumi SDK, and only when it runs)."""
+    from stacks import deploy
+
+    if len(argv) < 2 or argv[1].startswith("-"):
+        print("usage: python -m stacks preview STACK [pulumi preview flags...]", file=sys.stderr)
+        return 2
+    return deploy.preview(argv[1], argv[2:])
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["preview"]:
+        return cmd_deploy(argv)
     args = parser().parse_args(argv)
     commands = {
         "render": cmd_render,
