@@ -7,7 +7,6 @@ from collections.abc import Iterable
 
 from core import sizing
 from core.serving import connector_classes
-from policy.read.env import env_value
 from policy.read.flags import VLLM_ALIASES, VLLM_BOOLEAN_FLAGS, Flags, parse_flags, serve_argv
 from policy.read.pods import PodTemplate, pod_templates
 
@@ -57,9 +56,6 @@ class Engine:
     @property
     def port(self) -> int | None:
         return self.flags.integer("--port", VLLM_DEFAULT_PORT)
-
-    def env(self, name: str) -> str | None:
-        return env_value(self.container, name)
 
     @property
     def devices(self) -> int | None:
