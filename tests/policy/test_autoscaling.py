@@ -274,3 +274,20 @@ def test_a_foreign_scaled_object_is_judged_by_the_same_rules():
         level="mandatory",
         contains=("pdDecisionRate cannot scale decode",),
     )
+
+
+def test_the_epp_of_the_scaled_objects_namespace_is_found_past_other_namespaces(scaled):
+    """The EPP signal is judged by the EPP image of the ScaledObject's namespace, whatever comes before it."""
+    epp_query = 'sum(rate(llm_d_epp_disagg_decision_total{namespace="rebel100",decision_type="prefill-decode"}[2m]))'
+    other = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "other"},
+        "spec": {"template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "web"}]}}},
+    }
+    good = mutate(
+        scaled,
+        lambda m: spec(m, PREFILL)["triggers"][0]["metadata"].update(query=epp_query),
+        lambda m: m.insert(0, other),
+    )
+    assert run_policy("autoscaling-signal", good, PROD) == []

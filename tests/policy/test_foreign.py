@@ -41,6 +41,10 @@ def prod_config() -> dict:
     return catalog.load_config(levels.environment_config("prod"))
 
 
+def all_facts() -> dict:
+    return {name: setting.facts for name, setting in catalog.resolve(prod_config()).items()}
+
+
 def deployment(manifests: list[dict], suffix: str) -> dict:
     return next(m for m in manifests if m["kind"] == "Deployment" and m["metadata"]["name"].endswith(suffix))
 
@@ -98,7 +102,11 @@ def test_gpu_count_comes_from_requests_when_there_are_no_limits():
         run_policy(CLAIM, manifests),
         resource="Deployment/pd-llm-d-modelservice-decode",
         level="mandatory",
-        contains=("claims 1 accelerators through requests nvidia.com/gpu 1", "= 2"),
+        contains=(
+            "claims 1 accelerators through requests nvidia.com/gpu 1",
+            "= 2",
+            "Set limits and requests nvidia.com/gpu to 2",
+        ),
     )
 
 
@@ -174,6 +182,8 @@ def test_claim_of_an_unknown_device_class_is_reported_until_configured():
         level="mandatory",
         contains=("claims no NPUs or other accelerators", "acceleratorDeviceClasses gpu.nvidia.com"),
     )
+    # A pod that claims devices through DRA is no CPU engine, even when none of its devices counts.
+    assert "read as CPU engines" not in (parallelism.skip_note(manifests, all_facts()) or "")
     config = {CLAIM: {"acceleratorDeviceClasses": ["tpu.example.com"]}}
     assert run_policy(CLAIM, manifests, config) == []
 
@@ -271,3 +281,5 @@ def test_unreadable_extended_resource_is_named():
         level="mandatory",
         contains=("limits nvidia.com/gpu '1.5' is not a whole number", "cannot be counted"),
     )
+    # An accelerator resource it cannot read is still an accelerator: the pod is no CPU engine.
+    assert "read as CPU engines" not in (parallelism.skip_note(manifests, all_facts()) or "")

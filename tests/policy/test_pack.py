@@ -328,3 +328,84 @@ def test_the_schema_of_facts_without_a_program_field():
         "description": "HBM per chiplet in GiB (36 GiB HBM3E, 144 GiB per card). (default from "
         "core.config.Hardware.hbm_per_chiplet_gib)",
     }
+
+
+def test_a_pack_config_file_is_read_and_a_bad_one_named(tmp_path):
+    assert catalog.load_config(None) == {}
+    good = tmp_path / "levels.json"
+    good.write_text('{"all": "advisory", "npu-devices-fit-node": {"npusPerNode": 16}}')
+    assert catalog.load_config(good) == {"all": "advisory", "npu-devices-fit-node": {"npusPerNode": 16}}
+    assert catalog.load_config(str(good)) == {"all": "advisory", "npu-devices-fit-node": {"npusPerNode": 16}}
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"all": ')
+    with pytest.raises(catalog.PackConfigError, match=rf"^cannot read policy config {broken}: Expecting value"):
+        catalog.load_config(broken)
+    with pytest.raises(catalog.PackConfigError, match=rf"^cannot read policy config {tmp_path / 'none.json'}: "):
+        catalog.load_config(tmp_path / "none.json")
+
+
+def test_a_resource_policy_that_reads_facts_declares_them():
+    schema = built("parallelism-fits-model").config_schema
+    assert sorted(schema.properties) == ["modelExperts", "modelLayers"]
+    assert schema.properties["modelLayers"]["default"] == 62 and schema.properties["modelExperts"]["default"] == 256
+
+
+def test_a_stack_policy_judges_with_its_config():
+    """Both engines of prod-4p4d claim 4 NPUs: they fit nodes of 8, not nodes of 2 (the config the engine hands)."""
+    from core.stackfile import stack_file
+    from stacks.render import render_stack_file
+
+    manifests = render_stack_file(stack_file("prod-4p4d"), "prod-4p4d").manifests
+    resources = [
+        Args(resource_type=pack.type_token(m), props=m, urn=f"urn:{m['kind']}:{m['metadata']['name']}")
+        for m in manifests
+    ]
+    policy, reported = validate_of(built("npu-devices-fit-node")), []
+    policy(Args(resources=resources), lambda *a: reported.append(a))
+    assert reported == []
+    policy(Args({"npusPerNode": 2}, resources=resources), lambda *a: reported.append(a))
+    assert sorted(urn for _, urn in reported) == [
+        "urn:Deployment:minimax-m27-decode",
+        "urn:Deployment:minimax-m27-prefill",
+    ]
+    assert all("npusPerNode 2" in message for message, _ in reported), reported
+
+
+def test_with_facts_gives_each_policy_the_facts_it_reads_over_the_files():
+    from policy.catalog import with_facts
+
+    config = {
+        "all": "advisory",
+        "npu-devices-fit-node": "mandatory",
+        "rds-memory-budget": {"enforcementLevel": "mandatory", "nvmeDrivesPerNode": 1, "hbmPerChipletGib": 24},
+    }
+    merged = with_facts(config, {"npusPerNode": 16, "nvmeDrivesPerNode": 4, "modelLayers": 10})
+    assert merged == {
+        "all": "advisory",
+        "npu-devices-fit-node": {"enforcementLevel": "mandatory", "npusPerNode": 16},
+        "rds-memory-budget": {"enforcementLevel": "mandatory", "nvmeDrivesPerNode": 4, "hbmPerChipletGib": 24},
+        "parallelism-fits-model": {"modelLayers": 10},
+        "autoscaling-fits-site": {"npusPerNode": 16},
+    }
+    assert config["npu-devices-fit-node"] == "mandatory"  # the file's config is left as it was
+    assert with_facts(None, {}) == {}
+
+
+def test_stack_values_are_the_facts_a_stack_states():
+    """prod-autoscale: the reference hardware and model (core/config.py's defaults) on 4 nodes."""
+    from core.stackfile import load_stack, stack_file
+    from policy.facts import stack_values
+
+    assert stack_values(load_stack(stack_file("prod-autoscale"), "prod-autoscale")) == {
+        "npusPerNode": 8,
+        "hbmPerChipletGib": 36.0,
+        "nvmeDrivesPerNode": 2,
+        "npuDeviceClass": "npu.rebellions.ai",
+        "rdsChunkOverheadMib": 2.0,
+        "rdsStagingBufferMib": 512.0,
+        "modelLayers": 62,
+        "modelExperts": 256,
+        "modelMaxContext": 204800,
+        "nodes": 4,
+    }
+    assert stack_values(load_stack(stack_file("agg"), "agg"))["nodes"] == 0  # not stated: not judged

@@ -186,3 +186,22 @@ def test_bare_pod_is_checked_too(prod):
         level="mandatory",
         contains=("data parallel size 2",),
     )
+
+
+def test_a_container_without_accelerators_is_told_which_ones_count(prod):
+    """The message lists the DeviceClasses and extended resources that would count, `(none)` for an empty list."""
+    bad = mutate(prod, lambda m: engine(m, DECODE)["resources"].pop("claims"))
+    (violation,) = run_policy("npu-claim-matches-parallelism", bad)
+    assert violation.message.startswith(
+        "container vllm claims no NPUs or other accelerators (resources.claims has no request of deviceClassName "
+        "npu.rebellions.ai or of acceleratorDeviceClasses gpu.nvidia.com, gpu.amd.com, gpu.intel.com, gaudi.intel.com, "
+        "and limits/requests have none of acceleratorResources nvidia.com/gpu, amd.com/gpu, gpu.intel.com/i915, "
+        "gpu.intel.com/xe, habana.ai/gaudi, rebellions.ai/ATOM, rebellions.ai/REBEL) but its args need TP 1 x PP 1 x "
+        "DP-local 4 = 4"
+    ), violation.message
+    none = {"npu-claim-matches-parallelism": {"acceleratorDeviceClasses": [], "acceleratorResources": []}}
+    (violation,) = run_policy("npu-claim-matches-parallelism", bad, none)
+    assert (
+        "or of acceleratorDeviceClasses (none), and limits/requests have none of acceleratorResources (none)) but"
+        in violation.message
+    ), violation.message

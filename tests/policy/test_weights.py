@@ -89,3 +89,9 @@ def test_engines_without_a_recorded_volume_are_skipped(renders):
     assert (
         run_policy(POLICY, mutate(renders["prod-4p4d"], lambda m: set_arg(engine(m, PREFILL), "--revision", SHA))) == []
     )
+
+
+@pytest.mark.parametrize("value", ["[1, 2]", '"eagle3"', "{}"], ids=["list", "string", "no-model"])
+def test_a_speculative_config_without_a_draft_model_names_no_draft(renders, value):
+    """Only a JSON object with a model names a draft; anything else is no draft to compare (vLLM judges the rest)."""
+    assert messages(mutate(renders["dev"], lambda m: set_arg(engine(m, DECODE), "--speculative-config", value))) == []

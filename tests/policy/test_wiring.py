@@ -534,3 +534,12 @@ def test_an_older_pool_without_port_number_is_judged_at_9002(prod):
         f"spec.extensionRef.portNumber 9002 is not a port of Service rebel100/{EPP} (ports: 9102 (grpc-ext-proc), "
         f"9003 (grpc-health), 9090 (metrics)). Use the Service's ext-proc port." in found
     ), found
+
+
+def test_a_pool_in_a_namespace_without_engines_says_none_were_found(prod):
+    moved = mutate(prod, lambda m: get(m, "InferencePool", POOL)["metadata"].update(namespace="elsewhere"))
+    messages = [v.message for v in run_policy("inference-pool-wiring", moved)]
+    assert (
+        "spec.selector.matchLabels {app.kubernetes.io/part-of: minimax-m27, llm-d.ai/inference-serving: true} selects "
+        "no engine pod template in namespace elsewhere (none found): the gateway has no endpoint to route to."
+    ) in " ".join(messages), messages
