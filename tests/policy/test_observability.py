@@ -165,3 +165,133 @@ def test_a_monitor_elsewhere_that_watches_the_epps_namespace_is_judged(prod, nam
         f"Deployment/rebel100/{EPP} checks one on /metrics (--metrics-endpoint-auth, on by default): Prometheus gets "
         f"401"
     ), violation.message
+
+
+# --- what a scrape needs, read rule by rule (survivors of make mutate SCOPE=policy, issue 25) ------------------------
+
+
+def opaque_token(**held):
+    """The token Secret made an Opaque Secret that holds `held` (data=... or stringData=...)."""
+
+    def edit(m):
+        secret = get(m, "Secret", TOKEN)
+        secret["type"] = "Opaque"
+        secret.pop("data", None)
+        secret.pop("stringData", None)
+        secret.update(held)
+
+    return edit
+
+
+@pytest.mark.parametrize("field", ["data", "stringData"])
+def test_an_opaque_secret_that_holds_the_key_sends_a_token(prod, field):
+    """Held as data or stringData, the key is a token to send; whose it is cannot be read, so it is not judged."""
+    assert run_policy(POLICY, mutate(prod, opaque_token(**{field: {"token": "dG9rZW4="}}))) == []
+    (violation,) = run_policy(POLICY, mutate(prod, opaque_token(**{field: {"other": "dG9rZW4="}})))
+    assert "is neither a kubernetes.io/service-account-token nor holds key token" in violation.message
+
+
+def test_credentials_without_a_key_name_the_empty_key(prod):
+    bad = mutate(prod, lambda m: endpoint(m)["authorization"]["credentials"].pop("key"))
+    (violation,) = run_policy(POLICY, bad)
+    assert violation.message.startswith(
+        f"spec.podMetricsEndpoints[0] (port metrics) of PodMonitor rebel100/{EPP} sends key  of Secret "
+        f"rebel100/{TOKEN}, but Secret rebel100/{TOKEN} is neither a kubernetes.io/service-account-token nor holds "
+        "key :"
+    ), violation.message
+
+
+def test_a_token_secret_without_its_account_annotation_names_no_account(prod):
+    bad = mutate(
+        prod,
+        lambda m: get(m, "Secret", TOKEN)["metadata"]["annotations"].pop("kubernetes.io/service-account.name"),
+    )
+    (violation,) = run_policy(POLICY, bad)
+    assert f"the token of Secret rebel100/{TOKEN} is ServiceAccount rebel100/'s and no ClusterRoleBinding" in (
+        violation.message
+    ), violation.message
+
+
+def test_a_basic_authorization_sends_no_bearer_token(prod):
+    """Only a Bearer authorization (the type Prometheus Operator defaults to) sends the token the EPP checks."""
+    basic = mutate(prod, lambda m: endpoint(m)["authorization"].update(type="Basic"))
+    (violation,) = run_policy(POLICY, basic)
+    assert "sends no bearer token" in violation.message
+    lower = mutate(prod, lambda m: endpoint(m)["authorization"].update(type="bearer"))
+    assert run_policy(POLICY, lower) == []
+
+
+def test_a_binding_to_a_cluster_role_not_among_the_manifests_is_not_judged(prod):
+    """The reader bound to a ClusterRole the manifests do not hold: it may grant /metrics, so nothing is reported."""
+    bad = mutate(
+        prod,
+        lambda m: get(m, "ClusterRole", READER_ROLE)["rules"][0].update(nonResourceURLs=["/healthz"]),
+        lambda m: get(m, "ClusterRoleBinding", READER_ROLE)["roleRef"].update(name="made-elsewhere"),
+    )
+    assert run_policy(POLICY, bad) == []
+
+
+def test_a_monitor_port_named_otherwise_scrapes_something_else(prod):
+    other = mutate(prod, lambda m: endpoint(m).update(port="grpc"))
+    assert run_policy(POLICY, mutate(other, lambda m: endpoint(m).pop("authorization"))) == []
+
+
+@pytest.mark.parametrize(
+    "rules, verb, what, may",
+    [
+        ([{"verbs": ["get"], "nonResourceURLs": ["/metrics"]}], "get", {"path": "/metrics"}, True),
+        ([{"verbs": ["*"], "nonResourceURLs": ["/metrics"]}], "get", {"path": "/metrics"}, True),
+        ([{"verbs": ["list"], "nonResourceURLs": ["/metrics"]}], "get", {"path": "/metrics"}, False),
+        (
+            [{"verbs": ["list"], "nonResourceURLs": ["/metrics"]}, {"verbs": ["GET"], "nonResourceURLs": ["/metrics"]}],
+            "get",
+            {"path": "/metrics"},
+            True,
+        ),
+        ([{"verbs": ["get"], "nonResourceURLs": ["/met*"]}], "get", {"path": "/metrics"}, True),
+        ([{"verbs": ["get"], "nonResourceURLs": ["/mx*"]}], "get", {"path": "/metrics"}, False),
+        ([{"verbs": ["get"], "nonResourceURLs": ["/metric"]}], "get", {"path": "/metrics"}, False),
+        ([{"verbs": ["get"], "apiGroups": ["*"], "resources": ["*"]}], "get", {"path": "/metrics"}, False),
+        (
+            [{"verbs": ["create"], "apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"]}],
+            "create",
+            {"group": "authentication.k8s.io", "resource": "tokenreviews"},
+            True,
+        ),
+        (
+            [{"verbs": ["create"], "apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"]}],
+            "create",
+            {"group": "authorization.k8s.io", "resource": "tokenreviews"},
+            False,
+        ),
+        (
+            [{"verbs": ["create"], "apiGroups": ["*"], "resources": ["*"]}],
+            "create",
+            {"group": "g", "resource": "r"},
+            True,
+        ),
+        ([{"verbs": ["get"], "apiGroups": [""], "resources": ["pods"]}], "get", {"resource": "pods"}, True),
+        ([{"verbs": ["create"], "nonResourceURLs": ["*"]}], "create", {"group": "g", "resource": "r"}, False),
+    ],
+    ids=[
+        "url",
+        "any-verb",
+        "other-verb",
+        "second-rule",
+        "url-prefix",
+        "other-prefix",
+        "no-star-no-prefix",
+        "resource-rule-no-url",
+        "resource",
+        "other-group",
+        "any-resource",
+        "core-group-by-default",
+        "url-rule-no-resource",
+    ],
+)
+def test_what_a_cluster_role_rule_lets_its_holder_do(rules, verb, what, may):
+    """RBAC's matching as the API server's authorizer does it (k8s.io/apiserver rbac: VerbMatches,
+    NonResourceURLMatches with a trailing `*`, APIGroupMatches, ResourceMatches), written out here."""
+    from policy.observability import _may
+
+    assert _may(rules, verb, **what) is may
