@@ -295,3 +295,109 @@ def test_what_a_cluster_role_rule_lets_its_holder_do(rules, verb, what, may):
     from policy.observability import _may
 
     assert _may(rules, verb, **what) is may
+
+
+def tokenless(**fields):
+    """The EPP's PodMonitor endpoint without its token, its port given by `fields` instead of `port: metrics`."""
+
+    def edit(m):
+        endpoint(m).pop("authorization")
+        endpoint(m).pop("port")
+        endpoint(m).update(fields)
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    "fields, shown",
+    [({"portNumber": 9090}, "9090"), ({"targetPort": 9090}, "9090"), ({"targetPort": "metrics"}, "metrics")],
+    ids=["portNumber", "targetPort-number", "targetPort-name"],
+)
+def test_a_pod_monitor_endpoint_chooses_its_port_by_any_field(prod, fields, shown):
+    (violation,) = run_policy(POLICY, mutate(prod, tokenless(**fields)))
+    assert violation.message.startswith(
+        f"spec.podMetricsEndpoints[0] (port {shown}) of PodMonitor rebel100/{EPP} sends no bearer token"
+    ), violation.message
+
+
+def test_a_pod_monitor_of_other_pods_does_not_scrape_the_epp(prod):
+    other = mutate(
+        prod,
+        lambda m: endpoint(m).pop("authorization"),
+        lambda m: get(m, "PodMonitor", EPP)["spec"].update(selector={"matchLabels": {"llm-d.ai/role": "decode"}}),
+    )
+    assert run_policy(POLICY, other) == []
+
+
+@pytest.mark.parametrize(
+    "args, judged",
+    [
+        (["--metrics-endpoint-auth=true"], True),
+        (["-metrics-endpoint-auth=false"], False),
+        (["--metrics-endpoint-auth=0"], False),
+        (["--metrics-endpoint-auth"], True),
+    ],
+    ids=["true", "go-single-dash-false", "zero", "bare"],
+)
+def test_the_auth_flag_as_go_reads_it(prod, args, judged):
+    def edit(m):
+        epp_args(m).extend(args)
+        endpoint(m).pop("authorization")
+
+    assert len(run_policy(POLICY, mutate(prod, edit))) == (1 if judged else 0)
+
+
+def service_monitor(*, target=None, port_name="metrics", selector=None, namespace=None):
+    """The EPP's PodMonitor made a tokenless ServiceMonitor of the EPP Service (or of `selector`); the Service's metrics
+    port renamed `port_name`, with its targetPort replaced by `target` (a value) or removed (`"-"`)."""
+
+    def edit(m):
+        service = get(m, "Service", EPP)
+        monitor = get(m, "PodMonitor", EPP)
+        monitor["kind"] = "ServiceMonitor"
+        monitor["spec"]["selector"] = selector or {"matchLabels": service["metadata"]["labels"]}
+        monitor["spec"]["endpoints"] = monitor["spec"].pop("podMetricsEndpoints")
+        monitor["spec"]["endpoints"][0].pop("authorization")
+        monitor["spec"]["endpoints"][0]["port"] = port_name
+        metrics = next(p for p in service["spec"]["ports"] if p["name"] == "metrics")
+        metrics["name"] = port_name
+        if target == "-":
+            metrics.pop("targetPort")
+        elif target is not None:
+            metrics["targetPort"] = target
+        if namespace is not None:
+            service["metadata"]["namespace"] = namespace
+
+    return edit
+
+
+def test_a_service_monitor_reaches_the_epp_through_the_services_target_port(prod):
+    """A Service port leads to its targetPort (to the same number without one): the monitor scrapes the EPP's
+    metrics port only when that is where it leads."""
+    for edit in (service_monitor(), service_monitor(target="-"), service_monitor(target="metrics")):
+        (violation,) = run_policy(POLICY, mutate(prod, edit))
+        assert violation.resource == f"ServiceMonitor/rebel100/{EPP}", violation
+    assert run_policy(POLICY, mutate(prod, service_monitor(target=9003))) == []
+
+
+def test_a_service_monitor_of_another_service_or_namespace_does_not_scrape_the_epp(prod):
+    assert run_policy(POLICY, mutate(prod, service_monitor(selector={"matchLabels": {"app": "other"}}))) == []
+    assert run_policy(POLICY, mutate(prod, service_monitor(namespace="elsewhere"))) == []
+
+
+def test_a_service_monitor_is_judged_through_each_service_that_selects_the_epp(prod):
+    """A second Service of the EPP's pods listed first, which the monitor does not select, is passed over."""
+
+    def second_service(m):
+        service = get(m, "Service", EPP)
+        m.insert(0, {**service, "metadata": {**service["metadata"], "name": "epp-other", "labels": {"app": "other"}}})
+
+    (violation,) = run_policy(POLICY, mutate(prod, service_monitor(), second_service))
+    assert violation.resource == f"ServiceMonitor/rebel100/{EPP}"
+
+
+def test_a_service_monitor_outside_the_namespaces_it_watches_is_not_judged(prod):
+    def elsewhere(m):
+        get(m, "ServiceMonitor", EPP)["metadata"]["namespace"] = "monitoring"
+
+    assert run_policy(POLICY, mutate(prod, service_monitor(), elsewhere)) == []
