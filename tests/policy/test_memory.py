@@ -244,3 +244,10 @@ def test_rds_max_chunks_that_is_no_positive_integer_is_refused(prod, chunks, sho
 
 def test_one_rds_chunk_is_the_smallest_count_and_fits(prod):
     assert run_policy("rds-memory-budget", mutate(prod, rds_chunks(1))) == []
+
+
+def test_an_unreadable_utilization_is_left_to_engine_args_in_range(prod):
+    """The budget cannot be computed from `--gpu-memory-utilization abc`: engine-args-in-range names it."""
+    bad = mutate(prod, lambda m: set_arg(engine(m, PREFILL), "--gpu-memory-utilization", "abc"))
+    assert run_policy("rds-memory-budget", bad) == []
+    assert len(run_policy("engine-args-in-range", bad)) == 1

@@ -401,3 +401,16 @@ def test_a_service_monitor_outside_the_namespaces_it_watches_is_not_judged(prod)
         get(m, "ServiceMonitor", EPP)["metadata"]["namespace"] = "monitoring"
 
     assert run_policy(POLICY, mutate(prod, service_monitor(), elsewhere)) == []
+
+
+@pytest.mark.parametrize("target", [9090, "metrics"], ids=["number", "name"])
+def test_a_service_monitor_endpoint_may_name_the_target_port_itself(prod, target):
+    def by_target(m):
+        endpoint = get(m, "ServiceMonitor", EPP)["spec"]["endpoints"][0]
+        endpoint.pop("port")
+        endpoint["targetPort"] = target
+
+    (violation,) = run_policy(POLICY, mutate(prod, service_monitor(), by_target))
+    assert violation.message.startswith(
+        f"spec.endpoints[0] (port {target}) of ServiceMonitor rebel100/{EPP} sends no bearer token"
+    ), violation.message

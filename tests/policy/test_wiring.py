@@ -1,5 +1,7 @@
 """Rule 6 (policy/wiring.py): prefill/decode agreement, sidecar, pool, route and router config."""
 
+import copy
+
 import pytest
 
 from tests.policy.conftest import STACKS
@@ -17,6 +19,7 @@ from tests.policy.fixtures import (
     plugin,
     run_policy,
     set_arg,
+    set_env,
     set_epp_config,
     sidecar,
 )
@@ -543,3 +546,74 @@ def test_a_pool_in_a_namespace_without_engines_says_none_were_found(prod):
         "spec.selector.matchLabels {app.kubernetes.io/part-of: minimax-m27, llm-d.ai/inference-serving: true} selects "
         "no engine pod template in namespace elsewhere (none found): the gateway has no endpoint to route to."
     ) in " ".join(messages), messages
+
+
+# --- the router's block size against the engines' reuse unit, per namespace (survivors of make mutate, issue 25) ---
+
+
+def without_sub_blocks(*deployments):
+    return lambda m: [set_env(engine(m, d), "VLLM_RBLN_SUB_BLOCK_CACHE", None) for d in deployments]
+
+
+def test_without_sub_blocks_the_unit_is_the_block(prod):
+    bad = mutate(prod, producer(autoTune=False, blockSizeTokens=2048), without_sub_blocks(PREFILL, DECODE))
+    (violation,) = run_policy("router-block-size", bad)
+    assert violation.message == (
+        "data[epp-config.yaml] plugin approx-prefix-cache-producer parameters.blockSizeTokens 2048 with autoTune "
+        f"false, but the engines ({DECODE_ID}, {PREFILL_ID}) reuse prefixes in blocks of --block-size 4096: the "
+        "router's prefix hashes never line up with what the engines cache, so prefix-aware routing picks at random. "
+        "Set blockSizeTokens 4096."
+    )
+
+
+def test_engines_of_another_namespace_or_without_a_block_size_are_not_compared(prod):
+    """An engine of another namespace (listed first) serves another router; one without --block-size (and no
+    sub-blocks) has no unit to compare. The rebel100 engines are still judged after them."""
+
+    def elsewhere(m):
+        other = copy.deepcopy(get(m, "Deployment", DECODE))
+        other["metadata"]["namespace"] = "elsewhere"
+        set_arg(other["spec"]["template"]["spec"]["containers"][0], "--block-size", "2048")
+        m.insert(0, other)
+
+    def decode_without_block(m):
+        set_arg(engine(m, DECODE), "--block-size", None)
+
+    bad = mutate(prod, producer(autoTune=False, blockSizeTokens=4096), elsewhere)
+    (violation,) = run_policy("router-block-size", bad)
+    assert f"the engines ({DECODE_ID}, {PREFILL_ID}) reuse prefixes in sub-blocks" in violation.message
+    good = mutate(prod, producer(autoTune=False, blockSizeTokens=512), without_sub_blocks(DECODE), decode_without_block)
+    assert run_policy("router-block-size", good) == []
+
+
+def test_the_decider_messages_name_the_plugins(prod):
+    missing = mutate(
+        prod, edit_router(lambda c: plugin(c, "disagg-profile-handler")["parameters"]["deciders"].update(prefill="x"))
+    )
+    (violation,) = run_policy("router-pd-profiles", missing)
+    assert violation.message == (
+        "data[epp-config.yaml] disagg-profile-handler parameters.deciders.prefill x names no plugin of the config "
+        "(approx-prefix-cache-producer, prefix-cache-scorer, queue-scorer, prefill-filter, decode-filter, "
+        "max-score-picker, prefix-based-pd-decider, disagg-profile-handler). Declare the decider plugin."
+    )
+    not_a_decider = mutate(
+        prod,
+        edit_router(
+            lambda c: plugin(c, "disagg-profile-handler")["parameters"]["deciders"].update(prefill="queue-scorer")
+        ),
+    )
+    (violation,) = run_policy("router-pd-profiles", not_a_decider)
+    assert violation.message == (
+        "data[epp-config.yaml] parameters.deciders.prefill queue-scorer is a queue-scorer, not a P/D decider "
+        "(prefix-based-pd-decider, prefix-disaggregation-decider, always-disagg-pd-decider). Point it at a decider "
+        "plugin."
+    )
+    disabled = mutate(
+        prod, edit_router(lambda c: plugin(c, "prefix-based-pd-decider")["parameters"].update(nonCachedTokens=0))
+    )
+    (violation,) = run_policy("router-pd-profiles", disabled)
+    assert violation.message == (
+        "data[epp-config.yaml] plugin prefix-based-pd-decider (prefix-based-pd-decider) parameters.nonCachedTokens 0 "
+        "disables the decider: no request is ever prefilled remotely and P/D silently becomes decode-only. Set "
+        "nonCachedTokens > 0 (e.g. 16), or use always-disagg-pd-decider."
+    )
