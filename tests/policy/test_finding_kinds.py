@@ -382,7 +382,13 @@ KINDS = (
         "more-target-ports-than-a-pool-takes",
         pool_target_ports(*range(8000, 8009)),
         (
-            (POOL_ID, ("9 target ports (spec.targetPorts) but an InferencePool allows at most 8",)),
+            (
+                POOL_ID,
+                (
+                    "9 target ports (spec.targetPorts) but an InferencePool allows at most 8: the API server refuses "
+                    "the pool. Lower the DP ranks per pod.",
+                ),
+            ),
             (POOL_ID, ("includes [8004, 8005, 8006, 8007, 8008], where none of the selected pods listens",)),
         ),
         good=pool_target_ports(*range(8000, 8004)),

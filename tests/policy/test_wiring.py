@@ -17,6 +17,7 @@ from tests.policy.fixtures import (
     get,
     mutate,
     plugin,
+    pod_spec,
     run_policy,
     set_arg,
     set_env,
@@ -617,3 +618,73 @@ def test_the_decider_messages_name_the_plugins(prod):
         "disables the decider: no request is ever prefilled remotely and P/D silently becomes decode-only. Set "
         "nonCachedTokens > 0 (e.g. 16), or use always-disagg-pd-decider."
     )
+
+
+def epp_container(m):
+    return next(c for c in pod_spec(m, EPP)["containers"] if c["name"] == "epp")
+
+
+def epp_grpc_port(port, *, flag="--grpc-port"):
+    """The EPP serves ext-proc on `port` (its flag in `flag`'s form and its container port `grpc`)."""
+
+    def edit(m):
+        container = epp_container(m)
+        set_arg(container, "--grpc-port", None)
+        container["args"] += [f"{flag}={port}"]
+        next(p for p in container["ports"] if p["name"] == "grpc")["containerPort"] = port
+
+    return edit
+
+
+def reaches(target, grpc):
+    return (
+        f"spec.endpointPickerRef.port.number 9002 reaches targetPort {target} of Service rebel100/{EPP}, but the EPP "
+        f"container serves ext-proc on --grpc-port {grpc}: the gateway talks to the wrong listener. Point the pool at "
+        f"the Service port whose targetPort is {grpc}."
+    )
+
+
+@pytest.mark.parametrize("flag", ["--grpc-port", "-grpc-port"], ids=["two-dashes", "go-single-dash"])
+def test_the_epps_grpc_port_is_read_from_its_flag(prod, flag):
+    (finding,) = run_policy("inference-pool-wiring", mutate(prod, epp_grpc_port(9100, flag=flag)))
+    assert finding.message == reaches(9002, 9100)
+
+
+def test_without_the_flag_the_epp_serves_ext_proc_on_9002(prod):
+    def no_flag(m):
+        set_arg(epp_container(m), "--grpc-port", None)
+
+    assert run_policy("inference-pool-wiring", mutate(prod, no_flag)) == []
+    bad = mutate(prod, no_flag, lambda m: epp_service_port(m, 9002).update(targetPort=9003))
+    (finding,) = run_policy("inference-pool-wiring", bad)
+    assert finding.message == reaches(9003, 9002)
+
+
+def test_the_epp_container_is_the_one_with_the_epps_flags(prod):
+    """A container without the EPP's flags, listed first in the EPP's pod, is not the EPP; a container with only
+    --grpc-port is (its pool may come from elsewhere)."""
+
+    def proxy_first(m):
+        pod_spec(m, EPP)["containers"].insert(0, {"name": "proxy", "image": "envoy:v1", "args": ["--log-level=info"]})
+
+    (finding,) = run_policy("inference-pool-wiring", mutate(prod, epp_grpc_port(9100), proxy_first))
+    assert finding.message == reaches(9002, 9100)
+
+    def without_pool_flag(m):
+        set_arg(epp_container(m), "--pool-name", None)
+
+    (finding,) = run_policy("inference-pool-wiring", mutate(prod, epp_grpc_port(9100), without_pool_flag))
+    assert finding.message == reaches(9002, 9100)
+
+
+def test_only_the_pods_the_epp_service_selects_are_read(prod):
+    """Another EPP of the namespace, not selected by the Service and listed first, does not decide the port."""
+
+    def other_epp(m):
+        other = copy.deepcopy(get(m, "Deployment", EPP))
+        other["metadata"]["name"] = "other-epp"
+        other["spec"]["template"]["metadata"]["labels"] = {"app": "other-epp"}
+        set_arg(other["spec"]["template"]["spec"]["containers"][0], "--grpc-port", "9100")
+        m.insert(0, other)
+
+    assert run_policy("inference-pool-wiring", mutate(prod, other_epp)) == []
