@@ -688,3 +688,51 @@ def test_only_the_pods_the_epp_service_selects_are_read(prod):
         m.insert(0, other)
 
     assert run_policy("inference-pool-wiring", mutate(prod, other_epp)) == []
+
+
+def test_an_agg_engine_without_per_rank_ports_serves_on_its_port_alone(agg):
+    bad = mutate(agg, lambda m: set_arg(engine(m, DECODE), "--data-parallel-multi-port-external-lb", None))
+    (finding,) = run_policy("inference-pool-wiring", bad)
+    assert finding.message == (
+        "spec.targetPorts [8200, 8201, 8202, 8203] includes [8201, 8202, 8203], where none of the selected pods "
+        f"listens, so requests sent there fail (the selected pods serve: {DECODE_ID} on [8200] (engine --port and "
+        "ranks)). Set spec.targetPorts to [8200]."
+    )
+
+
+def test_a_sidecar_without_a_data_parallel_size_serves_one_rank(prod):
+    bad = mutate(prod, lambda m: set_arg(sidecar(m), "--data-parallel-size", None))
+    (finding,) = run_policy("inference-pool-wiring", bad)
+    assert f"{DECODE_ID} on [8000] (routing sidecar --port and --data-parallel-size)" in finding.message
+
+
+def test_the_endpoint_picker_messages_list_what_there_is(prod):
+    def second_service(m):
+        m.append({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "other", "namespace": "rebel100"}})
+
+    misnamed = mutate(prod, second_service, lambda m: pool_spec(m)["endpointPickerRef"].update(name="router"))
+    (finding,) = run_policy("inference-pool-wiring", misnamed)
+    assert "names no Service in namespace rebel100 (Services: minimax-m27-epp, other):" in finding.message
+    moved = mutate(prod, lambda m: get(m, "InferencePool", POOL)["metadata"].update(namespace="elsewhere"))
+    messages = [v.message for v in run_policy("inference-pool-wiring", moved)]
+    assert any("names no Service in namespace elsewhere (Services: none):" in m for m in messages), messages
+
+    def unnamed_metrics_port(m):
+        next(p for p in get(m, "Service", EPP)["spec"]["ports"] if p["port"] == 9090).pop("name")
+
+    other_port = mutate(
+        prod, unnamed_metrics_port, lambda m: pool_spec(m)["endpointPickerRef"].update(port={"number": 9100})
+    )
+    (finding,) = run_policy("inference-pool-wiring", other_port)
+    assert finding.message == (
+        f"spec.endpointPickerRef.port.number 9100 is not a port of Service rebel100/{EPP} (ports: 9002 "
+        "(grpc-ext-proc), 9003 (grpc-health), 9090 ()). Use the Service's ext-proc port."
+    )
+
+
+def test_a_plugin_is_known_by_its_name_when_it_has_one(prod):
+    def named(config):
+        plugin(config, "prefix-based-pd-decider")["name"] = "my-decider"
+        plugin(config, "disagg-profile-handler")["parameters"]["deciders"]["prefill"] = "my-decider"
+
+    assert run_policy("router-pd-profiles", mutate(prod, edit_router(named))) == []
