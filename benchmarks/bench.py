@@ -541,23 +541,6 @@ def requests_section() -> None:
         decode_ranks = sorted((port, ip) for ip, port in engines if ip in decode_ips)
         counter = itertools.count()
 
-        def set_engine_latency(ttft: str) -> None:
-            # The simulator's own admin API (llm-d-inference-sim: POST /admin/config, a latency field rebuilds its
-            # latency model at once), on every rank of every engine, prefill and decode alike.
-            for ip, port in engines:
-                conn = site.connection_in_site(ip, port)
-                conn.request(
-                    "POST",
-                    "/admin/config",
-                    json_.dumps({"time-to-first-token": ttft}),
-                    {"Content-Type": "application/json"},
-                )
-                resp = conn.getresponse()
-                body = resp.read()
-                conn.close()
-                if resp.status != 200:
-                    raise SystemExit(f"bench: the simulator at {ip}:{port} refused the latency {ttft}: {body[:200]!r}")
-
         def routed(gateway: list, slot: int, i: int) -> int:
             # Short and new: decode-only (below the decider's threshold), nothing cached to favour a pod.
             return site.post("/completions", completion(f"q{next(counter)}"), conn=gateway[slot]).status
@@ -607,11 +590,11 @@ def requests_section() -> None:
         # With an engine's time to first token the same 16 clients send what 16 users' requests cost, and the
         # overhead is what routing adds to a request rather than a queue for the two cores (docs/performance.md).
         print(f"-- paced: every engine rank answers after {PACED_TTFT} (the simulator's time-to-first-token)")
-        set_engine_latency(PACED_TTFT)
+        site.set_engine_latency(found.programs.sim, PACED_TTFT)
         try:
             overhead_rows(PACED_REQUESTS_PER_CLIENT)
         finally:
-            set_engine_latency("0s")
+            site.set_engine_latency(found.programs.sim, "0s")
         pd = drive(
             lambda slot, i: site.post("/completions", completion(uuid.uuid4().hex + " " + "word " * 400)).status,
             1,

@@ -421,6 +421,15 @@ class Router(Section):
     )
     prefix_scorer_weight: int = Field(2, ge=0, description="Weight of prefix-cache-scorer.")
     queue_scorer_weight: int = Field(1, ge=0, description="Weight of queue-scorer.")
+    active_request_scorer_weight: int = Field(
+        1,
+        ge=0,
+        description=(
+            "P/D: weight of active-request-scorer in the decode profile, the EPP's own count of requests in flight "
+            "per endpoint (queue-scorer sees only waiting requests, up to 50 ms late); kept below "
+            "prefixScorerWeight, a cached prefix outweighs a busy rank."
+        ),
+    )
     peak_prefill_throughput: int = Field(
         2256,
         ge=1,

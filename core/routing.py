@@ -11,6 +11,16 @@ from core.config import Router
 from core.versions import image_version
 from core.versions import router as router_versions
 
+# The P/D profiles of both generations: the role's filter, the picker, then the scorers. Decode also counts the
+# requests in flight: a decode rank holds its few sequences (maxNumSeqs 1 by default) for a whole answer, and
+# queue-scorer sees only waiting requests, so two requests met on one busy rank and the second waited a whole engine
+# turn (tests/localsite). Prefill keeps the metrics alone: the count holds until the response ends, long after a
+# P/D request's prefill leg, and would overstate a prefill rank's load.
+PD_PROFILES: dict[str, tuple[str, ...]] = {
+    "prefill": ("prefill-filter", "max-score-picker", "prefix-cache-scorer", "queue-scorer"),
+    "decode": ("decode-filter", "max-score-picker", "prefix-cache-scorer", "queue-scorer", "active-request-scorer"),
+}
+
 
 def generation_of(settings: Router) -> router_versions.Generation:
     """The router generation the render is written for: the pinned EPP image's (by its tag)."""
@@ -59,6 +69,7 @@ def _profile_entry(plugin_type: str, settings: Router) -> dict[str, Any]:
     weights = {
         "prefix-cache-scorer": settings.prefix_scorer_weight,
         "queue-scorer": settings.queue_scorer_weight,
+        "active-request-scorer": settings.active_request_scorer_weight,
         "token-load-scorer": 1,
     }
     return {"pluginRef": plugin_type, **({"weight": weights[plugin_type]} if plugin_type in weights else {})}
@@ -74,16 +85,8 @@ def endpoint_picker_config(settings: Router = Router(), topology: str = "pd") ->
         profiles = [{"name": "default", "plugins": [_profile_entry(t, settings) for t in gen.agg_profile]}]
     else:
         types = [_decider(settings) if t == router_versions.DECIDER else t for t in gen.pd_plugins]
-        # Both generations: each role's filter, the picker, then the two scorers.
         profiles = [
-            {
-                "name": name,
-                "plugins": [
-                    _profile_entry(t, settings)
-                    for t in (f"{name}-filter", "max-score-picker", "prefix-cache-scorer", "queue-scorer")
-                ],
-            }
-            for name in ("prefill", "decode")
+            {"name": name, "plugins": [_profile_entry(t, settings) for t in PD_PROFILES[name]]} for name in PD_PROFILES
         ]
     plugins = [_with_extra_parameters(_plugin(t, generated), settings) for t in types]
     gates = {"featureGates": list(gen.feature_gates)} if gen.feature_gates and topology != "agg" else {}

@@ -264,6 +264,27 @@ class ServedSite:
             for port in program.get("ports", ())
         ]
 
+    def set_engine_latency(self, sim_binary: str, time_to_first_token: str) -> None:
+        """Every simulated engine rank answers after `time_to_first_token` (e.g. "100ms"; "0s": at once), set through
+        the simulator's own admin API (llm-d-inference-sim: POST /admin/config rebuilds its latency model at once)."""
+        for ip, port in self.simulator_endpoints(sim_binary):
+            conn = self.connection_in_site(ip, port)
+            try:
+                conn.request(
+                    "POST",
+                    "/admin/config",
+                    json.dumps({"time-to-first-token": time_to_first_token}),
+                    {"Content-Type": "application/json"},
+                )
+                resp = conn.getresponse()
+                body = resp.read()
+            finally:
+                conn.close()
+            if resp.status != 200:
+                raise RuntimeError(
+                    f"the simulator at {ip}:{port} refused the latency {time_to_first_token}: {body[:200]!r}"
+                )
+
     def site_ns(self) -> netns.Namespace:
         pid = self.status()["site_netns_pid"]
         return netns.Namespace(procs.Recorded("site-netns", pid, procs.start_time(pid)))

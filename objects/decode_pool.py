@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import Field
 
 from core.labels import PART_OF_LABEL
+from core.versions import image_version
 from core.versions import router as router_versions
 from objects import engine_pool, kube, pod
 from objects.kube import Child, manifest, object_meta
@@ -86,6 +87,7 @@ def sidecar_container(sidecar: SidecarSpec) -> dict[str, Any]:
         "image": sidecar.image,
         "restartPolicy": "Always",
         "args": list(sidecar.args),
+        "env": router_versions.tracing_env(image_version(sidecar.image)) or None,
         "ports": kube.container_ports([(f"proxy-{i}", p) for i, p in enumerate(sidecar.ports)]),
         "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "4", "memory": "4Gi"}},
         "readinessProbe": {"tcpSocket": {"port": sidecar.ports[0]}, "periodSeconds": 10},

@@ -19,6 +19,7 @@ from pydantic import Field
 
 from core import routing
 from core.labels import PART_OF_LABEL, inference_pool_name
+from core.versions import image_version
 from core.versions import router as router_versions
 from objects import kube, pod
 from objects.kube import Child, cluster_scoped_name, manifest, object_meta
@@ -100,6 +101,7 @@ def router(name: str, args: RouterArgs) -> list[Child]:
                         {
                             "name": "epp",
                             "image": args.image,
+                            "env": router_versions.tracing_env(image_version(args.image)) or None,
                             "args": [
                                 "--pool-name",
                                 pool_name(args.stack_name),

@@ -108,6 +108,9 @@ PLUGIN_TYPES: dict[str, Feature] = {
         _fact(
             EPP, "plugin type", "prefill-filter", Version(0, 1, 0), "pkg/scheduling/plugins/filter/pd_role_filter.go"
         ),
+        # Counts a request from the EPP's pick to the response's end (PreRequest .. ResponseComplete); from v0.9.0 it
+        # reads the same count from the inflight-load-producer, which the EPP creates for it.
+        _fact(EPP, "plugin type", "active-request-scorer", Version(0, 3, 0), "pkg/plugins/scorer/active_request.go"),
         _fact(EPP, "plugin type", "decode-filter", Version(0, 1, 0), "pkg/scheduling/plugins/filter/pd_role_filter.go"),
         # From GIE, linked into every EPP the stack pinned.
         Feature(
@@ -285,6 +288,8 @@ class Generation:
     decision_metric_source: str = ""  # (label decision_type: prefill-decode, decode-only, ...): the dashboard's
     feature_gates: tuple[str, ...] = ()  # EndpointPickerConfig featureGates the P/D render needs
     feature_gates_source: str = ""
+    tracing_env: tuple[tuple[str, str], ...] = ()  # env of the EPP and sidecar containers that keeps their tracing
+    tracing_env_source: str = ""  # from exporting spans of requests no client asked to trace
 
     def covers(self, version: Version) -> bool:
         return self.first <= version and (self.until is None or version < self.until)
@@ -316,6 +321,7 @@ GENERATIONS: tuple[Generation, ...] = (
             "disagg-headers-handler",
             "prefix-cache-scorer",
             "queue-scorer",
+            "active-request-scorer",
             "prefill-filter",
             "decode-filter",
             "max-score-picker",
@@ -346,6 +352,15 @@ GENERATIONS: tuple[Generation, ...] = (
             f"{_V0_7_1} pkg/plugins/profile/disagg_profile_handler.go (RecordDisaggDecision) and "
             f"pkg/metrics/metrics.go (SchedulerSubsystem llm_d_inference_scheduler)"
         ),
+        # Both programs start OpenTelemetry tracing whatever --tracing says, exporting over OTLP gRPC to
+        # OTEL_EXPORTER_OTLP_ENDPOINT (localhost:4317 when unset) 10% of the requests no caller sampled (a parent-based
+        # ratio sampler, its ratio from OTEL_TRACES_SAMPLER_ARG). With no collector there, each failed export wrote a
+        # Go log line into the EPP's JSON log (tests/localsite). Ratio 0: only a caller's sampled trace is followed.
+        tracing_env=(("OTEL_TRACES_SAMPLER_ARG", "0"),),
+        tracing_env_source=(
+            f"{_V0_7_1} pkg/telemetry/tracing.go (InitTracing), called first by cmd/epp/main.go and "
+            f"cmd/pd-sidecar/main.go"
+        ),
         feature_gates=("prepareDataPlugins",),
         feature_gates_source=(
             f"{GIE_1_4_0} pkg/epp/datalayer/factory.go (PrepareDataPluginsFeatureGate) and "
@@ -370,6 +385,7 @@ GENERATIONS: tuple[Generation, ...] = (
             "approx-prefix-cache-producer",
             "prefix-cache-scorer",
             "queue-scorer",
+            "active-request-scorer",
             "prefill-filter",
             "decode-filter",
             "max-score-picker",
@@ -405,6 +421,12 @@ GENERATIONS: tuple[Generation, ...] = (
         ),
     ),
 )
+
+
+def tracing_env(version: Version | None) -> list[dict[str, str]]:
+    """Env entries that keep the EPP or sidecar of a pin from tracing requests no caller sampled (empty when
+    `--tracing=false` already does, or the program has no tracing)."""
+    return [{"name": name, "value": value} for name, value in generation_for_pin(version).tracing_env]
 
 
 def generation(version: Version | None) -> Generation | None:

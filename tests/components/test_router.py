@@ -38,6 +38,14 @@ def test_pd_plugins_and_profiles(run_under_mocks):
     assert set(profiles) == {"prefill", "decode"}
     assert profiles["decode"]["prefix-cache-scorer"] == 2 and profiles["decode"]["queue-scorer"] == 1
     assert "decode-filter" in profiles["decode"] and "prefill-filter" in profiles["prefill"]
+    assert profiles["decode"]["active-request-scorer"] == 1 and "active-request-scorer" not in profiles["prefill"]
+
+
+def test_the_in_flight_weight_is_the_router_sections():
+    config = endpoint_picker_config(RouterSettings(active_request_scorer_weight=3), "pd")
+    decode = next(p for p in config["schedulingProfiles"] if p["name"] == "decode")
+    assert {"pluginRef": "active-request-scorer", "weight": 3} in decode["plugins"]
+    assert {"type": "active-request-scorer"} in config["plugins"]
 
 
 def test_always_disagg_decider():

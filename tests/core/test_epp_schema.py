@@ -72,7 +72,7 @@ def test_wrong_type_and_nested_wrong_type():
         in found
     )
     assert any(
-        m.startswith("plugins[7].parameters: fits neither the nested nor the flat parameter format") for m in found
+        m.startswith("plugins[8].parameters: fits neither the nested nor the flat parameter format") for m in found
     )
 
 
@@ -80,7 +80,7 @@ def test_references_must_name_declared_plugins_and_at_0_7_be_declared_first():
     config = render("pd")
     config["plugins"][-1]["parameters"]["deciders"]["prefill"] = "no-such-decider"
     assert messages(config, V0100) == [
-        "plugins[7].parameters.deciders.prefill: a plugin has a dependency on the unregistered plugin no-such-decider"
+        "plugins[8].parameters.deciders.prefill: a plugin has a dependency on the unregistered plugin no-such-decider"
     ]
     moved = render("pd")
     moved["plugins"].insert(0, moved["plugins"].pop())  # the handler before its decider: fine at 0.10

@@ -1150,8 +1150,8 @@ def test_router_field_of_a_schema_problem(settings, problem, field):
 
 
 PD_PLUGINS = (
-    "approx-prefix-cache-producer, decode-filter, disagg-profile-handler, max-score-picker, prefill-filter, "
-    "prefix-based-pd-decider, prefix-cache-scorer, queue-scorer"
+    "active-request-scorer, approx-prefix-cache-producer, decode-filter, disagg-profile-handler, max-score-picker, "
+    "prefill-filter, prefix-based-pd-decider, prefix-cache-scorer, queue-scorer"
 )
 
 

@@ -113,6 +113,7 @@ def test_v0_7_pd_render():
                 "parameters": {"blockSizeTokens": 512, "lruCapacityPerServer": 1024, "autoTune": True},
             },
             {"type": "queue-scorer"},
+            {"type": "active-request-scorer"},
             {"type": "prefill-filter"},
             {"type": "decode-filter"},
             {"type": "max-score-picker"},
@@ -121,15 +122,25 @@ def test_v0_7_pd_render():
         ],
         "schedulingProfiles": [
             {
-                "name": name,
+                "name": "prefill",
                 "plugins": [
-                    {"pluginRef": f"{name}-filter"},
+                    {"pluginRef": "prefill-filter"},
                     {"pluginRef": "max-score-picker"},
                     {"pluginRef": "prefix-cache-scorer", "weight": 2},
                     {"pluginRef": "queue-scorer", "weight": 1},
                 ],
-            }
-            for name in ("prefill", "decode")
+            },
+            {
+                "name": "decode",
+                "plugins": [
+                    {"pluginRef": "decode-filter"},
+                    {"pluginRef": "max-score-picker"},
+                    {"pluginRef": "prefix-cache-scorer", "weight": 2},
+                    {"pluginRef": "queue-scorer", "weight": 1},
+                    # The EPP's own in-flight count: decode ranks hold a sequence for a whole answer.
+                    {"pluginRef": "active-request-scorer", "weight": 1},
+                ],
+            },
         ],
     }
 
@@ -288,3 +299,18 @@ def test_the_pd_decision_counter_each_disagg_profile_handler_increments(version,
     """Not `..._pd_decision_total`: only the deprecated pd-profile-handler counts there (the dashboard's P/D panel
     stayed empty on the local site until it queried these)."""
     assert router_versions.generation_for_pin(version).decision_metric == metric
+
+
+@pytest.mark.parametrize(
+    "version, env",
+    [
+        # v0.7.x starts tracing whatever --tracing says (pkg/telemetry/tracing.go): only the sampling ratio is left.
+        (Version(0, 7, 1), [{"name": "OTEL_TRACES_SAMPLER_ARG", "value": "0"}]),
+        (Version(0, 7, 0), [{"name": "OTEL_TRACES_SAMPLER_ARG", "value": "0"}]),
+        # v0.10.0 reads --tracing=false, which the render sets.
+        (Version(0, 10, 0), []),
+        (None, []),
+    ],
+)
+def test_the_tracing_env_of_each_generation(version, env):
+    assert router_versions.tracing_env(version) == env

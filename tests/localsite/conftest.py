@@ -18,7 +18,8 @@ from tests.prerequisites import require
 
 NAMESPACE = "rebel100"
 # Every engine answers after 20 ms (time to first token): concurrent requests overlap, so the router sees queues.
-SIM_ARGS = ("--time-to-first-token=20ms",)
+TIME_TO_FIRST_TOKEN = "20ms"
+SIM_ARGS = (f"--time-to-first-token={TIME_TO_FIRST_TOKEN}",)
 
 
 @pytest.fixture(scope="session")

@@ -23,7 +23,7 @@ from core.versions import image_version
 from core.versions import router as router_versions
 from localsite import netns
 from localsite.harness import Answer, ServedSite, completion, long_prompt
-from tests.localsite.conftest import NAMESPACE
+from tests.localsite.conftest import NAMESPACE, TIME_TO_FIRST_TOKEN
 
 pytestmark = pytest.mark.cluster
 MODEL = "MiniMaxAI/MiniMax-M2.7"
@@ -169,6 +169,46 @@ def test_concurrent_distinct_prompts_spread_over_the_decode_endpoints(serving):
     assert len({host(d) for d in used}) >= 2, used
 
 
+def requests_at_decode_engines(serving: ServedSite, ranks: list[tuple[str, int]]) -> int:
+    """Requests the decode engines hold, running or waiting for a slot, summed over their ranks."""
+    total = 0
+    for ip, port in ranks:
+        status, text = serving.get_in_site(ip, port, "/metrics")
+        assert status == 200, text[:500]
+        for m in re.finditer(r"^vllm:num_requests_(?:running|waiting)\{[^}]*\} (\S+)$", text, re.M):
+            total += int(float(m.group(1)))
+    return total
+
+
+def test_each_request_in_flight_gets_a_decode_rank_of_its_own(serving, site_binaries):
+    """Decode ranks take one sequence each (maxNumSeqs 1), so a request sent to a busy rank waits a whole engine turn.
+    With every request still in flight, each new one must go to a rank with none: the EPP has to count its own
+    in-flight requests, since its queue metrics count only waiting requests and are up to 50 ms old. Found by `make
+    bench`'s paced pass: 2 of 3 requests at 16 clients waited a turn with the queue-scorer alone."""
+    decode_ips = ips(serving, "decode")
+    ranks = [(ip, port) for ip, port in serving.simulator_endpoints(site_binaries.programs.sim) if ip in decode_ips]
+    assert len(ranks) >= 2, ranks
+    serving.set_engine_latency(site_binaries.programs.sim, "10s")  # longer than sending them all
+    try:
+        with concurrent.futures.ThreadPoolExecutor(len(ranks)) as pool:
+            sent = []
+            for n in range(len(ranks)):
+                prompt = f"hi {uuid.uuid4().hex[:8]}"  # short and new: decode-only, no prefix to favour a rank
+                sent.append(pool.submit(serving.post, "/completions", completion(prompt)))
+                # The next request is sent only once this one has reached an engine (so the EPP has counted it).
+                deadline = time.monotonic() + 10
+                while requests_at_decode_engines(serving, ranks) < n + 1:
+                    assert time.monotonic() < deadline, f"request {n + 1} never reached a decode engine"
+                    time.sleep(0.02)
+            answers = [future.result() for future in sent]
+    finally:
+        serving.set_engine_latency(site_binaries.programs.sim, TIME_TO_FIRST_TOKEN)
+    assert all(a.status == 200 for a in answers), [a.status for a in answers]
+    assert not any(a.prefiller for a in answers)
+    destinations = [a.destination for a in answers]
+    assert len(set(destinations)) == len(ranks), sorted(destinations)
+
+
 def test_the_dashboards_pd_decision_counter_counts_where_the_pod_monitor_scrapes(serving):
     """The P/D panel's counter, read as Prometheus would with the rendered PodMonitor (its port and path on the EPP
     pod's IP, with the credentials it names), counts the P/D request just sent. Found empty twice before: the EPP's
@@ -213,22 +253,46 @@ def test_the_dashboards_pd_decision_counter_counts_where_the_pod_monitor_scrapes
     assert prefill_decode() == before + 1, f"{metric} did not count the P/D request"
 
 
-def test_a_traced_request_leaves_the_epps_log_one_json_object_a_line(serving):
-    """The EPP logs JSON (`--zap-encoder json`), one object a line, as a log pipeline reads it. A request whose caller
-    samples it (a W3C `traceparent` with the sampled flag, as a tracing gateway sends) is traced by the EPP's parent-
-    based sampler; with tracing on (the EPP's default) and no OTEL_TRACES_EXPORTER, its spans went to the same
-    output, pretty-printed (the `console` exporter): the v0.10.0 EPP wrote 11 and 18 spans, about 1,500 lines, for
-    one request each (the v0.7.1 EPP none). The spans are exported in batches (every 5 s), so the log is read after
-    that."""
+# Spans go out in a batch every 5 s and an OTLP export gives up after 10 s (the OpenTelemetry Go SDK's defaults,
+# OTEL_BSP_SCHEDULE_DELAY and OTEL_EXPORTER_OTLP_TIMEOUT): whatever an export writes to the log is there by then.
+EXPORT_WINDOW = 17
+
+
+def epp_log_lines_not_json(serving: ServedSite) -> list[str]:
     [epp] = [p["metadata"]["name"] for p in serving.pods() if "epp" in p["metadata"]["name"]]
+    log = serving.log(f"pod-{epp}-epp", lines=1_000_000)
+    return [line for line in log.splitlines() if line.strip() and not is_json_object(line)]
+
+
+def test_requests_no_caller_sampled_leave_the_epps_log_one_json_object_a_line(serving):
+    """The EPP logs JSON (`--zap-encoder json`), one object a line, as a log pipeline reads it. The v0.7.x EPP traces
+    10% of the requests no caller sampled whatever `--tracing` says and exports them over OTLP to localhost:4317,
+    where no collector listens: each failed export wrote a Go log line into the JSON log (found after 16 requests of
+    the in-flight test). The render sets the ratio to 0 for that generation (core/versions/router.py tracing_env).
+    40 requests: had 10% of them still been traced, the chance that none was is 1.5%."""
+    before = len(epp_log_lines_not_json(serving))
+    for n in range(40):
+        assert serving.post("/completions", completion(f"untraced {n} {uuid.uuid4().hex[:8]}")).status == 200
+    time.sleep(EXPORT_WINDOW)
+    not_json = epp_log_lines_not_json(serving)[before:]
+    assert not not_json, f"{len(not_json)} lines of the EPP's log are not JSON objects, e.g.:\n" + "\n".join(
+        not_json[:20]
+    )
+
+
+def test_a_traced_request_leaves_the_epps_log_one_json_object_a_line(serving):
+    """A request whose caller samples it (a W3C `traceparent` with the sampled flag, as a tracing gateway sends) is
+    traced by the EPP's parent-based sampler. With tracing on (v0.10.0's default) and no OTEL_TRACES_EXPORTER, its
+    spans went to the same output, pretty-printed (the `console` exporter): the v0.10.0 EPP wrote 11 and 18 spans,
+    about 1,500 lines, for one request each; the render turns tracing off. The v0.7.1 EPP wrote none."""
+    before = len(epp_log_lines_not_json(serving))
     trace_id = uuid.uuid4().hex
     answer = serving.post(
         "/completions", completion(long_prompt()), headers={"traceparent": f"00-{trace_id}-{uuid.uuid4().hex[:16]}-01"}
     )
     assert answer.status == 200, answer.body[:500]
-    time.sleep(6)
-    log = serving.log(f"pod-{epp}-epp", lines=1_000_000)
-    not_json = [line for line in log.splitlines() if line.strip() and not is_json_object(line)]
+    time.sleep(EXPORT_WINDOW)
+    not_json = epp_log_lines_not_json(serving)[before:]
     assert not not_json, f"{len(not_json)} lines of the EPP's log are not JSON objects, e.g.:\n" + "\n".join(
         not_json[:20]
     )
