@@ -110,3 +110,24 @@ def test_unknown_sidecar_flag_is_refused(prod):
         level="mandatory",
         contains=("unknown flag: --connector", "the P/D sidecar 0.10.0"),
     )
+
+
+def test_the_epp_is_found_past_pods_of_another_namespace(prod):
+    def elsewhere_first(m):
+        m.insert(
+            0,
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "web", "namespace": "other"},
+                "spec": {"template": {"metadata": {"labels": {}}, "spec": {"containers": [{"name": "web"}]}}},
+            },
+        )
+
+    old = mutate(
+        prod,
+        elsewhere_first,
+        lambda m: epp_container(m).update(image="ghcr.io/llm-d/llm-d-inference-scheduler:v0.3.2"),
+    )
+    (violation,) = run_policy("router-images-have-features", old)
+    assert violation.resource == EPP_ID

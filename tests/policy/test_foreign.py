@@ -283,3 +283,14 @@ def test_unreadable_extended_resource_is_named():
     )
     # An accelerator resource it cannot read is still an accelerator: the pod is no CPU engine.
     assert "read as CPU engines" not in (parallelism.skip_note(manifests, all_facts()) or "")
+
+
+def test_zero_accelerators_is_a_count_not_an_unreadable_one():
+    """`nvidia.com/gpu: "0"` is a whole number: the pod has no accelerator and runs on CPUs, as without the key."""
+    manifests = load("output-pd.yaml")
+    for field in ("limits", "requests"):
+        vllm(manifests, "-prefill")["resources"][field]["nvidia.com/gpu"] = "0"
+    assert run_policy(CLAIM, manifests) == []
+    assert "1 engines without accelerators, read as CPU engines (Deployment/pd-llm-d-modelservice-prefill)" in (
+        parallelism.skip_note(manifests, all_facts())
+    )

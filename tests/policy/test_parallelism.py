@@ -205,3 +205,34 @@ def test_a_container_without_accelerators_is_told_which_ones_count(prod):
         "or of acceleratorDeviceClasses (none), and limits/requests have none of acceleratorResources (none)) but"
         in violation.message
     ), violation.message
+
+
+def test_a_claim_request_in_the_flat_v1beta1_form_is_counted(prod):
+    def flat(m):
+        request = next(
+            r
+            for r in get(m, "ResourceClaimTemplate", DECODE_CLAIM)["spec"]["spec"]["devices"]["requests"]
+            if r["name"] == "npu"
+        )
+        request.update(request.pop("exactly"))
+
+    assert run_policy("npu-claim-matches-parallelism", mutate(prod, flat)) == []
+    wrong = mutate(prod, flat, lambda m: set_arg(engine(m, DECODE), "--data-parallel-size-local", "2"))
+    (violation,) = run_policy("npu-claim-matches-parallelism", wrong)
+    assert "requests[npu].count 4 (deviceClassName npu.rebellions.ai)" in violation.message, violation.message
+
+
+def test_a_first_available_request_of_npus_cannot_be_counted(prod):
+    def first_available(m):
+        requests = get(m, "ResourceClaimTemplate", DECODE_CLAIM)["spec"]["spec"]["devices"]["requests"]
+        index = next(i for i, r in enumerate(requests) if r["name"] == "npu")
+        requests[index] = {
+            "name": "npu",
+            "firstAvailable": [{"name": "four", "deviceClassName": "npu.rebellions.ai", "count": 4}],
+        }
+
+    (violation,) = run_policy("npu-claim-matches-parallelism", mutate(prod, first_available))
+    assert (
+        f"container vllm: ResourceClaimTemplate {DECODE_CLAIM} request npu uses firstAvailable: its device count "
+        "cannot be checked" in violation.message
+    ), violation.message

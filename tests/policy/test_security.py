@@ -768,3 +768,42 @@ def test_an_anti_affinity_term_looking_in_another_namespace_does_not_spread_the_
 )
 def test_an_anti_affinity_term_that_looks_in_the_pods_namespace_spreads_it(prod, term):
     assert run_policy("engine-spread", mutate(prod, required_term(DECODE, **term)), PROD) == []
+
+
+@pytest.mark.parametrize(
+    "change, reason",
+    [
+        ({"topologyKey": None}, "[0] topologyKey unset"),
+        (
+            {"mismatchLabelKeys": ["llm-d.ai/role", "app.kubernetes.io/part-of"]},
+            "[0] mismatchLabelKeys llm-d.ai/role, app.kubernetes.io/part-of exclude the pod's own labels",
+        ),
+        (
+            {
+                "labelSelector": {
+                    "matchLabels": {"llm-d.ai/role": "decode"},
+                    "matchExpressions": [{"key": "tier", "operator": "In", "values": ["x"]}],
+                }
+            },
+            "[0] labelSelector {llm-d.ai/role: decode} with matchExpressions does not match the pod's own labels",
+        ),
+        (
+            {"labelSelector": {"matchLabels": {"llm-d.ai/role": "prefill"}}},
+            "[0] labelSelector {llm-d.ai/role: prefill} does not match the pod's own labels",
+        ),
+    ],
+    ids=["no-topology-key", "two-mismatch-keys", "with-expressions", "labels-only"],
+)
+def test_why_a_required_term_does_not_spread_is_written_out(prod, change, reason):
+    def edit(m):
+        term = pod_spec(m, DECODE)["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+        for key, value in change.items():
+            if value is None:
+                term.pop(key)
+            else:
+                term[key] = value
+
+    (violation,) = run_policy("engine-spread", mutate(prod, edit))
+    assert f"its required podAntiAffinity terms do not keep these pods apart per node ({reason})" in (
+        violation.message
+    ), violation.message
