@@ -236,3 +236,24 @@ def test_a_first_available_request_of_npus_cannot_be_counted(prod):
         f"container vllm: ResourceClaimTemplate {DECODE_CLAIM} request npu uses firstAvailable: its device count "
         "cannot be checked" in violation.message
     ), violation.message
+
+
+def test_a_request_of_all_npus_cannot_be_counted(prod):
+    bad = mutate(prod, lambda m: npu_request(m, DECODE_CLAIM).update(allocationMode="All"))
+    (violation,) = run_policy("npu-claim-matches-parallelism", bad)
+    assert (
+        f"container vllm: ResourceClaimTemplate {DECODE_CLAIM} request npu has allocationMode All: its device count "
+        "cannot be checked" in violation.message
+    ), violation.message
+
+
+def test_an_exact_count_request_without_a_count_asks_for_one(prod):
+    """ExactCount is the default mode and 1 the default count (resource.k8s.io/v1 DeviceRequest)."""
+    bad = mutate(prod, lambda m: npu_request(m, DECODE_CLAIM).pop("count"))
+    (violation,) = run_policy("npu-claim-matches-parallelism", bad)
+    assert (
+        f"claims 1 NPUs through ResourceClaimTemplate {DECODE_CLAIM} spec.spec.devices.requests[npu].exactly.count 1 "
+        "(deviceClassName npu.rebellions.ai) but its args need TP 1 x PP 1 x DP-local 4 = 4" in violation.message
+    ), violation.message
+    explicit = mutate(prod, lambda m: npu_request(m, DECODE_CLAIM).update(allocationMode="ExactCount"))
+    assert run_policy("npu-claim-matches-parallelism", explicit) == []
