@@ -157,6 +157,7 @@ def _sidecar_findings(
     peers += [("prefill", group, families) for families, group in prefill_families.items()]
     for role, group, families in peers:
         if family not in families:
+            has = ", ".join(kv_connectors(group[0].flags)) or "none"
             who = (
                 f"decode container {engine.name}"
                 if role == "decode"
@@ -166,7 +167,7 @@ def _sidecar_findings(
                 Finding(
                     template.resource,
                     f"{where} arg --kv-connector {sidecar.connector} needs a {family.upper()} connector on every "
-                    f"engine, but {who} --kv-transfer-config has {kv_connectors(group[0].flags) or 'none'}: the KV "
+                    f"engine, but {who} --kv-transfer-config has {has}: the KV "
                     f"transfer handshake fails. Add the {family.upper()} connector (RblnNixlConnector on Rebel100) to "
                     "its --kv-transfer-config.",
                 )
