@@ -160,7 +160,10 @@ BAD = {
         ),
         "sidecar-matches-decode",
         DECODE_ID,
-        ("prefill Deployment/rebel100/minimax-m27-prefill container vllm", "['RBLNLMCacheConnectorV1']"),
+        (
+            "prefill Deployment/rebel100/minimax-m27-prefill container vllm",
+            "has RBLNLMCacheConnectorV1: the KV transfer handshake fails",
+        ),
     ),
     "sidecar-unknown-connector": (
         lambda m: set_arg(sidecar(m), "--kv-connector", "shm"),
@@ -736,3 +739,57 @@ def test_a_plugin_is_known_by_its_name_when_it_has_one(prod):
         plugin(config, "disagg-profile-handler")["parameters"]["deciders"]["prefill"] = "my-decider"
 
     assert run_policy("router-pd-profiles", mutate(prod, edit_router(named))) == []
+
+
+# --- the sidecar's messages in full, read against the rule (survivors of make mutate SCOPE=policy, issue 25) -------
+
+
+def test_a_sidecar_without_a_data_parallel_size_fronts_one_rank(prod):
+    (finding,) = run_policy(
+        "sidecar-matches-decode", mutate(prod, lambda m: set_arg(sidecar(m), "--data-parallel-size", None))
+    )
+    assert finding.message == (
+        "routing sidecar routing-proxy arg --data-parallel-size 1 (default) does not match the decode engine's 4 local "
+        "ranks (container vllm --data-parallel-size-local 4): the sidecar listens on one port per rank and ranks it "
+        "does not front get no traffic. Set --data-parallel-size 4."
+    )
+
+
+def test_an_unknown_sidecar_connector_lists_the_known_ones(prod):
+    (finding,) = run_policy("sidecar-matches-decode", mutate(prod, BAD["sidecar-unknown-connector"][0]))
+    assert finding.message == (
+        "routing sidecar routing-proxy arg --kv-connector shm is not a connector this pack knows (lmcache, nixl, "
+        "nixlv2). Use nixlv2 with a NIXL connector on the engines."
+    )
+
+
+@pytest.mark.parametrize(
+    "edit, who, has",
+    [
+        (lambda m: set_arg(engine(m, DECODE), "--kv-transfer-config", None), "decode container vllm", "none"),
+        (
+            lambda m: set_arg(
+                engine(m, PREFILL), "--kv-transfer-config", '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'
+            ),
+            f"prefill {PREFILL_ID} container vllm",
+            "LMCacheConnectorV1",
+        ),
+    ],
+    ids=["decode", "prefill"],
+)
+def test_an_engine_without_the_sidecars_connector_is_named(prod, edit, who, has):
+    (finding,) = run_policy("sidecar-matches-decode", mutate(prod, edit))
+    assert finding.message == (
+        f"routing sidecar routing-proxy arg --kv-connector nixlv2 needs a NIXL connector on every engine, but {who} "
+        f"--kv-transfer-config has {has}: the KV transfer handshake fails. Add the NIXL connector (RblnNixlConnector "
+        "on Rebel100) to its --kv-transfer-config."
+    )
+
+
+def test_when_only_the_newer_epp_misreads_a_pod_it_is_named_with_both_keys_it_reads(prod):
+    """Without an EPP among the manifests both generations read the pod: v0.10 reads llm-d.ai/active-ports first."""
+    without_epp = mutate(prod, annotate(PREFILL, active="8001"), lambda m: m.remove(get(m, "Deployment", EPP)))
+    (finding,) = run_policy("pool-endpoints-serve", without_epp)
+    assert finding.message.startswith(
+        f"For the v0.10 EPP, which reads {ACTIVE} then {LEGACY}: InferencePool rebel100/{POOL} targets ports "
+    ), finding.message
