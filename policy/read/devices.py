@@ -88,8 +88,9 @@ def claimed_devices(
             elif number:
                 count += number
                 field = "exactly.count" if isinstance(request.get("exactly"), dict) else "count"
+                spec_path = "spec.spec" if label.startswith("ResourceClaimTemplate ") else "spec"  # a claim: spec
                 sources.append(
-                    f"{label} spec.spec.devices.requests[{request.get('name')}].{field} {number} "
+                    f"{label} {spec_path}.devices.requests[{request.get('name')}].{field} {number} "
                     f"(deviceClassName {device_class})"
                 )
     return ClaimedDevices(count, sources, problems, unresolved)
