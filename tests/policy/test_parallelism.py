@@ -257,3 +257,31 @@ def test_an_exact_count_request_without_a_count_asks_for_one(prod):
     ), violation.message
     explicit = mutate(prod, lambda m: npu_request(m, DECODE_CLAIM).update(allocationMode="ExactCount"))
     assert run_policy("npu-claim-matches-parallelism", explicit) == []
+
+
+def test_a_pod_claim_of_a_resource_claim_is_read_too(prod):
+    """spec.resourceClaims may name a ResourceClaim (resourceClaimName) instead of a template."""
+
+    def as_claim(m):
+        template = get(m, "ResourceClaimTemplate", DECODE_CLAIM)
+        m.append(
+            {
+                "apiVersion": template["apiVersion"],
+                "kind": "ResourceClaim",
+                "metadata": {"name": "decode-npus", "namespace": "rebel100"},
+                "spec": template["spec"]["spec"],
+            }
+        )
+        pod_spec(m, DECODE)["resourceClaims"] = [{"name": "npu-rdma", "resourceClaimName": "decode-npus"}]
+
+    assert run_policy("npu-claim-matches-parallelism", mutate(prod, as_claim)) == []
+    wrong = mutate(prod, as_claim, lambda m: set_arg(engine(m, DECODE), "--data-parallel-size-local", "2"))
+    (violation,) = run_policy("npu-claim-matches-parallelism", wrong)
+    assert "claims 4 NPUs through ResourceClaim decode-npus spec.devices.requests[npu].exactly.count 4" in (
+        violation.message
+    ), violation.message
+    missing = mutate(prod, lambda m: pod_spec(m, DECODE).update(resourceClaims=[{"name": "npu-rdma"}]))
+    (violation,) = run_policy("npu-claim-matches-parallelism", missing)
+    assert "spec.resourceClaims[npu-rdma] references ResourceClaim ?, which is not among the resources" in (
+        violation.message
+    ), violation.message

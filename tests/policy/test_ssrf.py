@@ -214,3 +214,71 @@ def test_levels():
     assert catalog.BY_NAME["sidecar-ssrf-protection"].enforcement == "mandatory"
     assert catalog.BY_NAME["sidecar-ssrf-capable"].enforcement == "advisory"
     assert PROD["sidecar-ssrf-capable"] == {"enforcementLevel": "advisory"}
+
+
+# --- the API token and the Role, read as the kubelet and the authorizer do (survivors of make mutate, issue 25) -----
+
+
+def token_mount(**change):
+    return lambda m: sidecar(m)["volumeMounts"][0].update(change)
+
+
+def test_the_pods_own_automount_wins_over_its_service_accounts(prod):
+    def pod_automounts(m):
+        no_token(m)
+        pod_spec(m, DECODE)["automountServiceAccountToken"] = True
+        get(m, "ServiceAccount", DECODE)["automountServiceAccountToken"] = False
+
+    assert run_policy("sidecar-ssrf-protection", mutate(prod, pod_automounts), PROD) == []
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda m: pod_spec(m, DECODE)["volumes"].__setitem__(
+            next(i for i, v in enumerate(pod_spec(m, DECODE)["volumes"]) if v["name"] == "api-token"),
+            {"name": "api-token", "projected": {"sources": [{"configMap": {"name": "kube-root-ca.crt"}}]}},
+        ),
+        lambda m: sidecar(m)["volumeMounts"].__setitem__(
+            0, {"name": "scratch", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}
+        ),
+        token_mount(mountPath="/var/run/secrets/tokens"),
+    ],
+    ids=["projected-without-a-token", "another-volume-at-the-path", "token-elsewhere"],
+)
+def test_only_a_projected_token_at_the_in_cluster_path_is_an_api_token(prod, edit):
+    (violation,) = run_policy("sidecar-ssrf-protection", mutate(prod, edit), PROD)
+    assert "gets no API token" in violation.message
+
+
+def test_a_trailing_slash_is_the_same_mount_path(prod):
+    trailing = mutate(prod, token_mount(mountPath="/var/run/secrets/kubernetes.io/serviceaccount/"))
+    assert run_policy("sidecar-ssrf-protection", trailing, PROD) == []
+
+
+def test_any_verb_lets_the_sidecar_list_and_watch(prod):
+    star = mutate(
+        prod,
+        role_rules(
+            {"apiGroups": ["", "inference.networking.k8s.io"], "resources": ["pods", "inferencepools"], "verbs": ["*"]}
+        ),
+    )
+    assert run_policy("sidecar-ssrf-protection", star, PROD) == []
+
+
+def test_a_cluster_role_binding_grants_the_reads_too(prod):
+    def cluster_wide(m):
+        m.remove(get(m, "RoleBinding", DECODE))
+        role = get(m, "Role", DECODE)
+        m.append({**role, "kind": "ClusterRole", "metadata": {"name": "sidecar-reads"}})
+        m.append(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": "sidecar-reads"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "sidecar-reads"},
+                "subjects": [{"kind": "ServiceAccount", "name": DECODE, "namespace": "rebel100"}],
+            }
+        )
+
+    assert run_policy("sidecar-ssrf-protection", mutate(prod, cluster_wide), PROD) == []
