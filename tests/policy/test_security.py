@@ -807,3 +807,82 @@ def test_why_a_required_term_does_not_spread_is_written_out(prod, change, reason
     assert f"its required podAntiAffinity terms do not keep these pods apart per node ({reason})" in (
         violation.message
     ), violation.message
+
+
+# --- disruption budgets and RBAC rules, boundary by boundary (survivors of make mutate SCOPE=policy, issue 25) -----
+
+
+@pytest.mark.parametrize(
+    "change, blocks",
+    [
+        ({"maxUnavailable": "25%"}, False),  # 25% of 4 pods, rounded up: 1
+        ({"maxUnavailable": "1%"}, False),  # rounded up: 1
+        ({"maxUnavailable": "0%"}, True),
+        ({"maxUnavailable": None, "minAvailable": "75%"}, False),  # 3 of 4: one may go
+        ({"maxUnavailable": None, "minAvailable": "76%"}, True),  # 3.04, rounded up: 4 of 4
+        ({"maxUnavailable": None, "minAvailable": "3"}, False),
+    ],
+    ids=["max-25%", "max-1%", "max-0%", "min-75%", "min-76%", "min-3"],
+)
+def test_a_budget_in_percent_is_rounded_up_as_the_disruption_controller_does(prod, change, blocks):
+    found = run_policy("disruption-budget", mutate(prod, pdb(DECODE, **change)))
+    assert [v.resource for v in found] == ([f"PodDisruptionBudget/rebel100/{DECODE}"] if blocks else []), found
+
+
+@pytest.mark.parametrize(
+    "api_version, selector, selects",
+    [("policy/v1", {}, True), ("policy/v1beta1", {}, False), ("policy/v1", None, False)],
+    ids=["v1-empty-selects-all", "v1beta1-empty-selects-none", "no-selector"],
+)
+def test_which_pods_a_budget_selector_selects(prod, api_version, selector, selects):
+    """The decode budget's selector made empty or removed: an empty one selects every pod of the namespace in
+    policy/v1 (decode, prefill and the EPP then have two budgets each), none in policy/v1beta1."""
+
+    def edit(m):
+        budget = get(m, "PodDisruptionBudget", DECODE)
+        budget["apiVersion"] = api_version
+        if selector is None:
+            budget["spec"].pop("selector")
+        else:
+            budget["spec"]["selector"] = selector
+
+    found = run_policy("disruption-budget", mutate(prod, edit))
+    if selects:
+        assert sorted(v.resource for v in found) == [EPP_ID, PREFILL_ID], found  # two budgets each; decode has one
+    else:
+        assert [v.resource for v in found] == [DECODE_ID], found  # no budget of its own
+        assert "no PodDisruptionBudget" in found[0].message
+
+
+def role_finding(manifests):
+    """The finding on the EPP's metrics-auth ClusterRole itself (its binding is reported apart)."""
+    (violation,) = [v for v in run_policy("rbac-least-privilege", manifests) if v.resource == f"ClusterRole/{EPP_AUTH}"]
+    return violation.message
+
+
+def test_one_rule_of_both_reviews_is_no_write_and_a_rule_with_more_is(prod):
+    def one_rule(m):
+        get(m, "ClusterRole", EPP_AUTH)["rules"] = [
+            {
+                "apiGroups": ["authentication.k8s.io", "authorization.k8s.io"],
+                "resources": ["tokenreviews", "subjectaccessreviews"],
+                "verbs": ["create"],
+            }
+        ]
+
+    assert run_policy("rbac-least-privilege", mutate(prod, one_rule)) == []
+    for change in (
+        {"nonResourceURLs": ["/metrics"]},
+        {"apiGroups": ["authentication.k8s.io", "apps"]},
+        {"resources": ["tokenreviews", "pods"]},
+    ):
+        bad = mutate(prod, lambda m, change=change: get(m, "ClusterRole", EPP_AUTH)["rules"][0].update(change))
+        assert "rules[0] grants write verbs create" in role_finding(bad), change
+
+
+def test_any_non_resource_url_is_a_wildcard(prod):
+    bad = mutate(
+        prod,
+        lambda m: get(m, "ClusterRole", EPP_AUTH)["rules"].append({"nonResourceURLs": ["*"], "verbs": ["get"]}),
+    )
+    assert "rules[2] grants nonResourceURLs '*' (verbs get on resources *, apiGroups none)" in role_finding(bad)

@@ -12,6 +12,7 @@ from tests.policy.fixtures import DECODE, assert_verdict, get, mutate, pod_spec,
 
 DECODE_ID = f"Deployment/rebel100/{DECODE}"
 POOL = "rebel100/minimax-m27-pool"
+POOL_NAME = POOL.partition("/")[2]
 SIDECAR_071 = "ghcr.io/llm-d/llm-d-routing-sidecar:v0.7.1"
 DEV = catalog.load_config(levels.environment_config("dev"))
 PROD = catalog.load_config(levels.environment_config("prod"))
@@ -282,3 +283,27 @@ def test_a_cluster_role_binding_grants_the_reads_too(prod):
         )
 
     assert run_policy("sidecar-ssrf-protection", mutate(prod, cluster_wide), PROD) == []
+
+
+def test_the_pool_from_its_namespace_and_name_variables_counts(prod):
+    good = mutate(
+        prod,
+        sidecar_arg("--inference-pool", None),
+        lambda m: set_env(sidecar(m), "INFERENCE_POOL_NAMESPACE", "rebel100"),
+        lambda m: set_env(sidecar(m), "INFERENCE_POOL_NAME", POOL_NAME),
+    )
+    assert run_policy("sidecar-ssrf-protection", good, PROD) == []
+
+
+def test_a_pool_of_another_namespace_does_not_front_the_pod(prod):
+    """The same pool copied into namespace elsewhere selects pods of elsewhere only: naming it allowlists nothing."""
+
+    def copy_elsewhere(m):
+        pool = get(m, "InferencePool", POOL_NAME)
+        m.append({**pool, "metadata": {**pool["metadata"], "namespace": "elsewhere"}})
+
+    bad = mutate(prod, copy_elsewhere, sidecar_arg("--inference-pool", f"elsewhere/{POOL_NAME}"))
+    (violation,) = run_policy("sidecar-ssrf-protection", bad, PROD)
+    assert f"allowlists the pods of InferencePool elsewhere/{POOL_NAME}, which does not select this pod" in (
+        violation.message
+    ), violation.message
