@@ -131,3 +131,12 @@ def test_the_epp_is_found_past_pods_of_another_namespace(prod):
     )
     (violation,) = run_policy("router-images-have-features", old)
     assert violation.resource == EPP_ID
+
+
+def test_an_epp_too_old_for_the_config_is_named_once_by_the_feature_rule(prod):
+    """v0.7.1 has schema data, but the config uses a plugin type it lacks: the feature rule names it, the schema rule
+    does not judge the config again with data of a program that cannot run it."""
+    old = mutate(prod, lambda m: epp_container(m).update(image="ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1"))
+    (violation,) = run_policy("router-images-have-features", old)
+    assert "plugin type approx-prefix-cache-producer needs llm-d EPP 0.9.0 or later" in violation.message
+    assert run_policy("router-config-schema", old) == []

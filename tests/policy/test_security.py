@@ -886,3 +886,70 @@ def test_any_non_resource_url_is_a_wildcard(prod):
         lambda m: get(m, "ClusterRole", EPP_AUTH)["rules"].append({"nonResourceURLs": ["*"], "verbs": ["get"]}),
     )
     assert "rules[2] grants nonResourceURLs '*' (verbs get on resources *, apiGroups none)" in role_finding(bad)
+
+
+def binding(kind, role_kind, role, *subjects, namespace=None):
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": kind,
+        "metadata": {"name": f"test-{role}", **({"namespace": namespace} if namespace else {})},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role},
+        "subjects": list(subjects),
+    }
+
+
+WRITER = {
+    "apiVersion": "rbac.authorization.k8s.io/v1",
+    "kind": "ClusterRole",
+    "metadata": {"name": "writer"},
+    "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]}],
+}
+
+
+def rbac_resources(manifests):
+    return sorted(v.resource for v in run_policy("rbac-least-privilege", manifests))
+
+
+def test_a_role_binding_reads_a_cluster_role_and_a_role_of_its_own_namespace(prod):
+    epp = {"kind": "ServiceAccount", "name": EPP, "namespace": "rebel100"}
+    cluster_role = mutate(
+        prod, lambda m: m.extend([WRITER, binding("RoleBinding", "ClusterRole", "writer", epp, namespace="rebel100")])
+    )
+    assert rbac_resources(cluster_role) == ["ClusterRole/writer", "RoleBinding/rebel100/test-writer"]
+    other_namespace = {**WRITER, "kind": "Role", "metadata": {"name": "writer", "namespace": "other"}}
+    role_elsewhere = mutate(
+        prod, lambda m: m.extend([other_namespace, binding("RoleBinding", "Role", "writer", epp, namespace="rebel100")])
+    )
+    assert rbac_resources(role_elsewhere) == []  # Role rebel100/writer is not among the manifests: not judged
+
+
+def test_subjects_that_name_no_running_account_grant_nothing(prod):
+    """A Group named like a service account's user, and a ClusterRoleBinding's ServiceAccount without a namespace
+    (the API server refuses it), grant the pods nothing; a pod in namespace default is not one of them."""
+    runner = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "runner", "namespace": "default"},
+        "spec": {"serviceAccountName": "runner", "containers": [{"name": "c", "image": "busybox:1.36"}]},
+    }
+    subjects = (
+        {"kind": "Group", "name": f"system:serviceaccount:rebel100:{EPP}"},
+        {"kind": "ServiceAccount", "name": "runner"},
+    )
+    assert (
+        rbac_resources(
+            mutate(
+                prod,
+                lambda m: m.extend([runner, WRITER, binding("ClusterRoleBinding", "ClusterRole", "writer", *subjects)]),
+            )
+        )
+        == []
+    )
+
+
+def test_a_binding_to_a_role_not_among_the_manifests_is_not_judged(prod):
+    epp = {"kind": "ServiceAccount", "name": EPP, "namespace": "rebel100"}
+    missing = mutate(
+        prod, lambda m: m.append(binding("RoleBinding", "Role", "made-elsewhere", epp, namespace="rebel100"))
+    )
+    assert rbac_resources(missing) == []

@@ -793,3 +793,14 @@ def test_when_only_the_newer_epp_misreads_a_pod_it_is_named_with_both_keys_it_re
     assert finding.message.startswith(
         f"For the v0.10 EPP, which reads {ACTIVE} then {LEGACY}: InferencePool rebel100/{POOL} targets ports "
     ), finding.message
+
+
+def test_a_speculative_config_that_is_no_json_is_compared_as_written(prod):
+    (finding,) = run_policy(
+        "pd-roles-agree", mutate(prod, lambda m: set_arg(engine(m, DECODE), "--speculative-config", "eagle3-draft"))
+    )
+    assert finding.message.startswith(
+        f"decode container vllm and prefill ({PREFILL_ID}) differ on --speculative-config: prefill "
+        '{"method":"eagle3","model":"asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k","num_speculative_tokens":3,'
+        '"revision":"main"} vs decode eagle3-draft;'
+    ), finding.message
