@@ -97,6 +97,7 @@ def _pd_field_values(engine: Engine) -> list[tuple[str, Any]]:
 
 # The sidecar's --kv-connector and the engine connector family it drives.
 SIDECAR_CONNECTOR_FAMILY = {"nixl": "nixl", "nixlv2": "nixl", "lmcache": "lmcache"}
+REBEL100_CONNECTOR = {"nixl": "RblnNixlConnector", "lmcache": "RBLNLMCacheConnectorV1"}  # each family's on Rebel100
 
 
 def _families(engine: Engine) -> set[str]:
@@ -168,8 +169,8 @@ def _sidecar_findings(
                     template.resource,
                     f"{where} arg --kv-connector {sidecar.connector} needs a {family.upper()} connector on every "
                     f"engine, but {who} --kv-transfer-config has {has}: the KV "
-                    f"transfer handshake fails. Add the {family.upper()} connector (RblnNixlConnector on Rebel100) to "
-                    "its --kv-transfer-config.",
+                    f"transfer handshake fails. Add the {family.upper()} connector ({REBEL100_CONNECTOR[family]} on "
+                    "Rebel100) to its --kv-transfer-config.",
                 )
             )
     return found
