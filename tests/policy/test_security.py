@@ -953,3 +953,10 @@ def test_a_binding_to_a_role_not_among_the_manifests_is_not_judged(prod):
         prod, lambda m: m.append(binding("RoleBinding", "Role", "made-elsewhere", epp, namespace="rebel100"))
     )
     assert rbac_resources(missing) == []
+
+
+@pytest.mark.parametrize("name", ["CAP_IPC_LOCK", "cap_ipc_lock", "ipc_lock"])
+def test_a_capability_is_read_without_its_prefix_and_case(prod, name):
+    """The engine's recorded IPC_LOCK, written with the CAP_ prefix or in lower case, is the same capability."""
+    bad = mutate(prod, lambda m: engine(m, DECODE)["securityContext"]["capabilities"].update(add=[name]))
+    assert run_policy("pod-security-context", bad) == []

@@ -804,3 +804,39 @@ def test_a_speculative_config_that_is_no_json_is_compared_as_written(prod):
         '{"method":"eagle3","model":"asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k","num_speculative_tokens":3,'
         '"revision":"main"} vs decode eagle3-draft;'
     ), finding.message
+
+
+def test_an_lmcache_sidecar_needs_an_lmcache_connector_on_every_engine(prod):
+    """prefill has one (RBLNLMCacheConnectorV1 in its MultiConnector), decode only NIXL: decode is named."""
+    (finding,) = run_policy(
+        "sidecar-matches-decode", mutate(prod, lambda m: set_arg(sidecar(m), "--kv-connector", "lmcache"))
+    )
+    assert finding.message == (
+        "routing sidecar routing-proxy arg --kv-connector lmcache needs a LMCACHE connector on every engine, but "
+        "decode container vllm --kv-transfer-config has RblnNixlConnector: the KV transfer handshake fails. Add the "
+        "LMCACHE connector (RBLNLMCacheConnectorV1 on Rebel100) to its --kv-transfer-config."
+    )
+
+
+def test_the_pool_is_read_by_the_epps_its_service_selects(prod):
+    """Another EPP of the namespace at v0.7.1, not selected by the pool's Service, does not read the pool: a pod
+    annotated only with the key v0.10 reads is fine. The EPP found by its flag in Go's single-dash form decides."""
+
+    def other_v07_epp(m):
+        other = copy.deepcopy(get(m, "Deployment", EPP))
+        other["metadata"]["name"] = "other-epp"
+        other["spec"]["template"]["metadata"]["labels"] = {"app": "other-epp"}
+        v07 = "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1"
+        other["spec"]["template"]["spec"]["containers"][0]["image"] = v07
+        m.insert(0, other)
+
+    assert run_policy("pool-endpoints-serve", mutate(prod, annotate(PREFILL, legacy=None), other_v07_epp)) == []
+
+    def v07_single_dash(m):
+        container = epp_container(m)
+        container["image"] = "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1"
+        container["args"] = ["-pool-name=minimax-m27-pool" if a == "--pool-name" else a for a in container["args"]]
+        container["args"].remove("minimax-m27-pool")
+
+    (finding,) = run_policy("pool-endpoints-serve", mutate(prod, annotate(PREFILL, legacy=None), v07_single_dash))
+    assert finding.message.startswith(f"InferencePool rebel100/{POOL} targets ports"), finding.message
