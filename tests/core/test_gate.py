@@ -1376,3 +1376,31 @@ def test_validate_derives_the_facts_once(monkeypatch):
     calls.clear()
     gate.validate(cfg)
     assert len(calls) == 1
+
+
+def test_the_advice_of_prod_4p4d_in_full():
+    """Each piece of advice with its key path, policy and message (issue 25: make mutate SCOPE=core found the
+    autoTune and SSRF advice read by a phrase only)."""
+    cfg = ok(
+        router={"image": "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1"},
+        decode={"sidecar": {"image": "ghcr.io/llm-d/llm-d-routing-sidecar:v0.7.1"}},
+    )
+    assert [(w.path, w.policy, w.message) for w in warnings_for(cfg)][:2] == [
+        (
+            "rebel100:router.autoTune",
+            "router-autotune-block-unit",
+            "router.autoTune true: the router reads --block-size 4096 from each pod's vllm:cache_config_info and "
+            "tracks prefixes in 4096-token units, while the prefill and decode engines reuse 512-token sub-blocks "
+            "(engine.subBlockCache true): shared prefixes shorter than 4096 tokens are not routed by affinity. For "
+            "512-token routing set autoTune false, blockSizeTokens 512 and lruCapacityPerServer to the per-pod KV "
+            "block count in 512-token units.",
+        ),
+        (
+            "rebel100:decode.sidecar.image",
+            "sidecar-ssrf-capable",
+            "ghcr.io/llm-d/llm-d-routing-sidecar:v0.7.1 (decode.sidecar.image) is 0.7.1: its SSRF allowlist cannot "
+            "read the GA InferencePool's spec.selector.matchLabels (it would refuse every prefill), so it runs "
+            "without the protection and, on a decode-only request, POSTs the prompt to any host:port a client sends "
+            "in x-prefiller-host-port. Pin 0.10.0 or later: the render then turns --enable-ssrf-protection on.",
+        ),
+    ]
