@@ -30,6 +30,7 @@ from core.formats import (
     LabelKey,
     LabelValue,
     NonNegativeQuantity,
+    Port,
     PositiveQuantity,
     PrometheusDuration,
 )
@@ -467,7 +468,7 @@ class Router(Section):
 
 class Gateway(Section):
     class_name: Dns1123Subdomain = Field("istio", min_length=1, description="GatewayClass (`istio` or `agentgateway`).")
-    port: int = Field(80, ge=1, le=65535, description="Client port of the Gateway listener.")
+    port: Port = Field(80, description="Client port of the Gateway listener.")
     hostname: GatewayHostname | None = Field(None, description="Listener hostname; null accepts any.")
 
 

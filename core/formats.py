@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, Field
 from pydantic_core import PydanticCustomError
 
 # Go's regexp `^...$` matches the whole text (no trailing newline), so every pattern is used with
@@ -751,3 +751,6 @@ PrometheusDuration = Annotated[str, PROMETHEUS_DURATION.validator()]
 Quantity = Annotated[str, QUANTITY.validator()]
 NonNegativeQuantity = Annotated[str, NON_NEGATIVE_QUANTITY.validator()]
 PositiveQuantity = Annotated[str, POSITIVE_QUANTITY.validator()]
+# A port an object carries (a container's, a Service's, a Gateway listener's): k8s.io/apimachinery v0.35.4
+# pkg/util/validation/validation.go IsValidPortNum. The schema narrows the ports a user chooses further.
+Port = Annotated[int, Field(ge=1, le=65535)]

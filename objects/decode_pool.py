@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import Field
 
+from core.formats import Image, Port
 from core.labels import PART_OF_LABEL
 from core.versions import image_version
 from core.versions import router as router_versions
@@ -36,37 +37,18 @@ ALLOWLIST_RULES = [
 class SidecarSpec(pod.Spec):
     """The llm-d routing sidecar of each decode pod, its values already worked out (core.serving)."""
 
-    image: str = Field(router_versions.SIDECAR_IMAGE, min_length=1, description="Routing sidecar image.")
-    args: list[str] = Field(
-        [
-            "--port",
-            "8000",
-            "--vllm-port",
-            "8200",
-            "--data-parallel-size",
-            "4",
-            "--kv-connector",
-            "nixlv2",
-            "--secure-proxy=false",
-            "--enable-ssrf-protection=true",
-            "--inference-pool",
-            "rebel100/minimax-m27-pool",
-        ],
-        description="Arguments of the sidecar (core.serving.sidecar_args).",
-    )
-    ports: list[int] = Field(
-        [8000, 8001, 8002, 8003],
-        min_length=1,
-        description="Ports it listens on, one per DP rank: what the InferencePool targets.",
+    image: Image = Field(description="Routing sidecar image.")
+    args: list[str] = Field(description="Arguments of the sidecar (core.serving.sidecar_args).")
+    ports: list[Port] = Field(
+        min_length=1, description="Ports it listens on, one per DP rank: what the InferencePool targets."
     )
 
 
 class DecodePoolArgs(engine_pool.EnginePoolArgs):
     sidecar: SidecarSpec | None = Field(
-        SidecarSpec(), description="The routing sidecar (P/D); None for AGG, where the pool targets the ranks."
+        description="The routing sidecar (P/D); None for AGG, where the pool targets the ranks."
     )
-    active_ports: list[int] = Field(
-        [8000, 8001, 8002, 8003],
+    active_ports: list[Port] = Field(
         description=(
             "The InferencePool's target ports the pods serve on (the sidecar's in P/D), declared in the active-ports "
             "annotations."

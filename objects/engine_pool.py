@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import Field
 
+from core.formats import Dns1123Subdomain, Port
 from core.labels import (
     PART_OF_LABEL,
     ROLE_LABEL,
@@ -48,29 +49,24 @@ from objects.pod import (
 class EnginePoolArgs(StackArgs):
     """What every engine pool needs besides its role's own args."""
 
-    replicas: int = Field(4, ge=0, description="Pods of the role, split evenly over the node groups.")
-    engine: EngineSpec = Field(EngineSpec(), description="The `vllm serve` container.")
-    claim: ClaimSpec = Field(ClaimSpec(), description="The DRA claim of each pod.")
-    placement: PlacementSpec = Field(PlacementSpec(), description="Node labels required, node groups and spread.")
-    rollout: RolloutSpec = Field(RolloutSpec(), description="Deployment strategy and disruption budget.")
-    compile_cache: CompileCacheSpec = Field(CompileCacheSpec(), description="The compile-cache volume.")
-    weights: EngineWeights = Field(
-        EngineWeights(), description="The weights volume, revisions and the wait before the engine starts."
-    )
-    hf_token_secret: str = Field("hf-token", description="Secret with the Hugging Face token under key `token`.")
+    replicas: int = Field(ge=0, description="Pods of the role, split evenly over the node groups.")
+    engine: EngineSpec = Field(description="The `vllm serve` container.")
+    claim: ClaimSpec = Field(description="The DRA claim of each pod.")
+    placement: PlacementSpec = Field(description="Node labels required, node groups and spread.")
+    rollout: RolloutSpec = Field(description="Deployment strategy and disruption budget.")
+    compile_cache: CompileCacheSpec = Field(description="The compile-cache volume.")
+    weights: EngineWeights = Field(description="The weights volume, revisions and the wait before the engine starts.")
+    hf_token_secret: Dns1123Subdomain = Field(description="Secret with the Hugging Face token under key `token`.")
     hf_token_required: bool = Field(
-        False, description="The engines may not start without the token's Secret (a gated repository)."
+        description="The engines may not start without the token's Secret (a gated repository)."
     )
-    active_ports: list[int] = Field(
-        [8000],
+    active_ports: list[Port] = Field(
         description=(
             "The InferencePool's target ports the pods serve on, declared in the active-ports annotations: the EPP "
             "makes endpoints of these only."
         ),
     )
-    autoscaling: ScalingSpec | None = Field(
-        None, description="KEDA scales the role between bounds; None: `replicas` pods."
-    )
+    autoscaling: ScalingSpec | None = Field(description="KEDA scales the role between bounds; None: `replicas` pods.")
 
 
 def claim_digest(claim: ClaimSpec) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from core.formats import Dns1123Subdomain, GatewayHostname, Port
 from core.labels import PART_OF_LABEL
 from objects import pod
 from objects.kube import Child, manifest, object_meta
@@ -14,11 +15,9 @@ GATEWAY_API_VERSION = "gateway.networking.k8s.io/v1"
 
 class GatewayArgs(pod.StackArgs):
     pool_name: str = Field(description="InferencePool the route sends every request to.")
-    class_name: str = Field(
-        "istio", min_length=1, description="GatewayClass of the Gateway (`istio` or `agentgateway`)."
-    )
-    port: int = Field(80, ge=1, le=65535, description="Client port of the HTTP listener.")
-    hostname: str | None = Field(None, description="Listener hostname; None accepts any.")
+    class_name: Dns1123Subdomain = Field(description="GatewayClass of the Gateway (`istio` or `agentgateway`).")
+    port: Port = Field(description="Client port of the HTTP listener.")
+    hostname: GatewayHostname | None = Field(description="Listener hostname; None accepts any.")
 
 
 def service_host(gateway_name: str, class_name: str, namespace: str) -> str:

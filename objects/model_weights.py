@@ -19,6 +19,7 @@ from pydantic import Field
 from core import serving
 from core import weights as weight_files
 from core.config import Weights
+from core.formats import Dns1123Subdomain
 from core.labels import PART_OF_LABEL
 from objects import kube, pod
 from objects.kube import Child, manifest, object_meta
@@ -30,16 +31,14 @@ REPLACE_UNREADY_ANNOTATION = "pulumi.com/replaceUnready"
 
 
 class ModelWeightsArgs(pod.StackArgs):
-    settings: Weights = Field(Weights(), description="The `weights` section: source, PVC, revisions, size, downloader.")
-    model: str = Field("MiniMaxAI/MiniMax-M2.7", description="Hugging Face id of the served model.")
-    draft_model: str | None = Field(None, description="Hugging Face id of the EAGLE-3 draft model; None without one.")
-    storage_class: str | None = Field(
-        None, description="StorageClass of the PVC the stack creates (ReadWriteMany); None: the cluster default."
+    settings: Weights = Field(description="The `weights` section: source, PVC, revisions, size, downloader.")
+    model: str = Field(description="Hugging Face id of the served model.")
+    draft_model: str | None = Field(description="Hugging Face id of the EAGLE-3 draft model; None without one.")
+    storage_class: Dns1123Subdomain | None = Field(
+        description="StorageClass of the PVC the stack creates (ReadWriteMany); None: the cluster default."
     )
-    retain_on_delete: bool = Field(
-        True, description="Keep the downloaded volume in the cluster when the stack deletes it."
-    )
-    hf_token_secret: str = Field("hf-token", description="Secret with the Hugging Face token under key `token`.")
+    retain_on_delete: bool = Field(description="Keep the downloaded volume in the cluster when the stack deletes it.")
+    hf_token_secret: Dns1123Subdomain = Field(description="Secret with the Hugging Face token under key `token`.")
 
 
 def plan(args: ModelWeightsArgs) -> weight_files.Plan:

@@ -16,6 +16,7 @@ import pathlib
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.formats import PrometheusDuration
 from core.labels import PART_OF_LABEL
 from objects import kube, pod
 from objects.kube import Child, cluster_scoped_name, manifest, object_meta
@@ -36,7 +37,6 @@ class MonitoredRole(BaseModel):
     selector: dict[str, str] = Field(description="Labels of the pods to scrape.")
     port_names: list[str] = Field(description="Container port names that serve /metrics.")
     token: bool = Field(
-        False,
         description="The target checks a bearer token on /metrics (the EPP's "
         "--metrics-endpoint-auth): the PodMonitor sends the metrics reader's.",
     )
@@ -44,15 +44,14 @@ class MonitoredRole(BaseModel):
 
 class MonitoringArgs(pod.StackArgs):
     targets: list[MonitoredRole] = Field(description="What to scrape.")
-    pod_monitors: bool = Field(True, description="Render the PodMonitors.")
-    dashboard: bool = Field(True, description="Render the dashboard ConfigMap.")
-    scrape_interval: str = Field("30s", description="Scrape interval.")
+    pod_monitors: bool = Field(description="Render the PodMonitors.")
+    dashboard: bool = Field(description="Render the dashboard ConfigMap.")
+    scrape_interval: PrometheusDuration = Field(description="Scrape interval.")
     decision_metric: str = Field(
         description="The EPP's P/D decision counter (core/versions/router.py, per "
         "generation), which the dashboard's P/D panel queries."
     )
     autoscaled: list[str] = Field(
-        default_factory=list,
         description="Deployments a ScaledObject scales (of the same "
         "name): the dashboard gets their desired vs current pods and their signal.",
     )

@@ -15,30 +15,27 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from core.formats import Dns1123Label, LabelKey, Port
 from core.labels import PART_OF_LABEL, ROLE_LABEL
 from objects import kube, pod
 from objects.kube import Child, manifest, object_meta
 
 
 class NetworkIsolationArgs(pod.StackArgs):
-    topology: Literal["pd", "agg"] = Field(
-        "pd", description="P/D has prefill pods and decode sidecars; AGG has neither."
-    )
+    topology: Literal["pd", "agg"] = Field(description="P/D has prefill pods and decode sidecars; AGG has neither.")
     gateway_name: str = Field(description="Name of the Gateway; its pods carry it in `gateway_pod_label`.")
-    gateway_pod_label: str = Field(
-        "gateway.networking.k8s.io/gateway-name", description="Label of the gateway implementation's pods."
-    )
-    monitoring_namespace: str = Field("monitoring", description="Namespace allowed to scrape metrics ports.")
+    gateway_pod_label: LabelKey = Field(description="Label of the gateway implementation's pods.")
+    monitoring_namespace: Dns1123Label = Field(description="Namespace allowed to scrape metrics ports.")
     epp_labels: dict[str, str] = Field(description="Labels of the EPP pods.")
-    epp_grpc_port: int = Field(9002, description="EPP ext-proc port.")
-    epp_metrics_port: int = Field(9090, description="EPP metrics port.")
-    entry_ports: list[int] = Field(
+    epp_grpc_port: Port = Field(description="EPP ext-proc port.")
+    epp_metrics_port: Port = Field(description="EPP metrics port.")
+    entry_ports: list[Port] = Field(
         description="Ports the gateway reaches in decode pods (sidecar in P/D, ranks in AGG)."
     )
-    decode_ports: list[int] = Field(description="Decode rank ports (EPP and Prometheus read metrics there).")
-    decode_nixl_ports: list[int] = Field(description="Decode NIXL side-channel ports.")
-    prefill_port: int | None = Field(None, description="Prefill engine port (P/D).")
-    prefill_nixl_ports: list[int] = Field(default_factory=list, description="Prefill NIXL side-channel ports (P/D).")
+    decode_ports: list[Port] = Field(description="Decode rank ports (EPP and Prometheus read metrics there).")
+    decode_nixl_ports: list[Port] = Field(description="Decode NIXL side-channel ports.")
+    prefill_port: Port | None = Field(description="Prefill engine port (P/D); None in AGG.")
+    prefill_nixl_ports: list[Port] = Field(description="Prefill NIXL side-channel ports (P/D; none in AGG).")
 
 
 def _ports(numbers: list[int]) -> list[dict[str, Any]]:

@@ -14,12 +14,26 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core import autoscaling, serving, sizing
 from core import weights as weight_files
+from core.formats import (
+    AnnotationKey,
+    Capability,
+    Dns1123Label,
+    Dns1123Subdomain,
+    DraAttribute,
+    EnvVarName,
+    Image,
+    LabelKey,
+    LabelValue,
+    NonNegativeQuantity,
+    Port,
+    PortName,
+    PositiveQuantity,
+)
 from core.labels import (
     PART_OF_LABEL,
     ROLE_LABEL,
     required_node_labels,
 )
-from core.versions import engine as engine_versions
 from objects.kube import (
     container_ports,
     manifest,
@@ -49,7 +63,7 @@ class StackArgs(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     stack_name: str = Field(description="Prefix of object names and value of app.kubernetes.io/part-of.")
-    namespace: str = Field(description="Namespace of the component's objects.")
+    namespace: Dns1123Label = Field(description="Namespace of the component's objects.")
 
 
 def pool_selector(stack_name: str) -> dict[str, str]:
@@ -101,21 +115,18 @@ class EngineWeights(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    claim_name: str = Field(
-        "model-weights", description="PVC holding the Hugging Face cache, mounted read-only as HF_HOME."
+    claim_name: Dns1123Subdomain = Field(
+        description="PVC holding the Hugging Face cache, mounted read-only as HF_HOME."
     )
-    revision: str = Field("main", description="`--revision` of the served model (the one on the volume).")
-    draft_revision: str = Field("main", description="Revision of the EAGLE-3 draft in `--speculative-config`.")
+    revision: str = Field(description="`--revision` of the served model (the one on the volume).")
+    draft_revision: str = Field(description="Revision of the EAGLE-3 draft in `--speculative-config`.")
     wait_paths: list[str] = Field(
-        default_factory=list,
         description=(
             "Paths the init container waits for before the engine starts (a download's marker, or the pre-loaded "
             "snapshots)."
         ),
     )
-    waiter_image: str = Field(
-        "python:3.12.11-slim", description="Image of the wait-for-weights init container (needs a POSIX shell)."
-    )
+    waiter_image: Image = Field(description="Image of the wait-for-weights init container (needs a POSIX shell).")
 
 
 def wait_for_weights_container(weights: EngineWeights) -> dict[str, Any]:
@@ -359,93 +370,80 @@ class Spec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-# The defaults below are the Target Configuration's (tests/stacks/test_compose.py checks that
-# `objects.stack` fills them so from the default StackConfig): a pool built with no args is the reference one.
+# No field below has a default: every value is worked out from the config (objects/stack.py), whose schema
+# (core/config.py) holds each default once; tests build their args from the schema's defaults (tests/args.py).
 class EngineSpec(Spec):
     """The `vllm serve` container of a role's pods, its values already worked out (core.serving)."""
 
-    image: str = Field(engine_versions.DEFAULT_IMAGE, min_length=1, description="RBLN vLLM image of the engine.")
-    args: list[str] = Field(
-        default_factory=list, description="Arguments of `vllm serve` (core.serving.prefill_command / decode_command)."
+    image: Image = Field(description="RBLN vLLM image of the engine.")
+    args: list[str] = Field(description="Arguments of `vllm serve` (core.serving.prefill_command / decode_command).")
+    env: dict[EnvVarName, str] = Field(
+        description="Literal environment; the pod IP and HF_TOKEN are added by reference."
     )
-    env: dict[str, str] = Field(
-        default_factory=dict, description="Literal environment; the pod IP and HF_TOKEN are added by reference."
+    ports: list[tuple[PortName, Port]] = Field(
+        min_length=1, description="Named container ports (HTTP ranks, DP RPC, NIXL side channels)."
     )
-    ports: list[tuple[str, int]] = Field(
-        [("http", 8000)], min_length=1, description="Named container ports (HTTP ranks, DP RPC, NIXL side channels)."
+    rank_ports: list[Port] = Field(
+        min_length=1, description="HTTP port of each DP rank: probed for startup, readiness and liveness."
     )
-    rank_ports: list[int] = Field(
-        [8000], min_length=1, description="HTTP port of each DP rank: probed for startup, readiness and liveness."
-    )
-    cpu: str = Field("32", description="CPU request and limit of the engine container.")
-    memory: str = Field("256Gi", description="Memory request and limit of the engine container.")
+    cpu: NonNegativeQuantity = Field(description="CPU request and limit of the engine container.")
+    memory: NonNegativeQuantity = Field(description="Memory request and limit of the engine container.")
     startup_failure_threshold: int = Field(
-        240, ge=1, description="Startup probe periods allowed for compilation; also bounds how long `up` waits."
+        ge=1, description="Startup probe periods allowed for compilation; also bounds how long `up` waits."
     )
-    shm_size: str = Field("32Gi", description="Size of the /dev/shm memory volume.")
+    shm_size: NonNegativeQuantity = Field(description="Size of the /dev/shm memory volume.")
     run_as_root: bool = Field(
-        True, description="Exception: the engine runs as root (recorded in the security-exceptions annotation)."
+        description="Exception: the engine runs as root (recorded in the security-exceptions annotation)."
     )
-    capabilities: list[str] = Field(
-        ["IPC_LOCK"], description="Exception: capabilities added after dropping ALL (recorded in the annotation)."
+    capabilities: list[Capability] = Field(
+        description="Exception: capabilities added after dropping ALL (recorded in the annotation)."
     )
-    annotations: dict[str, str] = Field(
-        default_factory=dict,
-        description="More annotations on the pod template (pod annotations, the lmcache-rbln version).",
+    annotations: dict[AnnotationKey, str] = Field(
+        description="More annotations on the pod template (the config's pod annotations).",
     )
 
 
 class ClaimSpec(Spec):
     """The DRA claim of one pod: all its NPUs in one request, its RDMA NICs in another, one NUMA node."""
 
-    npus: int = Field(4, ge=1, description="NPUs each pod claims (its devices per pod).")
-    npu_device_class: str = Field("npu.rebellions.ai", min_length=1, description="DRA DeviceClass of the NPUs.")
-    rdma_nics: int = Field(2, ge=0, description="RDMA NICs each pod claims; 0: no NIC request and no NUMA constraint.")
-    nic_device_class: str = Field("dranet", min_length=1, description="DRA DeviceClass of the RDMA NICs.")
-    numa_attribute: str = Field(
-        "resource.kubernetes.io/numaNode", min_length=1, description="Device attribute NPUs and NICs must share."
-    )
+    npus: int = Field(ge=1, description="NPUs each pod claims (its devices per pod).")
+    npu_device_class: Dns1123Subdomain = Field(description="DRA DeviceClass of the NPUs.")
+    rdma_nics: int = Field(ge=0, description="RDMA NICs each pod claims; 0: no NIC request and no NUMA constraint.")
+    nic_device_class: Dns1123Subdomain = Field(description="DRA DeviceClass of the RDMA NICs.")
+    numa_attribute: DraAttribute = Field(description="Device attribute NPUs and NICs must share.")
 
 
 class PlacementSpec(Spec):
     """Which nodes a role's pods may land on, and how they spread."""
 
-    npu_product: str = Field(
-        "RBLN-CR13", min_length=1, description="Required value of the node label rebellions.ai/npu.product."
-    )
-    rds_nodes: bool = Field(
-        False, description="Also require rebellions.ai/rds.present=true (a prefill with the RDS tier)."
-    )
-    groups: int = Field(1, ge=1, description="Node groups: one Deployment per group, the replicas split evenly.")
-    group_label: str = Field(
-        "rebel100.ai/pool-group",
-        min_length=1,
-        description="Node label naming a node's group (g0, g1, ...) when groups > 1.",
-    )
-    spread: bool = Field(True, description="At most one pod of the role per node (required pod anti-affinity).")
+    npu_product: LabelValue = Field(description="Required value of the node label rebellions.ai/npu.product.")
+    rds_nodes: bool = Field(description="Also require rebellions.ai/rds.present=true (a prefill with the RDS tier).")
+    groups: int = Field(ge=1, description="Node groups: one Deployment per group, the replicas split evenly.")
+    group_label: LabelKey = Field(description="Node label naming a node's group (g0, g1, ...) when groups > 1.")
+    spread: bool = Field(description="At most one pod of the role per node (required pod anti-affinity).")
 
 
 class RolloutSpec(Spec):
     """How a role's Deployments change and how many pods a voluntary eviction may take."""
 
     strategy: Literal["Recreate", "RollingUpdate"] = Field(
-        "Recreate", description="Deployment strategy; RollingUpdate is one pod at a time, no surge."
+        description="Deployment strategy; RollingUpdate is one pod at a time, no surge."
     )
-    max_unavailable: int = Field(1, ge=1, description="PodDisruptionBudget maxUnavailable of each pool.")
+    max_unavailable: int = Field(ge=1, description="PodDisruptionBudget maxUnavailable of each pool.")
 
 
 class ScalingSpec(Spec):
     """A role scaled by KEDA (core.autoscaling): the role's bounds, the signal and where it is read."""
 
-    min_replicas: int = Field(1, ge=0, description="Fewest pods of the role (over all node groups).")
-    max_replicas: int = Field(4, ge=1, description="Most pods of the role (over all node groups).")
-    metric: str = Field("kvCacheUsage", description="The signal (core.autoscaling.SIGNALS).")
-    series: str = Field("vllm:kv_cache_usage_perc", description="The Prometheus series the pinned images serve for it.")
-    target: float = Field(0.8, gt=0, description="Value of the signal per pod the HPA aims at.")
-    server_address: str = Field("http://prometheus-operated.monitoring.svc:9090", description="Prometheus HTTP API.")
-    scale_up_stabilization_seconds: int = Field(0, ge=0, description="HPA scale-up stabilisation window.")
-    scale_down_stabilization_seconds: int = Field(300, ge=0, description="HPA scale-down stabilisation window.")
-    polling_interval_seconds: int = Field(15, ge=1, description="KEDA's pollingInterval.")
+    min_replicas: int = Field(ge=0, description="Fewest pods of the role (over all node groups).")
+    max_replicas: int = Field(ge=1, description="Most pods of the role (over all node groups).")
+    metric: str = Field(description="The signal (core.autoscaling.SIGNALS).")
+    series: str = Field(description="The Prometheus series the pinned images serve for it.")
+    target: float = Field(gt=0, description="Value of the signal per pod the HPA aims at.")
+    server_address: str = Field(description="Prometheus HTTP API.")
+    scale_up_stabilization_seconds: int = Field(ge=0, description="HPA scale-up stabilisation window.")
+    scale_down_stabilization_seconds: int = Field(ge=0, description="HPA scale-down stabilisation window.")
+    polling_interval_seconds: int = Field(ge=1, description="KEDA's pollingInterval.")
 
 
 def scaled_object(
@@ -491,6 +489,8 @@ def scaled_object(
 class CompileCacheSpec(Spec):
     """The role's compile-cache volume (VLLM_CACHE_ROOT), shared by its replicas."""
 
-    size: str = Field("200Gi", description="Requested size of the PVC.")
-    storage_class: str | None = Field(None, description="StorageClass (ReadWriteMany); None: the cluster default.")
-    retain_on_delete: bool = Field(True, description="Keep the PVC in the cluster when the stack deletes it.")
+    size: PositiveQuantity = Field(description="Requested size of the PVC.")
+    storage_class: Dns1123Subdomain | None = Field(
+        description="StorageClass (ReadWriteMany); None: the cluster default."
+    )
+    retain_on_delete: bool = Field(description="Keep the PVC in the cluster when the stack deletes it.")

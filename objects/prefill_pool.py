@@ -14,7 +14,7 @@ from objects.kube import Child
 
 class PrefillPoolArgs(engine_pool.EnginePoolArgs):
     kv_tier_config_map: str | None = Field(
-        None, description="ConfigMap with the LMCache environment (RdsTier's); None: no KV tier."
+        description="ConfigMap with the LMCache environment (RdsTier's); None: no KV tier."
     )
 
 

@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field
 
 from core import labels, sizing
+from core.formats import EnvVarName
 from core.labels import PART_OF_LABEL, RDS_BUDGET_ANNOTATION, rds_budget_annotation
 from objects import pod
 from objects.kube import Child, manifest, object_meta
@@ -20,17 +21,13 @@ from objects.kube import Child, manifest, object_meta
 class RdsTierArgs(pod.StackArgs):
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
-    mode: Literal["rds", "cpu"] = Field(
-        "rds", description="`rds`: NVMe via Rebellions Direct Storage; `cpu`: host memory."
-    )
-    env: dict[str, str] = Field(
-        default_factory=dict, description="LMCache environment of prefill (core.serving.lmcache_env)."
-    )
+    mode: Literal["rds", "cpu"] = Field(description="`rds`: NVMe via Rebellions Direct Storage; `cpu`: host memory.")
+    env: dict[EnvVarName, str] = Field(description="LMCache environment of prefill (core.serving.lmcache_env).")
     budget: sizing.RdsBudget | None = Field(
-        None, description="Chiplet-0 budget of the RDS tier (core.derive); None for the CPU tier."
+        description="Chiplet-0 budget of the RDS tier (core.derive); None for the CPU tier."
     )
-    hbm_per_chiplet_gib: float = Field(36.0, description="HBM per chiplet the budget was computed with, GiB.")
-    tokens_per_rank: int = Field(0, description="Tokens each engine rank keeps on RDS (0 for the CPU tier).")
+    hbm_per_chiplet_gib: float = Field(description="HBM per chiplet the budget was computed with, GiB.")
+    tokens_per_rank: int = Field(description="Tokens each engine rank keeps on RDS (0 for the CPU tier).")
 
 
 def config_map_name(args: RdsTierArgs) -> str:

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field
 
-from core import routing
+from core.formats import Image, Port
 from core.labels import PART_OF_LABEL, inference_pool_name
 from core.versions import image_version
 from core.versions import router as router_versions
@@ -37,22 +37,21 @@ REVIEW_RULES = [
 
 
 class RouterArgs(pod.StackArgs):
-    target_ports: list[int] = Field(
+    target_ports: list[Port] = Field(
         description="Ports of the serving pods the pool targets (the decode sidecar in P/D)."
     )
-    image: str = Field(router_versions.EPP_IMAGE, min_length=1, description="EPP image.")
-    replicas: int = Field(1, ge=1, description="EPP replicas.")
+    image: Image = Field(description="EPP image.")
+    replicas: int = Field(ge=1, description="EPP replicas.")
     epp_config: dict[str, Any] = Field(
-        default_factory=lambda: routing.endpoint_picker_config(),
-        description="The EndpointPickerConfig document (core.routing.endpoint_picker_config); default: the P/D one.",
+        description="The EndpointPickerConfig document (core.routing.endpoint_picker_config)."
     )
-    grpc_port: int = Field(9002, description="EPP ext-proc port (the pool's endpointPickerRef).")
-    health_port: int = Field(9003, description="EPP gRPC health port (the probes').")
-    metrics_port: int = Field(9090, description="EPP metrics port.")
+    grpc_port: Port = Field(description="EPP ext-proc port (the pool's endpointPickerRef).")
+    health_port: Port = Field(description="EPP gRPC health port (the probes').")
+    metrics_port: Port = Field(description="EPP metrics port.")
     failure_mode: Literal["FailClose", "FailOpen"] = Field(
-        "FailClose", description="What the gateway does when the EPP is unreachable."
+        description="What the gateway does when the EPP is unreachable."
     )
-    max_unavailable: int = Field(1, ge=1, description="PodDisruptionBudget maxUnavailable of the EPP.")
+    max_unavailable: int = Field(ge=1, description="PodDisruptionBudget maxUnavailable of the EPP.")
 
 
 def pool_name(stack_name: str) -> str:

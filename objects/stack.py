@@ -17,7 +17,7 @@ from core import autoscaling, routing
 from core import serving as engine_serving
 from core import weights as weight_files
 from core.config import Role, StackConfig
-from core.derive import derive, pool_ports
+from core.derive import StackFacts, derive, pool_ports
 from core.labels import PART_OF_LABEL, ROLE_LABEL, pool_names
 from objects import pod
 from objects.decode_pool import DecodePoolArgs, SidecarSpec, decode_pool, target_ports
@@ -210,6 +210,123 @@ def _part(name: str, args: Args, build: Callable[[str, Args], list[Child]]) -> P
     return Part(name, args, build(name, args))
 
 
+def weights_args(cfg: StackConfig) -> ModelWeightsArgs:
+    return ModelWeightsArgs(
+        stack_name=cfg.name,
+        namespace=cfg.namespace,
+        settings=cfg.weights,
+        model=cfg.model.name,
+        draft_model=weight_files.draft_model(cfg),
+        storage_class=cfg.storage.storage_class,
+        retain_on_delete=cfg.storage.retain_on_delete,
+        hf_token_secret=cfg.hf_token_secret,
+    )
+
+
+def rds_tier_args(cfg: StackConfig, facts: StackFacts) -> RdsTierArgs | None:
+    """The KV tier's args; None when prefill has none (AGG, or `kvTier.mode: off`)."""
+    if cfg.topology != "pd" or facts.kv_tier == "off":
+        return None
+    return RdsTierArgs(
+        stack_name=cfg.name,
+        namespace=cfg.namespace,
+        mode=facts.kv_tier,
+        env=facts.lmcache_env,
+        budget=facts.rds_budget,
+        hbm_per_chiplet_gib=cfg.hardware.hbm_per_chiplet_gib,
+        tokens_per_rank=facts.rds_tokens_per_rank,
+    )
+
+
+def router_args(cfg: StackConfig, target_ports: list[int]) -> RouterArgs:
+    """The EPP and the InferencePool, which targets `target_ports` (objects.decode_pool.target_ports)."""
+    epp = cfg.router
+    return RouterArgs(
+        stack_name=cfg.name,
+        namespace=cfg.namespace,
+        target_ports=target_ports,
+        image=epp.image,
+        replicas=epp.replicas,
+        epp_config=routing.endpoint_picker_config(epp, cfg.topology),
+        grpc_port=epp.grpc_port,
+        health_port=epp.health_port,
+        metrics_port=epp.metrics_port,
+        failure_mode=epp.failure_mode,
+        max_unavailable=cfg.rollout.max_unavailable,
+    )
+
+
+def gateway_args(cfg: StackConfig) -> GatewayArgs:
+    return GatewayArgs(
+        stack_name=cfg.name,
+        namespace=cfg.namespace,
+        pool_name=pool_name(cfg.name),
+        class_name=cfg.gateway.class_name,
+        port=cfg.gateway.port,
+        hostname=cfg.gateway.hostname,
+    )
+
+
+def network_args(cfg: StackConfig, facts: StackFacts, entry_ports: list[int]) -> NetworkIsolationArgs:
+    """The NetworkPolicies' args; `entry_ports` are the ones the gateway reaches (objects.decode_pool.target_ports)."""
+    pd = cfg.topology == "pd"
+    prefill_serving = facts.roles["prefill"].serving if pd else None
+    return NetworkIsolationArgs(
+        stack_name=cfg.name,
+        namespace=cfg.namespace,
+        topology=cfg.topology,
+        gateway_name=gateway_name(cfg.name),
+        gateway_pod_label=cfg.security.gateway_pod_label,
+        monitoring_namespace=cfg.security.monitoring_namespace,
+        epp_labels=epp_labels(cfg.name),
+        epp_grpc_port=cfg.router.grpc_port,
+        epp_metrics_port=cfg.router.metrics_port,
+        entry_ports=entry_ports,
+        decode_ports=facts.decode.rank_ports,
+        decode_nixl_ports=facts.decode.side_channel_ports,
+        prefill_port=cfg.prefill.port if pd else None,
+        prefill_nixl_ports=prefill_serving.side_channel_ports if prefill_serving else [],
+    )
+
+
+def monitoring_args(cfg: StackConfig, facts: StackFacts) -> MonitoringArgs:
+    """PodMonitors of prefill (P/D), decode and the EPP, and the dashboard."""
+    targets = [
+        MonitoredRole(
+            role="decode",
+            selector={PART_OF_LABEL: cfg.name, ROLE_LABEL: "decode"},
+            port_names=[f"http-{i}" for i in range(len(facts.decode.rank_ports))],
+            token=False,
+        ),
+        MonitoredRole(role="epp", selector=epp_labels(cfg.name), port_names=["metrics"], token=True),
+    ]
+    if cfg.topology == "pd":
+        targets.insert(
+            0,
+            MonitoredRole(
+                role="prefill",
+                selector={PART_OF_LABEL: cfg.name, ROLE_LABEL: "prefill"},
+                port_names=["http"],
+                token=False,
+            ),
+        )
+    observability = cfg.observability
+    return MonitoringArgs(
+        stack_name=cfg.name,
+        namespace=cfg.namespace,
+        targets=targets,
+        pod_monitors=observability.pod_monitors,
+        dashboard=observability.grafana_dashboard,
+        scrape_interval=observability.scrape_interval,
+        decision_metric=routing.generation_of(cfg.router).decision_metric,
+        autoscaled=[
+            pool
+            for name in autoscaling.role_scalings(cfg)
+            for _, pool in pool_names(cfg.name, name, cfg.placement.groups)
+        ],
+    )
+
+
 def stack_objects(cfg: StackConfig, *, hf_token: Any = None) -> StackObjects:
     """Every component of the stack and its objects; `hf_token` (a value, or Pulumi's secret of it) makes
     the token's Secret."""
@@ -236,38 +353,14 @@ def stack_objects(cfg: StackConfig, *, hf_token: Any = None) -> StackObjects:
                 stringData={"token": hf_token},
             ),
         )
-    weights = _part(
-        f"{cfg.name}-weights",
-        ModelWeightsArgs(
-            stack_name=cfg.name,
-            namespace=ns,
-            settings=cfg.weights,
-            model=cfg.model.name,
-            draft_model=weight_files.draft_model(cfg),
-            storage_class=cfg.storage.storage_class,
-            retain_on_delete=cfg.storage.retain_on_delete,
-            hf_token_secret=cfg.hf_token_secret,
-        ),
-        model_weights,
-    )
+    weights = _part(f"{cfg.name}-weights", weights_args(cfg), model_weights)
     on_volume = engine_weights(weights.args)
 
     kv_tier = prefill = None
     if pd:
-        if facts.kv_tier != "off":
-            kv_tier = _part(
-                f"{cfg.name}-kv-tier",
-                RdsTierArgs(
-                    stack_name=cfg.name,
-                    namespace=ns,
-                    mode=facts.kv_tier,
-                    env=facts.lmcache_env,
-                    budget=facts.rds_budget,
-                    hbm_per_chiplet_gib=cfg.hardware.hbm_per_chiplet_gib,
-                    tokens_per_rank=facts.rds_tokens_per_rank,
-                ),
-                rds_tier,
-            )
+        tier = rds_tier_args(cfg, facts)
+        if tier is not None:
+            kv_tier = _part(f"{cfg.name}-kv-tier", tier, rds_tier)
         prefill = _part(
             f"{cfg.name}-prefill",
             prefill_pool_args(
@@ -279,98 +372,16 @@ def stack_objects(cfg: StackConfig, *, hf_token: Any = None) -> StackObjects:
             prefill_pool,
         )
     decode = _part(f"{cfg.name}-decode", decode_pool_args(cfg, on_volume), decode_pool)
-    epp = cfg.router
     entry_ports = target_ports(decode.args)
-    routed = _part(
-        f"{cfg.name}-router",
-        RouterArgs(
-            stack_name=cfg.name,
-            namespace=ns,
-            target_ports=entry_ports,
-            image=epp.image,
-            replicas=epp.replicas,
-            epp_config=routing.endpoint_picker_config(epp, cfg.topology),
-            grpc_port=epp.grpc_port,
-            health_port=epp.health_port,
-            metrics_port=epp.metrics_port,
-            failure_mode=epp.failure_mode,
-            max_unavailable=cfg.rollout.max_unavailable,
-        ),
-        router,
-    )
-    entry = _part(
-        f"{cfg.name}-gateway",
-        GatewayArgs(
-            stack_name=cfg.name,
-            namespace=ns,
-            pool_name=pool_name(cfg.name),
-            class_name=cfg.gateway.class_name,
-            port=cfg.gateway.port,
-            hostname=cfg.gateway.hostname,
-        ),
-        gateway,
-    )
-
-    serving = facts.decode
-    prefill_serving = facts.roles["prefill"].serving if pd else None
+    routed = _part(f"{cfg.name}-router", router_args(cfg, entry_ports), router)
+    entry = _part(f"{cfg.name}-gateway", gateway_args(cfg), gateway)
     network = None
     if cfg.security.network_policies:
-        network = _part(
-            f"{cfg.name}-network",
-            NetworkIsolationArgs(
-                stack_name=cfg.name,
-                namespace=ns,
-                topology=cfg.topology,
-                gateway_name=gateway_name(cfg.name),
-                gateway_pod_label=cfg.security.gateway_pod_label,
-                monitoring_namespace=cfg.security.monitoring_namespace,
-                epp_labels=epp_labels(cfg.name),
-                epp_grpc_port=epp.grpc_port,
-                epp_metrics_port=epp.metrics_port,
-                entry_ports=entry_ports,
-                decode_ports=serving.rank_ports,
-                decode_nixl_ports=serving.side_channel_ports,
-                prefill_port=cfg.prefill.port if pd else None,
-                prefill_nixl_ports=prefill_serving.side_channel_ports if prefill_serving else [],
-            ),
-            network_isolation,
-        )
+        network = _part(f"{cfg.name}-network", network_args(cfg, facts, entry_ports), network_isolation)
     observability = cfg.observability
     watched = None
     if observability.pod_monitors or observability.grafana_dashboard:
-        targets = [
-            MonitoredRole(
-                role="decode",
-                selector={PART_OF_LABEL: cfg.name, ROLE_LABEL: "decode"},
-                port_names=[f"http-{i}" for i in range(len(serving.rank_ports))],
-            ),
-            MonitoredRole(role="epp", selector=epp_labels(cfg.name), port_names=["metrics"], token=True),
-        ]
-        if pd:
-            targets.insert(
-                0,
-                MonitoredRole(
-                    role="prefill", selector={PART_OF_LABEL: cfg.name, ROLE_LABEL: "prefill"}, port_names=["http"]
-                ),
-            )
-        watched = _part(
-            f"{cfg.name}-monitoring",
-            MonitoringArgs(
-                stack_name=cfg.name,
-                namespace=ns,
-                targets=targets,
-                pod_monitors=observability.pod_monitors,
-                dashboard=observability.grafana_dashboard,
-                scrape_interval=observability.scrape_interval,
-                decision_metric=routing.generation_of(cfg.router).decision_metric,
-                autoscaled=[
-                    pool
-                    for name in autoscaling.role_scalings(cfg)
-                    for _, pool in pool_names(cfg.name, name, cfg.placement.groups)
-                ],
-            ),
-            monitoring,
-        )
+        watched = _part(f"{cfg.name}-monitoring", monitoring_args(cfg, facts), monitoring)
     outputs = {
         **facts.outputs(),
         "openaiBaseUrl": base_url(entry.args),

@@ -5,15 +5,15 @@ import json
 from components.decode_pool import DecodePool
 from core.config import StackConfig
 from objects.engine_pool import claim_digest
-from objects.pod import ClaimSpec, EngineWeights
 from objects.stack import decode_pool_args
+from tests import defaults
 from tests.conftest import arg_value, container, env_map
 
 
 def build(run_under_mocks, **config):
     """The pool as the stack builds it from a config (the args worked out by stacks.compose)."""
     cfg = StackConfig(name="t", namespace="ns", **config)
-    return run_under_mocks(lambda: DecodePool("t-decode", decode_pool_args(cfg, EngineWeights())))
+    return run_under_mocks(lambda: DecodePool("t-decode", decode_pool_args(cfg, defaults.engine_weights_of(cfg))))
 
 
 def test_dp4_expert_parallel_args(run_under_mocks):
@@ -117,6 +117,8 @@ def test_agg_has_no_sidecar_and_no_connector(run_under_mocks):
 
 
 def test_claim_counts_dp_local(run_under_mocks):
-    claim = build(run_under_mocks).get("ResourceClaimTemplate", f"t-decode-npu-rdma-{claim_digest(ClaimSpec(npus=4))}")
+    claim = build(run_under_mocks).get(
+        "ResourceClaimTemplate", f"t-decode-npu-rdma-{claim_digest(defaults.decode_args().claim)}"
+    )
     npu = claim["spec"]["spec"]["devices"]["requests"][0]
     assert npu["exactly"]["count"] == 4

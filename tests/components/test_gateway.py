@@ -2,14 +2,15 @@
 
 import pytest
 
-from components.gateway import Gateway, GatewayArgs
+from components.gateway import Gateway
+from tests import defaults
 
 
 def test_gateway_and_route(run_under_mocks):
     holder = {}
 
     def program():
-        holder["gw"] = Gateway("t-gateway", GatewayArgs(stack_name="t", namespace="ns", pool_name="t-pool"))
+        holder["gw"] = Gateway("t-gateway", defaults.gateway_args(pool_name="t-pool"))
 
     cluster = run_under_mocks(program)
     gateway = cluster.get("Gateway", "t-gateway")
@@ -24,9 +25,7 @@ def test_gateway_and_route(run_under_mocks):
 
 
 def test_agentgateway_class(run_under_mocks):
-    args = GatewayArgs(
-        stack_name="t", namespace="ns", pool_name="p", class_name="agentgateway", hostname="llm.example.com"
-    )
+    args = defaults.gateway_args(defaults.config(gateway={"className": "agentgateway", "hostname": "llm.example.com"}))
     cluster = run_under_mocks(lambda: Gateway("g", args))
     listener = cluster.get("Gateway", "t-gateway")["spec"]["listeners"][0]
     assert listener["hostname"] == "llm.example.com"
@@ -34,4 +33,4 @@ def test_agentgateway_class(run_under_mocks):
 
 def test_refuses_empty_pool():
     with pytest.raises(ValueError, match="needs an InferencePool"):
-        Gateway("g", GatewayArgs(stack_name="t", namespace="ns", pool_name=""))
+        Gateway("g", defaults.gateway_args(pool_name=""))

@@ -1,8 +1,9 @@
 """ModelWeights under the mock runtime: nothing for a pre-loaded PVC; a sized volume and a pinned, resumable Job
 for a download, keyed by the revisions so that a bump is a new Job and new wait paths for the engines."""
 
-from components.model_weights import ModelWeights, ModelWeightsArgs
+from components.model_weights import ModelWeights
 from core.config import Weights
+from tests import defaults
 from tests.conftest import env_map
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
@@ -11,7 +12,7 @@ DRAFT = "asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k"
 
 def build(run_under_mocks, **settings):
     holder = {}
-    args = ModelWeightsArgs(stack_name="t", namespace="ns", settings=Weights(**settings), draft_model=DRAFT)
+    args = defaults.weights_args(settings=Weights(**settings), draft_model=DRAFT)
     cluster = run_under_mocks(lambda: holder.setdefault("weights", ModelWeights("t-weights", args)))
     return cluster, holder["weights"]
 

@@ -2,18 +2,19 @@
 
 import json
 
-from components.monitoring import MonitoredRole, Monitoring, MonitoringArgs
+from components.monitoring import MonitoredRole, Monitoring
+from tests import defaults
 
 
 def test_pod_monitors_and_dashboard(run_under_mocks):
     targets = [
-        MonitoredRole(role="decode", selector={"llm-d.ai/role": "decode"}, port_names=["http-0", "http-1"]),
-        MonitoredRole(role="epp", selector={"app": "epp"}, port_names=["metrics"]),
+        MonitoredRole(
+            role="decode", selector={"llm-d.ai/role": "decode"}, port_names=["http-0", "http-1"], token=False
+        ),
+        MonitoredRole(role="epp", selector={"app": "epp"}, port_names=["metrics"], token=False),
     ]
     cluster = run_under_mocks(
-        lambda: Monitoring(
-            "m", MonitoringArgs(stack_name="t", namespace="ns", decision_metric="pd_counter", targets=targets)
-        )
+        lambda: Monitoring("m", defaults.monitoring_args(decision_metric="pd_counter", targets=targets))
     )
     decode = cluster.get("PodMonitor", "t-decode")
     assert decode["apiVersion"] == "monitoring.coreos.com/v1"
@@ -40,9 +41,7 @@ def test_off(run_under_mocks):
     cluster = run_under_mocks(
         lambda: Monitoring(
             "m",
-            MonitoringArgs(
-                stack_name="t",
-                namespace="ns",
+            defaults.monitoring_args(
                 decision_metric="pd_counter",
                 targets=[],
                 pod_monitors=False,
@@ -55,13 +54,11 @@ def test_off(run_under_mocks):
 
 def test_a_target_that_checks_tokens_is_sent_the_metrics_readers(run_under_mocks):
     targets = [
-        MonitoredRole(role="decode", selector={"llm-d.ai/role": "decode"}, port_names=["http-0"]),
+        MonitoredRole(role="decode", selector={"llm-d.ai/role": "decode"}, port_names=["http-0"], token=False),
         MonitoredRole(role="epp", selector={"app": "epp"}, port_names=["metrics"], token=True),
     ]
     cluster = run_under_mocks(
-        lambda: Monitoring(
-            "m", MonitoringArgs(stack_name="t", namespace="ns", decision_metric="pd_counter", targets=targets)
-        )
+        lambda: Monitoring("m", defaults.monitoring_args(decision_metric="pd_counter", targets=targets))
     )
     assert cluster.get("PodMonitor", "t-epp")["spec"]["podMetricsEndpoints"][0]["authorization"] == {
         "credentials": {"name": "t-metrics-reader-token", "key": "token"}
@@ -79,10 +76,8 @@ def test_a_target_that_checks_tokens_is_sent_the_metrics_readers(run_under_mocks
 
 
 def test_no_reader_when_no_target_checks_tokens(run_under_mocks):
-    targets = [MonitoredRole(role="decode", selector={"llm-d.ai/role": "decode"}, port_names=["http-0"])]
+    targets = [MonitoredRole(role="decode", selector={"llm-d.ai/role": "decode"}, port_names=["http-0"], token=False)]
     cluster = run_under_mocks(
-        lambda: Monitoring(
-            "m", MonitoringArgs(stack_name="t", namespace="ns", decision_metric="pd_counter", targets=targets)
-        )
+        lambda: Monitoring("m", defaults.monitoring_args(decision_metric="pd_counter", targets=targets))
     )
     assert {m["kind"] for m in cluster.manifests} == {"PodMonitor", "ConfigMap"}

@@ -2,25 +2,16 @@
 
 import pytest
 
-from components.network_isolation import NetworkIsolation, NetworkIsolationArgs
+from components.network_isolation import NetworkIsolation
+from tests import defaults
 
 EPP = {"app.kubernetes.io/part-of": "t", "app.kubernetes.io/component": "router"}
 
 
 def args(**overrides):
-    base = dict(
-        stack_name="t",
-        namespace="ns",
-        gateway_name="t-gateway",
-        epp_labels=EPP,
-        entry_ports=[8000, 8001, 8002, 8003],
-        decode_ports=[8200, 8201, 8202, 8203],
-        decode_nixl_ports=[5600, 5601, 5602, 5603],
-        prefill_port=8000,
-        prefill_nixl_ports=[5600],
-    )
-    base.update(overrides)
-    return NetworkIsolationArgs(**base)
+    """The reference stack's (P/D: entry 8000-8003, decode ranks 8200-8203 and NIXL 5600-5603, prefill 8000 and
+    NIXL 5600), with `overrides`."""
+    return defaults.network_args(**overrides)
 
 
 def ingress(policy):

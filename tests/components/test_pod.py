@@ -2,17 +2,17 @@
 a component registers its objects (components/kube.py)."""
 
 from components.kube import TYPED
-from components.prefill_pool import PrefillPool, PrefillPoolArgs
+from components.prefill_pool import PrefillPool
 from core.config import StackConfig
 from objects import pod
 from stacks import compose
+from tests import defaults
 from tests.conftest import container
 
 
 def build(run_under_mocks, **args):
-    base = dict(stack_name="t", namespace="ns")
-    base.update(args)
-    return run_under_mocks(lambda: PrefillPool("t-prefill", PrefillPoolArgs(**base)))
+    """The reference prefill pool (the schema's defaults) of stack `t`, with `args` changed."""
+    return run_under_mocks(lambda: PrefillPool("t-prefill", defaults.prefill_args(**args)))
 
 
 def test_engine_security_context_and_recorded_exceptions(run_under_mocks):
@@ -27,7 +27,7 @@ def test_engine_security_context_and_recorded_exceptions(run_under_mocks):
 
 
 def test_non_root_engines_when_the_runtime_allows(run_under_mocks):
-    deployment = build(run_under_mocks, engine=pod.EngineSpec(run_as_root=False, capabilities=[])).get(
+    deployment = build(run_under_mocks, engine={"run_as_root": False, "capabilities": []}).get(
         "Deployment", "t-prefill"
     )
     context = container(deployment, "vllm")["securityContext"]
@@ -46,7 +46,7 @@ def test_pdb_and_anti_affinity(run_under_mocks):
 
 
 def test_node_groups_split_the_role(run_under_mocks):
-    cluster = build(run_under_mocks, placement=pod.PlacementSpec(groups=2), replicas=4)
+    cluster = build(run_under_mocks, placement={"groups": 2}, replicas=4)
     names = sorted(d["metadata"]["name"] for d in cluster.of_kind("Deployment"))
     assert names == ["t-prefill-g0", "t-prefill-g1"]
     assert [d["spec"]["replicas"] for d in cluster.of_kind("Deployment")] == [2, 2]
@@ -59,9 +59,7 @@ def test_node_groups_split_the_role(run_under_mocks):
 
 
 def test_rolling_update_without_surge(run_under_mocks):
-    deployment = build(run_under_mocks, rollout=pod.RolloutSpec(strategy="RollingUpdate")).get(
-        "Deployment", "t-prefill"
-    )
+    deployment = build(run_under_mocks, rollout={"strategy": "RollingUpdate"}).get("Deployment", "t-prefill")
     assert deployment["spec"]["strategy"] == {
         "type": "RollingUpdate",
         "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1},

@@ -2,17 +2,19 @@
 
 import json
 
-from components.prefill_pool import PrefillPool, PrefillPoolArgs
+from components.prefill_pool import PrefillPool
 from core.config import StackConfig
 from objects.engine_pool import claim_digest
-from objects.pod import ClaimSpec, EngineSpec, EngineWeights
 from objects.stack import prefill_pool_args
+from tests import defaults
 from tests.conftest import arg_value, container, env_map
 
 
 def build(run_under_mocks, cfg: StackConfig = StackConfig(name="t", namespace="ns"), **args):
     """The pool as the stack builds it from a config (the args worked out by stacks.compose)."""
-    return run_under_mocks(lambda: PrefillPool("t-prefill", prefill_pool_args(cfg, EngineWeights(), **args)))
+    return run_under_mocks(
+        lambda: PrefillPool("t-prefill", prefill_pool_args(cfg, defaults.engine_weights_of(cfg), **args))
+    )
 
 
 def test_pp4_args_env_and_claim(run_under_mocks):
@@ -40,7 +42,7 @@ def test_pp4_args_env_and_claim(run_under_mocks):
     assert env["HF_TOKEN"] == {"secretKeyRef": {"key": "token", "name": "hf-token", "optional": True}}
     assert env["VLLM_NIXL_SIDE_CHANNEL_HOST"] == {"fieldRef": {"fieldPath": "status.podIP"}}
     assert [p["containerPort"] for p in vllm["ports"]] == [8000, 5600]
-    claim = cluster.get("ResourceClaimTemplate", f"t-prefill-npu-rdma-{claim_digest(ClaimSpec(npus=4))}")
+    claim = cluster.get("ResourceClaimTemplate", f"t-prefill-npu-rdma-{claim_digest(defaults.prefill_args().claim)}")
     requests = {r["name"]: r["exactly"] for r in claim["spec"]["spec"]["devices"]["requests"]}
     assert requests["npu"]["count"] == 4 and requests["npu"]["deviceClassName"] == "npu.rebellions.ai"
     assert requests["rdma"]["count"] == 2 and requests["rdma"]["deviceClassName"] == "dranet"
@@ -64,7 +66,10 @@ def test_pod_wiring(run_under_mocks):
     pod = spec["template"]["spec"]
     assert spec["strategy"]["type"] == "Recreate"
     assert pod["resourceClaims"] == [
-        {"name": "npu-rdma", "resourceClaimTemplateName": f"t-prefill-npu-rdma-{claim_digest(ClaimSpec(npus=4))}"}
+        {
+            "name": "npu-rdma",
+            "resourceClaimTemplateName": f"t-prefill-npu-rdma-{claim_digest(defaults.prefill_args().claim)}",
+        }
     ]
     assert {v["name"] for v in pod["volumes"]} == {"shm", "model", "compile-cache"}
     labels = spec["template"]["metadata"]["labels"]
@@ -76,7 +81,7 @@ def test_pod_wiring(run_under_mocks):
 
 def test_extra_env_cannot_duplicate_a_reference(run_under_mocks):
     """A literal HF_TOKEN in extraEnv (which the config gate refuses) still never makes a second entry."""
-    args = PrefillPoolArgs(stack_name="t", namespace="ns", engine=EngineSpec(env={"HF_TOKEN": "hf_x", "MY_FLAG": "1"}))
+    args = defaults.prefill_args(engine={"env": {"HF_TOKEN": "hf_x", "MY_FLAG": "1"}})
     cluster = run_under_mocks(lambda: PrefillPool("t-prefill", args))
     vllm = container(cluster.get("Deployment", "t-prefill"), "vllm")
     names = [e["name"] for e in vllm["env"]]
@@ -90,8 +95,8 @@ def test_children_named_from_the_component(run_under_mocks):
     """Two pools of one stack do not collide: Pulumi names come from the component's name."""
 
     def two():
-        PrefillPool("a-prefill", PrefillPoolArgs(stack_name="t", namespace="ns"))
-        PrefillPool("b-prefill", PrefillPoolArgs(stack_name="u", namespace="ns"))
+        PrefillPool("a-prefill", defaults.prefill_args())
+        PrefillPool("b-prefill", defaults.prefill_args(defaults.config("u")))
 
     cluster = run_under_mocks(two)
     assert cluster.get("Deployment", "t-prefill") and cluster.get("Deployment", "u-prefill")

@@ -2,32 +2,16 @@
 
 import json
 
-from components.rds_tier import RdsTier, RdsTierArgs
+from components.rds_tier import RdsTier
 from core.config import StackConfig
-from core.derive import derive
 from core.labels import RDS_BUDGET_ANNOTATION as BUDGET_ANNOTATION
+from tests import defaults
 
 
 def build(run_under_mocks, cfg: StackConfig):
-    facts = derive(cfg)
     holder = {}
-    cluster = run_under_mocks(
-        lambda: holder.setdefault(
-            "tier",
-            RdsTier(
-                "t-kv-tier",
-                RdsTierArgs(
-                    stack_name="t",
-                    namespace="ns",
-                    mode=facts.kv_tier,
-                    env=facts.lmcache_env,
-                    budget=facts.rds_budget,
-                    hbm_per_chiplet_gib=cfg.hardware.hbm_per_chiplet_gib,
-                    tokens_per_rank=facts.rds_tokens_per_rank,
-                ),
-            ),
-        )
-    )
+    args = defaults.rds_tier_args(cfg, stack_name="t", namespace="ns")
+    cluster = run_under_mocks(lambda: holder.setdefault("tier", RdsTier("t-kv-tier", args)))
     return cluster, holder["tier"]
 
 

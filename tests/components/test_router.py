@@ -2,15 +2,14 @@
 
 import yaml
 
-from components.router import Router, RouterArgs
+from components.router import Router
 from core.config import Router as RouterSettings
 from core.routing import endpoint_picker_config
+from tests import defaults
 
 
 def build(run_under_mocks, topology="pd", **settings):
-    args = RouterArgs(
-        stack_name="t",
-        namespace="ns",
+    args = defaults.router_args(
         target_ports=[8000, 8001, 8002, 8003],
         epp_config=endpoint_picker_config(RouterSettings(**settings), topology),
     )
@@ -137,6 +136,6 @@ def test_nine_target_ports_are_rendered_for_the_gates_to_refuse():
     test_gates_agree.py), not of the component: it renders what it is given, for the pack to judge."""
     from objects.router import router
 
-    args = RouterArgs(stack_name="t", namespace="ns", target_ports=list(range(8000, 8009)))
+    args = defaults.router_args(target_ports=list(range(8000, 8009)))
     (pool,) = [child.manifest for child in router("bad", args) if child.manifest["kind"] == "InferencePool"]
     assert [p["number"] for p in pool["spec"]["targetPorts"]] == list(range(8000, 8009))

@@ -12,9 +12,10 @@ from __future__ import annotations
 import pytest
 
 from core.gate import load_config
-from objects.gateway import GatewayArgs, gateway
+from objects.gateway import gateway
 from objects.network_isolation import NetworkIsolationArgs, network_isolation
 from objects.stack import stack_objects
+from tests import defaults
 from tests.conftest import stack_config
 
 NS, STACK = "rebel100", "minimax-m27"
@@ -102,7 +103,7 @@ def test_the_stack_outputs_the_in_cluster_base_url_of_the_gateways_service(overr
 
 def test_a_gateway_without_a_pool_is_refused():
     with pytest.raises(ValueError) as error:
-        gateway("g", GatewayArgs(stack_name=STACK, namespace=NS, pool_name=""))
+        gateway("g", defaults.gateway_args(defaults.config(STACK, NS), pool_name=""))
     assert str(error.value) == ("Gateway g: pool_name is empty; the route needs an InferencePool to send requests to.")
 
 
@@ -209,15 +210,16 @@ def test_no_network_policies_when_turned_off():
 
 
 def isolation_args(**fields) -> NetworkIsolationArgs:
-    return NetworkIsolationArgs(
-        stack_name=STACK,
-        namespace=NS,
+    """The reference stack's isolation with one decode rank, no prefill port, and `fields`."""
+    base = dict(
         gateway_name=GATEWAY,
         epp_labels={"app": "epp"},
         decode_ports=[8200],
         decode_nixl_ports=[5600],
-        **fields,
+        prefill_port=None,
+        prefill_nixl_ports=[],
     )
+    return defaults.network_args(defaults.config(STACK, NS), **{**base, **fields})
 
 
 @pytest.mark.parametrize(

@@ -13,8 +13,9 @@ import json
 import pytest
 
 from core.gate import load_config
-from objects.monitoring import MonitoringArgs, monitoring
+from objects.monitoring import monitoring
 from objects.stack import stack_objects
+from tests import defaults
 from tests.conftest import stack_config
 
 NS, STACK = "rebel100", "minimax-m27"
@@ -187,7 +188,7 @@ def test_a_dashboard_without_pod_monitors_has_no_reader():
 
 
 def test_pod_monitors_with_nothing_to_scrape_are_refused():
-    args = MonitoringArgs(stack_name=STACK, namespace=NS, targets=[], decision_metric="x")
+    args = defaults.monitoring_args(defaults.config(STACK, NS), targets=[], decision_metric="x")
     with pytest.raises(ValueError) as error:
         monitoring("m", args)
     assert str(error.value) == "Monitoring m: PodMonitors are on but there is nothing to scrape."

@@ -11,11 +11,13 @@ from __future__ import annotations
 import pytest
 
 from core.gate import load_config
-from objects.router import RouterArgs, router
+from objects.router import router
 from objects.stack import stack_objects
+from tests import defaults
 from tests.conftest import stack_config
 
 NS, STACK = "rebel100", "minimax-m27"
+REFERENCE = defaults.config(STACK, NS)
 EPP, POOL = f"{STACK}-epp", f"{STACK}-pool"
 LABELS = {"app.kubernetes.io/part-of": STACK, "app.kubernetes.io/name": EPP, "app.kubernetes.io/component": "router"}
 META = {"name": EPP, "namespace": NS, "labels": LABELS, "annotations": {"pulumi.com/patchForce": "true"}}
@@ -159,7 +161,7 @@ def test_the_epp_replicas_and_failure_mode_of_the_router_args():
     children = {
         (child.kind, child.name): child.manifest
         for child in router(
-            "r", RouterArgs(stack_name=STACK, namespace=NS, target_ports=[8000], replicas=2, failure_mode="FailOpen")
+            "r", defaults.router_args(REFERENCE, target_ports=[8000], replicas=2, failure_mode="FailOpen")
         )
     }
     assert children[("Deployment", EPP)]["spec"]["replicas"] == 2
@@ -168,7 +170,7 @@ def test_the_epp_replicas_and_failure_mode_of_the_router_args():
 
 def test_a_pool_of_no_port_is_refused():
     with pytest.raises(ValueError) as error:
-        router("r", RouterArgs(stack_name=STACK, namespace=NS, target_ports=[]))
+        router("r", defaults.router_args(REFERENCE, target_ports=[]))
     assert str(error.value) == "Router r: the pool needs at least one target port."
 
 
@@ -177,16 +179,12 @@ def test_a_pool_of_more_than_eight_ports_is_rendered_for_the_gates_to_refuse():
     on the render as a hand edit would leave it."""
     children = {
         (c.manifest["kind"], c.manifest["metadata"]["name"]): c.manifest
-        for c in router("r", RouterArgs(stack_name=STACK, namespace=NS, target_ports=list(range(8000, 8009))))
+        for c in router("r", defaults.router_args(REFERENCE, target_ports=list(range(8000, 8009))))
     }
     assert [p["number"] for p in children[("InferencePool", POOL)]["spec"]["targetPorts"]] == list(range(8000, 8009))
 
 
 def test_eight_target_ports_are_the_most_a_pool_takes():
     ports = list(range(8000, 8008))
-    (pool,) = [
-        c
-        for c in router("r", RouterArgs(stack_name=STACK, namespace=NS, target_ports=ports))
-        if c.kind == "InferencePool"
-    ]
+    (pool,) = [c for c in router("r", defaults.router_args(REFERENCE, target_ports=ports)) if c.kind == "InferencePool"]
     assert pool.manifest["spec"]["targetPorts"] == [{"number": port} for port in range(8000, 8008)]

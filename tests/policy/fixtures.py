@@ -12,12 +12,12 @@ from collections.abc import Callable
 from typing import Any
 
 from objects.engine_pool import claim_digest
-from objects.pod import ClaimSpec
 from policy import catalog
+from tests import defaults
 
 PREFILL, DECODE = "minimax-m27-prefill", "minimax-m27-decode"
 # The claim templates' names carry a digest of what they ask for (4 NPUs + 2 NICs of the default hardware).
-DECODE_CLAIM = f"{DECODE}-npu-rdma-{claim_digest(ClaimSpec(npus=4))}"
+DECODE_CLAIM = f"{DECODE}-npu-rdma-{claim_digest(defaults.decode_args().claim)}"
 POOL, ROUTE, EPP = "minimax-m27-pool", "minimax-m27-route", "minimax-m27-epp"
 EPP_CONFIG = "minimax-m27-epp-config"
 
