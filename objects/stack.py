@@ -82,7 +82,7 @@ def engine_pool_args(
     command: engine_serving.EngineCommand,
     weights: pod.EngineWeights,
     *,
-    rds_nodes: bool = False,
+    rds_nodes: bool,
 ) -> dict[str, Any]:
     """The args both engine pools take, worked out from the config sections they draw on."""
     resolved = engine_serving.role_serving(cfg.engine, role)
@@ -152,8 +152,9 @@ def scaling_spec(cfg: StackConfig, role: str) -> pod.ScalingSpec | None:
 
 
 def prefill_pool_args(
-    cfg: StackConfig, weights: pod.EngineWeights, *, kv_tier_config_map: str | None = None, rds_nodes: bool = False
+    cfg: StackConfig, weights: pod.EngineWeights, *, kv_tier_config_map: str | None, rds_nodes: bool
 ) -> PrefillPoolArgs:
+    """`kv_tier_config_map`: the KV tier's ConfigMap (None: no tier); `rds_nodes`: the pods need RDS nodes."""
     command = engine_serving.prefill_command(
         cfg.model,
         cfg.engine,
@@ -187,7 +188,7 @@ def decode_pool_args(cfg: StackConfig, weights: pod.EngineWeights) -> DecodePool
         else None
     )
     return DecodePoolArgs(
-        **engine_pool_args(cfg, role, command, weights),
+        **engine_pool_args(cfg, role, command, weights, rds_nodes=False),
         active_ports=pool_ports(cfg).active("decode"),
         sidecar=sidecar,
         autoscaling=scaling_spec(cfg, "decode"),

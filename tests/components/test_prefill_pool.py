@@ -12,6 +12,7 @@ from tests.conftest import arg_value, container, env_map
 
 def build(run_under_mocks, cfg: StackConfig = StackConfig(name="t", namespace="ns"), **args):
     """The pool as the stack builds it from a config (the args worked out by stacks.compose)."""
+    args = {"kv_tier_config_map": None, "rds_nodes": False, **args}
     return run_under_mocks(
         lambda: PrefillPool("t-prefill", prefill_pool_args(cfg, defaults.engine_weights_of(cfg), **args))
     )
