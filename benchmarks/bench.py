@@ -482,13 +482,16 @@ def scale_section(repeats: int, sizes: list[int], bin_dir: str | None) -> None:
 # --- the request path ---------------------------------------------------------------------------
 
 REQUESTS_PER_CLIENT = 50
-PACED_TTFT = "100ms"  # a short completion's time to first token on a loaded engine, order of magnitude
+PACED_TTFT_S = 0.1  # a short completion's time to first token on a loaded engine, order of magnitude
+PACED_TTFT = f"{PACED_TTFT_S * 1000:.0f}ms"  # as the simulator's admin API takes it
 PACED_REQUESTS_PER_CLIENT = 40
 
 
-def drive(send, clients: int, per_client: int) -> tuple[float, float, float, int]:
-    """(requests/s, p50 ms, p99 ms, failures) of `clients` threads, each sending `per_client` requests in turn on a
-    connection of its own (send(conn_slot, i) -> status)."""
+def drive(
+    send, clients: int, per_client: int, slow_after: float = float("inf")
+) -> tuple[float, float, float, int, int]:
+    """(requests/s, p50 ms, p99 ms, failures, answers slower than `slow_after` seconds) of `clients` threads, each
+    sending `per_client` requests in turn on a connection of its own (send(conn_slot, i) -> status)."""
     import concurrent.futures
 
     latencies: list[float] = []
@@ -514,7 +517,7 @@ def drive(send, clients: int, per_client: int) -> tuple[float, float, float, int
     def pct(q: float) -> float:
         return 1000 * latencies[min(len(latencies) - 1, int(q * len(latencies)))]
 
-    return len(latencies) / wall, pct(0.50), pct(0.99), failures
+    return len(latencies) / wall, pct(0.50), pct(0.99), failures, sum(x > slow_after for x in latencies)
 
 
 def requests_section() -> None:
@@ -557,7 +560,7 @@ def requests_section() -> None:
             resp.read()
             return resp.status
 
-        def overhead_rows(per_client: int) -> dict:
+        def overhead_rows(per_client: int, slow_after: float = float("inf")) -> dict:
             rows = {}
             for clients in (1, 16):
                 direct = [
@@ -571,20 +574,22 @@ def requests_section() -> None:
                 )
                 for name, send in paths:
                     drive(send, clients, 5)  # warm connections and caches
-                    rows[name, clients] = drive(send, clients, per_client)
-                    rps, p50, p99, bad = rows[name, clients]
-                    print(f"{name:<34} {clients:>7} {rps:>8.1f} {p50:>8.2f} {p99:>8.2f} {bad:>6}")
+                    rows[name, clients] = drive(send, clients, per_client, slow_after)
+                    rps, p50, p99, bad, slow = rows[name, clients]
+                    waited = f"{slow:>7}" if slow_after < float("inf") else f"{'-':>7}"
+                    print(f"{name:<34} {clients:>7} {rps:>8.1f} {p50:>8.2f} {p99:>8.2f} {bad:>6} {waited}")
                 for conn in gateway + direct:
                     conn.close()
             for clients in (1, 16):
-                (_, d50, d99, _), (_, g50, g99, _) = (
+                (_, d50, d99, _, _), (_, g50, g99, _, _) = (
                     rows["simulator directly", clients],
                     rows["gateway -> EPP -> sidecar -> sim", clients],
                 )
                 print(f"routing overhead at {clients:>2} clients: p50 {g50 - d50:.2f} ms, p99 {g99 - d99:.2f} ms")
             return rows
 
-        print(f"{'path':<34} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'failed':>6}")
+        # waited: answers slower than 1.5 engine turns, i.e. queued behind another request on a rank (paced pass).
+        print(f"{'path':<34} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'failed':>6} {'waited':>7}")
         print("-- saturated: engines answer at once, the clients keep both cores busy")
         overhead_rows(REQUESTS_PER_CLIENT)
         # With an engine's time to first token the same 16 clients send what 16 users' requests cost, and the
@@ -592,7 +597,7 @@ def requests_section() -> None:
         print(f"-- paced: every engine rank answers after {PACED_TTFT} (the simulator's time-to-first-token)")
         site.set_engine_latency(found.programs.sim, PACED_TTFT)
         try:
-            overhead_rows(PACED_REQUESTS_PER_CLIENT)
+            overhead_rows(PACED_REQUESTS_PER_CLIENT, slow_after=1.5 * PACED_TTFT_S)
         finally:
             site.set_engine_latency(found.programs.sim, "0s")
         pd = drive(
