@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
@@ -83,6 +84,7 @@ func (g *gateway) serve(w http.ResponseWriter, r *http.Request, rec *record) {
 		return
 	}
 	rec.destination, rec.prefill = rt.destination, rt.header.Get(prefillHeader)
+	rec.picked = time.Since(rec.start)
 	if rt.destination == "" {
 		// Envoy's ORIGINAL_DST cluster without the header has no host: 503.
 		fail(w, rec, http.StatusServiceUnavailable, "the EPP set no %s", destinationHeader)
@@ -95,6 +97,7 @@ func (g *gateway) serve(w http.ResponseWriter, r *http.Request, rec *record) {
 		return
 	}
 	defer resp.Body.Close()
+	rec.answered = time.Since(rec.start)
 	<-sent // one sender at a time on a gRPC stream
 	g.responsePhase(w, r, rec, s, cancel, resp, rt)
 }
@@ -258,6 +261,7 @@ func (g *gateway) responsePhase(w http.ResponseWriter, r *http.Request, rec *rec
 				}
 			}
 			if last {
+				rec.bodyRead.Store(int64(time.Since(rec.start)))
 				_ = s.CloseSend()
 				return
 			}

@@ -207,20 +207,30 @@ type record struct {
 	destination string
 	prefill     string
 	note        string
+	start       time.Time
+	picked      time.Duration // from the request's arrival to the EPP's pick (its request phase)
+	answered    time.Duration // from the arrival to the upstream's response headers
+	bodyRead    atomic.Int64  // from the arrival to the upstream body's end (ns), set by the body's goroutine
 }
 
 func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	rec := &record{}
+	rec := &record{start: start}
 	defer func() {
-		line := fmt.Sprintf("gateway: %s %s %d dest=%s prefill=%s %.1fms", r.Method, r.URL.RequestURI(), rec.status,
-			orDash(rec.destination), orDash(rec.prefill), float64(time.Since(start).Microseconds())/1000)
+		line := fmt.Sprintf("gateway: %s %s %d dest=%s prefill=%s %.1fms (picked %.1fms, answered %.1fms, body %.1fms)",
+			r.Method, r.URL.RequestURI(), rec.status, orDash(rec.destination), orDash(rec.prefill),
+			milliseconds(time.Since(start)), milliseconds(rec.picked), milliseconds(rec.answered),
+			milliseconds(time.Duration(rec.bodyRead.Load())))
 		if rec.note != "" {
 			line += " (" + rec.note + ")"
 		}
 		log.Print(line)
 	}()
 	g.serve(w, r, rec)
+}
+
+func milliseconds(d time.Duration) float64 {
+	return float64(d.Microseconds()) / 1000
 }
 
 func orDash(s string) string {
