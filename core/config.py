@@ -442,6 +442,17 @@ class Router(Section):
     grpc_port: int = Field(9002, ge=1024, le=65000, description="EPP ext-proc port (the pool's endpointPickerRef).")
     health_port: int = Field(9003, ge=1024, le=65000, description="EPP gRPC health port.")
     metrics_port: int = Field(9090, ge=1024, le=65000, description="EPP metrics port.")
+    refresh_metrics_interval_ms: int = Field(
+        50,
+        ge=50,
+        le=60_000,
+        description=(
+            "`--refresh-metrics-interval` of the EPP, in ms: how often it scrapes every endpoint's metrics (upstream's "
+            "default 50; v0.10.0 clamps less to 50). Each scrape is a whole metrics page (25 KB from the simulator "
+            "once it has served): endpoints x 1000/interval pages a second for the EPP to parse; the decode profile's "
+            "in-flight count does not wait for it."
+        ),
+    )
     failure_mode: Literal["FailClose", "FailOpen"] = Field(
         "FailClose", description="What the gateway does when the EPP is unreachable."
     )

@@ -48,6 +48,9 @@ class RouterArgs(pod.StackArgs):
     grpc_port: Port = Field(description="EPP ext-proc port (the pool's endpointPickerRef).")
     health_port: Port = Field(description="EPP gRPC health port (the probes').")
     metrics_port: Port = Field(description="EPP metrics port.")
+    refresh_metrics_interval_ms: int = Field(
+        ge=1, description="How often the EPP scrapes each endpoint's metrics (ms)."
+    )
     failure_mode: Literal["FailClose", "FailOpen"] = Field(
         description="What the gateway does when the EPP is unreachable."
     )
@@ -116,6 +119,7 @@ def router(name: str, args: RouterArgs) -> list[Child]:
                                 str(args.health_port),
                                 "--metrics-port",
                                 str(args.metrics_port),
+                                f"--refresh-metrics-interval={args.refresh_metrics_interval_ms}ms",
                                 "--zap-encoder",
                                 "json",
                                 # Tracing off, as upstream's chart renders it unless tracing is configured: on by

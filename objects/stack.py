@@ -252,6 +252,7 @@ def router_args(cfg: StackConfig, target_ports: list[int]) -> RouterArgs:
         grpc_port=epp.grpc_port,
         health_port=epp.health_port,
         metrics_port=epp.metrics_port,
+        refresh_metrics_interval_ms=epp.refresh_metrics_interval_ms,
         failure_mode=epp.failure_mode,
         max_unavailable=cfg.rollout.max_unavailable,
     )

@@ -124,6 +124,7 @@ def test_epp_args_log_json_and_turn_tracing_off(run_under_mocks):
         "9003",
         "--metrics-port",
         "9090",
+        "--refresh-metrics-interval=50ms",
         "--zap-encoder",
         "json",
         "--tracing=false",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.gate import load_config
+from core.gate import ConfigError, load_config
 from objects.stack import stack_objects
 from tests.conftest import stack_config
 
@@ -547,6 +547,7 @@ EPP_ARGS = [
     "9003",
     "--metrics-port",
     "9090",
+    "--refresh-metrics-interval=50ms",  # upstream's default, written out
     "--zap-encoder",
     "json",
     "--tracing=false",
@@ -634,3 +635,16 @@ def test_a_gated_repository_makes_the_engines_token_required():
     token = {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token", "optional": False}}}
     for role in ("prefill", "decode"):  # both pools pass the flag on (a prefill that dropped it survived mutation)
         assert token in container(pod_spec(found, role), "vllm")["env"]
+
+
+def test_the_epp_scrapes_at_the_router_sections_interval():
+    epp = container(pod_spec(objects_of("prod-4p4d", router={"refreshMetricsIntervalMs": 200}), "epp"), "epp")
+    assert [a for a in epp["args"] if a.startswith("--refresh-metrics-interval")] == [
+        "--refresh-metrics-interval=200ms"
+    ]
+
+
+def test_an_interval_below_the_one_v0_10_clamps_to_is_refused():
+    with pytest.raises(ConfigError) as info:
+        load_config(stack_config("prod-4p4d", router={"refreshMetricsIntervalMs": 49}))
+    assert "rebel100:router.refreshMetricsIntervalMs" in str(info.value), str(info.value)
