@@ -1,0 +1,125 @@
+"""The manifest readers every rule stands on (policy/read/env.py, pods.py), each read written out by hand from the
+Kubernetes API's rules (issue 25: make mutate SCOPE=policy mutates the readers too)."""
+
+import pytest
+
+from policy.read.env import effective_env, env_entry, env_flag_on, env_from_config_maps, env_value, parse_structured
+from policy.read.pods import pod_templates, replicas, routing_sidecars, service_account
+
+
+def deployment(spec=None, **fields):
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d", "namespace": "ns"},
+        "spec": {"template": {"metadata": {"labels": {"a": "b"}}, "spec": spec or {"containers": []}}, **fields},
+    }
+
+
+def test_the_last_env_entry_of_a_name_wins():
+    container = {"env": [{"name": "A", "value": "1"}, {"name": "B", "value": "x"}, {"name": "A", "value": "2"}]}
+    assert env_entry(container, "A") == {"name": "A", "value": "2"}
+    assert env_value(container, "A") == "2" and env_value(container, "C") is None
+    assert env_value({"env": [{"name": "A", "valueFrom": {"secretKeyRef": {}}}]}, "A") is None
+    assert env_value({"env": [{"name": "N", "value": 3}]}, "N") == "3"
+
+
+def test_env_from_config_maps_and_the_effective_env():
+    """envFrom ConfigMaps in order (with their prefix), then env, which wins; ConfigMaps of other namespaces, missing
+    ones and non-ConfigMap sources give nothing."""
+    manifests = [
+        {"kind": "ConfigMap", "metadata": {"name": "one", "namespace": "ns"}, "data": {"A": "cm", "B": "cm"}},
+        {"kind": "ConfigMap", "metadata": {"name": "two", "namespace": "ns"}, "data": {"C": 3}},
+        {"kind": "ConfigMap", "metadata": {"name": "one", "namespace": "other"}, "data": {"Z": "other"}},
+    ]
+    container = {
+        "envFrom": [
+            {"configMapRef": {"name": "one"}},
+            {"secretRef": {"name": "s"}},
+            {"configMapRef": {"name": "missing"}},
+            {"configMapRef": {"name": "two"}, "prefix": "P_"},
+            {"configMapRef": {}},
+        ],
+        "env": [{"name": "B", "value": "env"}, {"name": "D", "valueFrom": {"fieldRef": {}}}],
+    }
+    (template,) = pod_templates([deployment({"containers": [container]})])
+    assert [c["metadata"]["name"] for c in env_from_config_maps(template, container, manifests)] == ["one", "two"]
+    assert effective_env(template, container, manifests) == {"A": "cm", "B": "env", "P_C": "3"}
+
+
+@pytest.mark.parametrize(
+    "value, on",
+    [
+        ("1", True),
+        ("true", True),
+        (" True ", True),
+        ("yes", True),
+        ("on", True),
+        ("0", False),
+        ("false", False),
+        ("", False),
+        (None, False),
+    ],  # fmt: skip
+)
+def test_a_flag_set_by_env(value, on):
+    env = [] if value is None else [{"name": "F", "value": value}]
+    assert env_flag_on({"env": env}, "F") is on
+
+
+@pytest.mark.parametrize(
+    "text, parsed",
+    [('{"a": 1}', {"a": 1}), ("{a: 1}", {"a": 1}), ("[1, 2]", [1, 2]), ("a: [", None), ("plain", "plain")],
+)
+def test_structured_values_are_json_or_yaml(text, parsed):
+    assert parse_structured(text) == parsed
+
+
+def test_the_pod_template_of_every_workload_kind():
+    spec = {"containers": [{"name": "c"}]}
+    template = {"metadata": {"labels": {"x": "y"}}, "spec": spec}
+    manifests = [
+        {"kind": "Pod", "metadata": {"name": "p"}, "spec": spec},
+        {"kind": "StatefulSet", "metadata": {"name": "s"}, "spec": {"template": template}},
+        {"kind": "CronJob", "metadata": {"name": "c"}, "spec": {"jobTemplate": {"spec": {"template": template}}}},
+        {
+            "kind": "LeaderWorkerSet",
+            "metadata": {"name": "l"},
+            "spec": {"leaderWorkerTemplate": {"leaderTemplate": template, "workerTemplate": template}},
+        },
+        {"kind": "ConfigMap", "metadata": {"name": "m"}, "spec": spec},
+        {"kind": "Deployment", "metadata": {"name": "no-spec"}, "spec": {"template": {"metadata": {}}}},
+    ]
+    assert [t.resource for t in pod_templates(manifests)] == [
+        "Pod/p",
+        "StatefulSet/s",
+        "CronJob/c",
+        "LeaderWorkerSet/l",
+        "LeaderWorkerSet/l",
+    ]
+    assert [t.labels for t in pod_templates(manifests)][1:] == [{"x": "y"}] * 4
+
+
+def test_replicas_and_the_service_account_as_the_api_server_defaults_them():
+    assert replicas(deployment()) == 1 and replicas(deployment(replicas=0)) == 0 and replicas(deployment(replicas=3)) == 3
+    (named,) = pod_templates([deployment({"serviceAccountName": "a", "serviceAccount": "b", "containers": []})])
+    (older,) = pod_templates([deployment({"serviceAccount": "b", "containers": []})])
+    (none,) = pod_templates([deployment()])
+    assert [service_account(t) for t in (named, older, none)] == ["a", "b", "default"]
+
+
+@pytest.mark.parametrize(
+    "container, is_sidecar",
+    [
+        ({"name": "proxy", "args": ["-vllm-port=8200"]}, True),
+        ({"name": "proxy", "image": "ghcr.io/llm-d/llm-d-routing-sidecar:v0.7.1"}, True),
+        ({"name": "proxy", "image": "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.9.0"}, True),
+        ({"name": "routing-proxy"}, True),
+        ({"name": "proxy", "image": "envoy:v1"}, False),
+        ({"name": "routing-proxy", "command": ["vllm", "serve"], "args": ["M"]}, False),  # an engine, whatever its name
+    ],
+    ids=["vllm-port-flag", "routing-sidecar-image", "disagg-sidecar-image", "its-name", "other", "an-engine"],
+)
+def test_a_routing_sidecar_is_known_by_its_flag_image_or_name(container, is_sidecar):
+    (template,) = pod_templates([deployment({"containers": [container]})])
+    assert bool(routing_sidecars(template)) is is_sidecar
+    assert template.role == ("decode" if is_sidecar else None)
