@@ -59,7 +59,7 @@ def test_env_from_config_maps_and_the_effective_env():
         ("false", False),
         ("", False),
         (None, False),
-    ],  # fmt: skip
+    ],
 )
 def test_a_flag_set_by_env(value, on):
     env = [] if value is None else [{"name": "F", "value": value}]
@@ -100,7 +100,9 @@ def test_the_pod_template_of_every_workload_kind():
 
 
 def test_replicas_and_the_service_account_as_the_api_server_defaults_them():
-    assert replicas(deployment()) == 1 and replicas(deployment(replicas=0)) == 0 and replicas(deployment(replicas=3)) == 3
+    assert (
+        replicas(deployment()) == 1 and replicas(deployment(replicas=0)) == 0 and replicas(deployment(replicas=3)) == 3
+    )
     (named,) = pod_templates([deployment({"serviceAccountName": "a", "serviceAccount": "b", "containers": []})])
     (older,) = pod_templates([deployment({"serviceAccount": "b", "containers": []})])
     (none,) = pod_templates([deployment()])
