@@ -4,6 +4,7 @@ Kubernetes API's rules (issue 25: make mutate SCOPE=policy mutates the readers t
 import pytest
 
 from policy.read.env import effective_env, env_entry, env_flag_on, env_from_config_maps, env_value, parse_structured
+from policy.read.flags import Flags, command_line, parse_flags, serve_argv
 from policy.read.pods import pod_templates, replicas, routing_sidecars, service_account
 
 
@@ -125,3 +126,80 @@ def test_a_routing_sidecar_is_known_by_its_flag_image_or_name(container, is_side
     (template,) = pod_templates([deployment({"containers": [container]})])
     assert bool(routing_sidecars(template)) is is_sidecar
     assert template.role == ("decode" if is_sidecar else None)
+
+
+# --- command lines (policy/read/flags.py): argparse's and Go's flag package's reading, written out ----------------
+
+
+@pytest.mark.parametrize(
+    "argv, values, positionals",
+    [
+        (["--a", "1", "--b=2", "M"], {"--a": "1", "--b": "2"}, ("M",)),
+        (["--a", "-1"], {"--a": "-1"}, ()),  # a negative number is a value
+        (["--a", "-x"], {"--a": True, "-x": True}, ()),
+        (["--a"], {"--a": True}, ()),
+        (["-", "5", "--max_model_len", "9"], {"--max-model-len": "9"}, ("-", "5")),
+        (["--a=", "M"], {"--a": ""}, ("M",)),
+        (["--a", "1", "--a", "2"], {"--a": "2"}, ()),
+    ],
+    ids=["value-and-equals", "negative-value", "flag-after-flag", "last", "dash-and-underscores", "empty", "twice"],
+)
+def test_a_command_line_as_argparse_reads_it(argv, values, positionals):
+    flags = parse_flags(argv)
+    assert (flags.values, flags.positionals) == (values, positionals)
+
+
+def test_go_style_reads_single_dash_long_flags_and_booleans_need_no_value():
+    assert parse_flags(["-port=8000", "-x", "7"], go_style=True).values == {"--port": "8000", "--x": "7"}
+    assert parse_flags(["-port=8000"]).values == {"-port": "8000"}
+    flags = parse_flags(["--enable-prefix-caching", "M"], boolean=frozenset({"--enable-prefix-caching"}))
+    assert (flags.values, flags.positionals) == ({"--enable-prefix-caching": True}, ("M",))
+    assert parse_flags(["-tp", "2"], aliases={"-tp": "--tensor-parallel-size"}).values == {
+        "--tensor-parallel-size": "2"
+    }
+
+
+def test_the_readings_of_a_flag():
+    flags = Flags(
+        values={"--n": "8", "--x": "eight", "--f": "0.5", "--on": True, "--off": "false", "--zero": "0", "--j": "{}"},
+        positionals=(),
+    )
+    assert [flags.integer("--n"), flags.integer("--x"), flags.integer("--none", 3), flags.integer("--none")] == [
+        8,
+        None,
+        3,
+        None,
+    ]
+    assert [flags.number("--f"), flags.number("--x"), flags.number("--none", 0.9)] == [0.5, None, 0.9]
+    assert [flags.has(f) for f in ("--on", "--off", "--zero", "--n", "--none")] == [True, False, False, True, False]
+    assert [flags.text("--on"), flags.text("--n")] == [None, "8"]
+    assert [flags.json("--j"), flags.json("--x"), flags.json("--on"), flags.json("--none")] == [{}, None, None, None]
+    assert flags.get("--n") == "8" and flags.get("--none") is None
+
+
+@pytest.mark.parametrize(
+    "container, argv",
+    [
+        ({"command": ["python3", "-m", "vllm.entrypoints.openai.api_server"], "args": ["M"]}, ["M"]),
+        ({"command": ["vllm"], "args": ["serve"]}, []),
+        ({"command": ["sh", "-c", "vllm\tserve M"]}, ["M"]),  # a tab between vllm and serve, as the shell splits it
+        ({"command": ["sh", "-c", "exec vllm serve M --x 'unclosed"]}, None),  # shlex cannot split it
+        ({"args": ["serve", "M"]}, None),  # the image's entrypoint: not in the manifest
+    ],
+    ids=["api-server-module", "no-args", "tab", "unclosed-quote", "entrypoint"],
+)
+def test_the_vllm_serve_argv_of_a_container(container, argv):
+    assert serve_argv(container) == argv
+
+
+def test_a_shell_form_is_split_only_when_it_runs_vllm_serve():
+    assert command_line({"command": ["sh", "-c", "echo a b"], "args": [1]}) == ["sh", "-c", "echo a b", "1"]
+    assert command_line({"command": ["sh", "-c", "vllm serve M --port 1"]}) == [
+        "sh",
+        "-c",
+        "vllm",
+        "serve",
+        "M",
+        "--port",
+        "1",
+    ]
