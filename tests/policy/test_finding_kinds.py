@@ -293,7 +293,13 @@ KINDS = (
         "engine-network-policy",
         "engine-without-ingress-policy",
         drop("NetworkPolicy", "minimax-m27-default-deny", "minimax-m27-decode"),
-        one(DECODE_ID, "no ingress NetworkPolicy in namespace rebel100 selects this engine pod template"),
+        one(
+            DECODE_ID,
+            "no ingress NetworkPolicy in namespace rebel100 selects this engine pod template (labels "
+            "{app.kubernetes.io/component: decode,",
+            "anything in the cluster can reach its serving, DP RPC and NIXL ports and bypass the gateway and router. "
+            "Add a NetworkPolicy whose podSelector matches these labels (rebel100:security.networkPolicies true).",
+        ),
         good=drop("NetworkPolicy", "minimax-m27-default-deny"),
         level="advisory",
     ),
@@ -301,7 +307,13 @@ KINDS = (
         "engine-metrics-scraped",
         "engine-without-pod-monitor",
         drop("PodMonitor", DECODE),
-        one(DECODE_ID, "no PodMonitor selects this engine pod template", "llm-d.ai/role: decode"),
+        one(
+            DECODE_ID,
+            "no PodMonitor selects this engine pod template",
+            "llm-d.ai/role: decode",
+            "vLLM's /metrics (KV cache usage, queue length, TTFT) are not scraped, so capacity and latency alerts are "
+            "blind. Add a PodMonitor whose selector matches these labels (rebel100:observability.podMonitors true).",
+        ),
         good=drop("PodMonitor", EPP),
         level="advisory",
     ),
@@ -309,7 +321,12 @@ KINDS = (
         "env-names-unique",
         "env-name-twice",
         duplicate_env("VLLM_RBLN_USE_DEVICE_TENSOR"),
-        one(DECODE_ID, "container vllm", "VLLM_RBLN_USE_DEVICE_TENSOR"),
+        one(
+            DECODE_ID,
+            "container vllm has more than one env entry named VLLM_RBLN_USE_DEVICE_TENSOR: the API server's "
+            "server-side apply refuses the object (duplicate entries for key [name=...]), so the deployment fails "
+            "half way. Keep one entry per name.",
+        ),
         good=duplicate_env("REBEL100_ONCE"),
     ),
     Kind(
@@ -337,7 +354,11 @@ KINDS = (
         "npu-claim-matches-parallelism",
         "claim-not-in-the-pod",
         rename_claim,
-        one(DECODE_ID, "resources.claims names npu, which is not in spec.resourceClaims", "cannot be counted"),
+        one(
+            DECODE_ID,
+            "container vllm: resources.claims names npu, which is not in spec.resourceClaims; its 4 NPUs (TP 1 x PP 1 "
+            "x DP-local 4) cannot be counted. Declare every claim the container names in spec.resourceClaims",
+        ),
     ),
     Kind(
         "sidecar-ssrf-capable",
@@ -352,6 +373,10 @@ KINDS = (
         lambda m: set_arg(engine(m, PREFILL), "--revision", SHA),
         one(
             PREFILL_ID,
+            f"(Job/rebel100/{WEIGHTS_JOB}, annotations rebel100.ai/model and rebel100.ai/model-revision): "
+            "with HF_HUB_OFFLINE the engine finds no files for what it serves and fails at start",
+            f"Serve MiniMaxAI/MiniMax-M2.7@main, or change the download to MiniMaxAI/MiniMax-M2.7@{SHA} (in the stack: "
+            "one weights.revision / weights.draftRevision for both).",
             f"container vllm (claim model-weights): the engine serves model MiniMaxAI/MiniMax-M2.7@{SHA} but its "
             f"weights volume holds MiniMaxAI/MiniMax-M2.7@main (Job/rebel100/{WEIGHTS_JOB}",
         ),
@@ -375,7 +400,7 @@ KINDS = (
         "inference-pool-wiring",
         "pool-without-endpoint-picker",
         without_epp_name,
-        one(POOL_ID, "spec.endpointPickerRef.name is not set: the pool has no endpoint picker"),
+        one(POOL_ID, "spec.endpointPickerRef.name is not set: the pool has no endpoint picker. Name the EPP Service."),
     ),
     Kind(
         "inference-pool-wiring",
