@@ -1404,3 +1404,14 @@ def test_the_advice_of_prod_4p4d_in_full():
             "in x-prefiller-host-port. Pin 0.10.0 or later: the render then turns --enable-ssrf-protection on.",
         ),
     ]
+
+
+def test_a_role_that_sets_its_own_block_size_is_named_by_its_key():
+    """The unit the router must match is named by the keys it comes from: decode's own, prefill's the engine's."""
+    assert problems(
+        router={"autoTune": False, "blockSizeTokens": 2048}, engine={"subBlockCache": False}, decode={"blockSize": 4096}
+    ) == (
+        "rebel100:router.blockSizeTokens: router.blockSizeTokens 2048 with autoTune false, but the prefill and decode "
+        "engines reuse prefixes in blocks of decode.blockSize and engine.blockSize 4096: the router's prefix hashes "
+        "never line up with what the engines cache, so prefix-aware routing picks at random. Set blockSizeTokens 4096."
+    )
