@@ -10,7 +10,17 @@ from core.stackfile import stack_file
 from policy import catalog, levels
 from stacks.render import render_stack_file
 from tests.policy.conftest import STACKS
-from tests.policy.fixtures import DECODE, PREFILL, assert_verdict, engine, get, mutate, run_policy
+from tests.policy.fixtures import (
+    DECODE,
+    DECODE_CLAIM,
+    PREFILL,
+    assert_verdict,
+    engine,
+    get,
+    mutate,
+    npu_request,
+    run_policy,
+)
 
 PROD = catalog.load_config(levels.environment_config("prod"))
 DEV = catalog.load_config(levels.environment_config("dev"))
@@ -291,3 +301,27 @@ def test_the_epp_of_the_scaled_objects_namespace_is_found_past_other_namespaces(
         lambda m: m.insert(0, other),
     )
     assert run_policy("autoscaling-signal", good, PROD) == []
+
+
+def decode_claims(count):
+    return lambda m: npu_request(m, DECODE_CLAIM).update(count=count)
+
+
+def no_spread(m):
+    get(m, "Deployment", DECODE)["spec"]["template"]["spec"]["affinity"].pop("podAntiAffinity")
+
+
+@pytest.mark.parametrize(
+    "count, max_replicas, fits",
+    [(8, 4, False), (8, 2, True), (2, 5, False), (2, 4, True)],
+    ids=["claims-8-of-4-needed", "claims-8-two-pods", "claims-2-of-4-needed", "claims-2-four-pods"],
+)
+def test_a_pod_counts_the_npus_it_claims_or_its_engines_need_whichever_is_more(scaled, count, max_replicas, fits):
+    """Decode pods claiming 8 NPUs take 8 though their ranks need 4; claiming 2 they still need 4. Beside 4 prefill
+    pods of 4 NPUs on 4 nodes of 8 (32 NPUs, decode not spread): 16 + 4 x 8 is too many, 16 + 2 x 8 fits; 16 + 5 x 4
+    is too many, 16 + 4 x 4 fits."""
+    edited = mutate(
+        scaled, decode_claims(count), no_spread, lambda m: spec(m, DECODE).update(maxReplicaCount=max_replicas)
+    )
+    found = [v.resource for v in run_policy("autoscaling-fits-site", edited, {**PROD, **SITE})]
+    assert (DECODE_SO not in found) is fits, found
