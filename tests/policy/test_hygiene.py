@@ -310,3 +310,117 @@ def test_a_pod_monitor_that_does_not_watch_the_engines_namespace_does_not_scrape
 )
 def test_a_pod_monitor_elsewhere_that_watches_the_engines_namespace_scrapes_them(prod, namespace_selector):
     assert run_policy("engine-metrics-scraped", mutate(prod, move_monitor(DECODE, namespace_selector)), PROD) == []
+
+
+# --- each message of the hygiene rules, written out (make mutate SCOPE=policy, issue 25) ---------------------------
+
+
+def epp_image_is(image):
+    def edit(m):
+        if image is None:
+            epp_container(m).pop("image")
+        else:
+            epp_container(m)["image"] = image
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    "image, what",
+    [
+        (None, "has no image"),
+        (
+            "ghcr.io/llm-d/llm-d-router-endpoint-picker",
+            "image ghcr.io/llm-d/llm-d-router-endpoint-picker is untagged (pulls latest)",
+        ),
+        ("localhost:5000/epp", "image localhost:5000/epp is untagged (pulls latest)"),
+        (
+            "ghcr.io/llm-d/llm-d-router-endpoint-picker:latest",
+            "image ghcr.io/llm-d/llm-d-router-endpoint-picker:latest uses the latest tag",
+        ),
+    ],
+    ids=["none", "untagged", "registry-port-untagged", "latest"],
+)
+def test_an_unpinned_image_is_named(prod, image, what):
+    (violation,) = run_policy("image-tag-pinned", mutate(prod, epp_image_is(image)))
+    assert violation.message == (
+        f"container epp {what}: the image can change under a running stack and a rollback redeploys something else. "
+        "Pin a version tag or a digest (image@sha256:...)."
+    )
+
+
+def test_a_pinned_image_with_a_registry_port_passes(prod):
+    assert run_policy("image-tag-pinned", mutate(prod, epp_image_is("localhost:5000/epp:v1"))) == []
+    assert run_policy("image-tag-pinned", mutate(prod, epp_image_is("localhost:5000/epp@sha256:" + "a" * 64))) == []
+
+
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        (
+            {"value": "hf_x"},
+            "container vllm env HUGGING_FACE_HUB_TOKEN is a literal value: the token ends up in the stack state, the "
+            "rendered YAML and anyone's `kubectl get -o yaml`. Use valueFrom.secretKeyRef to a Secret "
+            "(rebel100:hfTokenSecret, key token).",
+        ),
+        (
+            {"valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            "container vllm env HUGGING_FACE_HUB_TOKEN comes from fieldRef, not from a Secret: ConfigMaps and fields "
+            "are not access-controlled as secrets. Use valueFrom.secretKeyRef.",
+        ),
+        ({}, "container vllm env HUGGING_FACE_HUB_TOKEN comes from nothing, not from a Secret:"),
+    ],
+    ids=["literal", "field", "nothing"],
+)
+def test_the_hub_token_too_only_from_a_secret(prod, entry, message):
+    edit = lambda m: engine(m, PREFILL).setdefault("env", []).append({"name": "HUGGING_FACE_HUB_TOKEN", **entry})  # noqa: E731
+    (violation,) = run_policy("hf-token-secret-ref", mutate(prod, edit))
+    assert violation.message.startswith(message), violation.message
+
+
+def test_a_literal_twin_of_a_secret_reference_is_reported(prod):
+    def twin(m):
+        engine(m, PREFILL).setdefault("env", []).extend(
+            [
+                {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}},
+                {"name": "HF_TOKEN", "value": "hf_x"},
+            ]
+        )
+
+    found = run_policy("hf-token-secret-ref", mutate(prod, twin))
+    assert [v.message.split(":")[0] for v in found] == ["container vllm env HF_TOKEN is a literal value"], found
+
+
+def test_every_name_given_twice_is_listed_once(prod):
+    def twice(m):
+        engine(m, DECODE)["env"] += [{"name": "B_TWICE", "value": "1"}, {"name": "A_TWICE", "value": "1"}] * 2
+
+    (violation,) = run_policy("env-names-unique", mutate(prod, twice))
+    assert violation.message.startswith("container vllm has more than one env entry named A_TWICE, B_TWICE: ")
+
+
+@pytest.mark.parametrize(
+    "drop, missing",
+    [(("cpu",), ("cpu",)), (("cpu", "memory"), ("cpu", "memory"))],
+    ids=["cpu", "cpu-and-memory"],
+)
+def test_the_requests_an_engine_lacks_are_named(prod, drop, missing):
+    def edit(m):
+        for section in ("requests", "limits"):
+            for name in drop:
+                engine(m, PREFILL)["resources"].get(section, {}).pop(name, None)
+
+    (violation,) = run_policy("engine-resource-requests", mutate(prod, edit))
+    assert violation.message == (
+        f"engine container vllm sets no resources.requests.{' or '.join(missing)}: the scheduler may pack it next to "
+        "other pods on a node whose CPU and memory the NPU runtime, tokenizer and KV offload need, and it is evicted "
+        f"first under pressure. Set resources.requests (and limits) {' and '.join(missing)}."
+    )
+
+
+def test_all_is_the_runtimes_word_for_every_capability(prod):
+    assert run_policy(RUNTIME, mutate(prod, with_capabilities(add=["all"], drop=["ALL"]))) == []
+    (violation,) = run_policy(RUNTIME, mutate(prod, with_capabilities(drop=["ALL", "CAP_NET_RAW"])))
+    assert violation.message.startswith(
+        "container vllm securityContext.capabilities.drop 'CAP_NET_RAW': written with its CAP_ prefix"
+    ), violation.message
