@@ -203,3 +203,57 @@ def test_a_shell_form_is_split_only_when_it_runs_vllm_serve():
         "--port",
         "1",
     ]
+
+
+# --- engines and their LMCache (policy/read/engines.py, lmcache.py) ------------------------------------------------
+
+
+def one_engine(args, image="rebellions/vllm-rbln:0.12.0", annotations=None):
+    from policy.read.engines import engines
+
+    manifest = deployment({"containers": [{"name": "e", "image": image, "command": ["vllm", "serve"], "args": args}]})
+    manifest["spec"]["template"]["metadata"]["annotations"] = annotations or {}
+    (engine,) = engines([manifest])
+    return engine
+
+
+@pytest.mark.parametrize(
+    "args, model, tp, pp, dp, dp_local, port, devices",
+    [
+        (["M"], "M", 1, 1, 1, 1, 8000, 1),
+        (["--model", "N", "-tp", "2", "-pp", "2", "-dp", "4", "--port", "9000"], "N", 2, 2, 4, 4, 9000, 16),
+        (["M", "--data-parallel-size", "4", "--data-parallel-size-local", "2"], "M", 1, 1, 4, 2, 8000, 2),
+        (["--tensor-parallel-size", "two"], None, None, 1, 1, 1, 8000, None),
+    ],
+    ids=["defaults", "aliases-and-model-flag", "dp-local", "unreadable"],
+)
+def test_an_engines_parallelism_and_port_with_vllms_defaults(args, model, tp, pp, dp, dp_local, port, devices):
+    engine = one_engine(args)
+    assert (engine.model, engine.tp, engine.pp, engine.dp, engine.dp_local, engine.port, engine.devices) == (
+        model,
+        tp,
+        pp,
+        dp,
+        dp_local,
+        port,
+        devices,
+    )
+    assert (engine.name, engine.resource, engine.role) == ("e", "Deployment/ns/d", None)
+
+
+def test_the_lmcache_rbln_version_an_engine_runs():
+    from core.labels import LMCACHE_VERSION_ANNOTATION
+    from policy.read.lmcache import lmcache_version
+
+    shipped = lmcache_version(one_engine(["M"]))
+    assert shipped[0] is not None and shipped[1] == (
+        f"image rebellions/vllm-rbln:0.12.0, which ships lmcache-rbln {shipped[0]}"
+    )
+    annotated = one_engine(["M"], image="vllm/vllm-openai:v0.9.0", annotations={LMCACHE_VERSION_ANNOTATION: "0.3.1"})
+    assert lmcache_version(annotated) == ("0.3.1", f"annotation {LMCACHE_VERSION_ANNOTATION} 0.3.1")
+    assert lmcache_version(one_engine(["M"], image="lmcache/vllm-openai:v0.3.5")) == (
+        "v0.3.5",
+        "image lmcache/vllm-openai:v0.3.5",
+    )
+    assert lmcache_version(one_engine(["M"], image="lmcache/vllm-openai")) == (None, "")
+    assert lmcache_version(one_engine(["M"], image="vllm/vllm-openai:v0.9.0")) == (None, "")
