@@ -960,3 +960,56 @@ def test_a_capability_is_read_without_its_prefix_and_case(prod, name):
     """The engine's recorded IPC_LOCK, written with the CAP_ prefix or in lower case, is the same capability."""
     bad = mutate(prod, lambda m: engine(m, DECODE)["securityContext"]["capabilities"].update(add=[name]))
     assert run_policy("pod-security-context", bad) == []
+
+
+# --- pod-security-context's findings in full: every problem and its fix, in order (make mutate SCOPE=policy) -------
+
+
+def test_every_problem_of_a_container_and_its_fix_in_order(prod):
+    """The restricted Pod Security Standard, container by container: NET_BIND_SERVICE is the one capability any
+    container may add back; the pod's own context (emptied here) gives nothing."""
+
+    def bad_epp(m):
+        pod_spec(m, EPP)["securityContext"] = {}
+        pod_spec(m, EPP)["containers"][0]["securityContext"] = {
+            "privileged": True,
+            "capabilities": {"add": ["NET_ADMIN", "NET_BIND_SERVICE"], "drop": ["NET_RAW"]},
+            "runAsUser": 0,
+        }
+
+    found = {v.message for v in run_policy("pod-security-context", mutate(prod, bad_epp))}
+    assert found == {
+        "spec.securityContext.seccompProfile.type is unset and containers epp (unset) run without a confined seccomp "
+        "profile: every syscall of the kernel is reachable from the container. Set spec.securityContext.seccompProfile"
+        ".type RuntimeDefault (or Localhost with a profile) and no container override to Unconfined.",
+        "container epp securityContext: privileged true (the container has every capability and every host device); "
+        "allowPrivilegeEscalation unset (must be false); capabilities.drop [NET_RAW] lacks ALL; capabilities.add "
+        "NET_ADMIN (only engines may add capabilities); runAsNonRoot unset, runAsUser 0 (must be runAsNonRoot true "
+        "with a non-zero runAsUser); readOnlyRootFilesystem unset (must be true). Fix: remove privileged; claim "
+        "devices through DRA and add only the capabilities needed; set allowPrivilegeEscalation false; set "
+        "capabilities.drop [ALL]; remove NET_ADMIN from capabilities.add; set runAsNonRoot true and runAsUser to the "
+        "image's non-root user (e.g. 65532); set readOnlyRootFilesystem true and mount an emptyDir where it must "
+        "write.",
+    }
+
+
+RECORD = "or record the reason in the pod template annotation rebel100.ai/security-exceptions"
+
+
+def test_an_engines_deviations_unrecorded_or_recorded_in_part(prod):
+    (none,) = run_policy("pod-security-context", mutate(prod, annotation(DECODE)))
+    assert none.message == (
+        "engine container vllm securityContext: capabilities.add IPC_LOCK not recorded (no "
+        "rebel100.ai/security-exceptions annotation on the pod template); runAsNonRoot false (may run as root) not "
+        "recorded (no rebel100.ai/security-exceptions annotation on the pod template); readOnlyRootFilesystem false "
+        "not recorded (no rebel100.ai/security-exceptions annotation on the pod template). Fix: remove IPC_LOCK from "
+        f"capabilities.add {RECORD} (naming IPC_LOCK); set runAsNonRoot true with a non-zero runAsUser {RECORD} "
+        "(runAsRoot: why); set readOnlyRootFilesystem true and mount volumes where it writes, "
+        f"{RECORD} (readOnlyRootFilesystem=false: why)."
+    )
+    (part,) = run_policy("pod-security-context", mutate(prod, annotation(DECODE, "capabilities CAP_IPC_LOCK: pin")))
+    assert part.message.startswith(
+        "engine container vllm securityContext: runAsNonRoot false (may run as root) not recorded "
+        "(rebel100.ai/security-exceptions does not name runAsRoot); readOnlyRootFilesystem false not recorded "
+        "(rebel100.ai/security-exceptions does not name readOnlyRootFilesystem). Fix: "
+    ), part.message
