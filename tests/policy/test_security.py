@@ -1013,3 +1013,60 @@ def test_an_engines_deviations_unrecorded_or_recorded_in_part(prod):
         "(rebel100.ai/security-exceptions does not name runAsRoot); readOnlyRootFilesystem false not recorded "
         "(rebel100.ai/security-exceptions does not name readOnlyRootFilesystem). Fix: "
     ), part.message
+
+
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        (
+            "engine-default-account-bound-to-edit",
+            "built-in ClusterRole edit (create, update, patch and delete on most namespaced resources) is bound by "
+            f"RoleBinding rebel100/engines-edit to ServiceAccount rebel100/default, which runs {PREFILL_ID}; bound by "
+            f"RoleBinding rebel100/engines-edit to ServiceAccount rebel100/{DECODE}, which runs {DECODE_ID}: a "
+            "compromised pod could change or delete what it serves next to. Bind a Role that lists the resources it "
+            "reads with verbs get, list, watch only.",
+        ),
+        (
+            "decode-without-pdb",
+            "no PodDisruptionBudget in namespace rebel100 selects this engine pod template (labels "
+            "{app.kubernetes.io/component: decode, app.kubernetes.io/name: minimax-m27-decode, "
+            "app.kubernetes.io/part-of: minimax-m27, llm-d.ai/inference-serving: true, llm-d.ai/role: decode, "
+            "rebel100.ai/pool: minimax-m27-decode}, spec.replicas 4): a node drain or upgrade may evict all its pods "
+            "at "
+            "once and take the role down. Add a policy/v1 PodDisruptionBudget whose selector.matchLabels is a subset "
+            "of "
+            "these labels, with maxUnavailable 1 (rebel100:rollout.maxUnavailable).",
+        ),
+        (
+            "decode-two-pdbs",
+            "2 PodDisruptionBudgets select this engine pod template (minimax-m27-decode, decode-extra): the eviction "
+            "API "
+            "refuses to evict a pod more than one budget selects, so every drain of its nodes hangs. Keep one "
+            "PodDisruptionBudget per workload.",
+        ),
+        (
+            "decode-anti-affinity-preferred-only",
+            "engine workload with spec.replicas 4 (role decode): it has only "
+            "preferredDuringSchedulingIgnoredDuringExecution "
+            "podAntiAffinity, which the scheduler may ignore: two of its pods may land on one node, and one node "
+            "failure "
+            "then takes several pods of the role. Add spec.template.spec.affinity.podAntiAffinity."
+            "requiredDuringSchedulingIgnoredDuringExecution [{labelSelector: {matchLabels: {app.kubernetes.io/part-of: "
+            "minimax-m27, llm-d.ai/role: decode}}, topologyKey: kubernetes.io/hostname}] "
+            "(rebel100:placement.spreadRoles "
+            "true).",
+        ),
+        (
+            "epp-cluster-role-binding",
+            f"ClusterRoleBinding {EPP} binds ClusterRole {EPP} to ServiceAccount rebel100/{EPP}, the EPP's "
+            f"({EPP_ID}): it "
+            "grants it across the whole cluster, while the EPP only needs get/list/watch on pods and InferencePools of "
+            "its own namespace (and, cluster-wide, create on tokenreviews and subjectaccessreviews, which check a "
+            "metrics "
+            "scrape's token). Bind a namespace-scoped Role in namespace rebel100 with a RoleBinding instead.",
+        ),
+    ],
+)
+def test_a_finding_of_the_rbac_and_availability_rules_in_full(prod, case, message):
+    edit, policy, resource, _ = BAD[case]
+    assert [(v.resource, v.message) for v in run_policy(policy, mutate(prod, edit))] == [(resource, message)]
