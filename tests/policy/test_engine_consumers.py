@@ -131,3 +131,9 @@ def test_args_vllm_refuses_are_refused(prod, extra, contains):
     assert_verdict(
         run_policy(ARGS_POLICY, edited), resource=f"Deployment/rebel100/{DECODE}", level="mandatory", contains=contains
     )
+
+
+def test_every_engine_is_judged_past_one_that_is_not_vllm_rbln(prod):
+    """prefill (listed first) on another vLLM image is not judged by vllm-rbln's facts; decode still is."""
+    edited = mutate(prod, lambda m: engine(m, PREFILL).update(image="vllm/vllm-openai:v0.9.0"), image(DECODE, "0.10.2"))
+    assert [v.resource for v in run_policy(POLICY, edited)] == [f"Deployment/rebel100/{DECODE}"]

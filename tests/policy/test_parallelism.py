@@ -285,3 +285,45 @@ def test_a_pod_claim_of_a_resource_claim_is_read_too(prod):
     assert "spec.resourceClaims[npu-rdma] references ResourceClaim ?, which is not among the resources" in (
         violation.message
     ), violation.message
+
+
+@pytest.mark.parametrize(
+    "case, start, fact",
+    [
+        (
+            "prefill-pp64-over-62-layers",
+            "prefill container vllm arg --pipeline-parallel-size: pipeline parallel size 64 ",
+            "the model's 62 layers (modelLayers)",
+        ),
+        (
+            "decode-dp3-expert-parallel",
+            "decode container vllm arg --enable-expert-parallel: expert parallel ",
+            "the model's 256 experts (modelExperts)",
+        ),
+    ],
+)
+def test_the_facts_a_verdict_rests_on_are_named_by_their_pack_config_key(prod, case, start, fact):
+    edit, policy, _, _ = BAD[case]
+    (violation,) = run_policy(policy, mutate(prod, edit))
+    assert violation.message.startswith(start) and fact in violation.message, violation.message
+
+
+def test_an_engine_without_a_role_is_named_engine_and_every_engine_is_judged(prod):
+    """A bare Pod of vllm serve with no role label (listed first, its args unreadable) does not stop the others."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "solo", "namespace": "rebel100"},
+        "spec": {"containers": [{"name": "e", "command": ["vllm", "serve"], "args": ["M", "-pp", "64"]}]},
+    }
+    unreadable = {**pod, "metadata": {"name": "unreadable", "namespace": "rebel100"}, "spec": {"containers": [
+        {"name": "e", "command": ["vllm", "serve"], "args": ["M", "--data-parallel-size-local", "x", "-pp", "64"]}
+    ]}}  # fmt: skip
+
+    def first(m):
+        m[:0] = [unreadable, pod]
+
+    found = run_policy("parallelism-fits-model", mutate(prod, first))
+    assert [(v.resource, v.message.split(":")[0]) for v in found] == [
+        ("Pod/rebel100/solo", "engine container e arg --pipeline-parallel-size")
+    ]

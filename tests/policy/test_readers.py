@@ -257,3 +257,9 @@ def test_the_lmcache_rbln_version_an_engine_runs():
     )
     assert lmcache_version(one_engine(["M"], image="lmcache/vllm-openai")) == (None, "")
     assert lmcache_version(one_engine(["M"], image="vllm/vllm-openai:v0.9.0")) == (None, "")
+
+
+def test_an_untagged_vllm_rbln_image_ships_no_known_lmcache():
+    from policy.read.lmcache import lmcache_version
+
+    assert lmcache_version(one_engine(["M"], image="rebellions/vllm-rbln")) == (None, "")

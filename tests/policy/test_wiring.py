@@ -840,3 +840,55 @@ def test_the_pool_is_read_by_the_epps_its_service_selects(prod):
 
     (finding,) = run_policy("pool-endpoints-serve", mutate(prod, annotate(PREFILL, legacy=None), v07_single_dash))
     assert finding.message.startswith(f"InferencePool rebel100/{POOL} targets ports"), finding.message
+
+
+# --- the HTTPRoute's backends, ref by ref (make mutate SCOPE=policy, issue 25) -------------------------------------
+
+
+def backend_refs(*refs):
+    return lambda m: get(m, "HTTPRoute", ROUTE)["spec"]["rules"][0].update(backendRefs=list(refs))
+
+
+POOL_REF = {"kind": "InferencePool", "name": POOL, "group": "inference.networking.k8s.io"}
+
+
+def test_a_backend_ref_is_looked_up_in_its_own_namespace(prod):
+    (finding,) = run_policy("httproute-backend-exists", mutate(prod, backend_refs({**POOL_REF, "namespace": "other"})))
+    assert finding.message == (
+        f"spec.rules[0].backendRefs[0] names InferencePool {POOL}, which does not exist in namespace other "
+        "(InferencePools: none): the route has no backend and every request fails. Name an existing pool."
+    )
+
+
+def test_every_backend_ref_is_judged_past_services_and_missing_pools(prod):
+    """A Service backend is not judged; a missing pool does not stop the refs after it; the pools of the namespace
+    are listed; a ref without a group is the core group."""
+
+    def second_pool(m):
+        m.append({**get(m, "InferencePool", POOL), "metadata": {"name": "a-pool", "namespace": "rebel100"}})
+
+    refs = backend_refs(
+        {"kind": "Service", "name": "web", "port": 80},
+        {**POOL_REF, "name": "missing"},
+        {"kind": "InferencePool", "name": POOL},
+    )
+    found = [v.message for v in run_policy("httproute-backend-exists", mutate(prod, second_pool, refs))]
+    assert found == [
+        "spec.rules[0].backendRefs[1] names InferencePool missing, which does not exist in namespace rebel100 "
+        f"(InferencePools: {POOL}, a-pool): the route has no backend and every request fails. Name an existing pool.",
+        f"spec.rules[0].backendRefs[2] has group '(core)' but InferencePool {POOL} is inference.networking.k8s.io/v1: "
+        "the gateway looks up a kind that does not exist. Set group inference.networking.k8s.io.",
+    ]
+
+
+# --- parallelism-fits-model in full (make mutate SCOPE=policy, issue 25) -------------------------------------------
+
+
+def test_every_connector_an_engine_has_is_named(prod):
+    two = '{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[{"kv_connector":"SharedStorageConnector","kv_role":"kv_both"},{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}]}}'  # noqa: E501
+    (finding,) = run_policy(
+        "sidecar-matches-decode", mutate(prod, lambda m: set_arg(engine(m, PREFILL), "--kv-transfer-config", two))
+    )
+    assert (
+        "--kv-transfer-config has MultiConnector, SharedStorageConnector, LMCacheConnectorV1: the KV" in finding.message
+    ), finding.message
