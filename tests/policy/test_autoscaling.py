@@ -325,3 +325,10 @@ def test_a_pod_counts_the_npus_it_claims_or_its_engines_need_whichever_is_more(s
     )
     found = [v.resource for v in run_policy("autoscaling-fits-site", edited, {**PROD, **SITE})]
     assert (DECODE_SO not in found) is fits, found
+
+
+def test_a_site_of_one_node_is_judged(scaled):
+    """nodes 0 is "not known"; 1 is a site: decode at 2 pods, one per node, does not fit it."""
+    edited = mutate(scaled, lambda m: spec(m, DECODE).update(maxReplicaCount=2))
+    found = run_policy("autoscaling-fits-site", edited, {**PROD, "autoscaling-fits-site": {"nodes": 1}})
+    assert DECODE_SO in [v.resource for v in found], found

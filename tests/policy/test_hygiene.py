@@ -424,3 +424,37 @@ def test_all_is_the_runtimes_word_for_every_capability(prod):
     assert violation.message.startswith(
         "container vllm securityContext.capabilities.drop 'CAP_NET_RAW': written with its CAP_ prefix"
     ), violation.message
+
+
+def test_only_an_ingress_policy_protects_the_engines(prod):
+    """policyTypes lists what a NetworkPolicy governs; without it, Ingress (and Egress when it has egress rules)."""
+
+    def only(types):
+        def edit(m):
+            m.remove(get(m, "NetworkPolicy", "minimax-m27-default-deny"))
+            spec = get(m, "NetworkPolicy", DECODE)["spec"]
+            if types is None:
+                spec.pop("policyTypes", None)
+            else:
+                spec["policyTypes"] = types
+
+        return edit
+
+    (violation,) = run_policy("engine-network-policy", mutate(prod, only(["Egress"])), PROD)
+    assert violation.resource == DECODE_ID
+    assert run_policy("engine-network-policy", mutate(prod, only(None)), PROD) == []
+    assert run_policy("engine-network-policy", mutate(prod, only(["Egress", "Ingress"])), PROD) == []
+
+
+def test_requests_alone_count_as_requests(prod):
+    assert (
+        run_policy("engine-resource-requests", mutate(prod, lambda m: engine(m, PREFILL)["resources"].pop("limits")))
+        == []
+    )
+
+
+def test_a_token_from_two_sources_names_both(prod):
+    two = {"configMapKeyRef": {"name": "t", "key": "k"}, "fieldRef": {"fieldPath": "metadata.name"}}
+    edit = lambda m: set_env(engine(m, DECODE), "HF_TOKEN", valueFrom=two)  # noqa: E731
+    (violation,) = run_policy("hf-token-secret-ref", mutate(prod, edit))
+    assert "env HF_TOKEN comes from configMapKeyRef, fieldRef, not from a Secret" in violation.message

@@ -892,3 +892,36 @@ def test_every_connector_an_engine_has_is_named(prod):
     assert (
         "--kv-transfer-config has MultiConnector, SharedStorageConnector, LMCacheConnectorV1: the KV" in finding.message
     ), finding.message
+
+
+def test_each_distinct_prefill_setting_is_compared_with_decode(prod):
+    """A second prefill pool at another block size: decode (4096) differs from it, not from the first; the fix names
+    the field."""
+
+    def second_prefill(m):
+        other = copy.deepcopy(get(m, "Deployment", PREFILL))
+        other["metadata"]["name"] = "prefill-b"
+        set_arg(other["spec"]["template"]["spec"]["containers"][0], "--block-size", "2048")
+        m.append(other)
+
+    (finding,) = run_policy("pd-roles-agree", mutate(prod, second_prefill))
+    assert finding.message.startswith(
+        "decode container vllm and prefill (Deployment/rebel100/prefill-b) differ on --block-size: prefill 2048 vs "
+        "decode 4096"
+    ), finding.message
+    assert finding.message.endswith("Set the same --block-size on both roles."), finding.message
+
+
+def test_every_decode_pool_with_a_sidecar_is_judged(prod):
+    def second_decode(m):
+        other = copy.deepcopy(get(m, "Deployment", DECODE))
+        other["metadata"]["name"] = "decode-b"
+        m.append(other)
+        for deployment in (get(m, "Deployment", DECODE), other):
+            proxy = next(
+                c for c in deployment["spec"]["template"]["spec"]["initContainers"] if c["name"] == "routing-proxy"
+            )
+            set_arg(proxy, "--vllm-port", "8001")
+
+    found = run_policy("sidecar-matches-decode", mutate(prod, second_decode))
+    assert sorted(v.resource for v in found) == ["Deployment/rebel100/decode-b", DECODE_ID], found
