@@ -137,3 +137,16 @@ def test_every_engine_is_judged_past_one_that_is_not_vllm_rbln(prod):
     """prefill (listed first) on another vLLM image is not judged by vllm-rbln's facts; decode still is."""
     edited = mutate(prod, lambda m: engine(m, PREFILL).update(image="vllm/vllm-openai:v0.9.0"), image(DECODE, "0.10.2"))
     assert [v.resource for v in run_policy(POLICY, edited)] == [f"Deployment/rebel100/{DECODE}"]
+
+
+def test_only_vllm_rbln_engines_of_the_target_release_are_judged_by_its_parser(prod):
+    """prefill (listed first) on another vLLM is not judged by vLLM 0.30.0's options; decode's unknown flag still is."""
+    edited = mutate(
+        prod,
+        lambda m: engine(m, PREFILL).update(image="vllm/vllm-openai:v0.9.0"),
+        lambda m: engine(m, PREFILL)["args"].append("--foo"),
+        lambda m: engine(m, DECODE)["args"].append("--bar"),
+    )
+    assert [(v.resource, "--bar" in v.message) for v in run_policy("vllm-args-known", edited)] == [
+        (f"Deployment/rebel100/{DECODE}", True)
+    ]

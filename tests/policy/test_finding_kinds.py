@@ -420,9 +420,21 @@ KINDS = (
     ),
     Kind(
         "router-autotune-block-unit",
+        "autotune-by-default",
+        router(lambda c: plugin(c, "approx-prefix-cache-producer")["parameters"].pop("autoTune")),
+        one(EPP_CONFIG_ID, "parameters.autoTune true: the router reads --block-size 4096"),
+        good=producer(autoTune=False, blockSizeTokens=512),
+        level="advisory",
+    ),
+    Kind(
+        "router-autotune-block-unit",
         "autotune-hashes-whole-blocks",
         producer(autoTune=True),
-        one(EPP_CONFIG_ID, "autoTune true", "--block-size 4096", "512-token sub-blocks"),
+        one(
+            EPP_CONFIG_ID,
+            "data[epp-config.yaml] plugin approx-prefix-cache-producer parameters.autoTune true",
+            f"while the engines ({DECODE_ID}, {PREFILL_ID}) reuse 512-token sub-blocks (VLLM_RBLN_SUB_BLOCK_CACHE=1)",
+        ),
         good=producer(autoTune=False, blockSizeTokens=512),
         level="advisory",
     ),

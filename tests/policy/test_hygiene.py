@@ -458,3 +458,16 @@ def test_a_token_from_two_sources_names_both(prod):
     edit = lambda m: set_env(engine(m, DECODE), "HF_TOKEN", valueFrom=two)  # noqa: E731
     (violation,) = run_policy("hf-token-secret-ref", mutate(prod, edit))
     assert "env HF_TOKEN comes from configMapKeyRef, fieldRef, not from a Secret" in violation.message
+
+
+@pytest.mark.parametrize(
+    "first", ["rebellions/VLLM-rbln", "ghcr.io/x/y@sha256:" + "a" * 64], ids=["not-a-reference", "digest"]
+)
+def test_every_container_is_judged_past_one_that_is_not_or_is_pinned(prod, first):
+    def two(m):
+        containers = pod_spec(m, EPP)["containers"]
+        containers.insert(0, {"name": "first", "image": first})
+        containers.append({"name": "last", "image": "busybox:latest"})
+
+    (violation,) = run_policy("image-tag-pinned", mutate(prod, two))
+    assert violation.message.startswith("container last image busybox:latest uses the latest tag")

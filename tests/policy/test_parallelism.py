@@ -327,3 +327,31 @@ def test_an_engine_without_a_role_is_named_engine_and_every_engine_is_judged(pro
     assert [(v.resource, v.message.split(":")[0]) for v in found] == [
         ("Pod/rebel100/solo", "engine container e arg --pipeline-parallel-size")
     ]
+
+
+@pytest.mark.parametrize(
+    "flag, value, other, other_value",
+    [
+        ("--pipeline-parallel-size", "four", "--data-parallel-size", "2"),
+        ("--data-parallel-size", "two", "--pipeline-parallel-size", "4"),
+    ],
+    ids=["pp-unreadable", "dp-unreadable"],
+)
+def test_an_unreadable_size_is_named_and_not_read_as_more_than_one(prod, flag, value, other, other_value):
+    """PP unreadable with DP 2 (or DP unreadable with PP 4): the one finding names the unreadable value; it is not
+    also read as PP > 1 with DP > 1."""
+    bad = mutate(
+        prod,
+        lambda m: set_arg(engine(m, PREFILL), flag, value),
+        lambda m: set_arg(engine(m, PREFILL), other, other_value),
+    )
+    (violation,) = run_policy("pp-with-dp", bad)
+    assert f"{flag} '{value}' is not an integer" in violation.message, violation.message
+
+
+def test_a_pod_that_fills_its_node_fits_and_one_more_npu_does_not(prod):
+    """DP 8 on nodes of 8 NPUs is the most that fits (npusPerNode 8); 9 does not, and the message says what to do."""
+    assert run_policy("npu-devices-fit-node", mutate(prod, decode_dp(8, claim=8))) == []
+    (violation,) = run_policy("npu-devices-fit-node", mutate(prod, decode_dp(16, claim=16)))
+    assert "so it stays Pending. Lower the parallelism (or --data-parallel-size-local) to at most" in violation.message
+    assert violation.message.endswith("have more."), violation.message

@@ -95,3 +95,39 @@ def test_engines_without_a_recorded_volume_are_skipped(renders):
 def test_a_speculative_config_without_a_draft_model_names_no_draft(renders, value):
     """Only a JSON object with a model names a draft; anything else is no draft to compare (vLLM judges the rest)."""
     assert messages(mutate(renders["dev"], lambda m: set_arg(engine(m, DECODE), "--speculative-config", value))) == []
+
+
+DRAFT = "asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k"
+OFFLINE = (
+    "with HF_HUB_OFFLINE the engine finds no files for what it serves and fails at start, or serves a revision nobody "
+    "downloaded on purpose."
+)
+
+
+def test_the_draft_findings_in_full(renders):
+    [(_, _, message)] = messages(mutate(renders["dev"], lambda m: set_draft_revision(engine(m, DECODE), SHA)))
+    assert message == (
+        f"container vllm (claim model-weights): the engine serves draft {DRAFT}@{SHA} but its weights volume holds "
+        f"{DRAFT}@main (Job/rebel100/{JOB}, annotations rebel100.ai/draft-model and rebel100.ai/draft-revision): "
+        f"{OFFLINE} Serve {DRAFT}@main, or change the download to {DRAFT}@{SHA} (in the stack: one weights.revision / "
+        "weights.draftRevision for both)."
+    )
+
+    def no_draft(m):
+        for key in ("rebel100.ai/draft-model", "rebel100.ai/draft-revision"):
+            job_annotations(m).pop(key)
+
+    found = dict((r, m) for r, _, m in messages(mutate(renders["dev"], no_draft)))
+    assert found[f"Deployment/rebel100/{PREFILL}"] == (
+        f"container vllm (claim model-weights): the engine serves draft {DRAFT}@main but its weights volume holds no "
+        f"draft model (Job/rebel100/{JOB}): {OFFLINE} Serve no draft model, or change the download to {DRAFT}@main "
+        "(in the stack: one weights.revision / weights.draftRevision for both)."
+    )
+
+
+def test_a_download_without_revision_annotations_holds_main(renders):
+    def unrevised(m):
+        for key in ("rebel100.ai/model-revision", "rebel100.ai/draft-revision"):
+            job_annotations(m).pop(key)
+
+    assert messages(mutate(renders["dev"], unrevised)) == []
