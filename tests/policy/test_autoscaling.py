@@ -13,6 +13,7 @@ from tests.policy.conftest import STACKS
 from tests.policy.fixtures import (
     DECODE,
     DECODE_CLAIM,
+    EPP,
     PREFILL,
     assert_verdict,
     engine,
@@ -332,3 +333,80 @@ def test_a_site_of_one_node_is_judged(scaled):
     edited = mutate(scaled, lambda m: spec(m, DECODE).update(maxReplicaCount=2))
     found = run_policy("autoscaling-fits-site", edited, {**PROD, "autoscaling-fits-site": {"nodes": 1}})
     assert DECODE_SO in [v.resource for v in found], found
+
+
+EPP_QUERY = 'sum(rate(llm_d_epp_disagg_decision_total{namespace="rebel100",decision_type="prefill-decode"}[2m]))'
+
+
+def epp_signal(m):
+    spec(m, PREFILL)["triggers"][0]["metadata"].update(query=EPP_QUERY)
+
+
+def test_the_epp_signal_needs_the_epps_own_pods_scraped(scaled):
+    """The EPP's pods (found by its image in the ScaledObject's namespace) must be scraped: without the EPP's
+    PodMonitor the prefill trigger reads nothing, though the engines' monitors remain."""
+    bad = mutate(scaled, epp_signal, lambda m: m.remove(get(m, "PodMonitor", EPP)))
+    (violation,) = run_policy("autoscaling-signal", bad, PROD)
+    assert (violation.resource, violation.message) == (
+        PREFILL_SO,
+        "triggers[0] (query llm_d_epp_disagg_decision_total) pdDecisionRate is read from Prometheus, but nothing "
+        "scrapes llm_d_epp_disagg_decision_total: the trigger reads 0 (KEDA's ignoreNullValues) and the prefill pods "
+        "never scale up. Add a PodMonitor that selects those pods.",
+    )
+
+
+def test_without_an_epp_among_the_manifests_the_epp_signal_is_not_judged(scaled):
+    assert (
+        run_policy(
+            "autoscaling-signal", mutate(scaled, epp_signal, lambda m: m.remove(get(m, "Deployment", EPP))), PROD
+        )
+        == []
+    )
+
+
+def test_the_epp_generation_decides_the_counters_name(scaled):
+    def v07(m):
+        next(c for c in get(m, "Deployment", EPP)["spec"]["template"]["spec"]["containers"]).update(
+            image="ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1"
+        )
+
+    (violation,) = run_policy("autoscaling-signal", mutate(scaled, epp_signal, v07), PROD)
+    assert violation.message == (
+        "triggers[0] (query llm_d_epp_disagg_decision_total) reads llm_d_epp_disagg_decision_total, but "
+        "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1 serves the P/D decision counter as "
+        "llm_d_inference_scheduler_disagg_decision_total (its router generation, core/versions/router.py): the query "
+        "reads nothing and the role never scales up. Query llm_d_inference_scheduler_disagg_decision_total."
+    )
+
+
+def test_every_trigger_is_judged_past_others(scaled):
+    """A cpu trigger and a query on another series come first; the prometheus trigger on the engines' signal after
+    them is still judged."""
+
+    def triggers_first(m):
+        triggers = spec(m, DECODE)["triggers"]
+        triggers[:0] = [
+            {"type": "cpu", "metadata": {"value": "80"}},
+            {"type": "prometheus", "metadata": {"query": "sum(up)", "serverAddress": "http://p:9090"}},
+        ]
+        m.remove(get(m, "PodMonitor", DECODE))
+
+    (violation,) = run_policy("autoscaling-signal", mutate(scaled, triggers_first), PROD)
+    assert violation.message.startswith("triggers[2] (query vllm:kv_cache_usage_perc) kvCacheUsage is read"), (
+        violation.message
+    )
+
+
+def test_an_epp_of_no_known_generation_has_no_known_counter(scaled):
+    untagged = "ghcr.io/llm-d/llm-d-router-endpoint-picker"
+
+    def unpinned(m):
+        next(c for c in get(m, "Deployment", EPP)["spec"]["template"]["spec"]["containers"]).update(image=untagged)
+
+    (violation,) = run_policy("autoscaling-signal", mutate(scaled, epp_signal, unpinned), PROD)
+    assert violation.message == (
+        "triggers[0] (query llm_d_epp_disagg_decision_total) pdDecisionRate reads the EPP's P/D decision counter, but "
+        f"{untagged} belongs to no router generation whose counter is known (core/versions/router.py GENERATIONS): "
+        "the trigger would read nothing and the role never scales. Pin an EPP of a known generation, or use "
+        "engineQueue."
+    )
