@@ -471,3 +471,9 @@ def test_every_container_is_judged_past_one_that_is_not_or_is_pinned(prod, first
 
     (violation,) = run_policy("image-tag-pinned", mutate(prod, two))
     assert violation.message.startswith("container last image busybox:latest uses the latest tag")
+
+
+def test_a_container_without_an_image_is_image_tag_pinneds_not_the_runtimes(prod):
+    bare = mutate(prod, lambda m: epp_container(m).pop("image"))
+    assert run_policy(RUNTIME, bare) == []
+    assert [v.message.split(":")[0] for v in run_policy("image-tag-pinned", bare)] == ["container epp has no image"]

@@ -925,3 +925,32 @@ def test_every_decode_pool_with_a_sidecar_is_judged(prod):
 
     found = run_policy("sidecar-matches-decode", mutate(prod, second_decode))
     assert sorted(v.resource for v in found) == ["Deployment/rebel100/decode-b", DECODE_ID], found
+
+
+def test_pods_of_another_namespace_are_not_the_pools(prod):
+    def elsewhere(m):
+        other = copy.deepcopy(get(m, "Deployment", PREFILL))
+        other["metadata"]["namespace"] = "elsewhere"
+        other["spec"]["template"]["metadata"]["annotations"].pop(ACTIVE)
+        other["spec"]["template"]["metadata"]["annotations"].pop(LEGACY)
+        m.append(other)
+
+    assert run_policy("pool-endpoints-serve", mutate(prod, elsewhere)) == []
+
+
+def test_the_routers_block_size_is_judged_only_with_autotune_off(prod):
+    """autoTune left out is on (the EPP's default): blockSizeTokens 4096 is then advice's, not router-block-size's.
+    Off, the sub-block unit is named with the flag it comes from."""
+
+    def no_autotune(m):
+        config = epp_config(m)
+        params = plugin(config, "approx-prefix-cache-producer")["parameters"]
+        params.pop("autoTune")
+        params["blockSizeTokens"] = 4096
+        set_epp_config(m, config)
+
+    assert run_policy("router-block-size", mutate(prod, no_autotune)) == []
+    (finding,) = run_policy("router-block-size", mutate(prod, producer(autoTune=False, blockSizeTokens=4096)))
+    assert "reuse prefixes in sub-blocks of --max-num-batched-tokens 512 (VLLM_RBLN_SUB_BLOCK_CACHE=1)" in (
+        finding.message
+    ), finding.message
