@@ -414,3 +414,29 @@ def test_a_service_monitor_endpoint_may_name_the_target_port_itself(prod, target
     assert violation.message.startswith(
         f"spec.endpoints[0] (port {target}) of ServiceMonitor rebel100/{EPP} sends no bearer token"
     ), violation.message
+
+
+@pytest.mark.parametrize("form", ["--metrics-port", "-metrics-port"], ids=["two-dashes", "go-single-dash"])
+def test_the_epps_metrics_port_is_read_from_its_flag(prod, form):
+    """The EPP serving metrics on 9100 (its port named metrics there): the monitor of port `metrics` scrapes it."""
+
+    def port_9100(m):
+        container = pod_spec(m, EPP)["containers"][0]
+        args = container["args"]
+        del args[args.index("--metrics-port") : args.index("--metrics-port") + 2]
+        args.append(f"{form}=9100")
+        next(p for p in container["ports"] if p["name"] == "metrics")["containerPort"] = 9100
+        endpoint(m).pop("authorization")
+
+    (violation,) = run_policy(POLICY, mutate(prod, port_9100))
+    assert "sends no bearer token" in violation.message
+
+
+def test_the_epp_is_found_by_its_pool_flag_in_gos_single_dash_form(prod):
+    def single_dash(m):
+        args = pod_spec(m, EPP)["containers"][0]["args"]
+        args[args.index("--pool-name")] = "-pool-name"
+        endpoint(m).pop("authorization")
+
+    (violation,) = run_policy(POLICY, mutate(prod, single_dash))
+    assert "sends no bearer token" in violation.message

@@ -307,3 +307,39 @@ def test_a_pool_of_another_namespace_does_not_front_the_pod(prod):
     assert f"allowlists the pods of InferencePool elsewhere/{POOL_NAME}, which does not select this pod" in (
         violation.message
     ), violation.message
+
+
+def test_the_pool_group_flag_decides_which_pools_front_the_pod(prod):
+    """With --pool-group of the older API, the sidecar allowlists from a v1alpha2 pool: a GA pool named with
+    --inference-pool is then not the one that fronts it."""
+
+    def older_pool_too(m):
+        ga = get(m, "InferencePool", POOL_NAME)
+        m.append(
+            {
+                "apiVersion": "inference.networking.x-k8s.io/v1alpha2",
+                "kind": "InferencePool",
+                "metadata": {"name": "old-pool", "namespace": "rebel100"},
+                "spec": {"selector": dict(ga["spec"]["selector"]["matchLabels"]), "targetPortNumber": 8000},
+            }
+        )
+
+    bad = mutate(prod, older_pool_too, sidecar_arg("--pool-group", "inference.networking.x-k8s.io", equals=True))
+    (violation,) = run_policy("sidecar-ssrf-protection", bad, PROD)
+    assert "the pool that does is rebel100/old-pool" in violation.message, violation.message
+
+
+def test_without_a_pool_that_fronts_the_pod_the_fix_names_a_placeholder(prod):
+    bad = mutate(
+        prod, unprotected, lambda m: get(m, "InferencePool", POOL_NAME)["spec"]["selector"]["matchLabels"].update(x="y")
+    )
+    (violation,) = run_policy("sidecar-ssrf-protection", bad, PROD)
+    assert "Set --enable-ssrf-protection=true and --inference-pool <namespace>/<pool>" in violation.message, (
+        violation.message
+    )
+
+
+def test_an_unprotected_old_pin_naming_a_pool_needs_no_token(prod):
+    """0.7.1 cannot protect itself (advice, sidecar-ssrf-capable): its pool flag alone asks for no token or Role."""
+    old = mutate(prod, pinned_071, lambda m: set_arg(sidecar(m), "--enable-ssrf-protection", None), no_token)
+    assert run_policy("sidecar-ssrf-protection", old, PROD) == []
