@@ -16,6 +16,9 @@
                                     command that restores it; --restore puts that copy back (exit 1: damaged, none left)
   preview STACK [FLAGS...]          the PR check: `pulumi preview` with the pack at the stack's level, through Pulumi's
                                     Automation API (stacks/deploy.py; FLAGS go to the CLI); what scripts/preview runs
+  up [STACK] [--local-cluster] [--restore-checkpoint]
+                                    deploy: preflight, a preview (refresh, pack), the update when it proposes a change
+                                    (beside the watch), outputs and placement; Automation API, what scripts/up runs
   changes EVENT_LOG                 does the preview of this `pulumi preview --event-log` propose anything? (exit 0: no;
                                     scripts/up then skips the update)
 
@@ -102,30 +105,12 @@ def cmd_check(args) -> int:
 def cmd_preflight(args) -> int:
     """Refuse, before anything is applied, a stack whose engine pods cannot all be placed on the site, or a
     change its retained volumes cannot take (core/retained.py)."""
-    from core.placement import place
-    from core.retained import live_stack_refusals
-    from stacks.site import SiteError, inventory, live_claims, missing_weights_volume
+    from stacks.site import preflight
 
     _, name, cfg = load_stack(args)
     if cfg is None:
         return 1
-    try:
-        nodes = inventory(cfg, args.kubeconfig)
-        no_weights = missing_weights_volume(cfg, args.kubeconfig)
-        claims, expandable = live_claims(cfg, args.kubeconfig)
-    except SiteError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    placed, problems = place(cfg, nodes)
-    problems += [no_weights] if no_weights else []
-    # Changes the live stack cannot take (its retained volumes), refused before anything is applied.
-    problems += live_stack_refusals(cfg, claims, expandable)
-    for problem in problems:
-        print(f"error: stack {name!r}: {problem}", file=sys.stderr)
-    if problems:
-        return 1
-    print(f"placement of stack {name!r}: all {len(placed)} engine pods fit the site's {len(nodes)} nodes")
-    return 0
+    return preflight(name, cfg, args.kubeconfig)
 
 
 def cmd_placement(args) -> int:
@@ -197,40 +182,9 @@ def cmd_policy_config(args) -> int:
 def cmd_checkpoint(args) -> int:
     """Is the stack's checkpoint in the file backend damaged? Name its last good copy and the command that restores
     it; with --restore, put that copy back (stacks/checkpoint.py)."""
-    import os
-
     from stacks import checkpoint
 
-    root = checkpoint.file_backend_root(os.environ.get("PULUMI_BACKEND_URL"))
-    if root is None:
-        print(
-            f"error: the backend ({os.environ.get('PULUMI_BACKEND_URL') or 'a `pulumi login`'}) is not a file "
-            f"backend: only a file backend's checkpoints are looked at here (docs/recovery.md, A damaged "
-            f"checkpoint)",
-            file=sys.stderr,
-        )
-        return 2
-    state = checkpoint.StackState(root, stackfile.project_name(), args.stack)
-    command = args.restore_command or f"scripts/up {args.stack} --restore-checkpoint"
-    message = checkpoint.explain(state, command, relative_to=pathlib.Path.cwd())
-    if message is None:
-        if args.restore:
-            print(
-                f"checkpoint: stack {args.stack}'s checkpoint loads (or there is none yet): nothing to restore",
-                file=sys.stderr,
-            )
-        return 0
-    good = state.last_good()
-    if not args.restore or good is None:
-        print(f"error: {message}", file=sys.stderr)
-        return 1
-    kept = state.restore(good)
-    print(
-        f"checkpoint: stack {args.stack}'s checkpoint restored from {good.describe(pathlib.Path.cwd())}; the "
-        f"damaged one is kept as {checkpoint.shown(kept, pathlib.Path.cwd())}",
-        file=sys.stderr,
-    )
-    return 0
+    return checkpoint.command(args.stack, restore=args.restore, restore_command=args.restore_command)
 
 
 def cmd_changes(args) -> int:
@@ -314,10 +268,12 @@ def cmd_validate(args) -> int:
 
 
 def cmd_deploy(argv: list[str]) -> int:
-    """`preview STACK [FLAGS...]`: on Pulumi's Automation API (stacks/deploy.py, the one command here that imports the
-    Pulumi SDK, and only when it runs)."""
+    """`preview STACK [FLAGS...]` and `up [STACK] [--local-cluster] [--restore-checkpoint]`: on Pulumi's Automation
+    API (stacks/deploy.py, the one module here that imports the Pulumi SDK, and only when they run)."""
     from stacks import deploy
 
+    if argv[0] == "up":
+        return deploy.up(argv[1:])
     if len(argv) < 2 or argv[1].startswith("-"):
         print("usage: python -m stacks preview STACK [pulumi preview flags...]", file=sys.stderr)
         return 2
@@ -326,7 +282,7 @@ def cmd_deploy(argv: list[str]) -> int:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["preview"]:
+    if argv[:1] in (["preview"], ["up"]):
         return cmd_deploy(argv)
     args = parser().parse_args(argv)
     commands = {

@@ -24,6 +24,7 @@ import json
 import os
 import pathlib
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass
 from urllib.parse import urlparse
@@ -178,3 +179,41 @@ def explain(state: StackState, command: str, relative_to: pathlib.Path | None = 
         f"{head} The last good copy is {good.describe(relative_to)}. Restore it (the damaged file is kept under "
         f"{shown(state.root / 'damaged', relative_to)}/) and deploy with:\n    {command}"
     )
+
+
+def command(stack: str, *, restore: bool = False, restore_command: str | None = None) -> int:
+    """`python -m stacks checkpoint STACK [--restore]`: 0 when the checkpoint loads (or, with `restore`, once its last
+    good copy is back), 1 with the message (damaged, and no copy restored), 2 on a backend that is not a file one."""
+    from core import stackfile
+
+    root = file_backend_root(os.environ.get("PULUMI_BACKEND_URL"))
+    if root is None:
+        print(
+            f"error: the backend ({os.environ.get('PULUMI_BACKEND_URL') or 'a `pulumi login`'}) is not a file "
+            f"backend: only a file backend's checkpoints are looked at here (docs/recovery.md, A damaged "
+            f"checkpoint)",
+            file=sys.stderr,
+        )
+        return 2
+    state = StackState(root, stackfile.project_name(), stack)
+    message = explain(
+        state, restore_command or f"scripts/up {stack} --restore-checkpoint", relative_to=pathlib.Path.cwd()
+    )
+    if message is None:
+        if restore:
+            print(
+                f"checkpoint: stack {stack}'s checkpoint loads (or there is none yet): nothing to restore",
+                file=sys.stderr,
+            )
+        return 0
+    good = state.last_good()
+    if not restore or good is None:
+        print(f"error: {message}", file=sys.stderr)
+        return 1
+    kept = state.restore(good)
+    print(
+        f"checkpoint: stack {stack}'s checkpoint restored from {good.describe(pathlib.Path.cwd())}; the damaged one "
+        f"is kept as {shown(kept, pathlib.Path.cwd())}",
+        file=sys.stderr,
+    )
+    return 0

@@ -27,7 +27,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Self
 
 from pulumi.automation import CommandResult, LocalWorkspace, OnOutput, PulumiCommand, Stack
 from pulumi.automation.errors import create_command_error
@@ -36,6 +36,8 @@ from semver import VersionInfo
 from core import stackfile
 from core.stackfile import PROJECT_ROOT
 
+# The commands that run the program (from the project folder, a local-site stack's file given with --config-file).
+PROGRAM_VERBS = frozenset({"preview", "up", "refresh", "destroy"})
 BUILTIN_PASSPHRASE = "rebel100-local"  # core/secrets.py refuses it for a prod stack
 LOCAL_SITE_DIR = PROJECT_ROOT / ".cluster" / "stacks"
 
@@ -118,8 +120,9 @@ class Cli(PulumiCommand):
     its output is read to the end. `runs_dir` records one file per running session ("SID START"), so that a command
     killed with SIGKILL (whose sessions outlive it) is cleaned up after by the next (`end_dead_sessions`).
 
-    `pid` is the running CLI's (None between commands); `on_start(pid)` is called once it runs; `extra` holds flags
-    for the next preview or up (a user's `scripts/preview STACK --diff`); `stderr` is the last command's."""
+    `pid` is the running CLI's (None between commands); `on_start(pid, verb)` is called once it runs; `extra` holds
+    flags for the next preview or up (a user's `scripts/preview STACK --diff`); `stderr` and `code` are the last
+    command's."""
 
     def __init__(self, runs_dir: pathlib.Path) -> None:
         # Not PulumiCommand.__init__: it starts the CLI once for its version.
@@ -127,10 +130,11 @@ class Cli(PulumiCommand):
         self.version = cli_version(self.command)
         self.runs_dir = runs_dir
         self.pid: int | None = None
-        self.on_start: Callable[[int], None] | None = None
+        self.on_start: Callable[[int, str], None] | None = None
         self.extra: list[str] = []
         self.stderr = ""
         self.code = 0
+        self.stack_dir = PROJECT_ROOT
 
     def run(
         self,
@@ -140,8 +144,15 @@ class Cli(PulumiCommand):
         on_output: OnOutput | None = None,
         on_error: OnOutput | None = None,
     ) -> CommandResult:
-        if args and args[0] in ("preview", "up") and self.extra:
+        verb = next((arg for arg in args if not arg.startswith("-")), "")
+        if verb in ("preview", "up") and self.extra:
             args = [*args, *self.extra]
+        if verb not in PROGRAM_VERBS:
+            # Commands that read the stack file without running the program (`stack output`, `stack history`, which
+            # the Automation API's `up` runs after the update, and `stack select`): in the folder of the stack file
+            # the program's commands are given with --config-file (a local-site stack's copy), so that a salt they
+            # write goes there and the tracked stack file stays as it is.
+            cwd = str(self.stack_dir)
         if "--non-interactive" not in args:
             args = ["--non-interactive", *args]
         env = {**os.environ, **additional_env, "PULUMI_AUTOMATION_API": "true"}
@@ -177,12 +188,12 @@ class Cli(PulumiCommand):
         self.pid = process.pid
         try:
             if self.on_start:
-                self.on_start(process.pid)
+                self.on_start(process.pid, verb)
             code = process.wait()
         finally:
-            self.pid = None
             # The plugins hold the CLI's pipes until they end: end them, then read the output to its end.
             end_session(process.pid)
+            self.pid = None
             record.unlink(missing_ok=True)
             for reader in readers:
                 reader.join()
@@ -239,13 +250,13 @@ class Workspace(LocalWorkspace):
 
     def __init__(self, cli: Cli, env_vars: dict[str, str], stack_dir: pathlib.Path = PROJECT_ROOT) -> None:
         super().__init__(work_dir=str(PROJECT_ROOT), pulumi_command=cli, env_vars=env_vars)
-        self.stack_dir = stack_dir
+        cli.stack_dir = stack_dir
 
     def select_stack(self, stack_name: str) -> None:
         dirs = file_stack_dirs(stack_name)
         if dirs is not None and any((dirs[0] / f"{stack_name}{ext}").is_file() for ext in (".json", ".json.gz")):
             return
-        self.pulumi_command.run(["stack", "select", stack_name, "--create"], str(self.stack_dir), self.env_vars)
+        self.pulumi_command.run(["stack", "select", stack_name, "--create"], self.work_dir, self.env_vars)
 
 
 # --- per stack: passphrase, stack file, pack level, cluster -----------------------------------------------------
@@ -378,6 +389,7 @@ class Command:
         self.runs_dir = home / "up-sessions"
         self.cli = Cli(self.runs_dir)
         self.tmp: str | None = None
+        self.env: dict[str, str] = {}
         self.interrupted = False
         self.cancelling = "preview"  # what the running CLI does: preview or update
 
@@ -399,9 +411,12 @@ class Command:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGINT)
 
-    def __enter__(self) -> Command:
-        signal.signal(signal.SIGINT, self.on_signal)
-        signal.signal(signal.SIGTERM, self.on_signal)
+    def __enter__(self) -> Self:
+        # A signal ignored when this started (SIGINT in a background job of a shell without job control) stays
+        # ignored, as it did for the bash scripts/up: only a Ctrl-C meant for this command cancels it.
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            if signal.getsignal(signum) is not signal.SIG_IGN:
+                signal.signal(signum, self.on_signal)
         # A temporary folder of this command's for the CLI and every plugin it starts: the Kubernetes provider copies
         # the kubeconfig it is given to a temporary file of its own for Helm and never removes it (pulumi-kubernetes
         # v4.25 writeKubeconfigToFile).
@@ -425,10 +440,10 @@ class Command:
         return 0
 
     def stack_object(self, env: dict[str, str]) -> Stack:
+        """The stack, selected (`Workspace.select_stack`); `self.env` is its commands' environment beside ours."""
         assert self.tmp is not None
-        workspace = Workspace(
-            self.cli, {"TMPDIR": self.tmp, **env}, LOCAL_SITE_DIR if self.config_file else PROJECT_ROOT
-        )
+        self.env = {"TMPDIR": self.tmp, **env}
+        workspace = Workspace(self.cli, self.env, LOCAL_SITE_DIR if self.config_file else PROJECT_ROOT)
         return Stack.select(self.stack, workspace)
 
     def pack(self) -> dict[str, Any]:
@@ -437,6 +452,8 @@ class Command:
             "policy_packs": ["policy"],
             "policy_pack_configs": [self.policy_config],
             "config_file": str(self.config_file) if self.config_file else None,
+            # The CLI writes to pipes here: in a terminal, the colours it gave a terminal of its own.
+            "color": "always" if sys.stdout.isatty() else None,
         }
 
 
@@ -448,10 +465,27 @@ def err(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+def readable(stack: str) -> int:
+    """0 when STACK's stack file exists and reads as one, else the status after saying why (2: no such stack, 1: a
+    malformed file)."""
+    path = stackfile.stack_file(stack)
+    if not path.is_file():
+        err(f"error: {path} does not exist (stacks: {', '.join(stackfile.available_stacks())})")
+        return 2
+    try:
+        stackfile.read_config(path)
+    except stackfile.StackFileError as error:
+        err(f"error: {error}")
+        return 1
+    return 0
+
+
 def preview(stack: str, flags: list[str]) -> int:
     """The PR check: `pulumi preview` of STACK with the pack at its level (flags passed on to the CLI)."""
     from pulumi.automation.errors import CommandError
 
+    if status := readable(stack):
+        return status
     with Command(stack, "preview") as command:
         if status := command.settle():
             return status
@@ -471,3 +505,296 @@ def preview(stack: str, flags: list[str]) -> int:
         except CommandError:
             return command.cli.code or 1
     return 0
+
+
+# --- up ----------------------------------------------------------------------------------------------------------
+
+# The lock a diy backend (file, S3, ...) names in its refusal: "created by USER@HOST (pid PID) at TIME" (pulumi's diy
+# lock.go). Pulumi's ConcurrentUpdateError says the stack is locked; this says by whom.
+LOCK_HOLDER = re.compile(r".*: created by (.*)@(.*) \(pid (\d+)\) at (\S*)")
+CHECKPOINT_DAMAGED = "failed to load checkpoint"
+
+
+def lock_holders(text: str) -> list[tuple[str, str, int, str]]:
+    """(user, host, pid, since) of each lock a failed update's message names."""
+    return [
+        (found.group(1), found.group(2), int(found.group(3)), found.group(4))
+        for line in text.splitlines()
+        if (found := LOCK_HOLDER.match(line))
+    ]
+
+
+def lock_is_stale(host: str, pid: int) -> bool:
+    """A lock of this host whose `pulumi` is gone (no process of that pid is a `pulumi` here)."""
+    if host != os.uname().nodename:
+        return False
+    try:
+        return pathlib.Path(f"/proc/{pid}/comm").read_text().strip() != "pulumi"
+    except OSError:
+        return True
+
+
+class Up(Command):
+    """`up`: preflight, a preview with the refresh and the pack, the update when the preview proposes a change (beside
+    the watch), the outputs and the placement. Render-mode stacks: the update alone, their render folder kept in
+    step with their state (scripts/render-state)."""
+
+    def __init__(self, stack: str, local_cluster: bool) -> None:
+        super().__init__(stack, "up")
+        self.local_cluster = local_cluster
+        self.checkpoint_damaged = False
+        self.cfg: Any = None
+
+    def explain_checkpoint(self) -> None:
+        """After a failed preview or update whose CLI said `failed to load checkpoint`, name the damaged file, its last
+        good copy and the command that restores it (a file backend; otherwise Pulumi's message stands)."""
+        if not self.checkpoint_damaged:
+            return
+        from stacks import checkpoint
+
+        again = f"scripts/up {self.stack}" + (" --local-cluster" if self.local_cluster else "")
+        checkpoint.command(self.stack, restore_command=f"{again} --restore-checkpoint")
+
+    def saw(self) -> None:
+        self.checkpoint_damaged = self.checkpoint_damaged or CHECKPOINT_DAMAGED in self.cli.stderr
+
+    def recover_lock(self, target: Stack) -> bool:
+        """True when every lock the refused update named was stale and is cleared (`pulumi cancel`), with its pending
+        operations resolved (`pulumi refresh --clear-pending-creates`); False, with the holder named and what to do,
+        when one is held by a live `pulumi` or by another host."""
+        from pulumi.automation.errors import CommandError
+
+        holders = lock_holders(self.cli.stderr)
+        if not holders:
+            return False
+        here = os.uname().nodename
+        live = False
+        for user, host, pid, since in holders:
+            if lock_is_stale(host, pid):
+                continue
+            live = True
+            if host == here:
+                err(
+                    f"up: stack {self.stack} is locked by a running pulumi ({user}@{host}, pid {pid}, since {since}): "
+                    f"wait for it to finish; this update changed nothing."
+                )
+            else:
+                err(
+                    f"up: stack {self.stack} is locked by {user}@{host} (pid {pid}, since {since}), another host: wait "
+                    f"for its update to finish. Only if that host is gone and its update is dead: pulumi cancel -s "
+                    f"{self.stack} --yes, then scripts/up {self.stack}."
+                )
+        if live:
+            return False
+        for user, host, pid, since in holders:
+            err(
+                f"up: stack {self.stack} was locked by a pulumi that is gone ({user}@{host}, pid {pid}, since "
+                f"{since}): clearing the lock (pulumi cancel) and resolving its pending operations (pulumi refresh)"
+            )
+        try:
+            target.cancel()
+            # A render-mode stack has no cluster to refresh from (scripts/render-state keeps its folder honest).
+            if not self.render_mode:
+                # A create that was in flight may or may not have happened: forget it; `up` creates or adopts it.
+                target.refresh(
+                    clear_pending_creates=True, on_output=err, on_error=err, config_file=self.pack()["config_file"]
+                )
+        except CommandError:
+            return False
+        return True
+
+    def update(self, target: Stack, *, watch: bool) -> int:
+        """`pulumi up` (beside the watch, with the refresh, for a cluster stack); once more after clearing a stale
+        lock."""
+        from pulumi.automation import ConcurrentUpdateError
+        from pulumi.automation.errors import CommandError
+
+        for attempt in (1, 2):
+            try:
+                self.attempt(target, watch=watch)
+                return 0
+            except ConcurrentUpdateError:
+                status = self.cli.code or 1
+                self.saw()
+                if attempt == 1 and self.recover_lock(target):
+                    continue
+                return status
+            except CommandError:
+                self.saw()
+                return self.cli.code or 1
+        return 1
+
+    def attempt(self, target: Stack, *, watch: bool) -> None:
+        """One `pulumi up`; for a cluster stack `python -m stacks watch`'s loop runs in a thread beside it, started
+        with the CLI's pid and stopped when it ends (it cancels the update for a pod that stays unschedulable, or an
+        API server that does not answer)."""
+        from stacks import site
+
+        stopped = threading.Event()
+        watchers: list[threading.Thread] = []
+
+        def start_watch(pid: int, verb: str) -> None:
+            if not watch or verb != "up":
+                return
+            thread = threading.Thread(
+                target=site.watch,
+                args=(self.cfg, None),
+                kwargs={
+                    "pid": pid,
+                    "grace_seconds": float(os.environ.get("REBEL100_UNSCHEDULABLE_GRACE") or 120),
+                    "unreachable_seconds": float(os.environ.get("REBEL100_UNREACHABLE_GRACE") or 60),
+                    "stopped": stopped,
+                },
+                daemon=True,
+            )
+            thread.start()
+            watchers.append(thread)
+
+        self.cli.on_start = start_watch
+        self.cancelling = "update"
+        try:
+            target.up(on_output=out, on_error=err, refresh=not self.render_mode or None, **self.pack())
+        finally:
+            self.cli.on_start = None
+            stopped.set()
+            for thread in watchers:
+                thread.join()
+
+    @staticmethod
+    def nothing_to_do(events: list[Any]) -> bool:
+        """Does the preview whose engine events these are propose nothing (stacks/events.py)? Said on stderr."""
+        from stacks.events import proposal_of_events
+
+        found = proposal_of_events(events)
+        err(f"preview: {found.describe()}")
+        return found.nothing_to_do
+
+    def lock_left(self) -> bool:
+        """A lock of this stack on the file backend. The preview does not take the lock; the update clears a stale one
+        (recover_lock), so a locked stack is updated even when the preview proposes nothing."""
+        dirs = file_stack_dirs(self.stack)
+        return dirs is not None and dirs[1].is_dir() and any(dirs[1].glob("*.json"))
+
+    def outputs(self) -> subprocess.Popen:
+        """`pulumi stack output` of the stack (the CLI's table), started."""
+        assert self.tmp is not None
+        return subprocess.Popen(
+            [self.cli.command, "stack", "output", "-s", self.stack, "--non-interactive"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "TMPDIR": self.tmp},
+        )
+
+    def render_mode_up(self) -> int:
+        render_dir = self.config["rebel100:renderDirectory"]
+        assert self.tmp is not None
+        state = [str(PROJECT_ROOT / "scripts" / "render-state"), "check", self.stack, render_dir]
+        checked = subprocess.run(state, env={**os.environ, "TMPDIR": self.tmp})
+        if checked.returncode:
+            return checked.returncode
+        target = self.stack_object({})
+        if status := self.update(target, watch=False):
+            self.explain_checkpoint()
+            return status
+        state[1] = "record"
+        if recorded := subprocess.run(state).returncode:
+            return recorded
+        listed = self.outputs()
+        printed, errors = listed.communicate()
+        sys.stdout.write(printed)
+        sys.stderr.write(errors)
+        return listed.returncode
+
+    def run(self, restore_checkpoint: bool) -> int:
+        from core.gate import ConfigError
+        from stacks import checkpoint
+        from stacks.site import preflight
+
+        if status := self.settle(self.local_cluster):
+            return status
+        if restore_checkpoint and (status := checkpoint.command(self.stack, restore=True)):
+            return status
+        err(f"policy pack level: {self.policy_config}")
+        end_dead_sessions(self.runs_dir)
+        if self.render_mode:
+            os.environ["KUBECONFIG"] = ""  # the provider refuses a kubeconfig beside renderYamlToDirectory
+            return self.render_mode_up()
+        if self.local_cluster:
+            cluster_bin = cluster_script("build")
+            kubeconfig = cluster_bin and cluster_script("start")
+            if not cluster_bin or not kubeconfig:
+                return 1
+            os.environ["PATH"] = f"{cluster_bin}:{os.environ['PATH']}"  # kubectl of the server's version
+            os.environ["KUBECONFIG"] = kubeconfig
+        use_local_cluster_if_running()
+        try:
+            self.cfg = stackfile.load_stack(self.path, self.stack)
+        except (ConfigError, stackfile.StackFileError) as error:
+            err(f"error: {error}")
+            return 1
+        if status := preflight(self.stack, self.cfg, None):
+            return status
+        # --refresh: what someone changed with kubectl is read back first, so `up` puts it back. The preview judges
+        # the change with the pack (a refused change stops here, nothing applied); the update, when there is one to
+        # run, skips its own preview (the same pass again) and refreshes once more. PULUMI_SKIP_CHECKPOINTS: the
+        # preview's snapshot, which it discards, is serialised once instead of after every step (only the preview:
+        # the update saves a checkpoint after each change).
+        from pulumi.automation import EngineEvent
+        from pulumi.automation.errors import CommandError
+
+        target = self.stack_object({"PULUMI_SKIP_CHECKPOINTS": "true"})
+        events: list[EngineEvent] = []
+        self.cancelling = "preview"
+        try:
+            target.preview(refresh=True, on_output=out, on_error=err, on_event=events.append, **self.pack())
+        except CommandError:
+            self.saw()
+            if self.interrupted:
+                return 130  # the preview was cancelled, or ended as the signal came: nothing was changed
+            err(f"up: the preview of stack {self.stack} failed (exit {self.cli.code}): nothing was changed")
+            self.explain_checkpoint()
+            return self.cli.code or 1
+        if self.interrupted:
+            return 130
+        if self.lock_left() or not self.nothing_to_do(events):
+            self.env.pop("PULUMI_SKIP_CHECKPOINTS", None)
+            if status := self.update(target, watch=True):
+                err(f"up: pulumi up of stack {self.stack} failed (exit {status})")
+                self.explain_checkpoint()
+                return status
+        # The outputs (a CLI start) and the placement (three kubectl reads) side by side, printed in this order.
+        from stacks.site import SiteError, format_placement, placement
+
+        listed = self.outputs()
+        try:
+            shown, placed = format_placement(placement(self.cfg, None)), 0
+        except SiteError as error:
+            shown, placed = f"error: {error}", 2
+        printed, errors = listed.communicate()
+        sys.stdout.write(printed)
+        sys.stderr.write(errors)
+        if listed.returncode:
+            return listed.returncode
+        print()
+        print(shown, file=sys.stderr if placed else sys.stdout)
+        return placed
+
+
+def up(argv: list[str]) -> int:
+    """`python -m stacks up [STACK] [--local-cluster] [--restore-checkpoint]` (what scripts/up runs)."""
+    stack, local_cluster, restore = "dev", False, False
+    for arg in argv:
+        if arg == "--local-cluster":
+            local_cluster = True
+        elif arg == "--restore-checkpoint":
+            restore = True
+        elif arg.startswith("-"):
+            err("usage: scripts/up [STACK] [--local-cluster] [--restore-checkpoint]")
+            return 2
+        else:
+            stack = arg
+    if status := readable(stack):
+        return status
+    with Up(stack, local_cluster) as command:
+        return command.run(restore)

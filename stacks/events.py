@@ -1,4 +1,6 @@
-"""What a `pulumi preview --event-log FILE` proposes, read from the engine's own events.
+"""What a preview proposes, read from the engine's own events: those the Automation API hands over
+(`proposal_of_events`, what `python -m stacks up` reads) or the lines of a `pulumi preview --event-log FILE`
+(`proposal`, `python -m stacks changes`).
 
 scripts/up previews a cluster stack first (with `--refresh` and the policy pack) and runs the update only when
 the preview proposes a change: a no-op `up` is then one pass of the engine instead of two (`pulumi up` runs
@@ -12,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterable
+from typing import Any
 
 # Step kinds that leave the stack's resources as they are; every other kind (create, update, delete,
 # replace, create-replacement, delete-replaced, import, discard, ...) is a change.
@@ -52,8 +55,8 @@ class Proposal:
 
 def proposal(lines: Iterable[str]) -> Proposal:
     """The Proposal of an event log's lines (one engine event as JSON per line; other lines are skipped)."""
-    steps: dict[str, int] = {}
-    summarised = pending = corrupt = False
+    summaries: list[tuple[bool, dict]] = []
+    diagnostics: list[str] = []
     for line in lines:
         try:
             event = json.loads(line)
@@ -63,13 +66,39 @@ def proposal(lines: Iterable[str]) -> Proposal:
             continue
         summary = event.get("summaryEvent")
         if isinstance(summary, dict):
-            summarised = True
-            corrupt = corrupt or bool(summary.get("maybeCorrupt"))
             changes = summary.get("resourceChanges") or {}
-            if isinstance(changes, dict):
-                for kind, n in changes.items():
-                    steps[str(kind)] = steps.get(str(kind), 0) + (n if isinstance(n, int) else 1)
+            summaries.append((bool(summary.get("maybeCorrupt")), changes if isinstance(changes, dict) else {}))
         diagnostic = event.get("diagnosticEvent")
-        if isinstance(diagnostic, dict) and PENDING_WARNING in str(diagnostic.get("message", "")):
-            pending = True
-    return Proposal(steps=steps, summarised=summarised, pending=pending, maybe_corrupt=corrupt)
+        if isinstance(diagnostic, dict):
+            diagnostics.append(str(diagnostic.get("message", "")))
+    return _tally(summaries, diagnostics)
+
+
+def proposal_of_events(events: Iterable[Any]) -> Proposal:
+    """The Proposal of the engine's events as Pulumi's Automation API hands them to `python -m stacks up`
+    (`pulumi.automation.EngineEvent`: `summary_event`, `diagnostic_event`), read by attribute: this module imports no
+    Pulumi SDK (the offline CLI's `changes` uses it)."""
+    summaries: list[tuple[bool, dict]] = []
+    diagnostics: list[str] = []
+    for event in events:
+        summary = getattr(event, "summary_event", None)
+        if summary is not None:
+            changes = {getattr(kind, "value", kind): n for kind, n in (summary.resource_changes or {}).items()}
+            summaries.append((bool(summary.maybe_corrupt), changes))
+        diagnostic = getattr(event, "diagnostic_event", None)
+        if diagnostic is not None:
+            diagnostics.append(str(diagnostic.message or ""))
+    return _tally(summaries, diagnostics)
+
+
+def _tally(summaries: list[tuple[bool, dict]], diagnostics: list[str]) -> Proposal:
+    steps: dict[str, int] = {}
+    for _, changes in summaries:
+        for kind, n in changes.items():
+            steps[str(kind)] = steps.get(str(kind), 0) + (n if isinstance(n, int) else 1)
+    return Proposal(
+        steps=steps,
+        summarised=bool(summaries),
+        pending=any(PENDING_WARNING in message for message in diagnostics),
+        maybe_corrupt=any(corrupt for corrupt, _ in summaries),
+    )

@@ -13,6 +13,7 @@ import json
 import re
 import subprocess
 import sys
+import threading
 from typing import Any
 
 from core.config import StackConfig
@@ -248,12 +249,14 @@ def watch(
     grace_seconds: float,
     unreachable_seconds: float = 60.0,
     interval: float = 5.0,
+    stopped: threading.Event | None = None,
 ) -> int:
     """Beside a running `pulumi up` (process `pid`): when a pod of the stack has been Unschedulable for
     `grace_seconds`, name it and the scheduler's reason, and cancel the update (SIGINT, as Ctrl-C does)
     instead of letting the provider wait out the engines' hours-long rollout timeout. Likewise when the
     cluster's API server has not answered for `unreachable_seconds` (the provider retries for as long as the
-    engines' budget). 0 when `up` ended by itself, 3 when it was cancelled for a pod, 4 for the API server."""
+    engines' budget). 0 when `up` ended by itself (or `stopped` was set: `python -m stacks up` runs this in a thread
+    beside the update), 3 when it was cancelled for a pod, 4 for the API server."""
     import datetime
     import os
     import time
@@ -269,6 +272,8 @@ def watch(
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
+            return 0
+        if stopped is not None and stopped.is_set():
             return 0
         now = time.monotonic()
         try:
@@ -305,4 +310,33 @@ def watch(
             )
             cancel_update(pid)
             return 3
-        time.sleep(interval)
+        if stopped is not None:
+            stopped.wait(interval)
+        else:
+            time.sleep(interval)
+
+
+def preflight(name: str, cfg: StackConfig, kubeconfig: str | None) -> int:
+    """`python -m stacks preflight` of a loaded stack (what `python -m stacks up` runs before its preview): will
+    every engine pod fit the site, and can the live stack's retained volumes take the change? 0 yes, 1 no (each
+    problem printed), 2 an unreadable cluster."""
+    from core.placement import place
+    from core.retained import live_stack_refusals
+
+    try:
+        nodes = inventory(cfg, kubeconfig)
+        no_weights = missing_weights_volume(cfg, kubeconfig)
+        claims, expandable = live_claims(cfg, kubeconfig)
+    except SiteError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    placed, problems = place(cfg, nodes)
+    problems += [no_weights] if no_weights else []
+    # Changes the live stack cannot take (its retained volumes), refused before anything is applied.
+    problems += live_stack_refusals(cfg, claims, expandable)
+    for problem in problems:
+        print(f"error: stack {name!r}: {problem}", file=sys.stderr)
+    if problems:
+        return 1
+    print(f"placement of stack {name!r}: all {len(placed)} engine pods fit the site's {len(nodes)} nodes")
+    return 0

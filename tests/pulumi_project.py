@@ -49,7 +49,8 @@ class Project:
             # Render mode: the provider refuses a kubeconfig next to renderYamlToDirectory.
             "KUBECONFIG": "",
             # The CLI's and its plugins' temporary files (the Kubernetes provider leaves a copy of its kubeconfig
-            # behind) in the copy, not in /tmp, as scripts/up and scripts/preview do (rebel100_private_tmp).
+            # behind) in the copy, not in /tmp, as scripts/up and scripts/preview do (stacks/deploy.py,
+            # Command).
             "TMPDIR": str(root / ".tmp"),
         }
         (root / ".pulumi-state").mkdir(exist_ok=True)

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from core.stackfile import PROJECT_ROOT
-from stacks.events import proposal
+from stacks.events import proposal, proposal_of_events
 
 
 def summary(changes: dict, corrupt: bool = False) -> str:
@@ -128,3 +128,25 @@ def test_the_command_runs_the_update_when_the_log_is_missing(tmp_path):
     proc = run_changes(tmp_path / "missing.jsonl")
     assert proc.returncode == 1 and "cannot be read" in proc.stderr and "the update runs" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        [*PRELUDE, summary({"same": 38})],
+        [*PRELUDE, summary({"same": 36, "update": 2})],
+        [
+            *PRELUDE,
+            diagnostic("Attempting to deploy or update resources with 1 pending operations from previous deployment"),
+        ],
+        [*PRELUDE, summary({"same": 38}, corrupt=True)],
+        PRELUDE,
+    ],
+)
+def test_the_automation_apis_events_propose_what_the_event_log_does(lines):
+    """`python -m stacks up` reads the events the Automation API parses (pulumi.automation.EngineEvent) instead of an
+    event log's lines: the same events give the same proposal."""
+    from pulumi.automation import EngineEvent
+
+    events = [EngineEvent.from_json(json.loads(line)) for line in lines]
+    assert proposal_of_events(events) == proposal(lines)

@@ -1,0 +1,69 @@
+"""stacks.deploy without a cluster or a stack: who holds a lock (Pulumi's ConcurrentUpdateError message), which lock is
+stale, and a command's session ended with everything in it (scripts/up's process rules, docs/recovery.md)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+from stacks import deploy
+from tests.pulumi_project import dead_pid
+
+# How a diy backend refuses an update of a locked stack (pulumi 3.274.1, pkg/backend/diy/lock.go), as the Automation
+# API's ConcurrentUpdateError carries it.
+LOCKED = (
+    "error: the stack is currently locked by 1 lock(s). Either wait for the other process(es) to end or delete the "
+    "lock file with `pulumi cancel`.\n"
+    "  file:///p/.pulumi-state/.pulumi/locks/organization/rebel100-serving/prod-4p4d/1f3c.json: created by "
+    "some@one@ci-runner-7 (pid 4242) at 2026-11-30T12:00:00Z\n"
+)
+
+
+def test_the_lock_holder_is_read_from_pulumis_message():
+    assert deploy.lock_holders(LOCKED) == [("some@one", "ci-runner-7", 4242, "2026-11-30T12:00:00Z")]
+    assert deploy.lock_holders("error: something else") == []
+
+
+def test_a_lock_is_stale_only_on_this_host_without_its_pulumi():
+    here = os.uname().nodename
+    assert deploy.lock_is_stale(here, dead_pid())
+    assert deploy.lock_is_stale(here, os.getpid())  # a process, but not a `pulumi`
+    assert not deploy.lock_is_stale("another-host", dead_pid())
+
+
+def session() -> subprocess.Popen:
+    """A shell in a session of its own that starts a child in a process group of its own (as Pulumi starts plugins:
+    `set -m` gives a background job its own group)."""
+    return subprocess.Popen(["bash", "-c", "set -m; sleep 300 & sleep 300"], start_new_session=True)
+
+
+def test_ending_a_session_ends_what_its_leader_started():
+    leader = session()
+    time.sleep(0.5)
+    members = deploy.session_processes(leader.pid)
+    assert leader.pid in members and len(members) >= 2, members
+    deploy.end_session(leader.pid)
+    leader.wait(timeout=10)
+    assert deploy.session_processes(leader.pid) == []
+
+
+def test_the_next_command_ends_a_killed_commands_session(tmp_path, capsys):
+    """A record whose CLI is gone (killed with SIGKILL) but whose plugins still run: ended, and the record removed; a
+    record of a command that still runs is left alone."""
+    leader, running = session(), session()
+    time.sleep(0.5)
+    (tmp_path / str(leader.pid)).write_text(f"{leader.pid} {deploy.process_start(leader.pid)}\n")
+    (tmp_path / str(running.pid)).write_text(f"{running.pid} {deploy.process_start(running.pid)}\n")
+    os.kill(leader.pid, signal.SIGKILL)
+    leader.wait()
+    try:
+        assert deploy.session_processes(leader.pid), "precondition: the session outlives its leader"
+        deploy.end_dead_sessions(tmp_path)
+        assert deploy.session_processes(leader.pid) == []
+        assert "left by an earlier `pulumi up` that was killed" in capsys.readouterr().err
+        assert sorted(p.name for p in tmp_path.iterdir()) == [str(running.pid)]
+    finally:
+        deploy.end_session(running.pid)
+        running.wait(timeout=10)
