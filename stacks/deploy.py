@@ -504,6 +504,8 @@ def preview(stack: str, flags: list[str]) -> int:
             target.preview(on_output=out, on_error=err, **command.pack())
         except CommandError:
             return command.cli.code or 1
+        except RuntimeError:  # the Automation API's "summary event never found": the CLI itself ended well
+            return 0
     return 0
 
 
@@ -755,6 +757,8 @@ class Up(Command):
             err(f"up: the preview of stack {self.stack} failed (exit {self.cli.code}): nothing was changed")
             self.explain_checkpoint()
             return self.cli.code or 1
+        except RuntimeError:
+            pass  # "summary event never found": the CLI ended well; `nothing_to_do` says so and the update runs
         if self.interrupted:
             return 130
         if self.lock_left() or not self.nothing_to_do(events):
