@@ -251,3 +251,27 @@ def test_an_unreadable_utilization_is_left_to_engine_args_in_range(prod):
     bad = mutate(prod, lambda m: set_arg(engine(m, PREFILL), "--gpu-memory-utilization", "abc"))
     assert run_policy("rds-memory-budget", bad) == []
     assert len(run_policy("engine-args-in-range", bad)) == 1
+
+
+@pytest.mark.parametrize(
+    "flag, value, message",
+    [
+        (
+            "--max-model-len",
+            "300000",
+            "container vllm arg --max-model-len: max-model-len 300000 exceeds the model's context of 204800 tokens "
+            "(modelMaxContext): the engine refuses it, or serves positions the model was not trained for. Set it to "
+            "at most 204800.",
+        ),
+        (
+            "--max-num-batched-tokens",
+            "abc",
+            "container vllm arg --max-num-batched-tokens 'abc' is not an integer. Set a token count.",
+        ),
+        ("--max-model-len", "abc", "container vllm arg --max-model-len 'abc' is not an integer. Set a token count."),
+    ],
+    ids=["max-model-len", "batched-unreadable", "max-model-len-unreadable"],
+)
+def test_an_engine_arg_out_of_range_in_full(prod, flag, value, message):
+    (violation,) = run_policy("engine-args-in-range", mutate(prod, lambda m: set_arg(engine(m, DECODE), flag, value)))
+    assert violation.message == message

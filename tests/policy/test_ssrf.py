@@ -343,3 +343,28 @@ def test_an_unprotected_old_pin_naming_a_pool_needs_no_token(prod):
     """0.7.1 cannot protect itself (advice, sidecar-ssrf-capable): its pool flag alone asks for no token or Role."""
     old = mutate(prod, pinned_071, lambda m: set_arg(sidecar(m), "--enable-ssrf-protection", None), no_token)
     assert run_policy("sidecar-ssrf-protection", old, PROD) == []
+
+
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        (
+            "no-api-token",
+            "routing sidecar routing-proxy runs with SSRF protection, which lists the InferencePool "
+            "rebel100/minimax-m27-pool and its pods through the API, but the container gets no API token "
+            "(automountServiceAccountToken false and no projected serviceAccountToken volume mounted at "
+            "/var/run/secrets/kubernetes.io/serviceaccount): it cannot sync the pool and never listens. Mount a "
+            "projected serviceAccountToken volume (with kube-root-ca.crt's ca.crt) there.",
+        ),
+        (
+            "role-without-pods",
+            f"routing sidecar routing-proxy runs with SSRF protection as ServiceAccount rebel100/{DECODE}, which may "
+            "not list core/pods, watch core/pods in namespace rebel100: the sidecar waits for the InferencePool "
+            "rebel100/minimax-m27-pool forever and never listens (or, without the pods, refuses every prefill). Bind "
+            "a Role in rebel100 with list and watch on pods and inferencepools.inference.networking.k8s.io to it.",
+        ),
+    ],
+)
+def test_what_a_protected_sidecar_lacks_in_full(prod, case, message):
+    edit, policy, _ = BAD[case]
+    assert [v.message for v in run_policy(policy, mutate(prod, edit), PROD)] == [message]
