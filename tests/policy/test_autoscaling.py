@@ -410,3 +410,33 @@ def test_an_epp_of_no_known_generation_has_no_known_counter(scaled):
         "the trigger would read nothing and the role never scales. Pin an EPP of a known generation, or use "
         "engineQueue."
     )
+
+
+def test_which_workloads_a_scaled_object_scales(scaled):
+    """A scaleTargetRef without a kind is a Deployment (KEDA's default); a ScaledObject of a missing workload, of a
+    kind with no pod template, or of the EPP (no engine), listed first, is passed over, and decode's is still judged."""
+
+    def others_first(m):
+        decode = get(m, "ScaledObject", DECODE)
+        decode["spec"]["scaleTargetRef"].pop("kind", None)
+        decode["spec"]["minReplicaCount"] = 0
+        epp = {**decode, "metadata": {"name": "epp", "namespace": "rebel100"}}
+        epp["spec"] = {**decode["spec"], "scaleTargetRef": {"kind": "Deployment", "name": EPP}, "minReplicaCount": 0}
+        missing = {**decode, "metadata": {"name": "missing", "namespace": "rebel100"}}
+        missing["spec"] = {**decode["spec"], "scaleTargetRef": {"name": "not-there"}}
+        rollout = {**decode, "metadata": {"name": "rollout", "namespace": "rebel100"}}
+        rollout["spec"] = {**decode["spec"], "scaleTargetRef": {"kind": "Rollout", "name": "r"}}
+        m[:0] = [
+            missing,
+            rollout,
+            epp,
+            {
+                "apiVersion": "argoproj.io/v1alpha1",
+                "kind": "Rollout",
+                "metadata": {"name": "r", "namespace": "rebel100"},
+                "spec": {},
+            },
+        ]
+
+    found = run_policy("autoscaling-bounds", mutate(scaled, others_first), PROD)
+    assert [v.resource for v in found] == [DECODE_SO], found

@@ -140,3 +140,18 @@ def test_an_epp_too_old_for_the_config_is_named_once_by_the_feature_rule(prod):
     (violation,) = run_policy("router-images-have-features", old)
     assert "plugin type approx-prefix-cache-producer needs llm-d EPP 0.9.0 or later" in violation.message
     assert run_policy("router-config-schema", old) == []
+
+
+def test_the_image_findings_name_the_image_and_its_container(prod):
+    old = mutate(prod, lambda m: epp_container(m).update(image="ghcr.io/llm-d/llm-d-inference-scheduler:v0.3.2"))
+    (violation,) = run_policy("router-images-have-features", old)
+    assert violation.message.startswith(
+        "ghcr.io/llm-d/llm-d-inference-scheduler:v0.3.2 (container epp image) is 0.3.2, older than features the render "
+        "uses: "
+    ), violation.message
+    old = mutate(prod, lambda m: sidecar(m).update(image="ghcr.io/llm-d/llm-d-routing-sidecar:v0.3.0"))
+    (violation,) = run_policy("router-images-have-features", old)
+    assert violation.message.startswith(
+        "ghcr.io/llm-d/llm-d-routing-sidecar:v0.3.0 (container routing-proxy image) is 0.3.0, older than features the "
+        "render uses: "
+    ), violation.message
