@@ -259,14 +259,26 @@ KINDS = (
         "router-config-schema",
         "epp-refuses-a-parameter",
         router(lambda c: plugin(c, "approx-prefix-cache-producer")["parameters"].update(blockSizeTokenz=64)),
-        one(EPP_CONFIG_ID, 'json: unknown field "blockSizeTokenz"', "the EPP 0.10.0", "epp-v0.10.0.json"),
+        one(
+            EPP_CONFIG_ID,
+            "the EPP 0.10.0 ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0 would refuse data[epp-config.yaml] "
+            'plugins[0].parameters.blockSizeTokenz: json: unknown field "blockSizeTokenz" (its own rule, from '
+            "core/versions/data/epp-v0.10.0.json). The pod would crash-loop. Remove or correct it, or pin an EPP that "
+            "has it.",
+        ),
         good=router(lambda c: plugin(c, "approx-prefix-cache-producer")["parameters"].update(blockSizeTokens=64)),
     ),
     Kind(
         "router-config-schema",
         "sidecar-refuses-a-flag",
         lambda m: sidecar(m)["args"].append("--connector=nixlv2"),
-        one(DECODE_ID, "container routing-proxy flag", "unknown flag: --connector", "the P/D sidecar 0.10.0"),
+        one(
+            DECODE_ID,
+            "the P/D sidecar 0.10.0 ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0 would refuse container "
+            "routing-proxy flag --connector: exits 2: unknown flag: --connector (its own rule, from "
+            "core/versions/data/sidecar-v0.10.0.json). The pod would crash-loop. Remove it, or pin a sidecar that has "
+            "it.",
+        ),
     ),
     Kind(
         "vllm-args-known",

@@ -275,3 +275,38 @@ def test_an_unreadable_utilization_is_left_to_engine_args_in_range(prod):
 def test_an_engine_arg_out_of_range_in_full(prod, flag, value, message):
     (violation,) = run_policy("engine-args-in-range", mutate(prod, lambda m: set_arg(engine(m, DECODE), flag, value)))
     assert violation.message == message
+
+
+BUDGET_RULE = "(rule: chunks x chunk overhead x drives + staging <= chiplet-0 HBM x (1 - gpu-memory-utilization))"
+FROM_ANNOTATION = (
+    "drives, overhead, staging and HBM from ConfigMap minimax-m27-lmcache annotation rebel100.ai/rds-budget"
+)
+
+
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        (
+            # 4000 x 2 MiB x 2 + 512 = 16,512 MiB; 36,864 x 0.2 = 7,372.8; (7,372.8 - 512) / 4 = 1715.2;
+            # 1 - 16,512 / 36,864 = 0.552; 4000 chunks x 4096 tokens = 16,384,000
+            "prefill-rds-max-chunks-4000",
+            f"container vllm env LMCACHE_EXTRA_CONFIG ({FROM_ANNOTATION}, 16384000 tokens per rank at "
+            "LMCACHE_CHUNK_SIZE 4096): RDS needs rds_max_chunks 4000 x 2 MiB x 2 NVMe drives + 512 MiB staging = "
+            "16,512 MiB of chiplet-0 memory, but --gpu-memory-utilization 0.8 leaves 36,864 MiB x (1 - 0.8) = "
+            f"7,372.8 MiB {BUDGET_RULE}. Lower rds_max_chunks to at most 1715 or --gpu-memory-utilization to at most "
+            "0.55 (change the two together).",
+        ),
+        (
+            # 1000 x 4 + 512 = 4,512; 36,864 x 0.1 = 3,686.4; (3,686.4 - 512) / 4 = 793.6; 1 - 4,512 / 36,864 = 0.877
+            "prefill-utilization-left-to-engine-default",
+            f"container vllm env LMCACHE_EXTRA_CONFIG ({FROM_ANNOTATION}, 4096000 tokens per rank at "
+            "LMCACHE_CHUNK_SIZE 4096): RDS needs rds_max_chunks 1000 x 2 MiB x 2 NVMe drives + 512 MiB staging = "
+            "4,512 MiB of chiplet-0 memory, but the engine default --gpu-memory-utilization 0.9 leaves 36,864 MiB x "
+            f"(1 - 0.9) = 3,686.4 MiB {BUDGET_RULE}. Lower rds_max_chunks to at most 793 or the engine default "
+            "--gpu-memory-utilization to at most 0.87 (change the two together).",
+        ),
+    ],
+)
+def test_the_rds_budget_in_full_with_the_figures_worked_out(prod, case, message):
+    edit, policy, resource, _ = BAD[case]
+    assert [(v.resource, v.message) for v in run_policy(policy, mutate(prod, edit))] == [(resource, message)]
