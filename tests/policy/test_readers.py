@@ -263,3 +263,20 @@ def test_an_untagged_vllm_rbln_image_ships_no_known_lmcache():
     from policy.read.lmcache import lmcache_version
 
     assert lmcache_version(one_engine(["M"], image="rebellions/vllm-rbln")) == (None, "")
+
+
+def test_extended_resources_add_up_and_limits_come_before_requests():
+    from policy.read.devices import extended_devices
+
+    container = {
+        "resources": {
+            "limits": {"nvidia.com/gpu": "2", "amd.com/gpu": 1},
+            "requests": {"nvidia.com/gpu": "8", "habana.ai/gaudi": "0"},
+        }
+    }
+    got = extended_devices(container, ["nvidia.com/gpu", "amd.com/gpu", "habana.ai/gaudi"])
+    assert (got.count, got.sources, got.problems) == (
+        3,
+        ["limits nvidia.com/gpu 2", "limits amd.com/gpu 1"],
+        [],
+    )

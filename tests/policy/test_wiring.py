@@ -954,3 +954,46 @@ def test_the_routers_block_size_is_judged_only_with_autotune_off(prod):
     assert "reuse prefixes in sub-blocks of --max-num-batched-tokens 512 (VLLM_RBLN_SUB_BLOCK_CACHE=1)" in (
         finding.message
     ), finding.message
+
+
+def test_the_handler_names_its_own_profiles(prod):
+    """disagg-profile-handler's prefillProfile and decodeProfile name the profiles it runs (prefill and decode by
+    default): renamed on both sides the config passes, renamed in the handler only the profile is missing."""
+
+    def rename(config, both):
+        plugin(config, "disagg-profile-handler")["parameters"].update(prefillProfile="p", decodeProfile="d")
+        if both:
+            for profile in config["schedulingProfiles"]:
+                profile["name"] = {"prefill": "p", "decode": "d"}[profile["name"]]
+
+    assert run_policy("router-pd-profiles", mutate(prod, edit_router(lambda c: rename(c, True)))) == []
+    found = [v.message for v in run_policy("router-pd-profiles", mutate(prod, edit_router(lambda c: rename(c, False))))]
+    assert found == [
+        "data[epp-config.yaml] schedulingProfiles ['prefill', 'decode'] lacks the 'p' profile the "
+        "disagg-profile-handler runs: P/D cannot pick a p endpoint. Add a 'p' profile (its filter plus scorers and a "
+        "picker).",
+        "data[epp-config.yaml] schedulingProfiles ['prefill', 'decode'] lacks the 'd' profile the "
+        "disagg-profile-handler runs: P/D cannot pick a d endpoint. Add a 'd' profile (its filter plus scorers and a "
+        "picker).",
+    ]
+
+
+def test_a_handler_without_a_decider_and_a_profile_gives_both_findings(prod):
+    def both(config):
+        plugin(config, "disagg-profile-handler")["parameters"]["deciders"] = {}
+        config["schedulingProfiles"] = [p for p in config["schedulingProfiles"] if p["name"] != "decode"]
+
+    found = [v.message.split(":")[0] for v in run_policy("router-pd-profiles", mutate(prod, edit_router(both)))]
+    assert found == [
+        "data[epp-config.yaml] disagg-profile-handler has no parameters.deciders.prefill",
+        "data[epp-config.yaml] schedulingProfiles ['prefill'] lacks the 'decode' profile the disagg-profile-handler "
+        "runs",
+    ]
+
+
+def test_a_pool_reads_its_target_ports_as_its_api_gives_them(prod):
+    """A GA pool without targetPorts targets none; an entry without a number is port 0 (the API refuses both)."""
+    (finding,) = run_policy("inference-pool-wiring", mutate(prod, lambda m: pool_spec(m).pop("targetPorts")))
+    assert finding.message.startswith("spec.targetPorts [] lacks [8000, 8001, 8002, 8003]"), finding.message
+    numberless = mutate(prod, lambda m: pool_spec(m).update(targetPorts=[{"number": 8000}, {}]))
+    assert any("spec.targetPorts [0, 8000]" in v.message for v in run_policy("inference-pool-wiring", numberless))
