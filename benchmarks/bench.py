@@ -537,11 +537,9 @@ def requests_section() -> None:
     stack = binaries.stack_for(found.programs.epp)
     header(f"requests: stack {stack}, gateway role -> EPP -> P/D sidecar -> simulator vs the simulator directly")
     with tempfile.TemporaryDirectory(prefix="bench-requests.") as tmp, ServedSite(pathlib.Path(tmp), stack) as site:
-        engines = site.simulator_endpoints(found.programs.sim)
         # The decode simulators' ranks, in pod-major order so consecutive clients land on different pods (the ports
         # are the rendered ones the site records, not a second copy of the sidecar's offset and the rank count).
-        decode_ips = site.ips("decode")
-        decode_ranks = sorted((port, ip) for ip, port in engines if ip in decode_ips)
+        decode_ranks = sorted((port, ip) for ip, port in site.engine_ranks(found.programs.sim, "decode"))
         counter = itertools.count()
 
         def routed(gateway: list, slot: int, i: int) -> int:

@@ -264,6 +264,11 @@ class ServedSite:
             for port in program.get("ports", ())
         ]
 
+    def engine_ranks(self, sim_binary: str, role: str) -> list[tuple[str, int]]:
+        """(pod IP, port) of every rank of the role's Running engines, in pod-major order."""
+        role_ips = self.ips(role)
+        return sorted((ip, port) for ip, port in self.simulator_endpoints(sim_binary) if ip in role_ips)
+
     def set_engine_latency(self, sim_binary: str, time_to_first_token: str) -> None:
         """Every simulated engine rank answers after `time_to_first_token` (e.g. "100ms"; "0s": at once), set through
         the simulator's own admin API (llm-d-inference-sim: POST /admin/config rebuilds its latency model at once)."""

@@ -185,8 +185,7 @@ def test_each_request_in_flight_gets_a_decode_rank_of_its_own(serving, site_bina
     With every request still in flight, each new one must go to a rank with none: the EPP has to count its own
     in-flight requests, since its queue metrics count only waiting requests and are up to 50 ms old. Found by `make
     bench`'s paced pass: 2 of 3 requests at 16 clients waited a turn with the queue-scorer alone."""
-    decode_ips = ips(serving, "decode")
-    ranks = [(ip, port) for ip, port in serving.simulator_endpoints(site_binaries.programs.sim) if ip in decode_ips]
+    ranks = serving.engine_ranks(site_binaries.programs.sim, "decode")
     assert len(ranks) >= 2, ranks
     serving.set_engine_latency(site_binaries.programs.sim, "10s")  # longer than sending them all
     try:
@@ -264,6 +263,13 @@ def epp_log_lines_not_json(serving: ServedSite) -> list[str]:
     return [line for line in log.splitlines() if line.strip() and not is_json_object(line)]
 
 
+def assert_epp_log_all_json_since(serving: ServedSite, before: int) -> None:
+    not_json = epp_log_lines_not_json(serving)[before:]
+    assert not not_json, f"{len(not_json)} lines of the EPP's log are not JSON objects, e.g.:\n" + "\n".join(
+        not_json[:20]
+    )
+
+
 def test_requests_no_caller_sampled_leave_the_epps_log_one_json_object_a_line(serving):
     """The EPP logs JSON (`--zap-encoder json`), one object a line, as a log pipeline reads it. The v0.7.x EPP traces
     10% of the requests no caller sampled whatever `--tracing` says and exports them over OTLP to localhost:4317,
@@ -274,10 +280,7 @@ def test_requests_no_caller_sampled_leave_the_epps_log_one_json_object_a_line(se
     for n in range(40):
         assert serving.post("/completions", completion(f"untraced {n} {uuid.uuid4().hex[:8]}")).status == 200
     time.sleep(EXPORT_WINDOW)
-    not_json = epp_log_lines_not_json(serving)[before:]
-    assert not not_json, f"{len(not_json)} lines of the EPP's log are not JSON objects, e.g.:\n" + "\n".join(
-        not_json[:20]
-    )
+    assert_epp_log_all_json_since(serving, before)
 
 
 def test_a_traced_request_leaves_the_epps_log_one_json_object_a_line(serving):
@@ -292,10 +295,7 @@ def test_a_traced_request_leaves_the_epps_log_one_json_object_a_line(serving):
     )
     assert answer.status == 200, answer.body[:500]
     time.sleep(EXPORT_WINDOW)
-    not_json = epp_log_lines_not_json(serving)[before:]
-    assert not not_json, f"{len(not_json)} lines of the EPP's log are not JSON objects, e.g.:\n" + "\n".join(
-        not_json[:20]
-    )
+    assert_epp_log_all_json_since(serving, before)
 
 
 def is_json_object(line: str) -> bool:
