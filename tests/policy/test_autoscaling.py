@@ -4,6 +4,8 @@ Good fixtures: the real renders (prod-autoscale scales both roles; the fixed-rep
 Bad fixtures: named hand edits of prod-autoscale, one per finding. Every expected text is written out here.
 """
 
+import copy
+
 import pytest
 
 from core.stackfile import stack_file
@@ -20,7 +22,9 @@ from tests.policy.fixtures import (
     get,
     mutate,
     npu_request,
+    pod_spec,
     run_policy,
+    set_arg,
 )
 
 PROD = catalog.load_config(levels.environment_config("prod"))
@@ -328,6 +332,21 @@ def test_a_pod_counts_the_npus_it_claims_or_its_engines_need_whichever_is_more(s
     assert (DECODE_SO not in found) is fits, found
 
 
+def test_an_engine_whose_parallelism_cannot_be_read_adds_no_npus(scaled):
+    """A second `vllm serve` container in the decode pod whose TP cannot be read needs no NPUs we can count: the pod
+    takes its claim's 4 (its first engine needs 4 too), so 4 decode x 4 + 4 prefill x 4 = 32 NPUs fill 4 nodes of 8
+    exactly and fit; counting the unreadable engine as one NPU would make it 36."""
+
+    def second_engine(m):
+        extra = copy.deepcopy(engine(m, DECODE))
+        extra["name"] = "vllm-unreadable"
+        set_arg(extra, "--tensor-parallel-size", "two")
+        pod_spec(m, DECODE)["containers"].append(extra)
+
+    edited = mutate(scaled, second_engine, lambda m: spec(m, DECODE).update(maxReplicaCount=4))
+    assert run_policy("autoscaling-fits-site", edited, {**PROD, **SITE}) == []
+
+
 def test_a_site_of_one_node_is_judged(scaled):
     """nodes 0 is "not known"; 1 is a site: decode at 2 pods, one per node, does not fit it."""
     edited = mutate(scaled, lambda m: spec(m, DECODE).update(maxReplicaCount=2))
@@ -376,6 +395,28 @@ def test_the_epp_generation_decides_the_counters_name(scaled):
         "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1 serves the P/D decision counter as "
         "llm_d_inference_scheduler_disagg_decision_total (its router generation, core/versions/router.py): the query "
         "reads nothing and the role never scales up. Query llm_d_inference_scheduler_disagg_decision_total."
+    )
+
+
+def test_the_epp_of_the_scaled_objects_namespace_decides(scaled):
+    """An EPP Deployment of another namespace listed first (the current image) is not the one whose counter the
+    trigger reads: the rebel100 EPP, on v0.7.1, serves it under the older name, which the query does not read."""
+
+    def v07_and_another_first(m):
+        other = copy.deepcopy(get(m, "Deployment", EPP))
+        other["metadata"]["namespace"] = "other"
+        next(c for c in get(m, "Deployment", EPP)["spec"]["template"]["spec"]["containers"]).update(
+            image="ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1"
+        )
+        m.insert(0, other)
+
+    (violation,) = run_policy("autoscaling-signal", mutate(scaled, epp_signal, v07_and_another_first), PROD)
+    assert (violation.resource, violation.message) == (
+        PREFILL_SO,
+        "triggers[0] (query llm_d_epp_disagg_decision_total) reads llm_d_epp_disagg_decision_total, but "
+        "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1 serves the P/D decision counter as "
+        "llm_d_inference_scheduler_disagg_decision_total (its router generation, core/versions/router.py): the query "
+        "reads nothing and the role never scales up. Query llm_d_inference_scheduler_disagg_decision_total.",
     )
 
 

@@ -209,9 +209,29 @@ def test_without_the_annotation_the_policy_config_decides(prod):
     bare = mutate(prod, budget_annotation())
     violations = run_policy("rds-memory-budget", bare, {"rds-memory-budget": {"nvmeDrivesPerNode": 4}})
     assert_verdict(
-        violations, resource=PREFILL_ID, level="mandatory", contains=("x 4 NVMe drives", "the policy config")
+        violations,
+        resource=PREFILL_ID,
+        level="mandatory",
+        contains=("x 4 NVMe drives", "(drives, overhead, staging and HBM from the policy config, "),
     )
     assert run_policy("rds-memory-budget", bare, {"rds-memory-budget": {"hbmPerChipletGib": 64}}) == []
+
+
+@pytest.mark.parametrize("drives", ["two", True], ids=["a-word", "a-boolean"])
+def test_an_annotated_input_that_is_no_number_is_taken_from_the_policy_config(prod, drives):
+    """The annotation's nvmeDrives "two" or true is no number: the pack config's 4 drives count (1000 x 2 MiB x 4 +
+    512 = 8,512 MiB), the annotation's other inputs still do."""
+    violations = run_policy(
+        "rds-memory-budget",
+        mutate(prod, budget_annotation(nvmeDrives=drives)),
+        {"rds-memory-budget": {"nvmeDrivesPerNode": 4}},
+    )
+    assert_verdict(
+        violations,
+        resource=PREFILL_ID,
+        level="mandatory",
+        contains=("x 4 NVMe drives", "= 8,512 MiB", f"ConfigMap {LMCACHE_CONFIG_MAP} annotation {BUDGET}"),
+    )
 
 
 def test_rds_defaults_match_the_program():

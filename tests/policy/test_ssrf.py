@@ -244,8 +244,10 @@ def test_the_pods_own_automount_wins_over_its_service_accounts(prod):
             0, {"name": "scratch", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}
         ),
         token_mount(mountPath="/var/run/secrets/tokens"),
+        # one directory below the path: client-go reads .../serviceaccount/token, which this is not
+        token_mount(mountPath="/var/run/secrets/kubernetes.io/serviceaccount/X"),
     ],
-    ids=["projected-without-a-token", "another-volume-at-the-path", "token-elsewhere"],
+    ids=["projected-without-a-token", "another-volume-at-the-path", "token-elsewhere", "token-one-directory-below"],
 )
 def test_only_a_projected_token_at_the_in_cluster_path_is_an_api_token(prod, edit):
     (violation,) = run_policy("sidecar-ssrf-protection", mutate(prod, edit), PROD)
