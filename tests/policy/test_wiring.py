@@ -436,6 +436,41 @@ def test_pool_endpoint_messages_name_the_pool_the_pod_the_ports_and_the_fix(prod
     )
 
 
+def test_a_pod_both_generations_misread_alike_names_both_annotations_and_its_sidecar(prod):
+    """Without an EPP among the manifests both generations read the decode pod; both keys list 8004 too, so they read
+    it alike: one finding, both keys named, the ports served said to come from the routing sidecar's flags."""
+    bad = mutate(
+        prod,
+        annotate(DECODE, active="8000,8001,8002,8003,8004", legacy="8000,8001,8002,8003,8004"),
+        lambda m: m.remove(get(m, "Deployment", EPP)),
+    )
+    (finding,) = run_policy("pool-endpoints-serve", bad)
+    assert (finding.resource, finding.message) == (
+        DECODE_ID,
+        f"InferencePool rebel100/minimax-m27-pool targets ports [8000, 8001, 8002, 8003] and selects {DECODE_ID}, "
+        "which serves on [8000, 8001, 8002, 8003] (routing sidecar --port and --data-parallel-size): the EPP makes "
+        f"one endpoint per target port listed in its annotations {LEGACY} and {ACTIVE} [8000, 8001, 8002, 8003, 8004], "
+        f"and [8004] are no target ports of the pool: the EPP drops them. Annotate its pod template with {ACTIVE} and "
+        f'{LEGACY}: "8000,8001,8002,8003" (the target ports it serves on).',
+    )
+
+
+def test_a_pod_serving_on_no_target_port_is_told_to_serve_on_one(prod):
+    """Prefill's engine moved to port 9000, no annotation: all four endpoints lead nowhere, and there is no port to
+    annotate, so the fix names the pool's target ports."""
+    bad = mutate(
+        prod, annotate(PREFILL, active=None, legacy=None), lambda m: set_arg(engine(m, PREFILL), "--port", "9000")
+    )
+    (finding,) = run_policy("pool-endpoints-serve", bad)
+    assert finding.message == (
+        f"InferencePool rebel100/minimax-m27-pool targets ports [8000, 8001, 8002, 8003] and selects {PREFILL_ID}, "
+        f"which serves on [9000] (engine --port and ranks): the EPP makes one endpoint per target port (it declares "
+        f"no {ACTIVE} or {LEGACY}), so the endpoints on [8000, 8001, 8002, 8003] lead nowhere and a request the "
+        "router sends there fails (a P/D prefill pick: 502 from the decode sidecar). Serve it on one of the target "
+        "ports [8000, 8001, 8002, 8003], or select it with a pool of its own."
+    )
+
+
 def test_a_pod_serving_on_every_target_port_needs_no_annotation(prod, agg):
     assert run_policy("pool-endpoints-serve", mutate(prod, annotate(DECODE, active=None, legacy=None))) == []
     assert run_policy("pool-endpoints-serve", mutate(agg, annotate(DECODE, active=None, legacy=None))) == []
