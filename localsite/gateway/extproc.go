@@ -14,7 +14,8 @@ package main
 //     the headers response only, with a random endpoint. Or an ImmediateResponse (400, 404, 429, 500, 503).
 //   - response headers: a ResponseHeaders response setting the response's headers (plus x-went-into-resp-headers).
 //   - response body: streamed_response chunks, one per chunk sent for text/event-stream responses, all at
-//     end_of_stream for the others (so the body is sent from another goroutine than the one receiving).
+//     end_of_stream for the others (so the body is sent from another goroutine than the one receiving). It is
+//     sent right after the response headers, without waiting for their answer, as Envoy does in this mode.
 
 import (
 	"context"
@@ -192,6 +193,13 @@ func (g *gateway) responsePhase(w http.ResponseWriter, r *http.Request, rec *rec
 			Headers: &corev3.HeaderMap{Headers: hs}, EndOfStream: noBody}},
 		MetadataContext: &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{lbNamespace: served}},
 	})
+	// In FULL_DUPLEX_STREAMED mode Envoy sends the body without waiting for the headers' answer: so does this,
+	// from another goroutine (the EPP answers streamed responses chunk by chunk but buffered ones only at their
+	// end). It keeps what it read until the headers' answer is in, for FailOpen to pass it on unprocessed.
+	var body *responseBody
+	if err == nil && !noBody {
+		body = sendBody(s, resp, rec, cancel)
+	}
 	var m *extprocv3.ProcessingResponse
 	if err == nil {
 		m, err = s.Recv()
@@ -224,8 +232,17 @@ func (g *gateway) responsePhase(w http.ResponseWriter, r *http.Request, rec *rec
 		setOwnHeaders(w.Header(), rt)
 		rec.status = resp.StatusCode
 		w.WriteHeader(resp.StatusCode)
+		if body != nil { // what the body's goroutine read before the stream ended, then the rest
+			cancel()
+			if _, werr := w.Write(body.abandon()); werr != nil {
+				return
+			}
+		}
 		copyBody(w, resp.Body)
 		return
+	}
+	if body != nil {
+		body.release() // the EPP has the response: nothing more to keep for FailOpen
 	}
 	// The body may change length: Content-Length is dropped (as Envoy does in this mode) and set again below
 	// when the response is written whole.
@@ -238,35 +255,6 @@ func (g *gateway) responsePhase(w http.ResponseWriter, r *http.Request, rec *rec
 		_ = s.CloseSend()
 		return
 	}
-
-	// The body goes to the EPP from another goroutine: the EPP answers streamed responses chunk by chunk but
-	// buffered ones only at their end.
-	upstreamErr := make(chan error, 1)
-	go func() {
-		buf := bodyBuffers.Get().(*[bodyChunk]byte)
-		defer bodyBuffers.Put(buf)
-		total := int64(0)
-		for {
-			n, rerr := resp.Body.Read(buf[:])
-			total += int64(n)
-			last := rerr == io.EOF || (resp.ContentLength > 0 && total == resp.ContentLength)
-			if rerr != nil && rerr != io.EOF {
-				upstreamErr <- rerr
-				cancel() // the EPP's Recv and ours fail: the client's response is aborted
-				return
-			}
-			if n > 0 || last { // Send has encoded the message when it returns: buf can be reused
-				if s.Send(bodyMessage(true, buf[:n], last)) != nil {
-					return
-				}
-			}
-			if last {
-				rec.bodyRead.Store(int64(time.Since(rec.start)))
-				_ = s.CloseSend()
-				return
-			}
-		}
-	}()
 
 	// A streamed upstream response (no Content-Length: SSE) is written and flushed chunk by chunk; a sized one
 	// is written whole once the EPP has answered its end, with its new Content-Length.
@@ -293,7 +281,7 @@ func (g *gateway) responsePhase(w http.ResponseWriter, r *http.Request, rec *rec
 		if err != nil {
 			cancel()
 			select {
-			case uerr := <-upstreamErr:
+			case uerr := <-body.upstreamErr:
 				err = fmt.Errorf("the upstream's body failed: %w", uerr)
 			default:
 			}
@@ -324,6 +312,67 @@ func (g *gateway) responsePhase(w http.ResponseWriter, r *http.Request, rec *rec
 		w.WriteHeader(resp.StatusCode)
 		_, _ = w.Write(whole)
 	}
+}
+
+// responseBody is the goroutine that reads the upstream's body and sends it to the EPP in ResponseBody messages.
+type responseBody struct {
+	upstreamErr chan error    // the upstream body's read error, if any
+	done        chan struct{} // closed when the goroutine has returned
+	mu          sync.Mutex
+	keeping     bool   // until stop: a copy of each chunk read goes to kept
+	kept        []byte // what was read while keeping
+}
+
+// release ends the keeping: the EPP answered the response headers, the body is its.
+func (b *responseBody) release() {
+	b.mu.Lock()
+	b.keeping, b.kept = false, nil
+	b.mu.Unlock()
+}
+
+// abandon waits for the goroutine to return (the stream was cancelled: its next Send fails) and returns what it
+// read, so the caller can pass that on and then read the rest of the body itself.
+func (b *responseBody) abandon() []byte {
+	<-b.done
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.kept
+}
+
+func sendBody(s stream, resp *http.Response, rec *record, cancel context.CancelFunc) *responseBody {
+	b := &responseBody{upstreamErr: make(chan error, 1), done: make(chan struct{}), keeping: true}
+	go func() {
+		defer close(b.done)
+		buf := bodyBuffers.Get().(*[bodyChunk]byte)
+		defer bodyBuffers.Put(buf)
+		total := int64(0)
+		for {
+			n, rerr := resp.Body.Read(buf[:])
+			total += int64(n)
+			last := rerr == io.EOF || (resp.ContentLength > 0 && total == resp.ContentLength)
+			if rerr != nil && rerr != io.EOF {
+				b.upstreamErr <- rerr
+				cancel() // the EPP's Recv and ours fail: the client's response is aborted
+				return
+			}
+			b.mu.Lock()
+			if b.keeping {
+				b.kept = append(b.kept, buf[:n]...)
+			}
+			b.mu.Unlock()
+			if n > 0 || last { // Send has encoded the message when it returns: buf can be reused
+				if s.Send(bodyMessage(true, buf[:n], last)) != nil {
+					return
+				}
+			}
+			if last {
+				rec.bodyRead.Store(int64(time.Since(rec.start)))
+				_ = s.CloseSend()
+				return
+			}
+		}
+	}()
+	return b
 }
 
 // writeImmediate passes the EPP's ImmediateResponse to the client as it is (e.g. 503 no pods, 429 shed).

@@ -20,6 +20,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -50,6 +51,7 @@ type fakeEPP struct {
 	extprocv3.UnimplementedExternalProcessorServer
 	decide        func(headers map[string]string, body []byte) decision
 	breakResponse bool // break the stream at the response headers
+	headersLast   bool // answer the response headers only once the response body's end is in (full duplex)
 
 	mu      sync.Mutex
 	headers []map[string]string // the request headers of each stream
@@ -58,6 +60,7 @@ type fakeEPP struct {
 
 func (f *fakeEPP) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 	headers, body, streaming := map[string]string{}, []byte(nil), false
+	var heldHeaders *extprocv3.ProcessingResponse // the response headers' answer, when headersLast
 	for {
 		req, err := srv.Recv()
 		if err == io.EOF || status.Code(err) == codes.Canceled {
@@ -98,15 +101,21 @@ func (f *fakeEPP) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 			for _, h := range v.ResponseHeaders.GetHeaders().GetHeaders() {
 				streaming = streaming || (h.Key == "content-type" && strings.Contains(string(h.RawValue), "text/event-stream"))
 			}
-			out = []*extprocv3.ProcessingResponse{{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
+			heldHeaders = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
 				ResponseHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{
-					HeaderMutation: &extprocv3.HeaderMutation{SetHeaders: set}}}}}}
+					HeaderMutation: &extprocv3.HeaderMutation{SetHeaders: set}}}}}
+			if !f.headersLast {
+				out, heldHeaders = []*extprocv3.ProcessingResponse{heldHeaders}, nil
+			}
 			body = nil
 		case *extprocv3.ProcessingRequest_ResponseBody:
 			if streaming { // as the EPP: pass each chunk on at once
 				out = bodyResponses(true, v.ResponseBody.Body, v.ResponseBody.EndOfStream)
 			} else if body = append(body, v.ResponseBody.Body...); v.ResponseBody.EndOfStream {
 				out = bodyResponses(true, body, true)
+			}
+			if heldHeaders != nil && v.ResponseBody.EndOfStream {
+				out = append([]*extprocv3.ProcessingResponse{heldHeaders}, out...)
 			}
 		}
 		for _, m := range out {
@@ -470,6 +479,48 @@ func TestEPPFailureInTheResponsePhase(t *testing.T) {
 	if resp, body := post(t, openGW+"/v1/completions", `{}`, nil); resp.StatusCode != 200 ||
 		resp.Header.Get("x-inference-pod") != "a" || resp.Header.Get("x-went-into-resp-headers") != "" {
 		t.Errorf("FailOpen: the upstream's response should pass unprocessed, got %d %v %q", resp.StatusCode, resp.Header, body)
+	}
+}
+
+// In FULL_DUPLEX_STREAMED mode Envoy sends the response body without waiting for the headers' answer: an EPP that
+// answers the headers only at the body's end still gets an answer through (a gateway waiting first would hang).
+func TestTheResponseBodyGoesWithoutWaitingForTheHeadersAnswer(t *testing.T) {
+	a, _ := startUpstream(t, "a")
+	epp := &fakeEPP{headersLast: true, decide: func(map[string]string, []byte) decision { return decision{destination: a} }}
+	gw := startGateway(t, config{epp: startEPP(t, epp, false), eppPlaintext: true})
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Post(gw+"/v1/completions", "application/json", strings.NewReader(`{"model":"m"}`))
+	if err != nil {
+		t.Fatalf("the gateway waited for the headers' answer before sending the body: %v", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || resp.Header.Get("x-went-into-resp-headers") != "true" || !strings.Contains(string(body), `"body":"{\"model\":\"m\"}"`) {
+		t.Errorf("got %d %v %q", resp.StatusCode, resp.Header, body)
+	}
+}
+
+// FailOpen at the response headers passes the whole body on unprocessed, also the part the body's goroutine had
+// already read and sent to the EPP (several 64 KiB messages' worth).
+func TestFailOpenInTheResponsePhasePassesTheWholeBody(t *testing.T) {
+	want := make([]byte, 5*bodyChunk+123)
+	for i := range want {
+		want[i] = byte('a' + i%26)
+	}
+	big := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("content-length", strconv.Itoa(len(want)))
+		_, _ = w.Write(want)
+	}))
+	t.Cleanup(big.Close)
+	dest := big.Listener.Addr().String()
+	epp := &fakeEPP{breakResponse: true, decide: func(map[string]string, []byte) decision { return decision{destination: dest} }}
+	gw := startGateway(t, config{epp: startEPP(t, epp, false), eppPlaintext: true, failOpen: true, fallbacks: []string{dest}})
+	for i := 0; i < 20; i++ { // the goroutine has read none, some or all of it by the time the stream breaks
+		resp, body := post(t, gw+"/v1/completions", `{}`, nil)
+		if resp.StatusCode != 200 || body != string(want) {
+			t.Fatalf("try %d: got %d, %d bytes (want %d), equal %v", i, resp.StatusCode, len(body), len(want), body == string(want))
+		}
 	}
 }
 
