@@ -520,6 +520,20 @@ def drive(
     return len(latencies) / wall, pct(0.50), pct(0.99), failures, sum(x > slow_after for x in latencies)
 
 
+def met_another(answers: list[tuple[float, float, str]], slow_after: float) -> int:
+    """How many of the (start, end, rank) answers slower than `slow_after` seconds started while another answer on the
+    same rank was in flight: the waits the router's pick made, rather than the CPU."""
+    by_rank: dict[str, list[tuple[float, float]]] = {}
+    for start, end, rank in answers:
+        by_rank.setdefault(rank, []).append((start, end))
+    met = 0
+    for spans in by_rank.values():
+        for i, (start, end) in enumerate(spans):
+            if end - start > slow_after:
+                met += any(s <= start < e for j, (s, e) in enumerate(spans) if j != i)
+    return met
+
+
 def requests_section() -> None:
     import http.client
     import json as json_
@@ -542,9 +556,14 @@ def requests_section() -> None:
         decode_ranks = sorted((port, ip) for ip, port in site.engine_ranks(found.programs.sim, "decode"))
         counter = itertools.count()
 
+        answers: list[tuple[float, float, str]] = []  # (start, end, rank) of each routed answer of a pass
+
         def routed(gateway: list, slot: int, i: int) -> int:
             # Short and new: decode-only (below the decider's threshold), nothing cached to favour a pod.
-            return site.post("/completions", completion(f"q{next(counter)}"), conn=gateway[slot]).status
+            start = time.perf_counter()
+            answer = site.post("/completions", completion(f"q{next(counter)}"), conn=gateway[slot])
+            answers.append((start, time.perf_counter(), answer.destination))
+            return answer.status
 
         def simulator(direct: list, slot: int, i: int) -> int:
             conn = direct[slot]
@@ -572,10 +591,13 @@ def requests_section() -> None:
                 )
                 for name, send in paths:
                     drive(send, clients, 5)  # warm connections and caches
+                    answers.clear()
                     rows[name, clients] = drive(send, clients, per_client, slow_after)
                     rps, p50, p99, bad, slow = rows[name, clients]
-                    waited = f"{slow:>7}" if slow_after < float("inf") else f"{'-':>7}"
-                    print(f"{name:<34} {clients:>7} {rps:>8.1f} {p50:>8.2f} {p99:>8.2f} {bad:>6} {waited}")
+                    paced = slow_after < float("inf")
+                    waited = f"{slow:>7}" if paced else f"{'-':>7}"
+                    met = f"{met_another(answers, slow_after):>5}" if paced and answers else f"{'-':>5}"
+                    print(f"{name:<34} {clients:>7} {rps:>8.1f} {p50:>8.2f} {p99:>8.2f} {bad:>6} {waited} {met}")
                 for conn in gateway + direct:
                     conn.close()
             for clients in (1, 16):
@@ -586,8 +608,12 @@ def requests_section() -> None:
                 print(f"routing overhead at {clients:>2} clients: p50 {g50 - d50:.2f} ms, p99 {g99 - d99:.2f} ms")
             return rows
 
-        # waited: answers slower than 1.5 engine turns, i.e. queued behind another request on a rank (paced pass).
-        print(f"{'path':<34} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'failed':>6} {'waited':>7}")
+        # waited: answers slower than 1.5 engine turns (paced pass); met: of those, the routed ones sent to a rank that
+        # was still answering another request, i.e. the router's pick rather than the CPU (direct clients own a rank).
+        print(
+            f"{'path':<34} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'failed':>6} {'waited':>7} "
+            f"{'met':>5}"
+        )
         print("-- saturated: engines answer at once, the clients keep both cores busy")
         overhead_rows(REQUESTS_PER_CLIENT)
         # With an engine's time to first token the same 16 clients send what 16 users' requests cost, and the
