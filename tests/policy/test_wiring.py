@@ -603,6 +603,9 @@ def test_without_sub_blocks_the_unit_is_the_block(prod):
         "router's prefix hashes never line up with what the engines cache, so prefix-aware routing picks at random. "
         "Set blockSizeTokens 4096."
     )
+    # the block itself, 4096, is the unit then: the router set to it agrees
+    good = mutate(prod, producer(autoTune=False, blockSizeTokens=4096), without_sub_blocks(PREFILL, DECODE))
+    assert run_policy("router-block-size", good) == []
 
 
 def test_engines_of_another_namespace_or_without_a_block_size_are_not_compared(prod):
