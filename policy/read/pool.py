@@ -62,15 +62,21 @@ def pool_view(pool: dict) -> PoolView:
 
 
 def front_ports(template: PodTemplate) -> list[int]:
-    """Ports the pool should target on a pod: the sidecar's (one per rank) or else the engine's."""
+    """Ports the pool should target on a pod: the sidecar's (one per rank) or else the engine's.
+
+    A flag the program cannot read (`--port eight`) stops it at start (Go's flag package and vLLM's argparse exit on
+    an invalid number), so that program serves on no port. The sidecar serves --port and one more port per rank
+    above the first (llm-d-inference-scheduler v0.7.1 pkg/sidecar/proxy/data_parallel.go: `range DataParallelSize -
+    1`, nothing for a size below 2); an engine with per-rank ports one per local rank, else its --port."""
     sidecars = routing_sidecars(template)
     if sidecars:
-        sidecar = sidecars[0]
-        return sizing.rank_ports(sidecar.integer("--port") or 0, sidecar.integer("--data-parallel-size") or 1)
+        port, size = sidecars[0].integer("--port"), sidecars[0].integer("--data-parallel-size")
+        return [] if port is None or size is None else sizing.rank_ports(port, max(size, 1))
     ports: list[int] = []
     for engine in template_engines(template):
-        per_rank = engine.flags.has("--data-parallel-multi-port-external-lb")
-        ports += sizing.rank_ports(engine.port or 0, (engine.dp_local or 1) if per_rank else 1)
+        ranks = engine.dp_local if engine.flags.has("--data-parallel-multi-port-external-lb") else 1
+        if engine.port is not None and ranks is not None:
+            ports += sizing.rank_ports(engine.port, ranks)
     return ports
 
 

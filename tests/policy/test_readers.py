@@ -280,3 +280,73 @@ def test_extended_resources_add_up_and_limits_come_before_requests():
         ["limits nvidia.com/gpu 2", "limits amd.com/gpu 1"],
         [],
     )
+
+
+# --- the ports a pod serves a pool on (policy.read.pool.front_ports), worked out from the programs' flags ---------
+
+
+def pod_of(*containers: dict) -> list[dict]:
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "n"},
+            "spec": {"containers": list(containers)},
+        }
+    ]
+
+
+def sidecar_with(*args: str) -> dict:
+    return {"name": "routing-proxy", "image": "ghcr.io/llm-d/llm-d-routing-sidecar:v0.7.1", "args": list(args)}
+
+
+def vllm_with(*args: str) -> dict:
+    return {"name": "vllm", "command": ["vllm", "serve"], "args": ["m", *args]}
+
+
+@pytest.mark.parametrize(
+    "container, ports",
+    [
+        # the sidecar: --port, then one port per rank above the first (v0.7.1 data_parallel.go: range size - 1)
+        (sidecar_with("--port=8100", "--data-parallel-size=4"), [8100, 8101, 8102, 8103]),
+        (sidecar_with("--data-parallel-size=2"), [8000, 8001]),  # --port's default 8000
+        (sidecar_with("--port=8100", "--data-parallel-size=0"), [8100]),  # range -1: no rank above the first
+        (sidecar_with("--port=8100", "--data-parallel-size=-2"), [8100]),
+        (sidecar_with("--port=eight", "--data-parallel-size=4"), []),  # not a port: it never listens
+        (sidecar_with("--port=8100", "--data-parallel-size=four"), []),  # flag.IntVar refuses it: exit 2
+        # an engine: its --port, or one port per local rank with per-rank ports
+        (vllm_with("--port", "8200"), [8200]),
+        (vllm_with(), [8000]),  # vLLM's default port
+        (vllm_with("--port", "8200", "--data-parallel-size-local", "4"), [8200]),  # one API server
+        (
+            vllm_with("--port", "8200", "--data-parallel-size-local", "2", "--data-parallel-multi-port-external-lb"),
+            [8200, 8201],
+        ),
+        (vllm_with("--port", "8200", "--data-parallel-size-local", "0", "--data-parallel-multi-port-external-lb"), []),
+        (
+            vllm_with("--port", "8200", "--data-parallel-size-local", "two", "--data-parallel-multi-port-external-lb"),
+            [],
+        ),
+        (vllm_with("--port", "eight"), []),  # argparse refuses it: vLLM never starts
+    ],
+    ids=[
+        "sidecar-4-ranks",
+        "sidecar-default-port",
+        "sidecar-size-0",
+        "sidecar-size-negative",
+        "sidecar-port-unreadable",
+        "sidecar-size-unreadable",
+        "engine-port",
+        "engine-default-port",
+        "engine-ranks-without-per-rank-ports",
+        "engine-per-rank-ports",
+        "engine-no-local-rank",
+        "engine-ranks-unreadable",
+        "engine-port-unreadable",
+    ],
+)
+def test_the_ports_a_pod_serves_a_pool_on(container, ports):
+    from policy.read.pool import front_ports
+
+    (template,) = pod_templates(pod_of(container))
+    assert front_ports(template) == ports
