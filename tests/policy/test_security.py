@@ -829,6 +829,19 @@ def test_a_budget_in_percent_is_rounded_up_as_the_disruption_controller_does(pro
     assert [v.resource for v in found] == ([f"PodDisruptionBudget/rebel100/{DECODE}"] if blocks else []), found
 
 
+def test_a_percent_just_above_a_whole_pod_rounds_up_to_the_next(prod):
+    """minAvailable 67% of 3 decode pods is 2.01, rounded up 3 of 3: no pod may go; 66% is 1.98, rounded up 2."""
+
+    def three(m):
+        get(m, "Deployment", DECODE)["spec"]["replicas"] = 3
+
+    blocked = run_policy("disruption-budget", mutate(prod, three, pdb(DECODE, maxUnavailable=None, minAvailable="67%")))
+    assert [v.resource for v in blocked] == [f"PodDisruptionBudget/rebel100/{DECODE}"], blocked
+    assert (
+        run_policy("disruption-budget", mutate(prod, three, pdb(DECODE, maxUnavailable=None, minAvailable="66%"))) == []
+    )
+
+
 @pytest.mark.parametrize(
     "api_version, selector, selects",
     [("policy/v1", {}, True), ("policy/v1beta1", {}, False), ("policy/v1", None, False)],

@@ -91,6 +91,27 @@ def test_engines_without_a_recorded_volume_are_skipped(renders):
     )
 
 
+def test_a_claim_only_another_container_mounts_is_not_the_engines(renders):
+    """Prefill's engine at another revision, its weights volume mounted by another container only (the engine's own
+    mount of it removed): the engine does not read that volume, so nothing is compared."""
+
+    def mounted_elsewhere(m):
+        container = engine(m, PREFILL)
+        volume = next(
+            v["name"]
+            for v in get(m, "Deployment", PREFILL)["spec"]["template"]["spec"]["volumes"]
+            if (v.get("persistentVolumeClaim") or {}).get("claimName") == "model-weights"
+        )
+        mount = next(mt for mt in container["volumeMounts"] if mt["name"] == volume)
+        container["volumeMounts"].remove(mount)
+        get(m, "Deployment", PREFILL)["spec"]["template"]["spec"]["containers"].append(
+            {"name": "reader", "image": "busybox", "volumeMounts": [mount]}
+        )
+        set_arg(container, "--revision", SHA)
+
+    assert messages(mutate(renders["dev"], mounted_elsewhere)) == []
+
+
 @pytest.mark.parametrize("value", ["[1, 2]", '"eagle3"', "{}"], ids=["list", "string", "no-model"])
 def test_a_speculative_config_without_a_draft_model_names_no_draft(renders, value):
     """Only a JSON object with a model names a draft; anything else is no draft to compare (vLLM judges the rest)."""
