@@ -52,10 +52,10 @@ def _claim_source(template: PodTemplate, pod_claim: dict, manifests: list[dict])
     if pod_claim.get("resourceClaimTemplateName"):
         name = pod_claim["resourceClaimTemplateName"]
         rct = find(manifests, "ResourceClaimTemplate", template.namespace, name)
-        return ((rct or {}).get("spec") or {}).get("spec") if rct else None, f"ResourceClaimTemplate {name}"
+        return (rct.get("spec") or {}).get("spec") if rct else None, f"ResourceClaimTemplate {name}"
     name = pod_claim.get("resourceClaimName", "?")
     claim = find(manifests, "ResourceClaim", template.namespace, name)
-    return (claim or {}).get("spec") if claim else None, f"ResourceClaim {name}"
+    return claim.get("spec") if claim else None, f"ResourceClaim {name}"
 
 
 def claimed_devices(

@@ -135,6 +135,29 @@ def test_a_recreate_rollout_is_refused(scaled):
     )
 
 
+def test_a_scaled_statefulset_has_no_rollout_to_judge_and_the_deployments_after_it_are(scaled):
+    """A StatefulSet of prefill engines (its own ScaledObject listed first) has no spec.strategy; the prefill
+    Deployment after it, on Recreate, is still judged."""
+
+    def statefulset_first(m):
+        workload = copy.deepcopy(get(m, "Deployment", PREFILL))
+        workload["kind"], workload["apiVersion"] = "StatefulSet", "apps/v1"
+        workload["metadata"]["name"] = "prefill-set"
+        workload["spec"]["strategy"] = {"type": "Recreate"}  # a StatefulSet has updateStrategy: not read
+        scaled_object = copy.deepcopy(get(m, "ScaledObject", PREFILL))
+        scaled_object["metadata"]["name"] = "prefill-set"
+        scaled_object["spec"]["scaleTargetRef"] = {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "name": "prefill-set",
+        }
+        m[:0] = [scaled_object, workload]
+        get(m, "Deployment", PREFILL)["spec"].update(strategy={"type": "Recreate"})
+
+    found = run_policy("autoscaling-rollout", mutate(scaled, statefulset_first), PROD)
+    assert [v.resource for v in found] == [f"Deployment/rebel100/{PREFILL}"], found
+
+
 def test_the_epp_signal_on_decode_is_refused(scaled):
     epp_query = 'sum(rate(llm_d_epp_disagg_decision_total{namespace="rebel100",decision_type="prefill-decode"}[2m]))'
     bad = mutate(scaled, lambda m: spec(m, DECODE)["triggers"][0]["metadata"].update(query=epp_query))
