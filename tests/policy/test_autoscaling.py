@@ -370,6 +370,26 @@ def test_an_engine_whose_parallelism_cannot_be_read_adds_no_npus(scaled):
     assert run_policy("autoscaling-fits-site", edited, {**PROD, **SITE}) == []
 
 
+def test_a_scaled_engine_without_npus_is_passed_over_and_the_next_is_judged(scaled):
+    """A CPU copy of decode (no resourceClaims: no Rebel100 engine) with its own ScaledObject listed first is not
+    counted; decode at 5 after it still does not fit 4 nodes (36 of 32 NPUs, one pod per node)."""
+
+    def cpu_engine_first(m):
+        workload = copy.deepcopy(get(m, "Deployment", DECODE))
+        workload["metadata"]["name"] = "cpu-decode"
+        workload["spec"]["template"]["spec"].pop("resourceClaims")
+        for container in workload["spec"]["template"]["spec"]["containers"]:
+            container.get("resources", {}).pop("claims", None)
+        scaled_object = copy.deepcopy(get(m, "ScaledObject", DECODE))
+        scaled_object["metadata"]["name"] = "cpu-decode"
+        scaled_object["spec"]["scaleTargetRef"]["name"] = "cpu-decode"
+        m[:0] = [scaled_object, workload]
+        spec(m, DECODE).update(maxReplicaCount=5)
+
+    found = run_policy("autoscaling-fits-site", mutate(scaled, cpu_engine_first), {**PROD, **SITE})
+    assert sorted(v.resource for v in found) == [DECODE_SO, PREFILL_SO], found
+
+
 def test_a_site_of_one_node_is_judged(scaled):
     """nodes 0 is "not known"; 1 is a site: decode at 2 pods, one per node, does not fit it."""
     edited = mutate(scaled, lambda m: spec(m, DECODE).update(maxReplicaCount=2))

@@ -355,3 +355,12 @@ def test_a_pod_that_fills_its_node_fits_and_one_more_npu_does_not(prod):
     (violation,) = run_policy("npu-devices-fit-node", mutate(prod, decode_dp(16, claim=16)))
     assert "so it stays Pending. Lower the parallelism (or --data-parallel-size-local) to at most" in violation.message
     assert violation.message.endswith("have more."), violation.message
+
+
+def test_without_expert_parallel_the_experts_need_not_divide(prod):
+    """Decode at DP 3 (3 NPUs claimed) spreads 256 experts over 3 devices only with --enable-expert-parallel; without
+    the flag each rank holds every expert, and nothing is refused."""
+    without_ep = mutate(
+        prod, decode_dp(3, claim=3), lambda m: set_arg(engine(m, DECODE), "--enable-expert-parallel", None)
+    )
+    assert run_policy("parallelism-fits-model", without_ep) == []

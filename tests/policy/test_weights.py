@@ -152,3 +152,15 @@ def test_a_download_without_revision_annotations_holds_main(renders):
             job_annotations(m).pop(key)
 
     assert messages(mutate(renders["dev"], unrevised)) == []
+
+
+def test_a_draft_at_the_revision_the_download_holds_passes(renders):
+    """The download Job records the draft at SHA (rebel100.ai/draft-revision) and decode serves it at SHA: they agree;
+    read as main (the default for a missing annotation), they would not."""
+
+    def both_at_sha(m):
+        job_annotations(m)["rebel100.ai/draft-revision"] = SHA
+        for deployment in (DECODE, PREFILL):
+            set_draft_revision(engine(m, deployment), SHA)
+
+    assert messages(mutate(renders["dev"], both_at_sha)) == []
