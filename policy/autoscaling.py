@@ -194,11 +194,8 @@ def autoscaling_signal(manifests: list[dict], facts: Facts) -> list[Finding]:
             where = f"triggers[{index}] (query {series})"
             from_epp = signal.source == "epp"
             namespace = namespace_of(scaled.scaled_object)
-            image = (
-                _epp_image(manifests, namespace)
-                if from_epp
-                else next((str(e.container.get("image", "")) for e in template_engines(scaled.template)), "")
-            )
+            engine_image = next((str(e.container.get("image", "")) for e in template_engines(scaled.template)), "")
+            image = _epp_image(manifests, namespace) if from_epp else engine_image
             served: str | None = series
             if from_epp and image:
                 generation = router_versions.generation(image_version(image))
@@ -232,14 +229,13 @@ def autoscaling_signal(manifests: list[dict], facts: Facts) -> list[Finding]:
                     f"router generation, core/versions/router.py): the query reads nothing and the role never "
                     f"scales up. Query {served}."
                 )
-            if problem is None and image and (from_epp or engine_versions.is_engine_image(image)):
-                feature = autoscaling.signal_feature(signal, image)
+            # The engine image must serve the series; the EPP's counter needs no such check: its generation (above)
+            # covers only versions from the generation's first, which has the counter.
+            if problem is None and not from_epp and engine_versions.is_engine_image(engine_image):
+                feature = autoscaling.signal_feature(signal, engine_image)
                 if feature is not None:
                     problem = rules.image_has_features(
-                        image,
-                        image_version(image),
-                        [feature],
-                        image_name="the EPP's image" if from_epp else "engine image",
+                        engine_image, image_version(engine_image), [feature], image_name="engine image"
                     )
             if problem:
                 found.append(Finding(scaled.resource, problem))

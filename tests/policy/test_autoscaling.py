@@ -524,3 +524,23 @@ def test_which_workloads_a_scaled_object_scales(scaled):
 
     found = run_policy("autoscaling-bounds", mutate(scaled, others_first), PROD)
     assert [v.resource for v in found] == [DECODE_SO], found
+
+
+def test_a_scaled_role_without_a_vllm_engine_is_judged_by_its_scrape_alone(scaled):
+    """Decode's engine container runs another server (no `vllm serve`): there is no engine image to hold to the
+    series, and its PodMonitor still selects the pods, so its kvCacheUsage trigger passes; without the monitor it is
+    refused."""
+
+    def another_server(m):
+        container = engine(m, DECODE)
+        container["command"], container["args"] = ["python3", "-m", "sglang.launch_server"], ["--port", "8200"]
+
+    assert run_policy("autoscaling-signal", mutate(scaled, another_server), PROD) == []
+    unscraped = mutate(scaled, another_server, lambda m: m.remove(get(m, "PodMonitor", DECODE)))
+    (violation,) = run_policy("autoscaling-signal", unscraped, PROD)
+    assert (violation.resource, violation.message) == (
+        DECODE_SO,
+        "triggers[0] (query vllm:kv_cache_usage_perc) kvCacheUsage is read from Prometheus, but nothing scrapes "
+        "vllm:kv_cache_usage_perc: the trigger reads 0 (KEDA's ignoreNullValues) and the decode pods never scale "
+        "up. Add a PodMonitor that selects those pods.",
+    )
