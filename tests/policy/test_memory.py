@@ -330,3 +330,11 @@ FROM_ANNOTATION = (
 def test_the_rds_budget_in_full_with_the_figures_worked_out(prod, case, message):
     edit, policy, resource, _ = BAD[case]
     assert [(v.resource, v.message) for v in run_policy(policy, mutate(prod, edit))] == [(resource, message)]
+
+
+def test_an_older_lmcache_without_rds_max_chunks_has_nothing_to_ignore(prod):
+    """lmcache-rbln 0.11.2 ignores rds_max_chunks; an LMCache config that sets none gives it nothing to ignore."""
+    unset = mutate(
+        prod, foreign_image_annotated("0.11.2"), lambda m: lmcache_data(m).update(LMCACHE_EXTRA_CONFIG=json.dumps({}))
+    )
+    assert run_policy("lmcache-reads-rds-max-chunks", unset) == []

@@ -1,5 +1,7 @@
 """Rules 1-3 (policy/parallelism.py): good = the program's renders, bad = named hand edits of prod-4p4d."""
 
+import copy
+
 import pytest
 
 from tests.policy.conftest import STACKS
@@ -364,3 +366,32 @@ def test_without_expert_parallel_the_experts_need_not_divide(prod):
         prod, decode_dp(3, claim=3), lambda m: set_arg(engine(m, DECODE), "--enable-expert-parallel", None)
     )
     assert run_policy("parallelism-fits-model", without_ep) == []
+
+
+def test_an_engine_without_a_local_rank_needs_no_npu(prod):
+    """Decode at DP 8 fills its node of 8 NPUs; a second `vllm serve` in the pod with --data-parallel-size-local 0 runs
+    no rank here and needs none: 8 + 0 still fits."""
+
+    def idle_second_engine(m):
+        extra = copy.deepcopy(engine(m, DECODE))
+        extra["name"] = "vllm-headless"
+        set_arg(extra, "--data-parallel-size-local", "0")
+        pod_spec(m, DECODE)["containers"].append(extra)
+
+    assert run_policy("npu-devices-fit-node", mutate(prod, decode_dp(8, claim=8), idle_second_engine)) == []
+
+
+def test_a_pod_without_npu_claims_is_passed_over_and_the_next_is_judged(prod):
+    """A CPU copy of decode at DP 16 (no resourceClaims: not a Rebel100 pod) listed first is not judged; decode at
+    DP 16 after it, claiming 16 NPUs, does not fit a node of 8."""
+
+    def cpu_copy_first(m):
+        other = copy.deepcopy(get(m, "Deployment", DECODE))
+        other["metadata"]["name"] = "cpu-decode"
+        other["spec"]["template"]["spec"].pop("resourceClaims")
+        for container in other["spec"]["template"]["spec"]["containers"]:
+            container.get("resources", {}).pop("claims", None)
+        m.insert(0, other)
+
+    found = run_policy("npu-devices-fit-node", mutate(prod, decode_dp(16, claim=16), cpu_copy_first))
+    assert [v.resource for v in found] == [DECODE_ID], found

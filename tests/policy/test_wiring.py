@@ -3,11 +3,13 @@
 import copy
 
 import pytest
+import yaml
 
 from tests.policy.conftest import STACKS
 from tests.policy.fixtures import (
     DECODE,
     EPP,
+    EPP_CONFIG,
     POOL,
     PREFILL,
     ROUTE,
@@ -350,6 +352,22 @@ def test_always_disagg_decider_can_fire(prod):
         plugin(config, "prefix-based-pd-decider")["parameters"]["nonCachedTokens"] = 0  # unused now
 
     assert run_policy("router-pd-profiles", mutate(prod, edit_router(always))) == []
+
+
+def test_autotune_advice_is_given_past_a_config_with_autotune_off(prod):
+    """A second EndpointPickerConfig (its ConfigMap listed first) turns autoTune off: it gets no advice, and the
+    stack's own config after it, autoTune on, still does."""
+
+    def tuned_copy_first(m):
+        other = copy.deepcopy(get(m, "ConfigMap", EPP_CONFIG))
+        other["metadata"]["name"] = "tuned-epp-config"
+        m.insert(0, other)
+        config = epp_config(m)
+        plugin(config, "approx-prefix-cache-producer")["parameters"].update(autoTune=False, blockSizeTokens=512)
+        other["data"]["epp-config.yaml"] = yaml.safe_dump(config, sort_keys=False)
+
+    found = run_policy("router-autotune-block-unit", mutate(prod, tuned_copy_first))
+    assert [v.resource for v in found] == [EPP_CONFIG_ID], found
 
 
 def test_autotune_advice_is_advisory_and_goes_with_autotune_off(prod):
