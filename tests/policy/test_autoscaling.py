@@ -544,3 +544,24 @@ def test_a_scaled_role_without_a_vllm_engine_is_judged_by_its_scrape_alone(scale
         "vllm:kv_cache_usage_perc: the trigger reads 0 (KEDA's ignoreNullValues) and the decode pods never scale "
         "up. Add a PodMonitor that selects those pods.",
     )
+
+
+def test_a_scaled_object_of_a_statefulset_scales_that_statefulset(scaled):
+    """scaleTargetRef kind StatefulSet names a StatefulSet of prefill engines: its minReplicaCount 0 is judged like a
+    Deployment's."""
+
+    def statefulset(m):
+        workload = copy.deepcopy(get(m, "Deployment", PREFILL))
+        workload["kind"], workload["metadata"]["name"] = "StatefulSet", "prefill-set"
+        scaled_object = copy.deepcopy(get(m, "ScaledObject", PREFILL))
+        scaled_object["metadata"]["name"] = "prefill-set"
+        scaled_object["spec"]["scaleTargetRef"] = {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "name": "prefill-set",
+        }
+        scaled_object["spec"]["minReplicaCount"] = 0
+        m += [workload, scaled_object]
+
+    found = run_policy("autoscaling-bounds", mutate(scaled, statefulset), PROD)
+    assert [v.resource for v in found] == ["ScaledObject/rebel100/prefill-set"], found

@@ -1,5 +1,6 @@
 """Rules 4-5 (policy/memory.py): the RDS budget, lmcache-rbln versions, serving-argument ranges."""
 
+import copy
 import json
 
 import pytest
@@ -338,3 +339,39 @@ def test_an_older_lmcache_without_rds_max_chunks_has_nothing_to_ignore(prod):
         prod, foreign_image_annotated("0.11.2"), lambda m: lmcache_data(m).update(LMCACHE_EXTRA_CONFIG=json.dumps({}))
     )
     assert run_policy("lmcache-reads-rds-max-chunks", unset) == []
+
+
+def test_the_budget_is_judged_past_engines_it_does_not_apply_to(prod):
+    """A CPU copy of prefill (no resourceClaims: no Rebel100 chiplet) and decode (no RDS tier) listed first are passed
+    over; prefill at 4000 chunks after them is still refused (16,512 MiB, more than it leaves free)."""
+
+    def others_first(m):
+        cpu = copy.deepcopy(get(m, "Deployment", PREFILL))
+        cpu["metadata"]["name"] = "cpu-prefill"
+        cpu["spec"]["template"]["spec"].pop("resourceClaims")
+        for container in cpu["spec"]["template"]["spec"]["containers"]:
+            container.get("resources", {}).pop("claims", None)
+        decode = get(m, "Deployment", DECODE)
+        m.remove(decode)
+        m[:0] = [cpu, decode]
+
+    found = run_policy("rds-memory-budget", mutate(prod, rds_chunks(4000), others_first))
+    assert [v.resource for v in found] == [PREFILL_ID], found
+
+
+@pytest.mark.parametrize("chunk_size", [None, "4k"], ids=["chunk-size-unset", "chunk-size-not-a-number"])
+def test_without_a_readable_chunk_size_the_budget_names_no_capacity(prod, chunk_size):
+    """LMCACHE_CHUNK_SIZE unset or "4k": the tokens per rank cannot be worked out, so the budget finding (4000 chunks,
+    the figures of prefill-rds-max-chunks-4000) says nothing of them."""
+
+    def chunk(m):
+        data = lmcache_data(m)
+        data.pop("LMCACHE_CHUNK_SIZE")
+        if chunk_size is not None:
+            data["LMCACHE_CHUNK_SIZE"] = chunk_size
+
+    (violation,) = run_policy("rds-memory-budget", mutate(prod, rds_chunks(4000), chunk))
+    assert violation.message.startswith(
+        f"container vllm env LMCACHE_EXTRA_CONFIG ({FROM_ANNOTATION}): RDS needs rds_max_chunks 4000 x 2 MiB x 2 NVMe "
+        "drives + 512 MiB staging = 16,512 MiB of chiplet-0 memory, "
+    ), violation.message

@@ -370,6 +370,22 @@ def test_autotune_advice_is_given_past_a_config_with_autotune_off(prod):
     assert [v.resource for v in found] == [EPP_CONFIG_ID], found
 
 
+def test_the_block_size_is_judged_past_a_config_with_autotune_on(prod):
+    """A second EndpointPickerConfig (its ConfigMap listed first) leaves autoTune on: router-block-size passes it over,
+    and the stack's own config after it, autoTune off with 4096 against the engines' 512-token sub-blocks, is
+    refused."""
+
+    def autotuned_copy_first(m):
+        other = copy.deepcopy(get(m, "ConfigMap", EPP_CONFIG))
+        other["metadata"]["name"] = "autotuned-epp-config"
+        m.insert(0, other)
+
+    found = run_policy(
+        "router-block-size", mutate(prod, autotuned_copy_first, producer(autoTune=False, blockSizeTokens=4096))
+    )
+    assert [v.resource for v in found] == [EPP_CONFIG_ID], found
+
+
 def test_autotune_advice_is_advisory_and_goes_with_autotune_off(prod):
     """The 4096-token unit note is printed for every stack as advice; autoTune false with 512 silences it."""
     assert_verdict(
