@@ -1,5 +1,7 @@
 """policy/consumers.py: the router's images know what their render uses, and accept it by their schema."""
 
+import copy
+
 import pytest
 
 from tests.policy.conftest import STACKS
@@ -9,6 +11,7 @@ from tests.policy.fixtures import (
     EPP_CONFIG,
     assert_verdict,
     epp_config,
+    get,
     mutate,
     plugin,
     pod_spec,
@@ -155,3 +158,47 @@ def test_the_image_findings_name_the_image_and_its_container(prod):
         "ghcr.io/llm-d/llm-d-routing-sidecar:v0.3.0 (container routing-proxy image) is 0.3.0, older than features the "
         "render uses: "
     ), violation.message
+
+
+@pytest.mark.parametrize(
+    "other_image",
+    ["ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1", "ghcr.io/llm-d/llm-d-router-endpoint-picker:latest"],
+    ids=["too-old-for-the-config", "no-schema-data"],
+)
+def test_the_config_is_judged_by_each_epp_that_mounts_it(prod, other_image):
+    """A second EPP Deployment (listed first) mounts the same config: at v0.7.1 it is too old for it (the feature rule
+    names that), at `latest` there is no schema to judge by. The stack's EPP after it, v0.10.0, still refuses the
+    unknown parameter."""
+
+    def other_epp_first(m):
+        other = copy.deepcopy(get(m, "Deployment", EPP))
+        other["metadata"]["name"] = "other-epp"
+        other["spec"]["template"]["spec"]["containers"][0]["image"] = other_image
+        m.insert(0, other)
+        config = epp_config(m)
+        plugin(config, "approx-prefix-cache-producer")["parameters"]["blockSizeTokenz"] = 64
+        set_epp_config(m, config)
+
+    (violation,) = run_policy("router-config-schema", mutate(prod, other_epp_first))
+    assert violation.resource == CONFIG_ID
+    assert 'json: unknown field "blockSizeTokenz"' in violation.message and "the EPP 0.10.0" in violation.message
+
+
+@pytest.mark.parametrize(
+    "other_image",
+    ["ghcr.io/llm-d/llm-d-routing-sidecar:v0.3.0", "ghcr.io/llm-d/llm-d-router-disagg-sidecar:latest"],
+    ids=["too-old-for-the-flags", "no-schema-data"],
+)
+def test_each_routing_sidecar_of_a_pod_is_judged(prod, other_image):
+    """A second routing sidecar in the decode pod, listed before the stack's: too old for the flags, or with no schema
+    to judge by. The stack's sidecar after it, v0.10.0, still refuses --connector."""
+
+    def other_sidecar_first(m):
+        other = copy.deepcopy(sidecar(m))
+        other["name"], other["image"] = "routing-proxy-other", other_image
+        sidecar(m)["args"].append("--connector=nixlv2")
+        pod_spec(m, DECODE)["initContainers"].insert(0, other)
+
+    (violation,) = run_policy("router-config-schema", mutate(prod, other_sidecar_first))
+    assert violation.resource == DECODE_ID
+    assert "unknown flag: --connector" in violation.message and "the P/D sidecar 0.10.0" in violation.message
