@@ -505,6 +505,40 @@ def test_a_pod_serving_on_no_target_port_is_told_to_serve_on_one(prod):
     )
 
 
+PREFILL_LABELS = (
+    "{app.kubernetes.io/component: prefill, app.kubernetes.io/name: minimax-m27-prefill, app.kubernetes.io/part-of: "
+    "minimax-m27, llm-d.ai/inference-serving: true, llm-d.ai/role: prefill, rebel100.ai/pool: minimax-m27-prefill}"
+)
+DECODE_LABELS = (
+    "{app.kubernetes.io/component: decode, app.kubernetes.io/name: minimax-m27-decode, app.kubernetes.io/part-of: "
+    "minimax-m27, llm-d.ai/inference-serving: true, llm-d.ai/role: decode, rebel100.ai/pool: minimax-m27-decode}"
+)
+
+
+def test_a_pool_selecting_nothing_lists_the_engine_templates_there_are(prod):
+    bad = mutate(prod, lambda m: pool_spec(m)["selector"].update(matchLabels={"app": "typo"}))
+    (finding,) = run_policy("inference-pool-wiring", bad)
+    assert finding.message == (
+        "spec.selector.matchLabels {app: typo} selects no engine pod template in namespace rebel100 "
+        f"({DECODE_ID}, {PREFILL_ID}; {PREFILL_ID} has {PREFILL_LABELS}): the gateway has no endpoint to route to. "
+        "Use labels that every serving pod carries."
+    )
+
+
+def test_a_pool_selecting_prefill_only_misses_decode(prod):
+    """The pool selects prefill by its role label: the decode template (same model) is not selected, and the ports
+    only decode's sidecar serves lead nowhere. With decode serving another model, it is no pod of this pool's."""
+    prefill_only = mutate(prod, lambda m: pool_spec(m)["selector"].update(matchLabels={"llm-d.ai/role": "prefill"}))
+    messages = [v.message for v in run_policy("inference-pool-wiring", prefill_only)]
+    assert messages[0] == (
+        "spec.selector.matchLabels {llm-d.ai/role: prefill} does not select the decode pod template "
+        f"({DECODE_ID}; {DECODE_ID} has {DECODE_LABELS}): the router's decode-filter never sees decode endpoints. "
+        "Select on a label both roles share (llm-d.ai/inference-serving: 'true')."
+    )
+    other_model = mutate(prefill_only, lambda m: engine(m, DECODE)["args"].__setitem__(0, "other/model"))
+    assert not [v for v in run_policy("inference-pool-wiring", other_model) if "does not select" in v.message]
+
+
 def test_a_pod_serving_on_every_target_port_needs_no_annotation(prod, agg):
     assert run_policy("pool-endpoints-serve", mutate(prod, annotate(DECODE, active=None, legacy=None))) == []
     assert run_policy("pool-endpoints-serve", mutate(agg, annotate(DECODE, active=None, legacy=None))) == []
