@@ -440,3 +440,17 @@ def test_the_epp_is_found_by_its_pool_flag_in_gos_single_dash_form(prod):
 
     (violation,) = run_policy(POLICY, mutate(prod, single_dash))
     assert "sends no bearer token" in violation.message
+
+
+def test_without_its_flag_the_epp_serves_metrics_on_9090(prod):
+    """No --metrics-port: the EPP's default, 9090, is its metrics port, so a monitor scraping portNumber 9090 without a
+    token is judged."""
+
+    def default_port(m):
+        args = pod_spec(m, EPP)["containers"][0]["args"]
+        del args[args.index("--metrics-port") : args.index("--metrics-port") + 2]
+
+    (violation,) = run_policy(POLICY, mutate(prod, default_port, tokenless(portNumber=9090)))
+    assert violation.message.startswith(
+        f"spec.podMetricsEndpoints[0] (port 9090) of PodMonitor rebel100/{EPP} sends no bearer token"
+    ), violation.message
