@@ -1103,3 +1103,36 @@ def test_a_pool_reads_its_target_ports_as_its_api_gives_them(prod):
     assert finding.message.startswith("spec.targetPorts [] lacks [8000, 8001, 8002, 8003]"), finding.message
     numberless = mutate(prod, lambda m: pool_spec(m).update(targetPorts=[{"number": 8000}, {}]))
     assert any("spec.targetPorts [0, 8000]" in v.message for v in run_policy("inference-pool-wiring", numberless))
+
+
+def test_the_pd_profiles_are_judged_past_configs_before_them(prod):
+    """Two EndpointPickerConfigs listed before the stack's: one in a namespace without engines (not judged), one in
+    rebel100 without a profile handler (its own finding). The stack's config after them, without its decode
+    profile, is still judged."""
+
+    def others_first(m):
+        config = epp_config(m)
+        elsewhere = copy.deepcopy(get(m, "ConfigMap", EPP_CONFIG))
+        elsewhere["metadata"].update(name="elsewhere-epp-config", namespace="elsewhere")
+        no_handler = copy.deepcopy(get(m, "ConfigMap", EPP_CONFIG))
+        no_handler["metadata"]["name"] = "plain-epp-config"
+        plain = copy.deepcopy(config)
+        plain["plugins"] = [p for p in plain["plugins"] if p["type"] != "disagg-profile-handler"]
+        no_handler["data"]["epp-config.yaml"] = yaml.safe_dump(plain, sort_keys=False)
+        m[:0] = [elsewhere, no_handler]
+        config["schedulingProfiles"] = [p for p in config["schedulingProfiles"] if p["name"] != "decode"]
+        set_epp_config(m, config)
+
+    found = run_policy("router-pd-profiles", mutate(prod, others_first))
+    assert [(v.resource, v.message.split(":")[0]) for v in found] == [
+        (
+            "ConfigMap/rebel100/plain-epp-config",
+            "data[epp-config.yaml] has no disagg-profile-handler or pd-profile-handler plugin although prefill and "
+            "decode pods run in namespace rebel100",
+        ),
+        (
+            EPP_CONFIG_ID,
+            "data[epp-config.yaml] schedulingProfiles ['prefill'] lacks the 'decode' profile the "
+            "disagg-profile-handler runs",
+        ),
+    ], found
