@@ -395,3 +395,96 @@ def test_a_pod_without_npu_claims_is_passed_over_and_the_next_is_judged(prod):
 
     found = run_policy("npu-devices-fit-node", mutate(prod, decode_dp(16, claim=16), cpu_copy_first))
     assert [v.resource for v in found] == [DECODE_ID], found
+
+
+ARGS_NEED_4 = (
+    "but its args need TP 1 x PP 1 x DP-local 4 = 4 (--tensor-parallel-size, --pipeline-parallel-size, "
+    "--data-parallel-size-local): every rank needs one"
+)
+CLAIM = f"ResourceClaimTemplate {DECODE_CLAIM} spec.spec.devices.requests[npu].exactly.count"
+
+
+def gpus_instead(count):
+    """Decode without its DRA claims, given `count` nvidia.com/gpu as an extended resource: no Rebel100 pod."""
+
+    def edit(m):
+        pod_spec(m, DECODE).pop("resourceClaims")
+        engine(m, DECODE)["resources"] = {
+            "limits": {"nvidia.com/gpu": str(count)},
+            "requests": {"nvidia.com/gpu": str(count)},
+        }
+
+    return edit
+
+
+def plus_one_gpu(m):
+    engine(m, DECODE)["resources"]["limits"] = {"nvidia.com/gpu": "1"}
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            lambda m: npu_request(m, DECODE_CLAIM).update(count=8),
+            f"container vllm claims 8 NPUs through {CLAIM} 8 (deviceClassName npu.rebellions.ai) {ARGS_NEED_4} NPU, "
+            "so the extra devices sit idle and keep other pods off the node. Set the claim count to 4 or change the "
+            "parallelism.",
+        ),
+        (
+            lambda m: npu_request(m, DECODE_CLAIM).update(count=2),
+            f"container vllm claims 2 NPUs through {CLAIM} 2 (deviceClassName npu.rebellions.ai) {ARGS_NEED_4} NPU, "
+            "so ranks without a device fail to start. Set the claim count to 4 or change the parallelism.",
+        ),
+        (
+            lambda m: (npu_request(m, DECODE_CLAIM).update(count=2), plus_one_gpu(m)),
+            f"container vllm claims 3 NPUs through {CLAIM} 2 (deviceClassName npu.rebellions.ai) + limits "
+            f"nvidia.com/gpu 1 {ARGS_NEED_4} NPU, so ranks without a device fail to start. Set the claim count to 4 or "
+            "change the parallelism.",
+        ),
+        (
+            gpus_instead(2),
+            f"container vllm claims 2 accelerators through limits nvidia.com/gpu 2 {ARGS_NEED_4} accelerator, so ranks "
+            "without a device fail to start. Set limits and requests nvidia.com/gpu to 4 or change the parallelism.",
+        ),
+        (
+            lambda m: m.remove(get(m, "ResourceClaimTemplate", DECODE_CLAIM)),
+            f"container vllm: spec.resourceClaims[npu-rdma] references ResourceClaimTemplate {DECODE_CLAIM}, which is "
+            "not among the resources; 0 accelerators can be read but its args need TP 1 x PP 1 x DP-local 4 = 4, and "
+            "the pod cannot get the rest. Declare the claim and its ResourceClaimTemplate together.",
+        ),
+    ],
+    ids=["npus-more", "npus-fewer", "two-sources", "gpus-fewer", "template-missing"],
+)
+def test_the_claim_findings_in_full(prod, edit, message):
+    """4 ranks (DP-local 4) need 4 devices; the count, its sources, the unit (NPU for a Rebel100 pod, else
+    accelerator), the effect and the fix as the container gives its devices."""
+    (violation,) = run_policy("npu-claim-matches-parallelism", mutate(prod, edit))
+    assert (violation.resource, violation.message) == (DECODE_ID, message)
+
+
+def test_the_claims_are_judged_past_engines_that_cannot_be_counted(prod):
+    """A copy of decode whose TP cannot be read and a CPU copy (no claims, no accelerators), listed first, are passed
+    over; a copy whose claim template is made elsewhere gets its own finding; decode after them, claiming 8 for 4
+    ranks, is still refused."""
+
+    def others_first(m):
+        unreadable = copy.deepcopy(get(m, "Deployment", DECODE))
+        unreadable["metadata"]["name"] = "unreadable-decode"
+        set_arg(unreadable["spec"]["template"]["spec"]["containers"][0], "--tensor-parallel-size", "one")
+        cpu = copy.deepcopy(get(m, "Deployment", DECODE))
+        cpu["metadata"]["name"] = "cpu-decode"
+        cpu["spec"]["template"]["spec"].pop("resourceClaims")
+        for container in cpu["spec"]["template"]["spec"]["containers"]:
+            container.get("resources", {}).pop("claims", None)
+        unresolved = copy.deepcopy(get(m, "Deployment", DECODE))
+        unresolved["metadata"]["name"] = "unresolved-decode"
+        for claim in unresolved["spec"]["template"]["spec"]["resourceClaims"]:
+            claim["resourceClaimTemplateName"] = "made-elsewhere"
+        m[:0] = [unreadable, cpu, unresolved]
+
+    found = run_policy("npu-claim-matches-parallelism", mutate(prod, others_first, decode_claim_8))
+    assert [v.resource for v in found] == ["Deployment/rebel100/unresolved-decode", DECODE_ID], found
+
+
+def decode_claim_8(m):
+    npu_request(m, DECODE_CLAIM).update(count=8)
