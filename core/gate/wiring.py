@@ -116,24 +116,22 @@ def reuse_units(cfg: StackConfig) -> dict[tuple[int, int, bool], dict[str, str]]
 
 def rule_pool_endpoints(cfg: StackConfig, _facts: StackFacts) -> Iterable[Issue]:
     """Every endpoint the EPP makes of an engine pod leads to a port it serves on, and each pod has one: the render
-    declares the target ports each pod serves on as its active ports (core.labels), so what is left to refuse is a
-    role serving on none of the pool's targetPorts."""
+    declares the target ports each pod serves on as its active ports (core.labels), and the target ports are decode's
+    own (its sidecar's in P/D, its ranks in AGG: core.derive.pool_ports), so what is left to refuse is prefill serving
+    on none of them."""
+    if "prefill" not in dict(cfg.engine_roles()):
+        return
     ports = pool_ports(cfg)
-    sidecar = cfg.topology == "pd"
-    for name, _ in cfg.engine_roles():
-        field = "decode.sidecar.port" if sidecar and name == "decode" else f"{name}.port"
-        targets_are = (
-            "the decode sidecar's: decode.sidecar.port and up" if sidecar else "the decode ranks: decode.port and up"
-        )
-        problem = rules.pool_endpoints_serve(
-            "the stack's InferencePool",
-            f"every {name} pod",
-            ports.target,
-            ports.serving[name],
-            ports.active(name),
-            serving_name=f"{field} and its DP ranks",
-            active_name="active-ports annotations",
-            fix=f"Set {field} to one of the target ports {ports.target} ({targets_are}).",
-        )
-        if problem:
-            yield Issue(key(field), problem, "pool-endpoints-serve")
+    problem = rules.pool_endpoints_serve(
+        "the stack's InferencePool",
+        "every prefill pod",
+        ports.target,
+        ports.serving["prefill"],
+        ports.active("prefill"),
+        serving_name="prefill.port and its DP ranks",
+        active_name="active-ports annotations",
+        fix=f"Set prefill.port to one of the target ports {ports.target} (the decode sidecar's: decode.sidecar.port "
+        "and up).",
+    )
+    if problem:
+        yield Issue(key("prefill.port"), problem, "pool-endpoints-serve")
