@@ -20,7 +20,6 @@ EPP_GRPC_DEFAULT = 9002  # the EPP's --grpc-port default and the older API's ext
 class PoolView:
     """An InferencePool in either API shape (v1, or the older x-k8s.io v1alpha2), with field names for messages."""
 
-    manifest: dict
     selector: dict
     selector_field: str
     target_ports: list[int]
@@ -36,7 +35,6 @@ def pool_view(pool: dict) -> PoolView:
     if "targetPorts" in spec or isinstance((spec.get("selector") or {}).get("matchLabels"), dict):
         ref = spec.get("endpointPickerRef") or {}
         return PoolView(
-            pool,
             (spec.get("selector") or {}).get("matchLabels") or {},
             "spec.selector.matchLabels",
             [int(p.get("number", 0)) for p in spec.get("targetPorts") or []],
@@ -49,7 +47,6 @@ def pool_view(pool: dict) -> PoolView:
     ref = spec.get("extensionRef") or {}
     port = spec.get("targetPortNumber")
     return PoolView(
-        pool,
         spec.get("selector") or {},
         "spec.selector",
         [int(port)] if port else [],

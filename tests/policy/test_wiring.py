@@ -615,6 +615,40 @@ def older_pool(target_port, **extension_ref):
     return edit
 
 
+def test_an_older_pools_findings_name_its_own_fields(prod):
+    """The v1alpha2 pool names its selector spec.selector and its EPP spec.extensionRef; one without
+    targetPortNumber targets no port at all."""
+
+    def selector(labels):
+        return lambda m: get(m, "InferencePool", POOL)["spec"].update(selector=labels)
+
+    typo = mutate(prod, older_pool(8000), selector({"app": "typo"}))
+    messages = [v.message for v in run_policy("inference-pool-wiring", typo)]
+    assert messages == [
+        "spec.selector {app: typo} selects no engine pod template in namespace rebel100 "
+        f"({DECODE_ID}, {PREFILL_ID}; {PREFILL_ID} has {PREFILL_LABELS}): the gateway has no endpoint to route to. "
+        "Use labels that every serving pod carries."
+    ], messages
+    misnamed = mutate(prod, older_pool(8000, name="router"))
+    messages = [v.message for v in run_policy("inference-pool-wiring", misnamed)]
+    assert (
+        "spec.extensionRef.name router names no Service in namespace rebel100 (Services: minimax-m27-epp): the "
+        "gateway cannot reach the router and, with FailClose, rejects every request. Set it to the EPP Service's "
+        "name." in messages
+    ), messages
+    no_port = mutate(prod, older_pool(None))
+    messages = [v.message for v in run_policy("inference-pool-wiring", no_port)]
+    assert messages and all(m.startswith("spec.targetPortNumber [] lacks [8000") for m in messages), messages
+
+
+def test_a_pool_with_target_ports_is_read_as_v1_whatever_its_selector(prod):
+    """spec.targetPorts makes the pool a v1 one even when its selector has no matchLabels: its empty
+    spec.selector.matchLabels selects nothing."""
+    bare = mutate(prod, lambda m: get(m, "InferencePool", POOL)["spec"].update(selector={}))
+    messages = [v.message for v in run_policy("inference-pool-wiring", bare)]
+    assert messages[0].startswith("spec.selector.matchLabels {} selects no engine pod template"), messages
+
+
 def test_an_older_pool_without_port_number_reaches_the_epp_on_the_default_9002(prod):
     """v1alpha2's extensionRef.portNumber defaults to 9002, the EPP's --grpc-port default and the Service's ext-proc
     port: a pool that leaves it out is wired right. Its one finding is the single targetPortNumber (the older API has
