@@ -5,6 +5,8 @@ named hand edits of a deep copy of prod-4p4d. Levels: advice without a config fi
 mandatory in prod.json; a literal secret is mandatory everywhere.
 """
 
+import copy
+
 import pytest
 
 from policy import catalog, levels, security
@@ -1083,3 +1085,32 @@ def test_an_engines_deviations_unrecorded_or_recorded_in_part(prod):
 def test_a_finding_of_the_rbac_and_availability_rules_in_full(prod, case, message):
     edit, policy, resource, _ = BAD[case]
     assert [(v.resource, v.message) for v in run_policy(policy, mutate(prod, edit))] == [(resource, message)]
+
+
+def no_anti_affinity(deployment):
+    return lambda m: pod_spec(m, deployment)["affinity"].pop("podAntiAffinity")
+
+
+def test_which_workloads_must_spread(prod):
+    """Only engine workloads of more than one replica: the EPP at 2 replicas runs no engine, a bare engine Pod has no
+    replicas to spread; decode at 2 (not 1) replicas without anti-affinity is judged, past an EPP copy listed first."""
+
+    def epp_twice_first(m):
+        get(m, "Deployment", EPP)["spec"]["replicas"] = 2
+        pod_spec(m, EPP).pop("affinity", None)
+        m.insert(0, copy.deepcopy(get(m, "Deployment", EPP)) | {"metadata": {"name": "epp-2", "namespace": "rebel100"}})
+        bare = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "bare-decode", "namespace": "rebel100"},
+            "spec": copy.deepcopy(pod_spec(m, DECODE)),
+        }
+        bare["spec"].pop("affinity")
+        m.insert(0, bare)
+
+    def decode_replicas(count):
+        return lambda m: get(m, "Deployment", DECODE)["spec"].update(replicas=count)
+
+    found = run_policy("engine-spread", mutate(prod, epp_twice_first, no_anti_affinity(DECODE), decode_replicas(2)))
+    assert [v.resource for v in found] == [DECODE_ID], found
+    assert run_policy("engine-spread", mutate(prod, no_anti_affinity(DECODE), decode_replicas(1))) == []
