@@ -1114,3 +1114,19 @@ def test_which_workloads_must_spread(prod):
     found = run_policy("engine-spread", mutate(prod, epp_twice_first, no_anti_affinity(DECODE), decode_replicas(2)))
     assert [v.resource for v in found] == [DECODE_ID], found
     assert run_policy("engine-spread", mutate(prod, no_anti_affinity(DECODE), decode_replicas(1))) == []
+
+
+@pytest.mark.parametrize(
+    "on, shares",
+    [({"hostNetwork": True}, "network, processes"), ({"hostPID": True, "hostIPC": True}, "processes")],
+    ids=["host-network", "host-pid-and-ipc"],
+)
+def test_host_namespaces_in_full(prod, on, shares):
+    (violation,) = run_policy("pod-security-context", mutate(prod, lambda m: pod_spec(m, DECODE).update(on)))
+    names = ", ".join(on)
+    assert (violation.resource, violation.message) == (
+        DECODE_ID,
+        f"pod template sets {', '.join(f'{n} true' for n in on)}: the pod shares the node's {shares} or IPC and can "
+        f"see or reach what other pods and the kubelet keep private. Remove {names} (serving ports and NIXL work on "
+        "the pod network; RDMA devices come through DRA).",
+    )
