@@ -1130,3 +1130,61 @@ def test_host_namespaces_in_full(prod, on, shares):
         f"see or reach what other pods and the kubelet keep private. Remove {names} (serving ports and NIXL work on "
         "the pod network; RDMA devices come through DRA).",
     )
+
+
+EXCEPTIONS = "rebel100.ai/security-exceptions"
+
+
+def proxy_context(**change):
+    def edit(m):
+        context = sidecar(m)["securityContext"]
+        for key, value in change.items():
+            if value is None:
+                context.pop(key, None)
+            else:
+                context[key] = value
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            proxy_context(capabilities={"drop": ["NET_RAW", "SYS_ADMIN"], "add": ["NET_ADMIN", "SYS_TIME"]}),
+            "init container routing-proxy securityContext: capabilities.drop [NET_RAW, SYS_ADMIN] lacks ALL; "
+            "capabilities.add NET_ADMIN, SYS_TIME (only engines may add capabilities). Fix: set capabilities.drop "
+            "[ALL]; remove NET_ADMIN, SYS_TIME from capabilities.add.",
+        ),
+        (
+            lambda m: engine(m, DECODE)["securityContext"]["capabilities"].update(
+                add=["IPC_LOCK", "SYS_ADMIN", "NET_ADMIN"]
+            ),
+            f"engine container vllm securityContext: capabilities.add SYS_ADMIN, NET_ADMIN not recorded ({EXCEPTIONS} "
+            f"does not name SYS_ADMIN, NET_ADMIN). Fix: remove SYS_ADMIN, NET_ADMIN from capabilities.add or record "
+            f"the reason in the pod template annotation {EXCEPTIONS} (naming SYS_ADMIN, NET_ADMIN).",
+        ),
+        (
+            lambda m: (proxy_context(runAsUser=None)(m), pod_spec(m, DECODE)["securityContext"].update(runAsUser=0)),
+            "init container routing-proxy securityContext: runAsNonRoot true, runAsUser 0 (must be runAsNonRoot true "
+            "with a non-zero runAsUser). Fix: set runAsNonRoot true and runAsUser to the image's non-root user (e.g. "
+            "65532).",
+        ),
+    ],
+    ids=["sidecar-capabilities", "engine-capabilities-not-recorded", "sidecar-user-from-the-pod"],
+)
+def test_container_security_findings_in_full(prod, edit, message):
+    """Two capabilities each way, joined by commas; IPC_LOCK is recorded in the render's annotation, SYS_ADMIN and
+    NET_ADMIN are not; the pod's runAsUser 0 is the sidecar's when it sets none."""
+    (violation,) = run_policy("pod-security-context", mutate(prod, edit))
+    assert (violation.resource, violation.message) == (DECODE_ID, message)
+
+
+def test_an_engine_running_as_root_may_be_recorded_as_run_as_non_root(prod):
+    """The annotation may name the exception by the field it relaxes, runAsNonRoot, rather than runAsRoot."""
+
+    def renamed(m):
+        annotations = get(m, "Deployment", DECODE)["spec"]["template"]["metadata"]["annotations"]
+        annotations[EXCEPTIONS] = annotations[EXCEPTIONS].replace("runAsRoot:", "runAsNonRoot=false:")
+
+    assert run_policy("pod-security-context", mutate(prod, renamed)) == []
