@@ -178,9 +178,8 @@ def rbac_least_privilege(manifests: list[dict], facts: Facts) -> list[Finding]:
         roles[role_id] = role
         for account in granted:
             grants.setdefault(role_id, []).append((binding, role_id, account))
-        cluster_wide = (
-            binding.get("kind") == "ClusterRoleBinding" or (binding.get("roleRef") or {}).get("kind") == "ClusterRole"
-        )
+        # A ClusterRoleBinding can reference only a ClusterRole (the API server refuses another roleRef kind).
+        cluster_wide = (binding.get("roleRef") or {}).get("kind") == "ClusterRole"
         checks_tokens = binding.get("kind") == "ClusterRoleBinding" and _delegates_auth_only(role, role_id)
         for account in [a for a in granted if a in epp_accounts and cluster_wide and not checks_tokens]:
             how = (
@@ -191,7 +190,7 @@ def rbac_least_privilege(manifests: list[dict], facts: Facts) -> list[Finding]:
             found.append(
                 Finding(
                     resource_id(binding),
-                    f"{binding.get('kind')} {_qualified_name(binding)} binds {role_id.replace('/', ' ', 1)} to "
+                    f"{binding.get('kind')} {_qualified_name(binding)} binds {role_id.replace('/', ' ')} to "
                     f"{_show_account(account)}, the EPP's ({name_list(accounts[account])}): it {how}, while the EPP "
                     "only needs get/list/watch on pods and InferencePools of its own namespace (and, cluster-wide, "
                     "create on tokenreviews and subjectaccessreviews, which check a metrics scrape's token). Bind a "
@@ -210,8 +209,8 @@ def rbac_least_privilege(manifests: list[dict], facts: Facts) -> list[Finding]:
             )
         )
         if role is None:
-            name = role_id.rpartition("/")[2]
-            if role_id.startswith("ClusterRole/") and name in BUILTIN_WRITERS:
+            name = role_id.removeprefix("ClusterRole/")
+            if name in BUILTIN_WRITERS:
                 found.append(
                     Finding(
                         resource_id(role_grants[0][0]),

@@ -1188,3 +1188,94 @@ def test_an_engine_running_as_root_may_be_recorded_as_run_as_non_root(prod):
         annotations[EXCEPTIONS] = annotations[EXCEPTIONS].replace("runAsRoot:", "runAsNonRoot=false:")
 
     assert run_policy("pod-security-context", mutate(prod, renamed)) == []
+
+
+# --- rbac-least-privilege's findings in full, and past bindings and roles it does not judge (issue 25) -------------
+
+
+def epp_binding_to_cluster_role(m):
+    """The EPP's RoleBinding references its rules as a ClusterRole (same namespace binding, cluster-wide definition)."""
+    role, binding = get(m, "Role", EPP), get(m, "RoleBinding", EPP)
+    role["kind"] = "ClusterRole"
+    del role["metadata"]["namespace"]
+    binding["roleRef"]["kind"] = "ClusterRole"
+
+
+def test_a_rolebinding_of_a_cluster_role_to_the_epp_in_full(prod):
+    (violation,) = [
+        v
+        for v in run_policy("rbac-least-privilege", mutate(prod, epp_binding_to_cluster_role), PROD)
+        if v.resource == f"RoleBinding/rebel100/{EPP}"
+    ]
+    assert violation.message == (
+        f"RoleBinding rebel100/{EPP} binds ClusterRole {EPP} to ServiceAccount rebel100/{EPP}, the EPP's ({EPP_ID}): "
+        "it grants a ClusterRole (a cluster-wide definition others may widen) in its namespace, while the EPP only "
+        "needs get/list/watch on pods and InferencePools of its own namespace (and, cluster-wide, create on "
+        "tokenreviews and subjectaccessreviews, which check a metrics scrape's token). Bind a namespace-scoped Role "
+        "in namespace rebel100 with a RoleBinding instead."
+    )
+
+
+@pytest.mark.parametrize(
+    "rule, grants, risks",
+    [
+        (
+            {"verbs": ["*"], "apiGroups": ["", "apps"]},
+            "verbs '*' (verbs * on resources none, apiGroups '', 'apps')",
+            "a compromised pod could change or delete objects it only needs to read; '*' also grants whatever is "
+            "added to the API later",
+        ),
+        (
+            {"verbs": ["get"], "apiGroups": ["*"], "resources": ["pods"]},
+            "apiGroups '*' (verbs get on resources pods, apiGroups '*')",
+            "'*' also grants whatever is added to the API later",
+        ),
+    ],
+    ids=["verbs-star-no-resources-two-groups", "groups-star"],
+)
+def test_a_role_rule_finding_in_full(prod, rule, grants, risks):
+    """A rule with verbs '*' writes (and '*' widens later); apiGroups '*' only widens; a rule without resources
+    shows `none`, two API groups both."""
+
+    def replace_rule(m):
+        get(m, "Role", EPP)["rules"][0] = rule
+
+    (violation,) = run_policy("rbac-least-privilege", mutate(prod, replace_rule), PROD)
+    assert violation.message == (
+        f"Role rebel100/{EPP} rules[0] grants {grants} and is bound by RoleBinding rebel100/{EPP} to ServiceAccount "
+        f"rebel100/{EPP}, which runs {EPP_ID}: {risks}. List the resources and API groups explicitly and keep verbs "
+        "get, list, watch; a writer needs its own reviewed Role."
+    )
+
+
+def test_roles_are_judged_past_bindings_and_roles_that_are_not(prod):
+    """Listed first: a binding of nobody (grants nothing), and a binding of the EPP's account to the built-in view
+    (not among the manifests, and no writer): neither is judged; the EPP's Role after them, writing pods, is."""
+
+    def others_first(m):
+        nobody = copy.deepcopy(get(m, "RoleBinding", EPP))
+        nobody["metadata"]["name"] = "nobody"
+        nobody["subjects"] = [{"kind": "ServiceAccount", "name": "nobody", "namespace": "rebel100"}]
+        view = copy.deepcopy(get(m, "RoleBinding", EPP))
+        view["metadata"]["name"] = "epp-view"
+        view["roleRef"] = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"}
+        m[:0] = [nobody, view]
+
+    found = run_policy("rbac-least-privilege", mutate(prod, others_first, role_rule(0, verbs=["delete"])), PROD)
+    assert [v.resource for v in found if v.resource != "RoleBinding/rebel100/epp-view"] == [ROLE_ID], found
+
+
+def test_a_built_in_writer_bound_twice_is_named_at_its_first_binding(prod):
+    """engines-edit binds edit to the default account, engines-edit-2 (after it) to decode's: one finding, on the
+    first."""
+
+    def twice(m):
+        default_account_bound_to_edit(m)
+        first = get(m, "RoleBinding", "engines-edit")
+        second = copy.deepcopy(first)
+        second["metadata"]["name"] = "engines-edit-2"
+        first["subjects"], second["subjects"] = first["subjects"][:1], first["subjects"][1:]
+        m.append(second)
+
+    (violation,) = run_policy("rbac-least-privilege", mutate(prod, twice), PROD)
+    assert violation.resource == "RoleBinding/rebel100/engines-edit"
