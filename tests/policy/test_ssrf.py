@@ -4,6 +4,8 @@ Good fixtures: the real renders (dev and prod-4p4d pin the v0.10.0 sidecar and r
 pd-router07 pins v0.7.1, which cannot be protected: advice only). Bad fixtures: named hand edits of prod-4p4d.
 """
 
+import copy
+
 import pytest
 
 from policy import catalog, levels
@@ -370,3 +372,35 @@ def test_an_unprotected_old_pin_naming_a_pool_needs_no_token(prod):
 def test_what_a_protected_sidecar_lacks_in_full(prod, case, message):
     edit, policy, _ = BAD[case]
     assert [v.message for v in run_policy(policy, mutate(prod, edit), PROD)] == [message]
+
+
+def test_every_routing_sidecar_of_a_pod_is_judged(prod):
+    """Decode runs three more routing sidecars before its own: one unprotected (found), one on v0.7.1 without
+    protection (passed over: it cannot protect itself), one protected without an API token (found). The render's
+    own, after them, is judged too: its Role lacks the pods reads."""
+
+    def more_sidecars(m):
+        unprotected_copy = copy.deepcopy(sidecar(m))
+        unprotected_copy["name"] = "proxy-unprotected"
+        set_arg(unprotected_copy, "--enable-ssrf-protection=true", None)
+        old = copy.deepcopy(unprotected_copy)
+        old["name"], old["image"] = "proxy-old", "ghcr.io/llm-d/llm-d-routing-sidecar:v0.7.1"
+        tokenless = copy.deepcopy(sidecar(m))
+        tokenless["name"] = "proxy-tokenless"
+        tokenless.pop("volumeMounts")
+        pod_spec(m, DECODE)["initContainers"][:0] = [unprotected_copy, old, tokenless]
+
+    inferencepools = {
+        "apiGroups": ["inference.networking.k8s.io"],
+        "resources": ["inferencepools"],
+        "verbs": ["list", "watch"],
+    }
+    found = run_policy("sidecar-ssrf-protection", mutate(prod, more_sidecars, role_rules(inferencepools)), PROD)
+    assert [v.message.split(" ")[2].rstrip(":") for v in found] == [
+        "proxy-unprotected",
+        "proxy-tokenless",
+        "routing-proxy",
+    ], [v.message for v in found]
+    assert "the sidecar runs without SSRF protection" in found[0].message
+    assert "the container gets no API token" in found[1].message
+    assert "which may not list core/pods, watch core/pods in namespace rebel100" in found[2].message
