@@ -72,7 +72,7 @@ def disruption_budget(manifests: list[dict], facts: Facts) -> list[Finding]:
                 Finding(
                     template.resource,
                     f"{len(matching)} PodDisruptionBudgets select this {what} pod template "
-                    f"({', '.join(b['metadata'].get('name', '?') for b in matching)}): the eviction API refuses to "
+                    f"({', '.join(str(b['metadata'].get('name')) for b in matching)}): the eviction API refuses to "
                     "evict a pod more than one budget selects, so every drain of its nodes hangs. Keep one "
                     "PodDisruptionBudget per workload.",
                 )

@@ -1279,3 +1279,87 @@ def test_a_built_in_writer_bound_twice_is_named_at_its_first_binding(prod):
 
     (violation,) = run_policy("rbac-least-privilege", mutate(prod, twice), PROD)
     assert violation.resource == "RoleBinding/rebel100/engines-edit"
+
+
+def test_an_exception_is_recorded_in_any_case(prod):
+    """The annotation names the capability in lower case (ipc_lock): it is recorded all the same."""
+
+    def lower(m):
+        annotations = get(m, "Deployment", DECODE)["spec"]["template"]["metadata"]["annotations"]
+        annotations[ANNOTATION] = annotations[ANNOTATION].replace("IPC_LOCK", "ipc_lock")
+
+    assert run_policy("pod-security-context", mutate(prod, lower)) == []
+
+
+def test_a_spread_finding_lists_every_term_and_an_unknown_role(prod):
+    """Decode without its role label (nor a routing sidecar's say: the sidecar removed), two required terms by zone
+    and by rack: each term's reason, the role unknown."""
+
+    def two_terms_no_role(m):
+        template = get(m, "Deployment", DECODE)["spec"]["template"]
+        template["metadata"]["labels"].pop("llm-d.ai/role")
+        template["spec"]["initContainers"] = [
+            c for c in template["spec"]["initContainers"] if c["name"] != "routing-proxy"
+        ]
+        template["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = [
+            {"topologyKey": "topology.kubernetes.io/zone", "labelSelector": {"matchLabels": {"app": "x"}}},
+            {"topologyKey": "example.com/rack", "labelSelector": {"matchLabels": {"app": "x"}}},
+        ]
+
+    (violation,) = run_policy("engine-spread", mutate(prod, two_terms_no_role))
+    assert violation.message.startswith(
+        "engine workload with spec.replicas 4 (role unknown): its required podAntiAffinity terms do not keep these "
+        "pods apart per node ([0] topologyKey topology.kubernetes.io/zone; [1] topologyKey example.com/rack)"
+    ), violation.message
+
+
+def test_disruption_budgets_judged_past_what_they_do_not_apply_to(prod):
+    """A Deployment that runs no engine (listed first) needs no budget, and decode without its budget still gets its
+    finding; a budget with neither field (listed first) blocks nothing, and decode's at maxUnavailable 0 after it
+    still does."""
+
+    def web_first_and_no_decode_budget(m):
+        m.insert(
+            0,
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "web", "namespace": "rebel100"},
+                "spec": {
+                    "replicas": 2,
+                    "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "web"}]}},
+                },
+            },
+        )
+        m.remove(get(m, "PodDisruptionBudget", DECODE))
+
+    (violation,) = run_policy("disruption-budget", mutate(prod, web_first_and_no_decode_budget))
+    assert violation.resource == DECODE_ID and violation.message.startswith(
+        "no PodDisruptionBudget in namespace rebel100 selects this engine pod template"
+    ), violation.message
+
+    def bare_budget_first(m):
+        bare = copy.deepcopy(get(m, "PodDisruptionBudget", DECODE))
+        bare["metadata"]["name"] = "bare"
+        bare["spec"].pop("maxUnavailable", None)
+        bare["spec"].pop("minAvailable", None)
+        m.insert(0, bare)
+
+    found = run_policy("disruption-budget", mutate(prod, bare_budget_first, pdb(DECODE, maxUnavailable=0)))
+    assert [v.resource for v in found] == [DECODE_ID, f"PodDisruptionBudget/rebel100/{DECODE}"], found
+    assert f"(bare, {DECODE})" in found[0].message
+
+
+def test_a_blocking_budget_of_no_workload_in_full(prod):
+    def selects_nothing(m):
+        get(m, "PodDisruptionBudget", DECODE)["spec"].update(
+            selector={"matchLabels": {"app": "gone"}}, maxUnavailable=0
+        )
+
+    found = run_policy("disruption-budget", mutate(prod, selects_nothing))
+    blocking = [v for v in found if v.resource == f"PodDisruptionBudget/rebel100/{DECODE}"]
+    assert [v.message for v in blocking] == [
+        "spec.maxUnavailable 0 allows no voluntary disruption of the pods it selects (no workload of the stack): "
+        "`kubectl drain`, node upgrades and the autoscaler wait forever on their nodes. Set maxUnavailable 1 (or "
+        "minAvailable at most 0)."
+    ]
