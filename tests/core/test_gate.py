@@ -1415,3 +1415,39 @@ def test_a_role_that_sets_its_own_block_size_is_named_by_its_key():
         "engines reuse prefixes in blocks of decode.blockSize and engine.blockSize 4096: the router's prefix hashes "
         "never line up with what the engines cache, so prefix-aware routing picks at random. Set blockSizeTokens 4096."
     )
+
+
+@pytest.mark.parametrize(
+    "drop, add, message",
+    [
+        (
+            "--enable-ssrf-protection=true",
+            [],
+            "the sidecar runs without SSRF protection: on a decode-only request it POSTs the prompt to whatever "
+            "host:port a client sends in x-prefiller-host-port (the EPP sets that header only when it picks a prefill "
+            "pod), a request forged from inside the cluster. Set --enable-ssrf-protection=true and --inference-pool "
+            "rebel100/minimax-m27-pool: it then calls only pods of that pool and answers 403 to anything else.",
+        ),
+        (
+            "rebel100/minimax-m27-pool",
+            ["other/pool"],
+            "SSRF protection allowlists the pods of InferencePool other/pool, which does not select this pod; the "
+            "pool that does is rebel100/minimax-m27-pool: the prefill pods its EPP picks are refused (403) unless "
+            "other/pool happens to select them too. Set --inference-pool rebel100/minimax-m27-pool.",
+        ),
+    ],
+    ids=["protection-dropped", "another-pool"],
+)
+def test_the_gate_refuses_a_sidecar_render_that_drifts_from_the_ssrf_rule(monkeypatch, drop, add, message):
+    """The render always protects a pin that can, from the stack's own pool; if it drifted (its flags changed under
+    the gate), the rule names the sidecar's image and the policy, as the pack would."""
+    from core.gate import router
+
+    rendered = router.rendered_sidecar_args
+
+    def drifted(cfg):
+        args = [a for a in rendered(cfg) if a != drop]
+        return args + add
+
+    monkeypatch.setattr(router, "rendered_sidecar_args", drifted)
+    assert issues() == {("rebel100:decode.sidecar.image", message, "sidecar-ssrf-protection")}
