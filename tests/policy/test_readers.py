@@ -350,3 +350,85 @@ def test_the_ports_a_pod_serves_a_pool_on(container, ports):
 
     (template,) = pod_templates(pod_of(container))
     assert front_ports(template) == ports
+
+
+# --- which pod template is the EPP (policy.security.is_epp), from hand-written objects --------------------------------
+
+
+def epp_pod(*args: str, labels: dict | None = None, namespace: str = "n") -> dict:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "router", "namespace": namespace},
+        "spec": {
+            "template": {
+                "metadata": {"labels": labels or {"app": "router"}},
+                "spec": {"containers": [{"name": "epp", "image": "epp:v1", "args": list(args)}]},
+            }
+        },
+    }
+
+
+def v1_pool(epp: str | None, namespace: str = "n") -> dict:
+    spec: dict = {"selector": {"matchLabels": {"app": "engine"}}, "targetPorts": [{"number": 8000}]}
+    if epp is not None:
+        spec["endpointPickerRef"] = {"name": epp, "port": {"number": 9002}}
+    return {
+        "apiVersion": "inference.networking.k8s.io/v1",
+        "kind": "InferencePool",
+        "metadata": {"name": "pool", "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def service(name: str, selector: dict | None, namespace: str = "n") -> dict:
+    spec = {} if selector is None else {"selector": selector}
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+
+
+ROUTER = {"app": "router"}
+
+
+@pytest.mark.parametrize(
+    "others, args, expected",
+    [
+        ([], ["--pool-name", "pool"], True),
+        ([], ["--pool-name=pool"], True),
+        ([], ["-pool-name=pool"], True),  # Go's flag package takes one dash too
+        ([], ["--pool-namespace", "n"], False),
+        ([v1_pool("epp"), service("epp", ROUTER)], [], True),  # the pool's endpoint picker Service selects it
+        ([v1_pool("epp"), service("epp", {"app": "router", "tier": "x"})], [], False),  # a label it lacks
+        ([v1_pool("epp"), service("other", ROUTER)], [], False),  # another Service
+        ([v1_pool("epp"), service("epp", ROUTER, namespace="m")], [], False),  # the Service of another namespace
+        ([v1_pool("epp", namespace="m"), service("epp", ROUTER)], [], False),  # a pool of another namespace
+        ([v1_pool(None), service("epp", ROUTER)], [], False),  # a pool that names no endpoint picker
+        ([v1_pool("epp"), service("epp", None)], [], False),  # a Service without a selector selects nothing
+        ([v1_pool("epp"), service("other", ROUTER), service("epp", ROUTER)], [], True),  # past another Service
+        ([v1_pool("x", namespace="m"), v1_pool("epp"), service("epp", ROUTER)], [], True),  # past another pool
+        ([v1_pool("x"), v1_pool("epp"), service("epp", ROUTER)], [], True),  # past a pool naming another Service
+        ([], [], False),
+    ],
+    ids=[
+        "pool-name-flag",
+        "pool-name-equals",
+        "pool-name-single-dash",
+        "another-flag",
+        "selected-by-the-pools-service",
+        "service-selects-a-label-it-lacks",
+        "another-service",
+        "service-of-another-namespace",
+        "pool-of-another-namespace",
+        "pool-without-endpoint-picker",
+        "service-without-selector",
+        "past-another-service",
+        "past-a-pool-of-another-namespace",
+        "past-a-pool-naming-another-service",
+        "nothing",
+    ],
+)
+def test_which_pod_template_is_the_epp(others, args, expected):
+    from policy.security import is_epp
+
+    manifests = [*others, epp_pod(*args)]
+    (template,) = pod_templates(manifests)
+    assert is_epp(template, manifests) is expected
