@@ -352,6 +352,15 @@ def test_the_ports_a_pod_serves_a_pool_on(container, ports):
     assert front_ports(template) == ports
 
 
+def test_a_pod_of_two_engines_serves_on_the_ports_of_both():
+    from policy.read.pool import front_ports
+
+    per_rank = ("--data-parallel-size-local", "2", "--data-parallel-multi-port-external-lb")
+    second = {**vllm_with("--port", "8300", *per_rank), "name": "vllm-2"}
+    (template,) = pod_templates(pod_of(vllm_with("--port", "8200"), second))
+    assert front_ports(template) == [8200, 8300, 8301]
+
+
 # --- which pod template is the EPP (policy.security.is_epp), from hand-written objects --------------------------------
 
 
