@@ -5,7 +5,7 @@ import json
 import pytest
 
 from core.config import StackConfig
-from core.derive import derive, engine_commands, rds_drives
+from core.derive import derive, engine_commands, pool_ports, rds_drives
 from core.gate import load_config
 from tests.conftest import stack_config
 
@@ -139,3 +139,18 @@ def test_engine_commands_without_kv_tier_give_prefill_nixl_alone():
 def test_engine_commands_of_agg_have_decode_alone_without_connector():
     commands = engine_commands(agg := load_config(stack_config("agg")), derive(agg))
     assert list(commands) == ["decode"] and "--kv-transfer-config" not in commands["decode"].args
+
+
+@pytest.mark.parametrize(
+    "stack, target, active",
+    [
+        # reference design section 4: the sidecar listens on 8000-8003, the pool targets them, prefill serves on 8000
+        ("prod-4p4d", [8000, 8001, 8002, 8003], {"prefill": [8000], "decode": [8000, 8001, 8002, 8003]}),
+        # AGG: no sidecar; the pool targets the decode ranks, which listen on --port 8200 and up
+        ("agg", [8200, 8201, 8202, 8203], {"decode": [8200, 8201, 8202, 8203]}),
+    ],
+)
+def test_pool_ports_and_the_ports_each_role_declares_active(stack, target, active):
+    ports = pool_ports(load_config(stack_config(stack)))
+    assert ports.target == target
+    assert {role: ports.active(role) for role in active} == active
