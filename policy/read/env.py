@@ -14,21 +14,14 @@ from policy.read.pods import PodTemplate
 # --- environment ---------------------------------------------------------------------------
 
 
-def env_entry(container: dict, name: str) -> dict | None:
-    """The last `env` entry of that name (Kubernetes lets a later entry win)."""
-    found = None
+def env_value(container: dict, name: str) -> str | None:
+    """A plain `value` of the last `env` entry of that name (Kubernetes lets a later entry win); None when unset or
+    set through `valueFrom` (not readable before apply)."""
+    value: str | None = None
     for entry in container.get("env") or []:
         if entry.get("name") == name:
-            found = entry
-    return found
-
-
-def env_value(container: dict, name: str) -> str | None:
-    """A plain `value`; None when unset or set through `valueFrom` (not readable before apply)."""
-    entry = env_entry(container, name)
-    if entry is None or "value" not in entry:
-        return None
-    return str(entry["value"])
+            value = str(entry["value"]) if "value" in entry else None
+    return value
 
 
 def env_from_config_maps(template: PodTemplate, container: dict, manifests: Iterable[dict]) -> list[dict]:

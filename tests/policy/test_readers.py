@@ -3,7 +3,7 @@ Kubernetes API's rules (issue 25: make mutate SCOPE=policy mutates the readers t
 
 import pytest
 
-from policy.read.env import effective_env, env_entry, env_flag_on, env_from_config_maps, env_value, parse_structured
+from policy.read.env import effective_env, env_flag_on, env_from_config_maps, env_value, parse_structured
 from policy.read.flags import Flags, command_line, parse_flags, serve_argv
 from policy.read.pods import pod_templates, replicas, routing_sidecars, service_account
 
@@ -19,8 +19,9 @@ def deployment(spec=None, **fields):
 
 def test_the_last_env_entry_of_a_name_wins():
     container = {"env": [{"name": "A", "value": "1"}, {"name": "B", "value": "x"}, {"name": "A", "value": "2"}]}
-    assert env_entry(container, "A") == {"name": "A", "value": "2"}
     assert env_value(container, "A") == "2" and env_value(container, "C") is None
+    later_from_a_secret = [{"name": "A", "value": "1"}, {"name": "A", "valueFrom": {"secretKeyRef": {}}}]
+    assert env_value({"env": later_from_a_secret}, "A") is None
     assert env_value({"env": [{"name": "A", "valueFrom": {"secretKeyRef": {}}}]}, "A") is None
     assert env_value({"env": [{"name": "N", "value": 3}]}, "N") == "3"
 
@@ -124,7 +125,8 @@ def test_replicas_and_the_service_account_as_the_api_server_defaults_them():
 )
 def test_a_routing_sidecar_is_known_by_its_flag_image_or_name(container, is_sidecar):
     (template,) = pod_templates([deployment({"containers": [container]})])
-    assert bool(routing_sidecars(template)) is is_sidecar
+    sidecars = routing_sidecars(template)
+    assert [(s.template, s.container) for s in sidecars] == ([(template, container)] if is_sidecar else [])
     assert template.role == ("decode" if is_sidecar else None)
 
 
@@ -224,8 +226,9 @@ def one_engine(args, image="rebellions/vllm-rbln:0.12.0", annotations=None):
         (["--model", "N", "-tp", "2", "-pp", "2", "-dp", "4", "--port", "9000"], "N", 2, 2, 4, 4, 9000, 16),
         (["M", "--data-parallel-size", "4", "--data-parallel-size-local", "2"], "M", 1, 1, 4, 2, 8000, 2),
         (["--tensor-parallel-size", "two"], None, None, 1, 1, 1, 8000, None),
+        (["--enforce-eager", "M", "-tp", "2"], "M", 2, 1, 1, 1, 8000, 2),  # a store_true flag takes no value
     ],
-    ids=["defaults", "aliases-and-model-flag", "dp-local", "unreadable"],
+    ids=["defaults", "aliases-and-model-flag", "dp-local", "unreadable", "boolean-before-the-model"],
 )
 def test_an_engines_parallelism_and_port_with_vllms_defaults(args, model, tp, pp, dp, dp_local, port, devices):
     engine = one_engine(args)
@@ -441,3 +444,164 @@ def test_which_pod_template_is_the_epp(others, args, expected):
     manifests = [*others, epp_pod(*args)]
     (template,) = pod_templates(manifests)
     assert is_epp(template, manifests) is expected
+
+
+# --- label selectors and name lists (policy/read/objects.py), as apimachinery's labels.Selector reads them ---------
+
+LABELS = {"app": "engine", "tier": "1"}
+
+
+@pytest.mark.parametrize(
+    "selector, matches",
+    [
+        ({}, True),  # an empty selector selects everything
+        ({"matchLabels": {"app": "engine"}}, True),
+        ({"matchLabels": {"app": "router"}}, False),
+        ({"matchLabels": {"tier": 1}}, True),  # a label value is a string: 1 is "1"
+        ({"matchLabels": {"app": "engine", "zone": "a"}}, False),  # every pair
+        ({"matchExpressions": [{"key": "app", "operator": "In", "values": ["router", "engine"]}]}, True),
+        ({"matchExpressions": [{"key": "app", "operator": "In", "values": ["router"]}]}, False),
+        ({"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}, False),
+        ({"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["engine"]}]}, False),
+        ({"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["router"]}]}, True),
+        ({"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["a"]}]}, True),  # absent: not in
+        ({"matchExpressions": [{"key": "app", "operator": "Exists"}]}, True),
+        ({"matchExpressions": [{"key": "zone", "operator": "Exists"}]}, False),
+        ({"matchExpressions": [{"key": "app", "operator": "DoesNotExist"}]}, False),
+        ({"matchExpressions": [{"key": "zone", "operator": "DoesNotExist"}]}, True),
+        (
+            {
+                "matchLabels": {"app": "engine"},
+                "matchExpressions": [
+                    {"key": "tier", "operator": "In", "values": [1]},
+                    {"key": "zone", "operator": "DoesNotExist"},
+                ],
+            },
+            True,
+        ),
+        (
+            {
+                "matchExpressions": [
+                    {"key": "app", "operator": "Exists"},
+                    {"key": "tier", "operator": "NotIn", "values": ["1"]},
+                ]
+            },
+            False,
+        ),  # every expression
+    ],
+)
+def test_a_label_selector_as_the_api_server_reads_it(selector, matches):
+    from policy.read.objects import label_selector_matches
+
+    assert label_selector_matches(selector, LABELS) is matches
+
+
+@pytest.mark.parametrize(
+    "names, limit, shown",
+    [
+        (["c", "a", "b", "a"], None, "a, b, c"),  # sorted, each once
+        (["d", "c", "b", "a"], None, "a, b, c and 1 more"),  # 3 by default
+        (["c", "b", "a"], 2, "a, b and 1 more"),
+        (["e", "d", "c", "b", "a"], 2, "a, b and 3 more"),
+        (["b", "a"], 2, "a, b"),  # as many as the limit: no "more"
+        ([], None, ""),
+    ],
+)
+def test_a_name_list_shows_the_first_names_and_counts_the_rest(names, limit, shown):
+    from policy.read.objects import name_list
+
+    assert (name_list(names) if limit is None else name_list(names, limit)) == shown
+
+
+# --- devices a container claims through DRA (policy/read/devices.py), by hand from the resource.k8s.io/v1 rules -------
+
+
+def claim_template(name: str, *requests: tuple[str, str, int]) -> dict:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": "n"},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {"name": r, "exactly": {"deviceClassName": cls, "count": count}} for r, cls, count in requests
+                    ]
+                }
+            }
+        },
+    }
+
+
+def claiming_pod(*claims: dict) -> dict:
+    """A pod whose one container claims `claims`; it declares `npus` (template rct) and `gone` (template absent)."""
+    container = {"name": "engine", "image": "e:1", "resources": {"claims": list(claims)}}
+    pod_claims = [
+        {"name": "npus", "resourceClaimTemplateName": "rct"},
+        {"name": "gone", "resourceClaimTemplateName": "absent"},
+    ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "n"},
+        "spec": {"containers": [container], "resourceClaims": pod_claims},
+    }
+
+
+RCT = claim_template("rct", ("first", "npu", 4), ("second", "npu", 2), ("nic", "rdma", 1))
+
+
+@pytest.mark.parametrize(
+    "claims, count, requests, problems, unresolved",
+    [
+        ([{"name": "npus"}], 6, ["first", "second"], 0, 0),  # every request of the claim
+        ([{"name": "npus", "request": "second"}], 2, ["second"], 0, 0),  # the one request named
+        ([{"name": "npus", "request": "first"}], 4, ["first"], 0, 0),
+        ([{"name": "npus", "request": "nic"}], 0, [], 0, 0),  # a request of another class
+        ([{"name": "missing"}, {"name": "npus"}], 6, ["first", "second"], 1, 0),  # past a claim the pod lacks
+        ([{"name": "gone"}, {"name": "npus"}], 6, ["first", "second"], 0, 1),  # past a template not among them
+    ],
+    ids=["whole-claim", "one-request", "first-request", "other-class", "past-missing", "past-unresolved"],
+)
+def test_the_devices_a_container_claims(claims, count, requests, problems, unresolved):
+    from policy.read.devices import claimed_devices, claimed_npus
+
+    pod = claiming_pod(*claims)
+    (template,) = pod_templates([pod])
+    container = pod["spec"]["containers"][0]
+    found = claimed_devices(template, [RCT, pod], ("npu",), container)
+    assert found.count == count
+    assert [s.split("requests[")[1].split("]")[0] for s in found.sources] == requests
+    assert (len(found.problems), len(found.unresolved)) == (problems, unresolved)
+    assert claimed_npus(template, [RCT, pod], "npu", container).count == count
+
+
+def test_the_devices_a_pod_claims_add_up_over_its_claims():
+    from policy.read.devices import claimed_devices
+
+    pod = claiming_pod()
+    pod["spec"]["resourceClaims"][1] = {"name": "more", "resourceClaimTemplateName": "other"}
+    other = claim_template("other", ("third", "npu", 8))
+    (template,) = pod_templates([pod])
+    found = claimed_devices(template, [RCT, other, pod], ("npu",))
+    assert found.count == 14
+    assert found.sources == [
+        "ResourceClaimTemplate rct spec.spec.devices.requests[first].exactly.count 4 (deviceClassName npu)",
+        "ResourceClaimTemplate rct spec.spec.devices.requests[second].exactly.count 2 (deviceClassName npu)",
+        "ResourceClaimTemplate other spec.spec.devices.requests[third].exactly.count 8 (deviceClassName npu)",
+    ]
+
+
+def test_the_epp_configs_of_config_maps_past_other_data():
+    from policy.read.pool import epp_configs
+
+    config = "apiVersion: inference.networking.x-k8s.io/v1alpha1\nkind: EndpointPickerConfig\nplugins: []\n"
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "c", "namespace": "n"},
+        # a number (the API server would refuse it, the pack sees it first), other YAML, the word in a comment
+        "data": {"n": 1, "other": "kind: Other\n", "note": "# EndpointPickerConfig\nkind: Other\n", "epp.yaml": config},
+    }
+    parsed = {"apiVersion": "inference.networking.x-k8s.io/v1alpha1", "kind": "EndpointPickerConfig", "plugins": []}
+    assert epp_configs([config_map]) == [(config_map, "epp.yaml", parsed)]

@@ -719,6 +719,17 @@ def test_a_binding_grants_to_the_accounts_its_subject_names(prod, subject, bound
     assert (violation.resource, violation.message) == (ROLE_ID, DELETE_PODS + bound + WRITER_FIX)
 
 
+def test_a_writer_rule_lists_its_verbs_and_its_write_verbs(prod):
+    subject = {"kind": "ServiceAccount", "name": EPP}
+    change = role_rule(0, verbs=["get", "delete", "patch"])
+    (violation,) = run_policy("rbac-least-privilege", mutate(prod, change, bind_to(subject)), PROD)
+    assert violation.message == (
+        f"Role rebel100/{EPP} rules[0] grants write verbs delete, patch (verbs get, delete, patch on resources pods, "
+        f"apiGroups '') and is bound by RoleBinding rebel100/{EPP} to ServiceAccount rebel100/{EPP}, which runs "
+        f"{EPP_ID}" + WRITER_FIX
+    )
+
+
 @pytest.mark.parametrize(
     "subject",
     [
