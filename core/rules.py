@@ -364,7 +364,7 @@ def autoscaling_bounds(role: str, min_replicas: int, max_replicas: int, *, min_n
 
 
 def autoscaling_groups_divide(
-    role: str, min_replicas: int, max_replicas: int, groups: int, *, min_name: str, max_name: str, groups_name: str
+    min_replicas: int, max_replicas: int, groups: int, *, min_name: str, max_name: str, groups_name: str
 ) -> str | None:
     """Each node group is a Deployment with its own ScaledObject: the role's bounds split evenly over them."""
     uneven = [

@@ -41,9 +41,9 @@ def rule_autoscaling(cfg: StackConfig, facts: StackFacts) -> Iterable[Issue]:
         )
         if problem:
             yield Issue(key(min_name), problem, "autoscaling-bounds")
-        elif groups > 1:
+        else:
+            # One group divides every bound: the rule objects only for more.
             problem = rules.autoscaling_groups_divide(
-                name,
                 scale.min_replicas,
                 scale.max_replicas,
                 groups,
@@ -93,13 +93,11 @@ def rule_autoscaling(cfg: StackConfig, facts: StackFacts) -> Iterable[Issue]:
         if problem:
             yield Issue(key(f"{base}.metric"), problem, "autoscaling-signal")
             continue
-        if from_epp or engine_versions.is_engine_image(image):
-            feature = autoscaling.signal_feature(signal, cfg.router.image)
+        # The engine image must serve the series; the EPP's counter needs no such check: its generation (above)
+        # covers only versions from the generation's first, which has the counter.
+        if not from_epp and engine_versions.is_engine_image(image):
             problem = rules.image_has_features(
-                image,
-                image_version(image),
-                [feature] if feature is not None else [],
-                image_name="router.image" if from_epp else "engine.image",
+                image, image_version(image), [engine_versions.METRICS[signal.series]], image_name="engine.image"
             )
             if problem:
-                yield Issue(key("router.image" if from_epp else "engine.image"), problem, "autoscaling-signal")
+                yield Issue(key("engine.image"), problem, "autoscaling-signal")

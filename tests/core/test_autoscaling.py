@@ -62,14 +62,14 @@ def test_bounds_at_their_edges():
 
 def test_groups_divide_both_bounds():
     names = dict(min_name="m", max_name="M", groups_name="g")
-    assert rules.autoscaling_groups_divide("decode", 2, 4, 2, **names) is None
-    assert rules.autoscaling_groups_divide("decode", 1, 4, 1, **names) is None
-    assert rules.autoscaling_groups_divide("decode", 1, 4, 2, **names) == (
+    assert rules.autoscaling_groups_divide(2, 4, 2, **names) is None
+    assert rules.autoscaling_groups_divide(1, 4, 1, **names) is None
+    assert rules.autoscaling_groups_divide(1, 4, 2, **names) == (
         "m 1 cannot be split evenly over g 2 node groups: each group's Deployment is scaled by its own ScaledObject "
         "between the role's bounds / 2. Use multiples of 2."
     )
-    assert rules.autoscaling_groups_divide("decode", 3, 5, 2, **names).startswith("m 3 and M 5 cannot be split")
-    assert rules.autoscaling_groups_divide("decode", 2, 5, 2, **names).startswith("M 5 cannot be split")
+    assert rules.autoscaling_groups_divide(3, 5, 2, **names).startswith("m 3 and M 5 cannot be split")
+    assert rules.autoscaling_groups_divide(2, 5, 2, **names).startswith("M 5 cannot be split")
 
 
 def fits(max_replicas, other, *, nodes=4, per_node=8, devices=4, spread=True):
@@ -320,3 +320,173 @@ def test_prefill_autoscaling_without_prefill_pods_is_refused():
             "rebel100:decode": {"autoscaling": {"maxReplicas": 2}},
         }
     )
+
+
+# --- the gate's issues in full: key path, message and rule, each written out by hand ------------------------------
+
+
+def found(raw: dict, policy: str) -> list[tuple[str, str]]:
+    """(key path, message) of every issue of one rule, in the gate's order."""
+    with pytest.raises(ConfigError) as error:
+        load_config(raw)
+    return [(issue.path, issue.message) for issue in error.value.issues if issue.policy == policy]
+
+
+def test_bounds_in_full():
+    assert found(with_role("decode", minReplicas=0), "autoscaling-bounds") == [
+        (
+            "rebel100:decode.autoscaling.minReplicas",
+            "decode.autoscaling.minReplicas 0 lets the autoscaler remove every decode pod: every request is refused "
+            "(the EPP finds no decode worker: 429, or 503 with no pod at all), and with no pod there is no engine "
+            "signal to scale up on. Set decode.autoscaling.minReplicas to at least 1.",
+        )
+    ]
+    assert found(with_role("prefill", minReplicas=0), "autoscaling-bounds") == [
+        (
+            "rebel100:prefill.autoscaling.minReplicas",
+            "prefill.autoscaling.minReplicas 0 lets the autoscaler remove every prefill pod: the EPP decides "
+            "decode-only for every request, so neither a prefill queue nor a P/D decision ever rises to bring a "
+            "prefill pod back, and with no pod there is no engine signal to scale up on. Set "
+            "prefill.autoscaling.minReplicas to at least 1.",
+        )
+    ]
+    assert found(with_role("decode", minReplicas=3, maxReplicas=2), "autoscaling-bounds") == [
+        (
+            "rebel100:decode.autoscaling.minReplicas",
+            "decode.autoscaling.minReplicas 3 is above decode.autoscaling.maxReplicas 2: the bounds are inverted and "
+            'KEDA refuses the ScaledObject ("MinReplicaCount=3 must be less than MaxReplicaCount=2", keda v2.18.1 '
+            "apis/keda/v1alpha1/scaledobject_types.go:294), so the decode pods are never scaled. Swap them, or set "
+            "decode.autoscaling.maxReplicas to at least 3.",
+        )
+    ]
+
+
+def test_node_groups_in_full():
+    grouped = {**SCALED, "rebel100:placement": {"groups": 2}}
+    split = (
+        "cannot be split evenly over placement.groups 2 node groups: each group's Deployment is scaled by its own "
+        "ScaledObject between the role's bounds / 2. Use multiples of 2."
+    )
+    # Both roles 1..4: the minimum is odd.
+    assert found(grouped, "autoscaling-bounds") == [
+        ("rebel100:prefill.autoscaling.minReplicas", f"prefill.autoscaling.minReplicas 1 {split}"),
+        ("rebel100:decode.autoscaling.minReplicas", f"decode.autoscaling.minReplicas 1 {split}"),
+    ]
+    # prefill 2..3: the maximum alone; decode 1..3: both, at the minimum's key.
+    uneven = {
+        **grouped,
+        "rebel100:prefill": {"autoscaling": {"minReplicas": 2, "maxReplicas": 3}},
+        "rebel100:decode": {"autoscaling": {"minReplicas": 1, "maxReplicas": 3}},
+    }
+    assert found(uneven, "autoscaling-bounds") == [
+        ("rebel100:prefill.autoscaling.maxReplicas", f"prefill.autoscaling.maxReplicas 3 {split}"),
+        (
+            "rebel100:decode.autoscaling.minReplicas",
+            f"decode.autoscaling.minReplicas 1 and decode.autoscaling.maxReplicas 3 {split}",
+        ),
+    ]
+    # Bounds the groups divide pass; inverted ones are told as inverted only, not also as uneven.
+    assert not issues(
+        {
+            **grouped,
+            "rebel100:prefill": {"autoscaling": {"minReplicas": 2, "maxReplicas": 4}},
+            "rebel100:decode": {"autoscaling": {"minReplicas": 2, "maxReplicas": 2}},
+        }
+    )
+    inverted = {**grouped, "rebel100:prefill": {"autoscaling": {"minReplicas": 2, "maxReplicas": 4}}}
+    inverted["rebel100:decode"] = {"autoscaling": {"minReplicas": 3, "maxReplicas": 1}}
+    assert issues(inverted) == [("rebel100:decode.autoscaling.minReplicas", "autoscaling-bounds")]
+
+
+def test_rollout_in_full():
+    recreate = {**SCALED, "rebel100:rollout": {"strategy": "Recreate"}}
+    assert found(recreate, "autoscaling-rollout") == [
+        (
+            "rebel100:rollout.strategy",
+            f"rollout.strategy Recreate with an autoscaled {role}: a rollout stops every pod first, their signal "
+            "vanishes (the trigger reads 0) while the new pods compile, and after the scale-down window the "
+            "autoscaler shrinks the role to its minimum, so the rollout ends with the capacity the load had asked "
+            "for gone. Set rollout.strategy RollingUpdate (one pod at a time, no surge).",
+        )
+        for role in ("prefill", "decode")
+    ]
+
+
+def test_signal_unscraped_in_full():
+    signal_less = {**SCALED, "rebel100:observability": {"podMonitors": False}}
+    fix = "Set observability.podMonitors true: its PodMonitors are how Prometheus scrapes the engines and the EPP."
+    assert found(signal_less, "autoscaling-signal") == [
+        (
+            "rebel100:prefill.autoscaling.metric",
+            "prefill.autoscaling.metric engineQueue is read from Prometheus, but nothing scrapes "
+            "vllm:num_requests_waiting: the trigger reads 0 (KEDA's ignoreNullValues) and the prefill pods never "
+            f"scale up. {fix}",
+        ),
+        (
+            "rebel100:decode.autoscaling.metric",
+            "decode.autoscaling.metric kvCacheUsage is read from Prometheus, but nothing scrapes "
+            "vllm:kv_cache_usage_perc: the trigger reads 0 (KEDA's ignoreNullValues) and the decode pods never "
+            f"scale up. {fix}",
+        ),
+    ]
+    # The EPP's counter of the pinned generation (v0.10: llm_d_epp_) is what goes unscraped.
+    assert found({**signal_less, **with_role("prefill", metric="pdDecisionRate")}, "autoscaling-signal")[0] == (
+        "rebel100:prefill.autoscaling.metric",
+        "prefill.autoscaling.metric pdDecisionRate is read from Prometheus, but nothing scrapes "
+        "llm_d_epp_disagg_decision_total: the trigger reads 0 (KEDA's ignoreNullValues) and the prefill pods never "
+        f"scale up. {fix}",
+    )
+
+
+def test_signal_of_the_wrong_role_or_no_counter_in_full():
+    assert found(with_role("decode", metric="pdDecisionRate"), "autoscaling-signal") == [
+        (
+            "rebel100:decode.autoscaling.metric",
+            "decode.autoscaling.metric pdDecisionRate cannot scale decode: it is a signal of prefill only, so the "
+            "decode pods would follow another role's load. Use engineQueue or kvCacheUsage.",
+        )
+    ]
+    no_counter = {
+        **with_role("prefill", metric="pdDecisionRate"),
+        "rebel100:router": {"image": "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.8.0"},
+    }
+    assert found(no_counter, "autoscaling-signal") == [
+        (
+            "rebel100:prefill.autoscaling.metric",
+            "prefill.autoscaling.metric pdDecisionRate reads the EPP's P/D decision counter, but "
+            "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.8.0 belongs to no router generation whose counter is "
+            "known (core/versions/router.py GENERATIONS): the trigger would read nothing and the role never scales. "
+            "Pin an EPP of a known generation, or use engineQueue.",
+        )
+    ]
+
+
+def test_signal_of_a_decider_that_takes_no_prefill_pick_in_full():
+    pd_rate = with_role("prefill", metric="pdDecisionRate")
+    assert found({**pd_rate, "rebel100:router": {"nonCachedTokens": 0}}, "autoscaling-signal") == [
+        (
+            "rebel100:prefill.autoscaling.metric",
+            "prefill.autoscaling.metric pdDecisionRate counts the P/D decider's prefill-decode picks, but the decider "
+            "takes none (prefix-based with nonCachedTokens 0): the rate stays 0 and prefill never scales up. Use "
+            "engineQueue, or a decider that sends requests through prefill.",
+        )
+    ]
+    # always-disagg picks prefill-decode for every request, whatever nonCachedTokens says.
+    assert not issues({**pd_rate, "rebel100:router": {"decider": "always-disagg", "nonCachedTokens": 0}})
+
+
+def test_signal_the_engine_image_does_not_serve_in_full():
+    older_engine = {**SCALED, "rebel100:engine": {"image": "rebellions/vllm-rbln:0.11.2"}}
+    source = "vllm==0.30.0 vllm/v1/metrics/loggers.py (PrometheusStatLogger: line {}), the vLLM vllm-rbln 0.12.0 pins"
+    assert found(older_engine, "autoscaling-signal") == [
+        (
+            "rebel100:engine.image",
+            f"rebellions/vllm-rbln:0.11.2 (engine.image) is 0.11.2, older than features the render uses: metric "
+            f"{series} needs vllm-rbln 0.12.0 or later ({source.format(line)}; the oldest release read for it). The "
+            "program would refuse its configuration and the pod would crash-loop. Pin 0.12.0 or later.",
+        )
+        for series, line in (("vllm:num_requests_waiting", 509), ("vllm:kv_cache_usage_perc", 567))
+    ]
+    # An image that is no vllm-rbln (its tag is no vllm-rbln version) is not judged by these facts.
+    other_vllm = issues({**older_engine, "rebel100:engine": {"image": "vllm/vllm-openai:0.11.2"}})
+    assert ("rebel100:engine.image", "autoscaling-signal") not in other_vllm
