@@ -187,8 +187,10 @@ def test_the_readings_of_a_flag():
         ({"command": ["sh", "-c", "vllm\tserve M"]}, ["M"]),  # a tab between vllm and serve, as the shell splits it
         ({"command": ["sh", "-c", "exec vllm serve M --x 'unclosed"]}, None),  # shlex cannot split it
         ({"args": ["serve", "M"]}, None),  # the image's entrypoint: not in the manifest
+        ({"command": ["vllm", "bench", "serve", "--port", "8000"]}, None),  # vLLM's benchmark client, no engine
+        ({"command": ["/usr/bin/vllm", "serve", "M"]}, ["M"]),
     ],
-    ids=["api-server-module", "no-args", "tab", "unclosed-quote", "entrypoint"],
+    ids=["api-server-module", "no-args", "tab", "unclosed-quote", "entrypoint", "bench-client", "vllm-by-path"],
 )
 def test_the_vllm_serve_argv_of_a_container(container, argv):
     assert serve_argv(container) == argv
@@ -205,6 +207,19 @@ def test_a_shell_form_is_split_only_when_it_runs_vllm_serve():
         "--port",
         "1",
     ]
+    # the words after the shell form stay (sh passes them to the script as $0, $1)
+    words = command_line({"command": ["sh", "-c", "vllm serve M"], "args": ["sh", "x"]})
+    assert words == ["sh", "-c", "vllm", "serve", "M", "sh", "x"]
+
+
+def test_an_objects_id_and_namespace_as_messages_name_them():
+    from policy.read.objects import namespace_of, resource_id
+
+    assert resource_id({"kind": "Pod", "metadata": {"name": "p", "namespace": "n"}}) == "Pod/n/p"
+    assert resource_id({"kind": "ClusterRole", "metadata": {"name": "r"}}) == "ClusterRole/r"
+    assert resource_id({}) == "?/?"  # neither kind nor name
+    assert namespace_of({"metadata": {"name": "p"}}) == "default"  # the API server's default
+    assert namespace_of({"metadata": {"namespace": "n"}}) == "n"
 
 
 # --- engines and their LMCache (policy/read/engines.py, lmcache.py) ------------------------------------------------
