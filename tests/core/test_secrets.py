@@ -56,3 +56,19 @@ def test_the_passphrase_and_backend_are_read_as_pulumi_reads_them(tmp_path):
     assert backend_url({"PULUMI_HOME": str(tmp_path)}) == "s3://team-state"
     assert backend_url({"PULUMI_HOME": str(tmp_path), "PULUMI_BACKEND_URL": FILE}) == FILE
     assert backend_url({"PULUMI_HOME": str(tmp_path / "none")}) is None
+
+
+def test_a_secret_in_plain_text_is_refused_at_its_key_first_with_the_command_that_stores_it():
+    from core.gate import ConfigError, load_config
+    from tests.conftest import stack_config
+
+    with pytest.raises(ConfigError) as refused:
+        load_config(stack_config("dev", prefill={"replicas": -1}), plain_secrets=["rebel100:hfToken"])
+    first = refused.value.issues[0]
+    assert (first.path, first.message) == (
+        "rebel100:hfToken",
+        "rebel100:hfToken is a secret but the stack file holds it in plain text (not `secure:`): anyone who can read "
+        "the file or its history has it, and it would be deployed as it is. Delete the line, store the value "
+        "encrypted with `pulumi config set --secret rebel100:hfToken <value>` (`-s STACK`), and revoke the exposed "
+        "one (the value is not shown here).",
+    )

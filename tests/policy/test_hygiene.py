@@ -121,6 +121,25 @@ def test_policy_config_all_and_per_policy_levels():
         catalog.resolve({"pp-with-dp": "strict"})
 
 
+def test_policy_config_errors_in_full():
+    """What a user reads for a bad pack config: the entry, the value and every accepted one."""
+    levels = "mandatory, advisory, remediate, disabled"
+    for config, where in (({"pp-with-dp": "strict"}, "pp-with-dp"), ({"all": "strict"}, "all")):
+        with pytest.raises(catalog.PackConfigError) as refused:
+            catalog.resolve(config)
+        assert str(refused.value) == f"policy config {where}: enforcement level 'strict' is not one of {levels}"
+    with pytest.raises(catalog.PackConfigError) as refused:
+        catalog.resolve({"pp-with-db": "mandatory", "pp-with-dp": "advisory"})
+    unknown, known = str(refused.value).split("; known: ")
+    assert unknown == "policy config names unknown policies ['pp-with-db']"
+    assert set(known.split(", ")) == {spec.name for spec in catalog.POLICIES} and "pp-with-dp" in known.split(", ")
+
+
+def test_a_policys_properties_are_its_entry_without_the_level():
+    resolved = catalog.resolve({"pp-with-dp": {"enforcementLevel": "advisory", "note": 1}})["pp-with-dp"]
+    assert (resolved.level, resolved.properties) == ("advisory", {"note": 1})
+
+
 def test_disabled_policy_reports_nothing(prod):
     latest = mutate(prod, BAD["epp-image-latest"][0])
     assert run_policy("image-tag-pinned", latest, {"image-tag-pinned": "disabled"}) == []

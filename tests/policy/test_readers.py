@@ -90,6 +90,11 @@ def test_the_pod_template_of_every_workload_kind():
         },
         {"kind": "ConfigMap", "metadata": {"name": "m"}, "spec": spec},
         {"kind": "Deployment", "metadata": {"name": "no-spec"}, "spec": {"template": {"metadata": {}}}},
+        {"kind": "Deployment", "metadata": {"name": "not-an-object"}, "spec": "template"},
+        {"kind": "DaemonSet", "metadata": {"name": "d"}, "spec": {"template": template}},
+        {"kind": "ReplicaSet", "metadata": {"name": "r"}, "spec": {"template": template}},
+        {"kind": "Job", "metadata": {"name": "j"}, "spec": {"template": template}},
+        {"kind": "ReplicationController", "metadata": {"name": "rc"}, "spec": {"template": template}},
     ]
     assert [t.resource for t in pod_templates(manifests)] == [
         "Pod/p",
@@ -97,8 +102,20 @@ def test_the_pod_template_of_every_workload_kind():
         "CronJob/c",
         "LeaderWorkerSet/l",
         "LeaderWorkerSet/l",
+        "DaemonSet/d",
+        "ReplicaSet/r",
+        "Job/j",
+        "ReplicationController/rc",
     ]
-    assert [t.labels for t in pod_templates(manifests)][1:] == [{"x": "y"}] * 4
+    assert [t.labels for t in pod_templates(manifests)][1:] == [{"x": "y"}] * 8
+
+
+def test_a_pods_containers_then_its_init_containers():
+    (template,) = pod_templates(
+        [{"kind": "Pod", "spec": {"containers": [{"name": "a"}], "initContainers": [{"name": "b"}]}}]
+    )
+    assert [c["name"] for c in template.containers()] == ["a", "b"]
+    assert [c["name"] for c in template.containers(init=False)] == ["a"]
 
 
 def test_replicas_and_the_service_account_as_the_api_server_defaults_them():
