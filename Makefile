@@ -88,8 +88,8 @@ consumers-vllm: venv
 	scripts/consumers-engine vllm >/dev/null
 	REBEL100_REQUIRE_E2E=1 $(PY) -m pytest tests/consumers/test_vllm_parser.py
 
-# Mutation testing (docs/testing.md): SCOPE=ci mutates core/rules.py and core/sizing.py against tests/core (what
-# .ci/run runs, a few minutes); SCOPE=core adds the gate, derive, serving, placement and weights; SCOPE=policy
+# Mutation testing (docs/testing.md): SCOPE=ci mutates core/rules.py, core/sizing.py, the pack's parallelism and
+# memory policies and the pools' and RDS tier's objects against their unit tests (what .ci/run runs, a few minutes); SCOPE=core adds the gate, derive, serving, placement and weights; SCOPE=policy
 # mutates the policy functions against the pack's tests; SCOPE=objects the objects against tests/objects (all three
 # long). Fails when the score is below the scope's floor (tests/mutation/<scope>.cfg). --fresh: no result of an
 # earlier run is reused (scripts/mutate without it re-tests only what changed).
