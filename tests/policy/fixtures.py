@@ -68,6 +68,16 @@ def npu_request(manifests: list[dict], template: str) -> dict:
     return next(r for r in claim["spec"]["spec"]["devices"]["requests"] if r["name"] == "npu")["exactly"]
 
 
+def cpu_copy(manifests: list[dict], kind: str, name: str, new_name: str) -> dict:
+    """A copy of an engine workload without its device claims (no Rebel100 NPU: a CPU engine), named `new_name`."""
+    workload = copy.deepcopy(get(manifests, kind, name))
+    workload["metadata"]["name"] = new_name
+    workload["spec"]["template"]["spec"].pop("resourceClaims")
+    for container in workload["spec"]["template"]["spec"]["containers"]:
+        container.get("resources", {}).pop("claims", None)
+    return workload
+
+
 def epp_config(manifests: list[dict]) -> dict:
     import yaml
 

@@ -18,6 +18,7 @@ from tests.policy.fixtures import (
     EPP,
     PREFILL,
     assert_verdict,
+    cpu_copy,
     engine,
     get,
     mutate,
@@ -375,11 +376,7 @@ def test_a_scaled_engine_without_npus_is_passed_over_and_the_next_is_judged(scal
     counted; decode at 5 after it still does not fit 4 nodes (36 of 32 NPUs, one pod per node)."""
 
     def cpu_engine_first(m):
-        workload = copy.deepcopy(get(m, "Deployment", DECODE))
-        workload["metadata"]["name"] = "cpu-decode"
-        workload["spec"]["template"]["spec"].pop("resourceClaims")
-        for container in workload["spec"]["template"]["spec"]["containers"]:
-            container.get("resources", {}).pop("claims", None)
+        workload = cpu_copy(m, "Deployment", DECODE, "cpu-decode")
         scaled_object = copy.deepcopy(get(m, "ScaledObject", DECODE))
         scaled_object["metadata"]["name"] = "cpu-decode"
         scaled_object["spec"]["scaleTargetRef"]["name"] = "cpu-decode"

@@ -1,12 +1,22 @@
 """Rules 4-5 (policy/memory.py): the RDS budget, lmcache-rbln versions, serving-argument ranges."""
 
-import copy
 import json
 
 import pytest
 
 from tests.policy.conftest import STACKS
-from tests.policy.fixtures import DECODE, PREFILL, assert_verdict, engine, get, mutate, run_policy, set_arg, set_env
+from tests.policy.fixtures import (
+    DECODE,
+    PREFILL,
+    assert_verdict,
+    cpu_copy,
+    engine,
+    get,
+    mutate,
+    run_policy,
+    set_arg,
+    set_env,
+)
 
 POLICIES = ("rds-memory-budget", "lmcache-reads-rds-max-chunks", "engine-args-in-range")
 DECODE_ID, PREFILL_ID = f"Deployment/rebel100/{DECODE}", f"Deployment/rebel100/{PREFILL}"
@@ -346,11 +356,7 @@ def test_the_budget_is_judged_past_engines_it_does_not_apply_to(prod):
     over; prefill at 4000 chunks after them is still refused (16,512 MiB, more than it leaves free)."""
 
     def others_first(m):
-        cpu = copy.deepcopy(get(m, "Deployment", PREFILL))
-        cpu["metadata"]["name"] = "cpu-prefill"
-        cpu["spec"]["template"]["spec"].pop("resourceClaims")
-        for container in cpu["spec"]["template"]["spec"]["containers"]:
-            container.get("resources", {}).pop("claims", None)
+        cpu = cpu_copy(m, "Deployment", PREFILL, "cpu-prefill")
         decode = get(m, "Deployment", DECODE)
         m.remove(decode)
         m[:0] = [cpu, decode]

@@ -10,6 +10,7 @@ from tests.policy.fixtures import (
     DECODE_CLAIM,
     PREFILL,
     assert_verdict,
+    cpu_copy,
     engine,
     get,
     mutate,
@@ -386,11 +387,7 @@ def test_a_pod_without_npu_claims_is_passed_over_and_the_next_is_judged(prod):
     DP 16 after it, claiming 16 NPUs, does not fit a node of 8."""
 
     def cpu_copy_first(m):
-        other = copy.deepcopy(get(m, "Deployment", DECODE))
-        other["metadata"]["name"] = "cpu-decode"
-        other["spec"]["template"]["spec"].pop("resourceClaims")
-        for container in other["spec"]["template"]["spec"]["containers"]:
-            container.get("resources", {}).pop("claims", None)
+        other = cpu_copy(m, "Deployment", DECODE, "cpu-decode")
         m.insert(0, other)
 
     found = run_policy("npu-devices-fit-node", mutate(prod, decode_dp(16, claim=16), cpu_copy_first))
