@@ -16,8 +16,7 @@ from typing import Any
 
 from core import rules
 from core.config import Autoscaling, StackConfig
-from core.versions import Feature, image_version
-from core.versions import engine as engine_versions
+from core.versions import image_version
 from core.versions import router as router_versions
 
 KEDA_API_VERSION = "keda.sh/v1alpha1"
@@ -191,19 +190,6 @@ def signal_of_query(text: str) -> tuple[Signal, str] | None:
             if re.search(rf"(?<![A-Za-z0-9_:]){re.escape(name)}(?![A-Za-z0-9_:])", text):
                 return signal, name
     return None
-
-
-def signal_feature(signal: Signal, epp_image: str) -> Feature | None:
-    """The version fact behind a signal: the engine image's metric (core.versions.engine.METRICS), or the EPP
-    generation's decision counter (None when the EPP pin belongs to no generation: nothing to judge it by)."""
-    if signal.source == "engine":
-        return engine_versions.METRICS[signal.series]
-    generation = router_versions.generation(image_version(epp_image))
-    if generation is None:
-        return None
-    return Feature(
-        router_versions.EPP, "metric", generation.decision_metric, generation.first, generation.decision_metric_source
-    )
 
 
 def decider_feeds_prefill(decider: str, non_cached_tokens: int) -> bool:

@@ -232,11 +232,12 @@ def autoscaling_signal(manifests: list[dict], facts: Facts) -> list[Finding]:
             # The engine image must serve the series; the EPP's counter needs no such check: its generation (above)
             # covers only versions from the generation's first, which has the counter.
             if problem is None and not from_epp and engine_versions.is_engine_image(engine_image):
-                feature = autoscaling.signal_feature(signal, engine_image)
-                if feature is not None:
-                    problem = rules.image_has_features(
-                        engine_image, image_version(engine_image), [feature], image_name="engine image"
-                    )
+                problem = rules.image_has_features(
+                    engine_image,
+                    image_version(engine_image),
+                    [engine_versions.METRICS[signal.series]],
+                    image_name="engine image",
+                )
             if problem:
                 found.append(Finding(scaled.resource, problem))
     return found
