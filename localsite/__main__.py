@@ -5,7 +5,8 @@ python -m localsite run --kubeconfig K [--namespace rebel100] [--dir D] [--port 
     gateway listens, print the OpenAI base URL (http://127.0.0.1:PORT/v1) on a line of its own; run until
     SIGINT or SIGTERM, then stop everything it started, by pid
 python -m localsite stop [--dir D]
-    stop what a site recorded under D that still runs (a site killed with SIGKILL leaves its programs)
+    stop the site serving from D (`make down`; it stops its programs as on Ctrl-C), then whatever a site recorded
+    under D that still runs (a site killed with SIGKILL leaves its programs)
 python -m localsite stack
     the stack whose render the EPP reads (its generation: pd-router07 for v0.7.x, prod-4p4d for v0.9+)
 python -m localsite binaries
@@ -35,15 +36,17 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     found = site_binaries.find()
     folder = pathlib.Path(args.dir).resolve()
-    leftover = procs.stop_recorded(folder)
-    if leftover:
-        logging.warning("stopped what an earlier site left running: %s", ", ".join(leftover))
-    listener = netns.listener_in(None, "127.0.0.1", args.port)
-    host, port = listener.getsockname()
-    agent = Agent(folder, args.kubeconfig, args.namespace, found.programs, found.gateway, listener, tuple(args.sim_arg))
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
+    # Serving again from the same folder replaces the site there: one still serving, or what a killed one left.
+    leftover = procs.stop_site(folder)
+    if leftover:
+        logging.warning("stopped what an earlier site left running: %s", ", ".join(leftover))
+    procs.record_site(folder)
+    listener = netns.listener_in(None, "127.0.0.1", args.port)
+    host, port = listener.getsockname()
+    agent = Agent(folder, args.kubeconfig, args.namespace, found.programs, found.gateway, listener, tuple(args.sim_arg))
     announced = False
 
     def until() -> bool:
@@ -60,11 +63,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         agent.close()
         listener.close()
+        procs.forget_site(folder)
     return 0
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    for name in procs.stop_recorded(pathlib.Path(args.dir).resolve()):
+    for name in procs.stop_site(pathlib.Path(args.dir).resolve()):
         print(f"stopped {name}")
     return 0
 

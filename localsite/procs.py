@@ -1,8 +1,9 @@
 """The processes the local site starts, each recorded by pid and start time, so that exactly those are stopped.
 
 `<dir>/run/<name>.pid` holds "<pid> <start time in clock ticks>" (the start time tells a process apart from a
-later one that got its pid); `<dir>/logs/<name>.log` its output. `stop_recorded(dir)` stops whatever a site left
-behind (`make down`, or a site killed with SIGKILL), newest first, by pid.
+later one that got its pid); `<dir>/logs/<name>.log` its output. `<dir>/site.pid` records the site itself (`python -m
+localsite run`). `stop_site(dir)` (`make down`) stops a site still serving, which stops its programs, then whatever a
+site left behind (one killed with SIGKILL), newest first, by pid.
 """
 
 from __future__ import annotations
@@ -16,6 +17,11 @@ import time
 from dataclasses import dataclass
 
 STOP_TIMEOUT = 10.0  # seconds between SIGTERM and SIGKILL
+# A site stops its programs one by one on SIGTERM, each up to STOP_TIMEOUT; about 15 s for a whole stack here.
+SITE_STOP_TIMEOUT = 120.0
+# The site's own record, apart from run/: it is stopped first, so that it stops its programs itself and starts none
+# again while they are stopped.
+SITE_RECORD = "site.pid"
 sleep = time.sleep
 
 
@@ -150,3 +156,39 @@ def stop_recorded(folder: pathlib.Path) -> list[str]:
     for pid_file in (folder / "run").glob("*.pid"):
         pid_file.unlink(missing_ok=True)
     return stopped
+
+
+def record_site(folder: pathlib.Path) -> None:
+    """Record this process as the site serving from `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    pid = os.getpid()
+    (folder / SITE_RECORD).write_text(f"{pid} {start_time(pid)}\n")
+
+
+def recorded_site(folder: pathlib.Path) -> Recorded | None:
+    """The site recorded under `folder`, if it still runs."""
+    with contextlib.suppress(OSError, ValueError):
+        pid, started = (folder / SITE_RECORD).read_text().split()
+        site = Recorded("site", int(pid), started)
+        if site.alive():
+            return site
+    return None
+
+
+def forget_site(folder: pathlib.Path) -> None:
+    """Remove this process's record as the site of `folder` (a later site's record stays)."""
+    site = recorded_site(folder)
+    if site is not None and site.pid == os.getpid():
+        (folder / SITE_RECORD).unlink(missing_ok=True)
+
+
+def stop_site(folder: pathlib.Path) -> list[str]:
+    """Stop the site serving from `folder` (SIGTERM: it stops its programs), then whatever a site left recorded
+    there; the names of what was stopped."""
+    stopped = []
+    site = recorded_site(folder)
+    if site is not None:
+        terminate(site, SITE_STOP_TIMEOUT)
+        stopped.append(f"{site.name} (pid {site.pid})")
+    (folder / SITE_RECORD).unlink(missing_ok=True)
+    return stopped + stop_recorded(folder)
