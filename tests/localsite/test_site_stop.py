@@ -41,7 +41,7 @@ def kubeconfig(tmp_path, site_binaries) -> pathlib.Path:
             {
                 "current-context": "c",
                 "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-                # Any CA bundle the client can load; it never gets to verify a server.
+                # Any CA bundle the client loads (certifi's, from moto's requests); it never verifies a server.
                 "clusters": [
                     {
                         "name": "c",
@@ -55,50 +55,58 @@ def kubeconfig(tmp_path, site_binaries) -> pathlib.Path:
     return path
 
 
-def localsite(*args: str, **kwargs) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "localsite", *args],
-        cwd=PROJECT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        **kwargs,
-    )
+class Sites:
+    """`python -m localsite run` on one folder, as often as a test asks; what a test leaves running is stopped after
+    it, by pid."""
+
+    def __init__(self, kubeconfig: pathlib.Path, folder: pathlib.Path, log: pathlib.Path):
+        self.kubeconfig, self.folder, self.log = kubeconfig, folder, log
+        self.started: list[subprocess.Popen] = []
+
+    def serve(self) -> subprocess.Popen:
+        """A site on the folder, once it has recorded itself and started its network."""
+        with open(self.log, "ab") as log:  # the site retries the API every second, with a warning each time
+            site = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "localsite",
+                    "run",
+                    "--kubeconfig",
+                    str(self.kubeconfig),
+                    "--dir",
+                    str(self.folder),
+                ],
+                cwd=PROJECT,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                start_new_session=True,
+            )
+        self.started.append(site)
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            record = procs.recorded_site(self.folder)
+            network = any(p.name == "site-netns" for p in procs.recorded(self.folder))
+            if record is not None and record.pid == site.pid and network:
+                return site
+            if site.poll() is not None:
+                raise AssertionError(f"the site exited {site.returncode}: {self.log.read_text()[-2000:]}")
+            time.sleep(0.1)
+        raise AssertionError(f"the site did not start its network within {START_TIMEOUT:.0f} s")
+
+    def close(self) -> None:
+        for site in self.started:
+            if site.poll() is None:
+                site.kill()
+                site.wait()
+        procs.stop_site(self.folder)
 
 
 @pytest.fixture
-def folder(tmp_path) -> Iterator[pathlib.Path]:
-    """The sites' folder; whatever a test leaves running there is stopped after it, by pid."""
-    folder = tmp_path / "site"
-    yield folder
-    for site in STARTED.pop(folder, []):
-        if site.poll() is None:
-            site.kill()
-            site.wait()
-    procs.stop_site(folder)
-
-
-STARTED: dict[pathlib.Path, list[subprocess.Popen]] = {}
-
-
-def serve(kubeconfig: pathlib.Path, folder: pathlib.Path) -> subprocess.Popen:
-    """`python -m localsite run` on `folder`, once it has recorded itself and started its network."""
-    site = localsite("run", "--kubeconfig", str(kubeconfig), "--dir", str(folder))
-    STARTED.setdefault(folder, []).append(site)
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        record = procs.recorded_site(folder)
-        if (
-            record is not None
-            and record.pid == site.pid
-            and any(p.name == "site-netns" for p in procs.recorded(folder))
-        ):
-            return site
-        if site.poll() is not None:
-            raise AssertionError(f"the site exited {site.returncode}: {site.stderr.read() if site.stderr else ''}")
-        time.sleep(0.1)
-    raise AssertionError(f"the site did not start its network within {START_TIMEOUT:.0f} s")
+def sites(tmp_path, kubeconfig) -> Iterator[Sites]:
+    sites = Sites(kubeconfig, tmp_path / "site", tmp_path / "site.log")
+    yield sites
+    sites.close()
 
 
 def stopped(site: subprocess.Popen) -> int:
@@ -110,8 +118,9 @@ def stopped(site: subprocess.Popen) -> int:
         return -1
 
 
-def test_stop_ends_a_serving_site_and_everything_it_started(kubeconfig, folder):
-    site = serve(kubeconfig, folder)
+def test_stop_ends_a_serving_site_and_everything_it_started(sites):
+    folder = sites.folder
+    site = sites.serve()
     down = subprocess.run(
         [sys.executable, "-m", "localsite", "stop", "--dir", str(folder)],
         cwd=PROJECT,
@@ -126,10 +135,11 @@ def test_stop_ends_a_serving_site_and_everything_it_started(kubeconfig, folder):
     assert not (folder / procs.SITE_RECORD).exists()
 
 
-def test_serving_again_from_the_same_folder_replaces_the_site_there(kubeconfig, folder):
-    first = serve(kubeconfig, folder)
+def test_serving_again_from_the_same_folder_replaces_the_site_there(sites):
+    folder = sites.folder
+    first = sites.serve()
     first_network = next(p for p in procs.recorded(folder) if p.name == "site-netns")
-    second = serve(kubeconfig, folder)
+    second = sites.serve()
     try:
         assert stopped(first) == 0
         assert not first_network.alive()
