@@ -65,18 +65,10 @@ class Sites:
 
     def serve(self) -> subprocess.Popen:
         """A site on the folder, once it has recorded itself and started its network."""
+        run = ["run", "--kubeconfig", str(self.kubeconfig), "--dir", str(self.folder)]
         with open(self.log, "ab") as log:  # the site retries the API every second, with a warning each time
             site = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "localsite",
-                    "run",
-                    "--kubeconfig",
-                    str(self.kubeconfig),
-                    "--dir",
-                    str(self.folder),
-                ],
+                [sys.executable, "-m", "localsite", *run],
                 cwd=PROJECT,
                 stdout=subprocess.DEVNULL,
                 stderr=log,
