@@ -114,7 +114,7 @@ class Registry:
                 break
             sleep(0.005)
         process = Recorded(name, popen.pid, started, popen)
-        (self.run_dir / f"{name}.pid").write_text(f"{popen.pid} {started}\n")
+        write_record(self.run_dir / f"{name}.pid", popen.pid, started)
         self.processes[name] = process
         return process
 
@@ -135,15 +135,27 @@ class Registry:
                 process.popen.poll()
 
 
+def write_record(path: pathlib.Path, pid: int, started: str | None) -> None:
+    path.write_text(f"{pid} {started}\n")
+
+
+def read_record(path: pathlib.Path, name: str) -> Recorded | None:
+    """The process a record names, if it still runs (the same pid and start time)."""
+    with contextlib.suppress(OSError, ValueError):
+        pid, started = path.read_text().split()
+        process = Recorded(name, int(pid), started)
+        if process.alive():
+            return process
+    return None
+
+
 def recorded(folder: pathlib.Path) -> list[Recorded]:
     """The processes recorded under `folder` that still run, newest first."""
     found = []
     for pid_file in sorted((folder / "run").glob("*.pid"), key=lambda f: f.stat().st_mtime_ns, reverse=True):
-        with contextlib.suppress(OSError, ValueError):
-            pid, started = pid_file.read_text().split()
-            process = Recorded(pid_file.stem, int(pid), started)
-            if process.alive():
-                found.append(process)
+        process = read_record(pid_file, pid_file.stem)
+        if process is not None:
+            found.append(process)
     return found
 
 
@@ -161,18 +173,12 @@ def stop_recorded(folder: pathlib.Path) -> list[str]:
 def record_site(folder: pathlib.Path) -> None:
     """Record this process as the site serving from `folder`."""
     folder.mkdir(parents=True, exist_ok=True)
-    pid = os.getpid()
-    (folder / SITE_RECORD).write_text(f"{pid} {start_time(pid)}\n")
+    write_record(folder / SITE_RECORD, os.getpid(), start_time(os.getpid()))
 
 
 def recorded_site(folder: pathlib.Path) -> Recorded | None:
     """The site recorded under `folder`, if it still runs."""
-    with contextlib.suppress(OSError, ValueError):
-        pid, started = (folder / SITE_RECORD).read_text().split()
-        site = Recorded("site", int(pid), started)
-        if site.alive():
-            return site
-    return None
+    return read_record(folder / SITE_RECORD, "site")
 
 
 def forget_site(folder: pathlib.Path) -> None:
