@@ -543,17 +543,6 @@ def met_another(answers: list[tuple[float, float, str]], slow_after: float) -> i
     return met
 
 
-def room_stack_file(stack: str, folder: pathlib.Path) -> pathlib.Path:
-    """The stack file of `stack` with ROOM_MAX_NUM_SEQS sequences per decode rank (`decode.maxNumSeqs`)."""
-    from core.stackfile import stack_file
-
-    config = yaml.safe_load(stack_file(stack).read_text())
-    config["config"]["rebel100:decode"] = {**config["config"]["rebel100:decode"], "maxNumSeqs": ROOM_MAX_NUM_SEQS}
-    path = folder / f"Pulumi.{stack}.yaml"
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    return path
-
-
 class RequestPaths:
     """The routed path (gateway role -> EPP -> P/D sidecar -> simulator) and a decode simulator called directly (from
     inside the site's network) of one served site, driven by the same clients."""
@@ -587,16 +576,13 @@ class RequestPaths:
 
     def overhead(self, per_client: int, slow_after: float = float("inf")) -> dict[int, tuple[float, float]]:
         """Print both paths at 1 and 16 clients; return clients -> (p50, p99) the routed path adds, in ms."""
-        import http.client
-
         rows = {}
         for clients in (1, 16):
             direct = [
                 self.site.connection_in_site(*reversed(self.decode_ranks[i % len(self.decode_ranks)]))
                 for i in range(clients)
             ]
-            host, port = self.site.base_url.split("//", 1)[1].split("/", 1)[0].split(":")
-            gateway = [http.client.HTTPConnection(host, int(port), timeout=30) for _ in range(clients)]
+            gateway = [self.site.gateway_connection() for _ in range(clients)]
             paths = (
                 ("simulator directly", functools.partial(self.simulator, direct)),
                 ("gateway -> EPP -> sidecar -> sim", functools.partial(self.routed, gateway)),
@@ -635,8 +621,9 @@ def requests_section() -> None:
     import uuid
 
     sys.path.insert(0, str(ROOT))  # the project's localsite package (this file runs as a script)
+    from core.stackfile import load_stack, stack_file
     from localsite import binaries
-    from localsite.harness import ServedSite, completion
+    from localsite.harness import ServedSite, completion, stack_file_variant
 
     try:
         found = binaries.find()
@@ -645,6 +632,7 @@ def requests_section() -> None:
         return
     sim = found.programs.sim
     stack = binaries.stack_for(found.programs.epp)
+    seqs = load_stack(stack_file(stack), stack).decode.max_num_seqs  # as rendered: the full pass's slots per rank
     header(f"requests: stack {stack}, gateway role -> EPP -> P/D sidecar -> simulator vs the simulator directly")
     # waited: answers slower than 1.5 engine turns (paced passes); met: of those, the routed ones that shared their rank
     # with another request in flight, i.e. the router's pick rather than the CPU (direct clients own a rank).
@@ -660,7 +648,7 @@ def requests_section() -> None:
         # overhead is what routing adds to a request rather than a queue for the two cores (docs/performance.md).
         print(
             f"-- paced, full: every engine rank answers after {PACED_TTFT} (the simulator's time-to-first-token); "
-            f"16 clients fill the stack's {len(paths.decode_ranks)} decode ranks of one sequence each"
+            f"16 clients on the stack's {len(paths.decode_ranks)} decode ranks of {seqs} sequence(s) each"
         )
         paths.paced(sim)
         pd = drive(
@@ -676,7 +664,9 @@ def requests_section() -> None:
     # both run, so what is left over the simulator called directly is what the hops cost a request.
     with tempfile.TemporaryDirectory(prefix="bench-requests.") as tmp:
         folder = pathlib.Path(tmp)
-        with ServedSite(folder, stack, config_file=room_stack_file(stack, folder)) as site:
+        # ROOM_MAX_NUM_SEQS sequences per decode rank (`decode.maxNumSeqs`), everything else as the stack has it.
+        room = stack_file_variant(stack, folder, lambda v: v["rebel100:decode"].update(maxNumSeqs=ROOM_MAX_NUM_SEQS))
+        with ServedSite(folder, stack, config_file=room) as site:
             paths = RequestPaths(site, sim)
             print(
                 f"-- paced, with room: the same, decode.maxNumSeqs {ROOM_MAX_NUM_SEQS} "

@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from core.stackfile import stack_file
 from localsite import netns, procs
 
 PROJECT = pathlib.Path(__file__).resolve().parent.parent
@@ -303,19 +304,26 @@ class ServedSite:
         headers: dict[str, str] | None = None,
     ) -> Answer:
         """POST `body` as JSON through the gateway, with the client's own `headers` besides."""
-        url = urllib.parse.urlsplit(self.base_url)
-        assert url.hostname is not None  # http://127.x.y.z:port/v1, checked when the site started
         own = conn is None
-        conn = conn or http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
+        conn = conn or self.gateway_connection(timeout)
         try:
             conn.request(
-                "POST", url.path + path, json.dumps(body), {"Content-Type": "application/json", **(headers or {})}
+                "POST",
+                urllib.parse.urlsplit(self.base_url).path + path,
+                json.dumps(body),
+                {"Content-Type": "application/json", **(headers or {})},
             )
             resp = conn.getresponse()
             return Answer(resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read())
         finally:
             if own:
                 conn.close()
+
+    def gateway_connection(self, timeout: float = 30) -> http.client.HTTPConnection:
+        """An HTTP connection to the gateway role, as a client on this machine makes it (kept alive across requests)."""
+        url = urllib.parse.urlsplit(self.base_url)
+        assert url.hostname is not None  # http://127.x.y.z:port/v1, checked when the site started
+        return http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
 
     def connection_in_site(self, ip: str, port: int, timeout: float = 10) -> http.client.HTTPConnection:
         """An HTTP connection made from inside the site's network (to a pod IP), as an in-cluster client's."""
@@ -356,6 +364,16 @@ class ServedSite:
             return self.post("/completions", completion("hello"), timeout=5).status == 200
         except OSError:
             return False
+
+
+def stack_file_variant(stack: str, folder: pathlib.Path, edit: Callable[[dict[str, Any]], None]) -> pathlib.Path:
+    """`Pulumi.<stack>.yaml` in `folder`: the project's stack file with its config values changed by `edit` (given
+    the `config` mapping, keys such as `rebel100:decode`), for a ServedSite's `config_file`."""
+    document = yaml.safe_load(stack_file(stack).read_text())
+    edit(document["config"])
+    path = folder / f"Pulumi.{stack}.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
 
 
 def long_prompt(words: int = 400) -> str:

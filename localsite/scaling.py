@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from core.stackfile import stack_file
 from localsite.autoscaler import PROMETHEUS_ADDRESS
-from localsite.harness import ServedSite, completion, long_prompt
+from localsite.harness import ServedSite, completion, long_prompt, stack_file_variant
 
 DECODE, PREFILL = "minimax-m27-decode", "minimax-m27-prefill"
 CLIENTS = 16  # four times a decode pod's slots (4 DP ranks x maxNumSeqs 1): a queue builds on one pod
@@ -37,15 +36,14 @@ AUTOSCALING = {
 
 def autoscaled_stack_file(stack: str, folder: pathlib.Path) -> pathlib.Path:
     """The stack file of `stack` with both roles autoscaled and the triggers on the site's Prometheus."""
-    config = yaml.safe_load(stack_file(stack).read_text())
-    values = config["config"]
-    for role in ("rebel100:prefill", "rebel100:decode"):
-        values[role] = {**{k: v for k, v in values[role].items() if k != "replicas"}, "autoscaling": AUTOSCALING}
-    values["rebel100:rollout"] = {"strategy": "RollingUpdate"}
-    values["rebel100:observability"] = {"prometheusAddress": PROMETHEUS_ADDRESS, "scrapeInterval": "5s"}
-    path = folder / f"Pulumi.{stack}.yaml"
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    return path
+
+    def edit(values: dict) -> None:
+        for role in ("rebel100:prefill", "rebel100:decode"):
+            values[role] = {**{k: v for k, v in values[role].items() if k != "replicas"}, "autoscaling": AUTOSCALING}
+        values["rebel100:rollout"] = {"strategy": "RollingUpdate"}
+        values["rebel100:observability"] = {"prometheusAddress": PROMETHEUS_ADDRESS, "scrapeInterval": "5s"}
+
+    return stack_file_variant(stack, folder, edit)
 
 
 def replicas(site: ServedSite, deployment: str = DECODE) -> int:
