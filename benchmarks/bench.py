@@ -37,7 +37,6 @@ import os
 import pathlib
 import platform
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -179,15 +178,13 @@ def checked_dir(*command: str) -> str | None:
 
 def free_base_port() -> int:
     """A base port with the 6 ports after it free, below the ephemeral range (see scripts/cluster)."""
-    for base in range(23400, 32000, 10):
-        try:
-            for port in range(base, base + 6):
-                with socket.socket() as sock:
-                    sock.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-    raise SystemExit("no free ports for a local cluster")
+    sys.path.insert(0, str(ROOT))  # the project's host package (this file runs as a script)
+    from host.ports import first_free_block
+
+    found = first_free_block(range(23400, 32000, 10), 6)
+    if found is None:
+        raise SystemExit("no free ports for a local cluster")
+    return found
 
 
 def copy_project(scratch: pathlib.Path) -> pathlib.Path:
@@ -227,6 +224,28 @@ def counted(command: list[str], repeats: int, project: pathlib.Path, env: dict, 
     return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs), requests
 
 
+def counted_in_turns(
+    commands: dict[str, tuple[list[str], dict]], repeats: int, project: pathlib.Path, kubectl: str, kubeconfig: str
+) -> dict[str, tuple[float, float, int]]:
+    """`counted` of several commands (each with its environment), run in turns so that a burst of load hits them
+    alike: a wrapper and the bare CLI it drives are compared within one run."""
+    runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in commands}
+    requests: dict[str, int] = {}
+    for _ in range(repeats):
+        for name, (command, env) in commands.items():
+            before = api_requests(kubectl, kubeconfig)
+            runs[name].append(run_once(command, cwd=project, env=env))
+            requests[name] = api_requests(kubectl, kubeconfig) - before - 1
+    return {
+        name: (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs), requests[name])
+        for name, rs in runs.items()
+    }
+
+
+# The generated stack the PR check is also timed on (render mode: no cluster of 128 nodes needed), with the pack.
+PR_CHECK_POOLS = 256
+
+
 def cluster_section(repeats: int, bin_dir: str, cluster_bin: str) -> None:
     header(f"PR check and no-op up of prod-4p4d on a local cluster of its own, median of {repeats}")
     with tempfile.TemporaryDirectory(prefix="rebel100-bench-") as scratch_name:
@@ -255,9 +274,38 @@ def cluster_section(repeats: int, bin_dir: str, cluster_bin: str) -> None:
             if first.returncode != 0:
                 raise SystemExit(f"scripts/up prod-4p4d failed:\n{first.stdout}\n{first.stderr}")
             pulumi_env = ". scripts/pulumi-env && "
+            pack = "--policy-pack policy --policy-pack-config policy/config/prod.json"
+            # What scripts/preview and scripts/up's preview set; the bare CLI rows get it too, so that the ratio is
+            # the wrapper's own cost.
+            skip = {**env, "PULUMI_SKIP_CHECKPOINTS": "true"}
+            # A generated stack of PR_CHECK_POOLS pools, rendered to a folder (no cluster), previewed new.
+            big = generated_stack(PR_CHECK_POOLS, project).name.removeprefix("Pulumi.").removesuffix(".yaml")
+            render_env = {**env, "KUBECONFIG": ""}
+            headline = {
+                "PR check: scripts/preview prod-4p4d": (["scripts/preview", "prod-4p4d"], env),
+                "  bare CLI: pulumi preview with the pack": (
+                    ["bash", "-c", f"{pulumi_env}pulumi preview -s prod-4p4d --non-interactive {pack}"],
+                    skip,
+                ),
+                "no-op up: scripts/up prod-4p4d": (["scripts/up", "prod-4p4d"], env),
+                "  bare CLI: preview --refresh with the pack": (
+                    ["bash", "-c", f"{pulumi_env}pulumi preview -s prod-4p4d --refresh --non-interactive {pack}"],
+                    skip,
+                ),
+                f"PR check, {PR_CHECK_POOLS} pools: scripts/preview": (["scripts/preview", big], render_env),
+                f"  bare CLI, {PR_CHECK_POOLS} pools: pulumi preview with the pack": (
+                    ["bash", "-c", f"{pulumi_env}pulumi preview -s {big} --non-interactive {pack}"],
+                    {**render_env, "PULUMI_SKIP_CHECKPOINTS": "true"},
+                ),
+            }
+            subprocess.run(
+                ["bash", "-c", f"{pulumi_env}pulumi stack select {big} --create --non-interactive"],
+                cwd=project,
+                env=render_env,
+                capture_output=True,
+                check=True,
+            )
             parts = {
-                "PR check: scripts/preview prod-4p4d": ["scripts/preview", "prod-4p4d"],
-                "no-op up: scripts/up prod-4p4d": ["scripts/up", "prod-4p4d"],
                 "  . scripts/pulumi-env (toolchain, backend)": ["bash", "-c", pulumi_env + "true"],
                 "  pulumi CLI start (pulumi stack ls)": ["bash", "-c", pulumi_env + "pulumi stack ls >/dev/null"],
                 "  the objects alone (stacks render, no Pulumi)": [
@@ -278,6 +326,9 @@ def cluster_section(repeats: int, bin_dir: str, cluster_bin: str) -> None:
                     "-c",
                     (ROOT / "scripts/langhost/packages.py").read_text(),
                 ],
+                # The program's imports (the Pulumi SDK, the provider SDK's Provider, the components and the config
+                # schema), without running it.
+                "  the program's imports": [PYTHON, "-c", "import stacks.compose, stacks.program"],
                 # The pack's imports and policies, without serving (policy/__main__.py serves until the engine
                 # stops it).
                 "  the pack's start (imports, policies)": [
@@ -295,20 +346,23 @@ def cluster_section(repeats: int, bin_dir: str, cluster_bin: str) -> None:
                     "-c",
                     pulumi_env + "pulumi preview -s prod-4p4d --refresh --non-interactive",
                 ],
-                "  preview --refresh with the pack (up's pass)": [
-                    "bash",
-                    "-c",
-                    pulumi_env + "pulumi preview -s prod-4p4d --refresh --non-interactive "
-                    "--policy-pack policy --policy-pack-config "
-                    "policy/config/prod.json",
-                ],
                 "  preflight (stacks preflight)": [PYTHON, "-m", "stacks", "preflight", "prod-4p4d"],
                 "  placement (stacks placement)": [PYTHON, "-m", "stacks", "placement", "prod-4p4d"],
             }
-            print(f"{'command':<46}{'wall s':>8}{'cpu s':>8}{'API requests':>14}")
+            print(f"{'command':<62}{'wall s':>8}{'cpu s':>8}{'API requests':>14}")
+            found = counted_in_turns(headline, repeats, project, kubectl, kubeconfig)
+            for label, (wall, cpu, requests) in found.items():
+                print(f"{label:<62}{wall:>8.2f}{cpu:>8.2f}{requests:>14}")
+            labels = list(found)
+            for wrapper, bare in zip(labels[::2], labels[1::2], strict=True):
+                (w_wall, w_cpu, _), (b_wall, b_cpu, _) = found[wrapper], found[bare]
+                print(
+                    f"  the wrapper's overhead, {wrapper.split(':')[0]} / its bare CLI: wall {w_wall / b_wall:.2f}x, "
+                    f"cpu {w_cpu / b_cpu:.2f}x"
+                )
             for label, command in parts.items():
                 wall, cpu, requests = counted(command, repeats, project, env, kubectl, kubeconfig)
-                print(f"{label:<46}{wall:>8.2f}{cpu:>8.2f}{requests:>14}")
+                print(f"{label:<62}{wall:>8.2f}{cpu:>8.2f}{requests:>14}")
         finally:
             subprocess.run([str(ROOT / "scripts" / "cluster"), "stop", "--dir", str(cluster_dir)], capture_output=True)
 
@@ -556,7 +610,7 @@ class RequestPaths:
         self.answers: list[tuple[float, float, str]] = []  # (start, end, rank) of each routed answer of a pass
 
     def routed(self, gateway: list, slot: int, i: int) -> int:
-        from localsite.harness import completion
+        from sitetests.harness import completion
 
         # Short and new: decode-only (below the decider's threshold), nothing cached to favour a pod.
         start = time.perf_counter()
@@ -565,7 +619,7 @@ class RequestPaths:
         return answer.status
 
     def simulator(self, direct: list, slot: int, i: int) -> int:
-        from localsite.harness import completion
+        from sitetests.harness import completion
 
         conn = direct[slot]
         body = json.dumps(completion(f"q{next(self.counter)}"))
@@ -620,10 +674,10 @@ class RequestPaths:
 def requests_section() -> None:
     import uuid
 
-    sys.path.insert(0, str(ROOT))  # the project's localsite package (this file runs as a script)
+    sys.path.insert(0, str(ROOT))  # the project's packages (this file runs as a script)
     from core.stackfile import load_stack, stack_file
     from localsite import binaries
-    from localsite.harness import ServedSite, completion, stack_file_variant
+    from sitetests.harness import ServedSite, completion, stack_file_variant
 
     try:
         found = binaries.find()
@@ -681,14 +735,15 @@ def requests_section() -> None:
 
 
 def autoscaling_section(cycles: int) -> None:
-    """Issue 24, item 5: how fast the real KEDA and HPA scale decode on the local site (localsite/scaling.py: both
+    """Issue 24, item 5: how fast the real KEDA and HPA scale decode on the local site (sitetests/scaling.py: both
     roles on engineQueue, target 1, 1-4 pods, no scale-down window), `cycles` rounds of load then idle."""
     import statistics as stats
 
-    sys.path.insert(0, str(ROOT))  # the project's localsite package (this file runs as a script)
-    from localsite import binaries, scaling
+    sys.path.insert(0, str(ROOT))  # the project's packages (this file runs as a script)
+    from localsite import binaries
     from localsite.autoscaler import SiteAutoscaling
-    from localsite.harness import ServedSite
+    from sitetests import scaling
+    from sitetests.harness import ServedSite
 
     try:
         found = binaries.find()
@@ -723,14 +778,47 @@ def autoscaling_section(cycles: int) -> None:
         print(f"{name:16} median {stats.median(values):5.1f} s, min {min(values):5.1f}, max {max(values):5.1f}")
 
 
+def changes_section() -> None:
+    """Issue 36: requests failed during a change, on the stack that ships (the router programs' generation), 16
+    clients without pause (sitetests.changes, the scenarios tests/localsite/test_changes.py asserts on)."""
+    sys.path.insert(0, str(ROOT))  # the project's packages (this file runs as a script)
+    from localsite import binaries
+    from sitetests import changes, load
+    from sitetests.harness import ServedSite
+
+    try:
+        found = binaries.find()
+    except binaries.Missing as err:
+        print(f"\n== changes: skipped ({err})")
+        return
+    stack = binaries.stack_for(found.programs.epp)
+    header(
+        f"changes under load: stack {stack}, {load.CLIENTS} clients without pause (streamed and not; a quarter new "
+        "long prompts in the rollouts), engines 100 ms + 10 ms a token; the site's kubelet at a tenth of the render's "
+        "timings"
+    )
+    columns = ("sent", "during", *load.OUTCOMES)
+    print(f"{'change':28} {'took':>6} " + " ".join(f"{c:>7}" for c in columns))
+    with tempfile.TemporaryDirectory(prefix="bench-changes.") as tmp:
+        sim_args = ("--time-to-first-token=100ms", "--inter-token-latency=10ms")
+        with ServedSite(pathlib.Path(tmp), stack, sim_args=sim_args) as site:
+            runs = [changes.rollout(site, role) for role in ("decode", "prefill", "epp")]
+            decode_pods = len(changes.role_pods(site, "decode"))
+            runs += [changes.scale(site, "decode", n) for n in (decode_pods // 2, decode_pods)]
+            runs += [changes.kill(site, "epp", "epp"), changes.kill(site, "decode", "vllm")]
+            for run in runs:
+                values = (run.tally.sent(), run.sent_during, *run.tally.summary().values())
+                print(f"{run.kind:28} {run.over - run.began:5.1f}s " + " ".join(f"{v:7}" for v in values))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument(
         "--sections",
         nargs="*",
-        default=["floor", "cluster", "requests", "autoscaling"],
-        choices=["floor", "cluster", "scale", "requests", "autoscaling"],
+        default=["floor", "cluster", "requests", "changes", "autoscaling"],
+        choices=["floor", "cluster", "scale", "requests", "changes", "autoscaling"],
     )
     parser.add_argument("--cycles", type=int, default=3, help="rounds of load and idle in the autoscaling section")
     parser.add_argument("--scale", action="store_true", help="also the scale section (several minutes)")
@@ -760,6 +848,11 @@ def main() -> int:
             requests_section()
         else:
             print("\n== requests: skipped, needs the local control plane (`scripts/cluster build`)")
+    if "changes" in sections:
+        if cluster_bin:
+            changes_section()
+        else:
+            print("\n== changes: skipped, needs the local control plane (`scripts/cluster build`)")
     if "autoscaling" in sections:
         if cluster_bin:
             autoscaling_section(args.cycles)

@@ -3,12 +3,9 @@ its objects are `objects.decode_pool`'s."""
 
 from __future__ import annotations
 
-from typing import cast
-
 import pulumi
-import pulumi_kubernetes as k8s
 
-from components import kube
+from components import resources
 from objects.decode_pool import DecodePoolArgs, SidecarSpec, decode_pool, target_ports
 
 __all__ = ["DecodePool", "DecodePoolArgs", "SidecarSpec"]
@@ -17,18 +14,15 @@ TYPE = "rebel100:serving:DecodePool"
 
 
 class DecodePool(pulumi.ComponentResource):
-    deployments: list[k8s.apps.v1.Deployment]
+    deployments: list[resources.KubeObject]
     target_ports: list[int]
     devices_per_pod: int
 
     def __init__(self, name: str, args: DecodePoolArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE, name, None, opts)
         children = decode_pool(name, args)
-        made = kube.register(self, children, opts)
-        # kube.register makes each child the resource type of its kind
-        self.deployments = [
-            cast(k8s.apps.v1.Deployment, made[c.resource_name]) for c in children if c.kind == "Deployment"
-        ]
+        made = resources.register(self, children, opts)
+        self.deployments = [made[c.resource_name] for c in children if c.kind == "Deployment"]
         self.devices_per_pod = args.claim.npus
         self.target_ports = target_ports(args)
         self.register_outputs(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pulumi
 
-from components import kube
+from components import resources
 from objects.gateway import GatewayArgs, base_url, gateway, gateway_name, route_name
 
 __all__ = ["Gateway", "GatewayArgs"]
@@ -20,7 +20,7 @@ class Gateway(pulumi.ComponentResource):
     def __init__(self, name: str, args: GatewayArgs, opts: pulumi.ResourceOptions | None = None):
         children = gateway(name, args)  # refuses bad args before anything is registered
         super().__init__(TYPE, name, None, opts)
-        kube.register(self, children, opts)
+        resources.register(self, children, opts)
         self.gateway_name = gateway_name(args.stack_name)
         self.base_url = base_url(args)
         self.register_outputs(

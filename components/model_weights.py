@@ -3,12 +3,9 @@ fills it (`objects.model_weights`)."""
 
 from __future__ import annotations
 
-from typing import cast
-
 import pulumi
-import pulumi_kubernetes as k8s
 
-from components import kube
+from components import resources
 from objects.model_weights import ModelWeightsArgs, engine_weights, job_resource_name, model_weights
 from objects.pod import EngineWeights
 
@@ -19,15 +16,15 @@ TYPE = "rebel100:serving:ModelWeights"
 
 class ModelWeights(pulumi.ComponentResource):
     claim_name: str
-    job: k8s.batch.v1.Job | None
+    job: resources.KubeObject | None
     engine_weights: EngineWeights
 
     def __init__(self, name: str, args: ModelWeightsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE, name, None, opts)
         children = model_weights(name, args)
-        made = kube.register(self, children, opts)
+        made = resources.register(self, children, opts)
         self.claim_name = args.settings.pvc
-        self.job = cast(k8s.batch.v1.Job | None, made.get(job_resource_name(name)))  # registered as its kind
+        self.job = made.get(job_resource_name(name))
         self.engine_weights = engine_weights(args)
         job_names = [c.name for c in children if c.kind == "Job"]
         self.register_outputs(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pulumi
 
-from components import kube
+from components import resources
 from objects.network_isolation import NetworkIsolationArgs, network_isolation
 
 __all__ = ["NetworkIsolation", "NetworkIsolationArgs"]
@@ -17,5 +17,5 @@ class NetworkIsolation(pulumi.ComponentResource):
     def __init__(self, name: str, args: NetworkIsolationArgs, opts: pulumi.ResourceOptions | None = None):
         children = network_isolation(name, args)  # refuses bad args before anything is registered
         super().__init__(TYPE, name, None, opts)
-        kube.register(self, children, opts)
+        resources.register(self, children, opts)
         self.register_outputs({"policies": [c.name for c in children]})

@@ -3,12 +3,9 @@ are `objects.prefill_pool`'s."""
 
 from __future__ import annotations
 
-from typing import cast
-
 import pulumi
-import pulumi_kubernetes as k8s
 
-from components import kube
+from components import resources
 from objects.prefill_pool import PrefillPoolArgs, prefill_pool
 
 __all__ = ["PrefillPool", "PrefillPoolArgs"]
@@ -17,17 +14,14 @@ TYPE = "rebel100:serving:PrefillPool"
 
 
 class PrefillPool(pulumi.ComponentResource):
-    deployments: list[k8s.apps.v1.Deployment]
+    deployments: list[resources.KubeObject]
     devices_per_pod: int
 
     def __init__(self, name: str, args: PrefillPoolArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE, name, None, opts)
         children = prefill_pool(name, args)
-        made = kube.register(self, children, opts)
-        # kube.register makes each child the resource type of its kind
-        self.deployments = [
-            cast(k8s.apps.v1.Deployment, made[c.resource_name]) for c in children if c.kind == "Deployment"
-        ]
+        made = resources.register(self, children, opts)
+        self.deployments = [made[c.resource_name] for c in children if c.kind == "Deployment"]
         self.devices_per_pod = args.claim.npus
         self.register_outputs(
             {

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pulumi
 
-from components import kube
+from components import resources
 from objects.rds_tier import RdsTierArgs, config_map_name, needs_rds_nodes, rds_tier
 
 __all__ = ["RdsTier", "RdsTierArgs"]
@@ -19,7 +19,7 @@ class RdsTier(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: RdsTierArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE, name, None, opts)
-        kube.register(self, rds_tier(name, args), opts)
+        resources.register(self, rds_tier(name, args), opts)
         self.config_map_name = config_map_name(args)
         self.needs_rds_nodes = needs_rds_nodes(args)
         self.register_outputs(

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pulumi
 
-from components import kube
-from objects.router import RouterArgs, epp_labels, epp_name, pool_name, router
+from components import resources
+from core.labels import epp_name
+from objects.router import RouterArgs, epp_labels, pool_name, router
 
 __all__ = ["Router", "RouterArgs"]
 
@@ -20,7 +21,7 @@ class Router(pulumi.ComponentResource):
     def __init__(self, name: str, args: RouterArgs, opts: pulumi.ResourceOptions | None = None):
         children = router(name, args)  # refuses bad args before anything is registered
         super().__init__(TYPE, name, None, opts)
-        kube.register(self, children, opts)
+        resources.register(self, children, opts)
         self.pool_name = pool_name(args.stack_name)
         self.service_name = epp_name(args.stack_name)
         self.labels = epp_labels(args.stack_name)

@@ -14,7 +14,7 @@ import dataclasses
 import re
 from typing import Any
 
-from core import rules
+from core import formats, rules
 from core.config import Autoscaling, StackConfig
 from core.versions import image_version
 from core.versions import router as router_versions
@@ -22,8 +22,17 @@ from core.versions import router as router_versions
 KEDA_API_VERSION = "keda.sh/v1alpha1"
 KEDA_VERSION = "v2.18.1"  # the kedacore/keda release whose ScaledObject CRD is in crds/
 PROMETHEUS_PORT = 9090
+# The HPA changes the count only when the signal per pod is off the target by more than this share (the
+# kube-controller-manager's --horizontal-pod-autoscaler-tolerance, default 0.1; k8s.io/kubernetes v1.35
+# pkg/controller/podautoscaler/replica_calculator.go GetExternalPerPodMetricReplicas: no change while
+# |1 - usage / (target x pods)| <= tolerance). The render sets no per-HPA tolerance.
+HPA_TOLERANCE = 0.1
 # Prometheus computes rates over this window: four scrapes at the default 30 s scrape interval, and no longer.
 RATE_WINDOW = "2m"
+# How far back an instant vector selector (the engine signals' queries) finds a sample: Prometheus's
+# --query.lookback-delta, default 5m (prometheus/prometheus v3 cmd/prometheus/main.go; promql/engine.go
+# defaultLookbackDelta). A series scraped less often than this is missing from the query part of the time.
+LOOKBACK_DELTA = "5m"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +46,13 @@ class Signal:
     default_target: float
     unit: str  # what one unit of target is, per pod
     meaning: dict[str, str]  # what it says about each role it can scale
+    unit_name: str  # the unit in a word: fraction, requests, decisions per second
+    maximum: float | None  # the most one pod's value can be (a fraction: 1); None: no bound
+
+    def highest_target(self, tolerance: float = HPA_TOLERANCE) -> float | None:
+        """The target must stay below this for the role to ever scale up: the pods' average has to exceed the target
+        by the HPA's tolerance, and it cannot exceed `maximum`. None: any target above 0."""
+        return None if self.maximum is None else self.maximum / (1 + tolerance)
 
 
 SIGNALS: dict[str, Signal] = {
@@ -53,6 +69,8 @@ SIGNALS: dict[str, Signal] = {
                 "prefill": "prompts waiting for a prefill engine: the work the decider sends prefill outgrows the pods",
                 "decode": "requests (their KV already pulled) waiting for a decode slot: maxNumSeqs is exhausted",
             },
+            "requests",
+            None,
         ),
         Signal(
             "kvCacheUsage",
@@ -65,6 +83,8 @@ SIGNALS: dict[str, Signal] = {
                 "prefill": "prefill KV blocks held until decode pulls them: a sign of slow pulls more than of load",
                 "decode": "the running sequences' KV: near 1 the engine preempts, so more pods are needed before it",
             },
+            "fraction",
+            1.0,
         ),
         Signal(
             "pdDecisionRate",
@@ -77,6 +97,8 @@ SIGNALS: dict[str, Signal] = {
                 "prefill": "the P/D decider's prefill-decode picks per second: the prefill work as the router creates "
                 "it, before any engine queues"
             },
+            "decisions per second",
+            None,
         ),
     )
 }
@@ -168,7 +190,9 @@ def pool_pods(pool: str) -> str:
 
 def query(signal: Signal, *, series: str, namespace: str, pool: str, groups: int) -> str:
     """The trigger's query: the pool's total of the signal (0 when nothing is scraped yet: `or vector(0)`, one
-    element, as KEDA's prometheus scaler needs)."""
+    element, as KEDA's prometheus scaler needs). Its lookback (`query_lookback`): the EPP's counter as a rate over
+    RATE_WINDOW (two samples in it), the engine signals as instant selectors (one sample within LOOKBACK_DELTA); the
+    scrape interval must fit it (core.rules.scraped_in_lookback)."""
     if signal.source == "epp":
         # One EPP picks over every node group's prefill pods: each pool's share of the decisions.
         total = f'sum(rate({series}{{namespace="{namespace}",decision_type="{DECISION_TYPE}"}}[{RATE_WINDOW}]))'
@@ -178,6 +202,45 @@ def query(signal: Signal, *, series: str, namespace: str, pool: str, groups: int
         # Each DP rank reports its own share: averaged per pod, so the target is per pod whatever the ranks.
         return f"sum(avg by (pod) ({series}{selector})) or vector(0)"
     return f"sum({series}{selector}) or vector(0)"
+
+
+@dataclasses.dataclass(frozen=True)
+class Lookback:
+    """How far back a trigger's query reads its series and how many samples it needs there: an instant selector one
+    sample within Prometheus's lookback delta, a rate() two within its range."""
+
+    window: str  # a Prometheus duration
+    samples: int
+    how: str  # in words, for messages
+
+    @property
+    def window_ms(self) -> int:
+        ms = formats.prometheus_duration_ms(self.window)
+        assert ms is not None  # the windows below are durations
+        return ms
+
+
+_RANGE = re.compile(r"\[([0-9]+(?:ms|[smhdwy])(?:[0-9]+(?:ms|[smhdwy]))*)\]")
+
+
+def query_lookback(text: str) -> Lookback:
+    """The lookback of a query as `query` builds it (and as the pack reads one back): a range selector `[2m]` (a rate:
+    two samples in the range; the shortest when there are several), else an instant selector (one sample within
+    LOOKBACK_DELTA)."""
+    windows = [w for w in _RANGE.findall(text) if formats.prometheus_duration_ms(w) is not None]
+    if windows:
+        window = min(windows, key=lambda w: formats.prometheus_duration_ms(w) or 0)
+        return Lookback(window, 2, f"its rate() needs two samples within its [{window}] range")
+    return Lookback(
+        LOOKBACK_DELTA,
+        1,
+        f"an instant query finds a sample only {LOOKBACK_DELTA} back (Prometheus's --query.lookback-delta)",
+    )
+
+
+def signal_lookback(signal: Signal) -> Lookback:
+    """The lookback of the query `query` builds for a signal."""
+    return query_lookback(query(signal, series="series", namespace="namespace", pool="pool", groups=1))
 
 
 def signal_of_query(text: str) -> tuple[Signal, str] | None:

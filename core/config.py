@@ -48,8 +48,21 @@ def unwrap_optional(annotation: Any) -> Any:
     return annotation
 
 
+# What a key of each scalar type takes in a stack file, said once: the reference (stacks/reference.py) prints it and
+# the gate's refusal of a mistyped value (core/gate/parse.py) quotes it. The types are strict (`Section`): the value
+# the program reads is the one the stack file wrote, not a conversion of it (yaml.v3 and the CLI already turn `1.0`
+# into `1` and `0o17` into 15, core/stackfile.py; what is left to refuse is a value of another kind).
+SCALAR_TYPES: dict[str, str] = {
+    "int": "a whole number without quotes (`4`), not a boolean, a quoted number or a fraction",
+    "float": "a number without quotes (`0.8`, `2`), not a boolean or a quoted number",
+    "bool": "`true` or `false` without quotes (`yes`, `no`, `on` and `off` are strings to the Pulumi CLI's YAML)",
+    "str": 'text (quote a value YAML reads as a number or a boolean: `cpu: "32"`)',
+}
+
+
 class Section(BaseModel):
-    """Base of every config section: camelCase keys, unknown keys rejected, immutable."""
+    """Base of every config section: camelCase keys, unknown keys rejected, immutable, strict scalar types (an int
+    key takes no `true` and no `"4"`: SCALAR_TYPES)."""
 
     model_config = ConfigDict(
         extra="forbid",
@@ -57,6 +70,7 @@ class Section(BaseModel):
         populate_by_name=True,
         frozen=True,
         validate_default=True,
+        strict=True,
     )
 
 
@@ -249,11 +263,16 @@ class Role(Section):
     """One engine role: its pods, parallelism and role-specific serving arguments."""
 
     replicas: int = Field(4, ge=0, le=1024, description="Engine pods of this role.")
-    tensor_parallel_size: int = Field(1, ge=1, description="`--tensor-parallel-size`.")
-    pipeline_parallel_size: int = Field(1, ge=1, description="`--pipeline-parallel-size`.")
-    data_parallel_size: int = Field(1, ge=1, description="`--data-parallel-size`.")
+    # A pod's NPUs (TP x PP x DP-local) fit one node, at most 64 NPUs (hardware.npusPerNode): no factor exceeds it, and
+    # the bounds keep the ports and device lists derived from them small whatever a stack file says.
+    tensor_parallel_size: int = Field(1, ge=1, le=64, description="`--tensor-parallel-size`.")
+    pipeline_parallel_size: int = Field(1, ge=1, le=64, description="`--pipeline-parallel-size`.")
+    data_parallel_size: int = Field(1, ge=1, le=1024, description="`--data-parallel-size`.")
     data_parallel_size_local: int | None = Field(
-        None, ge=1, description="`--data-parallel-size-local`: DP ranks in this pod; defaults to `dataParallelSize`."
+        None,
+        ge=1,
+        le=64,
+        description="`--data-parallel-size-local`: DP ranks in this pod; defaults to `dataParallelSize`.",
     )
     enable_expert_parallel: bool = Field(
         False, description="`--enable-expert-parallel`: spread the experts over the DP x TP devices."
@@ -294,7 +313,9 @@ class Role(Section):
 
 class Prefill(Role):
     replicas: int = Field(4, ge=0, le=1024, description="Prefill pods (0 for the AGG recipe).")
-    pipeline_parallel_size: int = Field(4, ge=1, description="`--pipeline-parallel-size`: 62 layers in 4 stages.")
+    pipeline_parallel_size: int = Field(
+        4, ge=1, le=64, description="`--pipeline-parallel-size`: 62 layers in 4 stages."
+    )
     max_num_seqs: int = Field(4, ge=1, le=1024, description="`--max-num-seqs`.")
     gpu_memory_utilization: float | None = Field(
         0.8, description="`--gpu-memory-utilization`; 0.8 leaves chiplet-0 memory for RDS."
@@ -323,7 +344,7 @@ class Sidecar(Section):
 
 class Decode(Role):
     replicas: int = Field(4, ge=1, le=1024, description="Decode pods.")
-    data_parallel_size: int = Field(4, ge=1, description="`--data-parallel-size`: 4 ranks, one per NPU.")
+    data_parallel_size: int = Field(4, ge=1, le=1024, description="`--data-parallel-size`: 4 ranks, one per NPU.")
     enable_expert_parallel: bool = Field(True, description="`--enable-expert-parallel`: 256 experts over the 4 cards.")
     max_num_seqs: int = Field(
         1, ge=1, le=1024, description="`--max-num-seqs`: 1 is the latency-first reference; 8 gives 282,624 KV tokens."
@@ -455,6 +476,15 @@ class Router(Section):
     )
     failure_mode: Literal["FailClose", "FailOpen"] = Field(
         "FailClose", description="What the gateway does when the EPP is unreachable."
+    )
+    drain_seconds: int = Field(
+        router_versions.EPP_DRAIN_TIMEOUT_DEFAULT_S,
+        ge=0,
+        description=(
+            "`--drain-timeout` of the EPP, in s (upstream's default 30): on SIGTERM it goes NotServing and keeps "
+            "serving ext_proc this long; its pod's grace period is this plus a margin (core/sizing.py). Unused by an "
+            "EPP without the flag (core/versions/router.py: v0.7.x)."
+        ),
     )
     plugin_parameters: dict[str, object] = Field(
         default_factory=dict,
@@ -601,6 +631,86 @@ class Security(Section):
     )
 
 
+class Alerts(Section):
+    """The stack's alerting rules (a PrometheusRule; core/alerts.py), each with a runbook in docs/operations.md."""
+
+    enabled: bool = Field(
+        True,
+        description=(
+            "Render the PrometheusRule `<name>-alerts` (with `podMonitors`: the alerts read what they scrape, and "
+            "kube-state-metrics' pod readiness and restarts)."
+        ),
+    )
+    runbook_url: str = Field(
+        "docs/operations.md",
+        min_length=1,
+        description=(
+            "Each alert's `runbook_url` is this + `#<alert name in lower case>`: set the URL at which your on-call "
+            "reads this repository's docs/operations.md."
+        ),
+    )
+    epp_unavailable_for: PrometheusDuration = Field(
+        "1m", description="No EPP pod Ready (down, or no leader) this long: Rebel100EppUnavailable (critical)."
+    )
+    no_ready_decode_for: PrometheusDuration = Field(
+        "1m", description="No decode pod Ready this long: Rebel100NoReadyDecode (critical)."
+    )
+    no_ready_prefill_for: PrometheusDuration = Field(
+        "5m", description="No prefill pod Ready this long (P/D served decode-only): Rebel100NoReadyPrefill."
+    )
+    pd_decisions_stopped_for: PrometheusDuration = Field(
+        "15m",
+        description=(
+            "The EPP deciding with no prefill-decode decision while prefill is Ready this long: "
+            "Rebel100PdDecisionsStopped."
+        ),
+    )
+    pd_decisions_min_rate: float = Field(
+        0.05,
+        gt=0,
+        description=(
+            "EPP decisions per second (over 2 m) below which Rebel100PdDecisionsStopped does not judge: too few "
+            "requests to expect one through prefill."
+        ),
+    )
+    engine_queue_per_pod: float | None = Field(
+        None,
+        gt=0,
+        description=(
+            "Waiting requests per pod above which a role at its maximum alerts (Rebel100EngineQueueAtMaximum); null: "
+            "the role's engineQueue autoscaling target, else that signal's default (2)."
+        ),
+    )
+    engine_queue_for: PrometheusDuration = Field(
+        "10m", description="The queue above that with the role at its maximum this long: Rebel100EngineQueueAtMaximum."
+    )
+    kv_cache_usage: float = Field(
+        0.95, gt=0, le=1, description="KV-cache usage (0-1) of an engine rank that alerts: Rebel100KvCacheNearFull."
+    )
+    kv_cache_usage_for: PrometheusDuration = Field(
+        "15m", description="KV-cache usage above that this long: Rebel100KvCacheNearFull."
+    )
+    restarts: int = Field(
+        2, ge=1, description="Restarts of one container within `restartsWindow` that alert: Rebel100PodRestarting."
+    )
+    restarts_window: PrometheusDuration = Field("30m", description="The window `restarts` are counted in.")
+    scrape_down_for: PrometheusDuration = Field(
+        "10m", description="A Ready pod's /metrics unanswered this long: Rebel100ScrapeTargetDown."
+    )
+    epp_error_ratio: float = Field(
+        0.05,
+        gt=0,
+        lt=1,
+        description=(
+            "Share of the EPP's requests failing for the stack's reasons (not the client's) that alerts: "
+            "Rebel100EppRequestErrors."
+        ),
+    )
+    epp_error_ratio_for: PrometheusDuration = Field(
+        "5m", description="The error share above that this long: Rebel100EppRequestErrors."
+    )
+
+
 class Observability(Section):
     pod_monitors: bool = Field(
         True, description="Render PodMonitors (monitoring.coreos.com/v1) for prefill, decode and the EPP."
@@ -619,6 +729,7 @@ class Observability(Section):
             "`http://prometheus-operated.<security.monitoringNamespace>.svc:9090`."
         ),
     )
+    alerts: Alerts = Field(Alerts(), description="The stack's alerts and their thresholds (docs/operations.md).")
 
 
 class Placement(Section):
@@ -640,9 +751,35 @@ class Placement(Section):
 
 class Rollout(Section):
     strategy: Literal["Recreate", "RollingUpdate"] = Field(
-        "Recreate",
+        "RollingUpdate",
         description=(
-            "Engine Deployment strategy; RollingUpdate replaces one pod at a time (maxSurge 0: no spare NPUs needed)."
+            "Engine Deployment strategy: RollingUpdate replaces one pod at a time (maxSurge 0: a new pod needs the "
+            "NPUs the old one holds); Recreate stops every pod of a role at once, and every request fails until the "
+            "new pods compile."
+        ),
+    )
+    pre_stop_seconds: int = Field(
+        15,
+        ge=0,
+        description=(
+            "An engine pod marked for deletion keeps serving this long before SIGTERM (a preStop sleep), so the router "
+            "stops picking it first; 0: no preStop."
+        ),
+    )
+    drain_seconds: int = Field(
+        90,
+        ge=0,
+        description=(
+            "After SIGTERM an engine waits up to this long for its in-flight requests (`vllm serve "
+            "--shutdown-timeout`): the longest request a stopping pod lets finish; 0: it aborts them at once."
+        ),
+    )
+    termination_grace_period_seconds: int = Field(
+        120,
+        ge=0,
+        description=(
+            "terminationGracePeriodSeconds of the engine pods: SIGKILL this long after deletion, so at least "
+            "preStopSeconds + drainSeconds."
         ),
     )
     pool_at_a_time: bool = Field(

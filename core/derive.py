@@ -1,8 +1,8 @@
 """The derived facts of one stack, computed once from its config: `derive(cfg)`.
 
-Devices per pod, ports, KV bytes per token, the RDS budget and the LMCache environment are worked
-out here and nowhere else; the config gate checks them, the components render them, the plan and
-the stack outputs print them.
+Each role's settings resolved against the common engine section (`_role_serving`, the one place), devices per pod,
+ports, KV bytes per token, the RDS budget and the LMCache environment are worked out here and nowhere else; the
+config gate checks them, the components render them, the plan and the stack outputs print them.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import dataclasses
 from typing import Any, Literal
 
 from core import autoscaling, serving, sizing, weights
-from core.config import StackConfig
+from core.config import Engine, Role, StackConfig
 from core.serving import RoleServing
 
 
@@ -34,10 +34,25 @@ class RoleFacts:
 
 
 @dataclasses.dataclass(frozen=True)
+class PoolPorts:
+    """The InferencePool's targetPorts (the decode sidecar's in P/D, the decode ranks in AGG) and, for each engine
+    role of the topology, the ports its pods serve requests on."""
+
+    target: list[int]
+    serving: dict[str, list[int]]
+
+    def active(self, role: str) -> list[int]:
+        """What a pod of the role declares as its active ports: the target ports it serves on."""
+        return [port for port in self.target if port in self.serving[role]]
+
+
+@dataclasses.dataclass(frozen=True)
 class StackFacts:
     pd: bool
     roles: dict[str, RoleFacts]
     decode: RoleServing
+    sidecar_ports: list[int]  # the decode routing sidecar's, one per DP rank of a decode pod (8000-8003)
+    pool_ports: PoolPorts
     kv_bytes_per_token: int
     prefix_reuse_unit: int
     kv_tier: Literal["rds", "cpu", "off"]
@@ -50,6 +65,11 @@ class StackFacts:
     @property
     def total_devices(self) -> int:
         return sum(role.devices for role in self.roles.values())
+
+    @property
+    def scalings(self) -> dict[str, autoscaling.Scaling]:
+        """Every autoscaled role that runs pods, by config key (core.autoscaling.role_scalings)."""
+        return {name: role.scaling for name, role in self.roles.items() if role.scaling is not None}
 
     def outputs(self) -> dict[str, Any]:
         """The numbers every stack exports (besides the addresses the components know)."""
@@ -64,27 +84,30 @@ class StackFacts:
         }
 
 
-@dataclasses.dataclass(frozen=True)
-class PoolPorts:
-    """The InferencePool's targetPorts (the decode sidecar's in P/D, the decode ranks in AGG) and, for each engine
-    role of the topology, the ports its pods serve requests on."""
-
-    target: list[int]
-    serving: dict[str, list[int]]
-
-    def active(self, role: str) -> list[int]:
-        """What a pod of the role declares as its active ports: the target ports it serves on."""
-        return [port for port in self.target if port in self.serving[role]]
+def _data_parallel_local(role: Role) -> int:
+    """DP ranks in one pod: `dataParallelSizeLocal`, else all of `dataParallelSize`."""
+    return role.data_parallel_size_local or role.data_parallel_size
 
 
-def pool_ports(cfg: StackConfig) -> PoolPorts:
-    if cfg.topology != "pd":
-        ranks = serving.role_serving(cfg.engine, cfg.decode).rank_ports
-        return PoolPorts(target=ranks, serving={"decode": ranks})
-    sidecar = serving.sidecar_ports(cfg.decode)
-    return PoolPorts(
-        target=sidecar, serving={"prefill": serving.role_serving(cfg.engine, cfg.prefill).rank_ports, "decode": sidecar}
+def _role_serving(engine: Engine, role: Role) -> RoleServing:
+    """Resolve a role's overrides and derive its devices and ports (one place for both)."""
+    dp_local = _data_parallel_local(role)
+    return RoleServing(
+        block_size=role.block_size or engine.block_size,
+        kv_cache_dtype=role.kv_cache_dtype or engine.kv_cache_dtype,
+        speculative=role.speculative if role.speculative is not None else engine.speculative,
+        data_parallel_local=dp_local,
+        devices=sizing.devices_per_pod(role.tensor_parallel_size, role.pipeline_parallel_size, dp_local),
+        rank_ports=sizing.rank_ports(role.port, dp_local),
+        side_channel_ports=sizing.rank_ports(engine.nixl_side_channel_port, dp_local),
     )
+
+
+def _pool_ports(cfg: StackConfig, decode: RoleServing, sidecar: list[int]) -> PoolPorts:
+    if cfg.topology != "pd":
+        return PoolPorts(target=decode.rank_ports, serving={"decode": decode.rank_ports})
+    prefill = _role_serving(cfg.engine, cfg.prefill)  # prefill's ports, even without pods (a gate rule refuses that)
+    return PoolPorts(target=sidecar, serving={"prefill": prefill.rank_ports, "decode": sidecar})
 
 
 def rds_drives(cfg: StackConfig) -> int:
@@ -111,12 +134,13 @@ def derive(cfg: StackConfig) -> StackFacts:
         name: RoleFacts(
             name,
             scalings[name].max_replicas if name in scalings else role.replicas,
-            serving.role_serving(cfg.engine, role),
+            _role_serving(cfg.engine, role),
             scalings.get(name),
         )
         for name, role in cfg.engine_roles()
     }
-    decode = serving.role_serving(cfg.engine, cfg.decode)
+    decode = _role_serving(cfg.engine, cfg.decode)
+    sidecar = sizing.rank_ports(cfg.decode.sidecar.port, decode.data_parallel_local)
     pd = cfg.topology == "pd" and "prefill" in roles
     tier = cfg.kv_tier.mode if pd else "off"
     on_rds = tier == "rds"
@@ -124,6 +148,8 @@ def derive(cfg: StackConfig) -> StackFacts:
         pd=cfg.topology == "pd",
         roles=roles,
         decode=decode,
+        sidecar_ports=sidecar,
+        pool_ports=_pool_ports(cfg, decode, sidecar),
         kv_bytes_per_token=sizing.kv_bytes_per_token(
             cfg.model.layers, cfg.model.kv_heads, cfg.model.head_dim, decode.kv_cache_dtype
         ),
@@ -137,7 +163,7 @@ def derive(cfg: StackConfig) -> StackFacts:
         if on_rds
         else 0,
         lmcache_env=serving.lmcache_env(cfg.kv_tier) if pd else {},
-        weights=weights.plan(cfg, serving.HF_HOME),
+        weights=weights.plan(cfg, decode.speculative, serving.HF_HOME),
     )
 
 
@@ -152,11 +178,20 @@ def engine_commands(cfg: StackConfig, facts: StackFacts) -> dict[str, serving.En
             cfg.model,
             cfg.engine,
             cfg.prefill,
+            facts.roles["prefill"].serving,
             lmcache=facts.kv_tier != "off",
+            drain_seconds=cfg.rollout.drain_seconds,
             revision=plan.revision,
             draft_revision=plan.draft_revision,
         )
     commands["decode"] = serving.decode_command(
-        cfg.model, cfg.engine, cfg.decode, nixl=facts.pd, revision=plan.revision, draft_revision=plan.draft_revision
+        cfg.model,
+        cfg.engine,
+        cfg.decode,
+        facts.decode,
+        nixl=facts.pd,
+        drain_seconds=cfg.rollout.drain_seconds,
+        revision=plan.revision,
+        draft_revision=plan.draft_revision,
     )
     return commands

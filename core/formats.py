@@ -304,6 +304,26 @@ _DURATION_UNITS_MS = {
 _NANOSECONDS_MAX = 2**63 - 1  # a time.Duration
 
 
+def prometheus_duration_ms(value: str) -> int | None:
+    """A Prometheus duration in milliseconds (`1m30s` is 90000), None when it is not one."""
+    if prometheus_duration_problem(value) is not None:
+        return None
+    parts = re.findall(r"([0-9]+)(ms|y|w|d|h|m|s)", value)
+    return sum(int(number) * _DURATION_UNITS_MS[unit] for number, unit in parts)
+
+
+def duration_text(milliseconds: int) -> str:
+    """Milliseconds as a Prometheus duration, largest units first (`90000` is `1m30s`, 0 is `0`)."""
+    if milliseconds <= 0:
+        return "0"
+    parts, rest = [], milliseconds
+    for unit, size in _DURATION_UNITS_MS.items():
+        if rest >= size:
+            parts.append(f"{rest // size}{unit}")
+            rest %= size
+    return "".join(parts)
+
+
 def prometheus_duration_problem(value: str) -> str | None:
     """What the PodMonitor CRD's pattern and Prometheus's model.ParseDuration (which reads the scrape config the
     operator writes) both accept: units in order y w d h m s ms, each at most once, or `0`; not empty (the pattern

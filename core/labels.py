@@ -83,6 +83,11 @@ def inference_pool_name(stack_name: str) -> str:
     return f"{stack_name}-pool"
 
 
+def epp_name(stack_name: str) -> str:
+    """The EPP's ServiceAccount, Role, Deployment and Service (its pods: `<name>-<hash>-<suffix>`)."""
+    return f"{stack_name}-epp"
+
+
 def pool_names(stack_name: str, role: str, groups: int) -> list[tuple[str | None, str]]:
     """(node group, Deployment name) of each pool of a role: one pool named after the role, or one per
     node group g0..gN-1 (`placement.groups`)."""

@@ -27,6 +27,12 @@ def generation_of(settings: Router) -> router_versions.Generation:
     return router_versions.generation_for_pin(image_version(settings.image))
 
 
+def epp_drain_seconds(settings: Router) -> int | None:
+    """The EPP's `--drain-timeout` in seconds (router.drainSeconds), or None when the pinned EPP has no such flag
+    (core/versions/router.py EPP_FLAGS): it then stops on SIGTERM and the render passes no flag."""
+    return settings.drain_seconds if router_versions.epp_drains(image_version(settings.image)) else None
+
+
 def _generated(settings: Router) -> dict[str, dict[str, tuple[str, Any]]]:
     """Parameters the render generates, per plugin type: name -> (the router field it comes from, its value). The
     field is where a problem with it is reported, and `router.pluginParameters` may not redefine it."""

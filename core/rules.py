@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 
-from core import sizing
+from core import formats, sizing
 from core.versions import Feature, Version, missing_features
 from core.versions import engine as engine_versions
 from core.weights import is_pinned
@@ -266,6 +266,55 @@ def image_has_features(image: str, pinned: Version | None, used: Iterable[Featur
     )
 
 
+def image_pin_dated(
+    image: str, pinned: Version | None, *, image_name: str, consumer: str, facts: str, guessed: str, example_tag: str
+) -> str | None:
+    """An image the version facts judge names its release in its tag: a digest alone, or a tag that is no version
+    (`latest`, `main`), leaves the facts to guess. With a digest the tag beside it names the version and the runtime
+    pulls the digest. `example_tag` is a release to show in the fix."""
+    if pinned is not None:
+        return None
+    reference = formats.image_reference(image)
+    if reference is None:
+        return None  # not a reference the kubelet parses: the image format refuses it
+    if reference.tag is None:
+        what = "a digest and no tag" if reference.digest else "no tag"
+    else:
+        what = f"tag {reference.tag!r}, which is no version"
+    suggestion = f"{reference.repository}:{example_tag}" + (f"@{reference.digest}" if reference.digest else "")
+    return (
+        f"{image_name} {image} has {what}: the {consumer} version facts ({facts}) cannot tell which release it "
+        f"is, so {guessed}. Pin the release's tag{', beside the digest' if reference.digest else ''}: "
+        f"{suggestion} (the tag of the release you run)."
+    )
+
+
+def api_version_read(
+    api_version: str,
+    since: Version,
+    source: str,
+    image: str,
+    pinned: Version | None,
+    pins_own: str | None,
+    *,
+    consumer: str,
+    api_name: str,
+    image_name: str,
+) -> str | None:
+    """An apiVersion chosen beside the pin (the render writes the pin's own unless told otherwise) is one the pinned
+    program reads: from `since` on. Worded for the chosen apiVersion, the key most likely wrong, naming the pin too;
+    `pins_own` is the apiVersion the pin's generation reads (None: unknown)."""
+    if pinned is None or pinned >= since:
+        return None
+    own = f", whose generation reads {pins_own}" if pins_own else ""
+    back = f" (the render then writes {pins_own}, which this {consumer} reads)" if pins_own else ""
+    return (
+        f"{api_name} {api_version} is read only by {consumer} {since} or later ({source}), but {image_name} {image} is "
+        f"{pinned}{own}: the program would refuse its configuration and the pod would crash-loop. Remove "
+        f"{api_name}{back}, or pin {since} or later in {image_name}."
+    )
+
+
 def program_refuses(program: str, image: str, what: str, problem: str, *, data_source: str, fix: str) -> str:
     """A program at the pinned image would refuse what the stack gives it (its schema as data: core/versions/data,
     checked against the real v0.7.1 programs by tests/consumers)."""
@@ -333,6 +382,40 @@ def sidecar_ssrf_capable(
         f"spec.selector.matchLabels (it would refuse every prefill), so it runs without the protection and, on a "
         f"decode-only request, POSTs the prompt to any host:port a client sends in x-prefiller-host-port. Pin "
         f"{since} or later: the render then turns --enable-ssrf-protection on."
+    )
+
+
+# --- rollouts: a stopping pod finishes what it started ------------------------------------------------------------
+
+
+def grace_covers_drain(
+    grace: int, pre_stop: int, drain: int, *, grace_name: str, pre_stop_name: str, drain_name: str
+) -> str | None:
+    """The kubelet sends SIGKILL `grace` seconds after a pod is marked for deletion, the preStop included: an engine
+    that sleeps `pre_stop` seconds and then drains for up to `drain` seconds after SIGTERM needs a grace period of at
+    least their sum, or SIGKILL cuts the requests the drain promised to finish."""
+    needed = pre_stop + drain
+    if grace >= needed:
+        return None
+    return (
+        f"{grace_name} {grace} is shorter than {pre_stop_name} {pre_stop} + {drain_name} {drain} = {needed} s: the "
+        f"grace period counts from the pod's deletion, its preStop included, so the kubelet kills the engine "
+        f"{needed - grace} s before the drain it was given ends, and the requests still running then fail. Set "
+        f"{grace_name} to at least {needed}, or shorten {drain_name} (the longest request a stopping pod lets finish)."
+    )
+
+
+def epp_grace_covers_drain(grace: int, drain: float, *, grace_name: str, drain_name: str, fix: int) -> str | None:
+    """An EPP that drains for `drain` seconds after SIGTERM (it goes NotServing and keeps answering ext_proc) needs a
+    grace period longer than that, or SIGKILL lands inside (or right at the end of) the drain. `fix`: the grace period
+    the render gives such a drain (core.sizing.epp_grace_seconds)."""
+    if grace > drain:
+        return None
+    return (
+        f"{grace_name} {grace} is not longer than {drain_name} {drain:g} s: on SIGTERM the EPP goes NotServing and "
+        f"keeps answering ext_proc for its drain, and the kubelet's SIGKILL at {grace} s cuts the streams of the "
+        f"requests it is still routing, which then fail at the gateway. Set {grace_name} to at least {fix} (the drain "
+        f"and time to stop)."
     )
 
 
@@ -427,6 +510,73 @@ def autoscaling_rollout(role: str, strategy: str, *, strategy_name: str) -> str 
     )
 
 
+def autoscaling_target(
+    role: str,
+    target: float,
+    unit: str,
+    maximum: float | None,
+    tolerance: float,
+    *,
+    target_name: str,
+    signal_text: str,
+    fix_signal: str,
+) -> str | None:
+    """A target in the signal's own range: above 0, and for a signal with a maximum per pod (a fraction: 1) low enough
+    that the pods' average can exceed it by the HPA's tolerance, the only way a pod is added. `signal_text` names the
+    signal (and where it is set), `fix_signal` how to choose another."""
+    if target <= 0:
+        return (
+            f"{target_name} {target:g} is not above 0: the HPA divides the signal by it ({signal_text}, in "
+            f"{unit} per pod). Set a target above 0."
+        )
+    if maximum is None:
+        return None
+    highest = maximum / (1 + tolerance)
+    if target < highest:
+        return None
+    percent = f" ({target:g}% is {target / 100:g})" if unit == "fraction" and 1 < target <= 100 else ""
+    return (
+        f"{target_name} {target:g} is outside the range of {signal_text}, a {unit} from 0 to {maximum:g} per pod: the "
+        f"HPA adds a pod only when the pods' average exceeds the target by its tolerance of {tolerance:.0%}, and the "
+        f"average cannot exceed {maximum:g}: from {maximum:g} / {1 + tolerance:g} (about {highest:.3f}) up, {role} "
+        f"never scales up. Set {target_name} to a {unit} below that{percent}, or {fix_signal}."
+    )
+
+
+def scraped_in_lookback(
+    role: str,
+    signal_text: str,
+    interval_ms: int,
+    window_ms: int,
+    samples: int,
+    *,
+    interval_name: str,
+    lookback_how: str,
+) -> str | None:
+    """A signal is scraped often enough for its trigger's query: `samples` samples (1 for an instant selector, 2 for a
+    rate) in every window of `window_ms` (Prometheus's lookback delta, or the rate's range), i.e. an interval of at most
+    window / samples. An interval of 0 (none set) is not judged."""
+    if interval_ms * samples <= window_ms:  # an interval of 0 is none set: never refused
+        return None
+    interval, window = formats.duration_text(interval_ms), formats.duration_text(window_ms)
+    missing = "no sample" if samples == 1 else f"fewer than {samples} samples (no rate)"
+    # A window holds window // interval samples or one more: short of the count for part of each interval when one
+    # more would do, else always.
+    full, rest = divmod(window_ms, interval_ms)
+    if full == samples - 1:
+        when = f"for {formats.duration_text(interval_ms - rest)} of every {interval} the query finds {missing}"
+        effect = f"the autoscaler takes {role} down under load"
+    else:
+        when = f"the query always finds {missing}"
+        effect = f"{role} never scales up"
+    scrapes = "one scrape" if samples == 1 else f"{samples} scrapes"
+    return (
+        f"{interval_name} {interval} scrapes {signal_text} less often than {role}'s trigger can read it: "
+        f"{lookback_how}, so {when}, reads 0 (`or vector(0)`) and {effect}. Set {interval_name} to at most "
+        f"{formats.duration_text(window_ms // samples)} ({scrapes} per {window})."
+    )
+
+
 def autoscaling_signal(
     role: str,
     metric: str,
@@ -464,6 +614,78 @@ def autoscaling_signal(
             f"0 (KEDA's ignoreNullValues) and the {role} pods never scale up. {fix_scrape}"
         )
     return None
+
+
+# --- ports ------------------------------------------------------------------------------------------
+
+
+def port_text(ports: Sequence[int]) -> str:
+    """`8200`, `8200-8203` (consecutive), else `8000, 8002`."""
+    numbers = sorted(set(ports))
+    if len(numbers) > 1 and numbers[-1] - numbers[0] == len(numbers) - 1:
+        return f"{numbers[0]}-{numbers[-1]}"
+    return ", ".join(str(n) for n in numbers)
+
+
+def ports_distinct(
+    first: str,
+    first_ports: Sequence[int],
+    second: str,
+    second_ports: Sequence[int],
+    *,
+    where: str,
+    service: bool,
+    fix: str,
+) -> str | None:
+    """Two port entries of one Service, or two listeners of one pod (its containers share one network namespace),
+    never take one port number. `first`/`second` name who sets each (a key, a container's flag or port entry)."""
+    shared = sorted(set(first_ports) & set(second_ports))
+    if not shared:
+        return None
+    why = (
+        "a Service lists each port once: the API server refuses a second entry of one port (spec.ports: Duplicate "
+        "value), and the program behind it cannot listen twice on one port either"
+        if service
+        else "the containers of a pod share one network namespace, so the second listener cannot bind the port and its "
+        "container crash-loops"
+    )
+    return (
+        f"{first} {port_text(first_ports)} and {second} {port_text(second_ports)} both take "
+        f"port{'s' if len(shared) > 1 else ''} {port_text(shared)} in {where}: {why}. {fix}"
+    )
+
+
+# --- alerts (core/alerts.py has them; the gate and policy/alerting.py call this) ------------------------------------
+
+
+def alert_role_runs(alerts: Sequence[str], role: str, roles: Sequence[str]) -> str | None:
+    """Alerts watch pods of a role that runs here. An alert that reads nothing stays silent through the very fault it
+    is for, which is worse than no alert: the operator trusts it."""
+    if role in roles:
+        return None
+    named, one = " and ".join(dict.fromkeys(alerts)), len(set(alerts)) == 1
+    return (
+        f"{named} watch{'es' if one else ''} the {role} pods, but no {role} pod runs here "
+        f"(roles: {', '.join(roles) or 'none'}): the alert reads nothing and stays silent whatever happens. "
+        f"Remove it, or label it with the role whose pods it selects."
+    )
+
+
+def alert_series_served(alerts: Sequence[str], series: str, served: str | None, *, image: str, fix: str) -> str | None:
+    """Alerts read a series under the name the pinned `image` serves it (`served`: that name; None when the image is
+    not known to serve it)."""
+    if served == series:
+        return None
+    named, reads = " and ".join(dict.fromkeys(alerts)), "reads" if len(set(alerts)) == 1 else "read"
+    if served is None:
+        return (
+            f"{named} {reads} {series}, which {image} is not known to serve (core/versions says which releases serve "
+            f"which series): the alert would read nothing and stay silent through the fault it is for. {fix}"
+        )
+    return (
+        f"{named} {reads} {series}, but {image} serves it as {served} (its router generation, "
+        f"core/versions/router.py): the alert reads nothing and stays silent. Query {served}."
+    )
 
 
 # --- the router and the P/D pair ------------------------------------------------------------------

@@ -1,12 +1,12 @@
 """Which secrets provider may hold a stack's secrets: a prod stack never under a passphrase written in the project.
 
-`scripts/pulumi-env` sets the passphrase `rebel100-local` when none is set, so that the dev and render stacks
-work on a fresh clone. Anyone with the repository has that passphrase, so a secret encrypted under it (a
-Hugging Face token set with `pulumi config set --secret`) is as good as plain text in `Pulumi.STACK.yaml`.
-A prod stack (`rebel100:environment: prod`) therefore runs only with a passphrase of its own, or with a
-key-management service (`secretsprovider: awskms://...` and the like in its stack file). Pure: the caller
-passes the stack file's values and the environment (scripts/up and scripts/preview through
-`python -m stacks secrets`, the program itself for a bare `pulumi up`).
+`python -m stacks preview|up` set the passphrase `rebel100-local` for a dev stack when the caller set none
+(host/stackenv.py `use_passphrase`), so that the dev and render stacks work on a fresh clone. Anyone with the
+repository has that passphrase, so a secret encrypted under it (a Hugging Face token set with `pulumi config set
+--secret`) is as good as plain text in `Pulumi.STACK.yaml`. A prod stack (`rebel100:environment: prod`) therefore runs
+only with a passphrase of its own, or with a key-management service (`secretsprovider: awskms://...` and the like in
+its stack file). Pure: the caller passes the stack file's values and the environment (host/stackenv.py for
+`python -m stacks secrets|preview|up`, the program itself for a bare `pulumi up`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import json
 import os
 from collections.abc import Mapping
 
-BUILTIN_PASSPHRASE = "rebel100-local"  # scripts/pulumi-env's default; keep the two in step
+BUILTIN_PASSPHRASE = "rebel100-local"  # a dev stack's when the caller sets none (host/stackenv.py use_passphrase)
 # Backends whose stacks use the passphrase provider when the stack file names no other (Pulumi Cloud does not).
 SELF_MANAGED_BACKENDS = ("file://", "s3://", "gs://", "azblob://", "postgres://")
 FIX = (

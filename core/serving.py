@@ -12,7 +12,6 @@ import itertools
 import json
 from typing import Any
 
-from core import sizing
 from core.config import Decode, Engine, KvTier, ModelSpec, Prefill, Role, Speculative
 from core.versions import image_version
 from core.versions import router as router_versions
@@ -29,7 +28,8 @@ LMCACHE_CONNECTOR = {"kv_connector": "RBLNLMCacheConnectorV1", "kv_role": "kv_bo
 
 @dataclasses.dataclass(frozen=True)
 class RoleServing:
-    """The serving values a role may override, resolved against the common engine section."""
+    """The serving values a role may override, resolved against the common engine section: by core.derive, the one
+    place a role's settings are resolved."""
 
     block_size: int
     kv_cache_dtype: str
@@ -38,30 +38,6 @@ class RoleServing:
     devices: int
     rank_ports: list[int]
     side_channel_ports: list[int]
-
-
-def data_parallel_local(role: Role) -> int:
-    """DP ranks in one pod: `dataParallelSizeLocal`, else all of `dataParallelSize`."""
-    return role.data_parallel_size_local or role.data_parallel_size
-
-
-def sidecar_ports(role: Decode) -> list[int]:
-    """Ports of the routing sidecar: one per DP rank of the pod, from `sidecar.port` (8000-8003)."""
-    return sizing.rank_ports(role.sidecar.port, data_parallel_local(role))
-
-
-def role_serving(engine: Engine, role: Role) -> RoleServing:
-    """Resolve a role's overrides and derive its devices and ports (one place for both)."""
-    dp_local = data_parallel_local(role)
-    return RoleServing(
-        block_size=role.block_size or engine.block_size,
-        kv_cache_dtype=role.kv_cache_dtype or engine.kv_cache_dtype,
-        speculative=role.speculative if role.speculative is not None else engine.speculative,
-        data_parallel_local=dp_local,
-        devices=sizing.devices_per_pod(role.tensor_parallel_size, role.pipeline_parallel_size, dp_local),
-        rank_ports=sizing.rank_ports(role.port, dp_local),
-        side_channel_ports=sizing.rank_ports(engine.nixl_side_channel_port, dp_local),
-    )
 
 
 def compact_json(value: object) -> str:
@@ -120,14 +96,18 @@ def serve_args(
     model: ModelSpec,
     engine: Engine,
     role: Role,
+    serving: RoleServing,
     *,
     kv_transfer: dict[str, Any] | None,
     role_args: list[str],
+    drain_seconds: int,
     revision: str = "main",
     draft_revision: str = "main",
 ) -> list[str]:
-    """Arguments of `vllm serve`: the model at its revision, the common arguments, then the role's own."""
-    serving = role_serving(engine, role)
+    """Arguments of `vllm serve`: the model at its revision, the common arguments, then the role's own (`serving`:
+    the role's values as the derived facts resolve them).
+    `drain_seconds` (rollout.drainSeconds): how long the engine waits for its in-flight requests after SIGTERM
+    (`--shutdown-timeout`; vLLM's default 0 aborts them, so 0 passes nothing)."""
     args = [
         model.name,
         "--revision",
@@ -168,6 +148,8 @@ def serve_args(
         args += ["--speculative-config", speculative_json(serving.speculative, draft_revision)]
     if kv_transfer is not None:
         args += ["--kv-transfer-config", compact_json(kv_transfer)]
+    if drain_seconds > 0:
+        args += ["--shutdown-timeout", str(drain_seconds)]
     return args + list(role.extra_args)
 
 
@@ -197,6 +179,7 @@ FLAG_FIELDS = {
     "--gpu-memory-utilization": "{role}.gpuMemoryUtilization",
     "--speculative-config": "engine.speculative (or {role}.speculative)",
     "--kv-transfer-config": "kvTier (the connectors follow the topology and kvTier.mode)",
+    "--shutdown-timeout": "rollout.drainSeconds",
 }
 # vLLM's short aliases of generated flags.
 FLAG_ALIASES = {
@@ -306,13 +289,14 @@ def prefill_command(
     model: ModelSpec,
     engine: Engine,
     role: Prefill,
+    serving: RoleServing,
     *,
     lmcache: bool,
+    drain_seconds: int,
     revision: str = "main",
     draft_revision: str = "main",
 ) -> EngineCommand:
     """Prefill: NIXL (and LMCache with a KV tier); one HTTP port and one NIXL side channel."""
-    serving = role_serving(engine, role)
     # DP is rare on prefill (PP4/DP1 is the reference) but, when configured, reaches the engine.
     dp_args = (
         data_parallel_args(role, dp_local=serving.data_parallel_local, rpc_port=None)
@@ -323,8 +307,10 @@ def prefill_command(
         model,
         engine,
         role,
+        serving,
         kv_transfer=kv_transfer_config(nixl=True, lmcache=lmcache),
         role_args=dp_args,
+        drain_seconds=drain_seconds,
         revision=revision,
         draft_revision=draft_revision,
     )
@@ -334,16 +320,25 @@ def prefill_command(
 
 
 def decode_command(
-    model: ModelSpec, engine: Engine, role: Decode, *, nixl: bool, revision: str = "main", draft_revision: str = "main"
+    model: ModelSpec,
+    engine: Engine,
+    role: Decode,
+    serving: RoleServing,
+    *,
+    nixl: bool,
+    drain_seconds: int,
+    revision: str = "main",
+    draft_revision: str = "main",
 ) -> EngineCommand:
     """Decode: the DP ranks' HTTP ports, the DP RPC port, one NIXL side channel per rank; NIXL only in P/D."""
-    serving = role_serving(engine, role)
     args = serve_args(
         model,
         engine,
         role,
+        serving,
         kv_transfer=kv_transfer_config(nixl=nixl, lmcache=False),
         role_args=data_parallel_args(role, dp_local=serving.data_parallel_local, rpc_port=role.data_parallel_rpc_port),
+        drain_seconds=drain_seconds,
         revision=revision,
         draft_revision=draft_revision,
     )
@@ -354,8 +349,9 @@ def decode_command(
     return EngineCommand(args=args, env={**engine_env(engine), **role.extra_env}, ports=ports)
 
 
-def sidecar_args(role: Decode, *, pool_namespace: str, pool_name: str) -> list[str]:
-    """Arguments of the routing sidecar: its first port, rank 0's port, one proxy port per DP rank of the pod; the
+def sidecar_args(role: Decode, serving: RoleServing, *, pool_namespace: str, pool_name: str) -> list[str]:
+    """Arguments of the routing sidecar: its first port, rank 0's port, one proxy port per DP rank of the pod
+    (`serving`: decode's resolved values); the
     engine-port flag is the one the pinned sidecar's generation reads (core/versions/router.py GENERATIONS).
 
     SSRF protection, wherever the pinned sidecar can run it (router_versions.sidecar_can_protect): the EPP only ever
@@ -371,7 +367,7 @@ def sidecar_args(role: Decode, *, pool_namespace: str, pool_name: str) -> list[s
         generation.engine_port_flag,
         str(role.port),
         "--data-parallel-size",
-        str(len(sidecar_ports(role))),
+        str(serving.data_parallel_local),
         "--kv-connector",
         role.sidecar.kv_connector,
         "--secure-proxy=false",

@@ -156,10 +156,23 @@ def startup_budget_seconds(failure_threshold: int) -> int:
     return STARTUP_INITIAL_DELAY_S + STARTUP_PERIOD_S * failure_threshold
 
 
-def rollout_timeout_seconds(failure_threshold: int) -> int:
-    """How long `pulumi up` waits for an engine Deployment: its startup budget plus a margin (not the
-    provider's default 10 minutes, which a first compilation of hours always exceeds)."""
-    return startup_budget_seconds(failure_threshold) + ROLLOUT_MARGIN_S
+def rollout_timeout_seconds(failure_threshold: int, *, turns: int, stop_seconds: int) -> int:
+    """How long `pulumi up` waits for an engine Deployment: `turns` one after the other, each an old pod's stop (at
+    most `stop_seconds`, its grace period) and a new pod's start (its startup budget), plus a margin (not the
+    provider's default 10 minutes, which a first compilation of hours always exceeds). A rolling update takes one
+    turn per pod; Recreate stops and starts every pod in one."""
+    return turns * (stop_seconds + startup_budget_seconds(failure_threshold)) + ROLLOUT_MARGIN_S
+
+
+# The EPP's pod: the kubelet's SIGKILL comes terminationGracePeriodSeconds after deletion. The EPP drains for its
+# --drain-timeout after SIGTERM, then stops its servers; the margin is for that stop, so SIGKILL never lands inside
+# the drain (Kubernetes' default grace, 30 s, with the EPP's default drain, 30 s: SIGKILL as the drain ends).
+EPP_GRACE_MARGIN_S = 10
+
+
+def epp_grace_seconds(drain_seconds: int) -> int:
+    """terminationGracePeriodSeconds of an EPP pod that drains for `drain_seconds` after SIGTERM."""
+    return drain_seconds + EPP_GRACE_MARGIN_S
 
 
 def parse_quantity(quantity: str) -> float:

@@ -17,8 +17,7 @@ import hashlib
 import json
 import re
 
-from core import serving
-from core.config import COMMIT_SHA, StackConfig, Weights
+from core.config import COMMIT_SHA, Speculative, StackConfig, Weights
 
 GB = 1000**3
 
@@ -122,9 +121,9 @@ def token_required(settings: Weights) -> bool:
     return settings.gated
 
 
-def draft_model(cfg: StackConfig) -> str | None:
-    """The EAGLE-3 draft the engines load (None without one): decode's, which prefill's equals (config gate)."""
-    spec = serving.role_serving(cfg.engine, cfg.decode).speculative
+def draft_model(spec: Speculative | None) -> str | None:
+    """The EAGLE-3 draft the engines load (None without one) with decode's resolved speculative config (which
+    prefill's equals: config gate); the derived facts' weights plan holds it (`core.derive`, its `weights.draft`)."""
     return spec.model if spec is not None and spec.method == "eagle3" and spec.model else None
 
 
@@ -148,8 +147,9 @@ def plan_for(model: str, settings: Weights, draft: str | None, hf_home: str) -> 
     )
 
 
-def plan(cfg: StackConfig, hf_home: str) -> Plan:
-    return plan_for(cfg.model.name, cfg.weights, draft_model(cfg), hf_home)
+def plan(cfg: StackConfig, speculative: Speculative | None, hf_home: str) -> Plan:
+    """The weights plan of a stack whose decode engines run `speculative` (as the derived facts resolve it)."""
+    return plan_for(cfg.model.name, cfg.weights, draft_model(speculative), hf_home)
 
 
 # --- the scripts ---------------------------------------------------------------------------

@@ -1,9 +1,11 @@
 """python -m localsite: serve a deployed stack's requests on the local site (see docs/serving-locally.md).
 
-python -m localsite run --kubeconfig K [--namespace rebel100] [--dir D] [--port 0]
+python -m localsite run --kubeconfig K [--namespace rebel100] [--dir D] [--port 0] [--kubelet] [--time-scale F]
+                        [--engine-start-delay S]
     start the site's programs for the namespace's Running pods and the gateway role; once the EPP behind the
     gateway listens, print the OpenAI base URL (http://127.0.0.1:PORT/v1) on a line of its own; run until
-    SIGINT or SIGTERM, then stop everything it started, by pid
+    SIGINT or SIGTERM, then stop everything it started, by pid. With --kubelet it is the namespace's kubelet too:
+    probes decide each pod's Ready condition, a deleted pod gets its preStop hooks, SIGTERM and its grace period
 python -m localsite stop [--dir D]
     stop the site serving from D (`make down`; it stops its programs as on Ctrl-C), then whatever a site recorded
     under D that still runs (a site killed with SIGKILL leaves its programs)
@@ -46,7 +48,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     procs.record_site(folder)
     listener = netns.listener_in(None, "127.0.0.1", args.port)
     host, port = listener.getsockname()
-    agent = Agent(folder, args.kubeconfig, args.namespace, found.programs, found.gateway, listener, tuple(args.sim_arg))
+    agent = Agent(
+        folder,
+        args.kubeconfig,
+        args.namespace,
+        found.programs,
+        found.gateway,
+        listener,
+        tuple(args.sim_arg),
+        kubelet=args.kubelet,
+        time_scale=args.time_scale,
+        engine_start_delay=args.engine_start_delay,
+    )
     announced = False
 
     def until() -> bool:
@@ -65,6 +78,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         listener.close()
         procs.forget_site(folder)
     return 0
+
+
+def positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not above 0")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is below 0")
+    return value
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
@@ -104,6 +131,27 @@ def main(argv: list[str]) -> int:
         action="append",
         default=[],
         help="an extra simulator flag for every engine (e.g. --sim-arg=--time-to-first-token=20)",
+    )
+    p.add_argument(
+        "--kubelet",
+        action="store_true",
+        help=(
+            "be the namespace's kubelet: probes decide Ready, deletion runs preStop, SIGTERM and the grace period "
+            "(the cluster started with `scripts/cluster start --kubelet-namespace NS`, so kwok leaves that to the site)"
+        ),
+    )
+    p.add_argument(
+        "--time-scale",
+        type=positive_float,
+        default=1.0,
+        help="multiply probe timings, preStop sleeps and grace periods by this (tests: below 1; default 1)",
+    )
+    p.add_argument(
+        "--engine-start-delay",
+        type=non_negative_float,
+        default=0.0,
+        help="seconds an engine's program starts after its container, standing for compilation (default 0; a pod's "
+        "rebel100.local/ready-delay annotation overrides it)",
     )
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("stop", help="stop what a site left running")

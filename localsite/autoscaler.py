@@ -18,6 +18,10 @@ ScaledObjects scale its engine Deployments through the controller-manager's Hori
 - The API server reaches the metrics API server through the aggregation layer (scripts/cluster's front-proxy
   flags): an APIService whose Service is an ExternalName `localhost` at a port where this process relays into the
   site. The HPA controller of kube-controller-manager reads external.metrics.k8s.io from it, as in a cluster.
+- Alerts: Prometheus evaluates the namespace's PrometheusRules, one rule file each as the Operator writes them
+  (`rule_file`), every `for:` multiplied by the site option REBEL100_SITE_ALERT_TIME_SCALE (default 1; tests shorten
+  the windows with it). The alerts read kube-state-metrics' pod readiness and restarts, which the site serves for the
+  namespace's pods from their status (`kube_state_metrics`, a file served in the site on kube-state-metrics' port).
 """
 
 from __future__ import annotations
@@ -25,16 +29,19 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import os
 import pathlib
 import re
-import subprocess
+import sys
 import time
 
 import yaml
 
 from core.autoscaling import PROMETHEUS_PORT
-from localsite import kube, netns
-from policy.read.objects import label_selector_matches
+from core.formats import prometheus_duration_ms
+from core.selectors import label_selector_matches
+from host import pki
+from localsite import kubeapi, netns
 
 log = logging.getLogger("localsite")
 
@@ -46,6 +53,8 @@ METRICS_SERVICE = "keda-metrics-apiserver"
 API_SERVICE = "v1beta1.external.metrics.k8s.io"
 TARGETS_REFRESH = "5s"
 RESTART_SECONDS = 5.0
+KUBE_STATE_PORT = 8080  # kube-state-metrics' own port, on the site's address: where the site serves its series
+ALERT_TIME_SCALE = "REBEL100_SITE_ALERT_TIME_SCALE"  # the site option: every alert's `for:` x this
 
 
 def _label_name(key: str) -> str:
@@ -143,69 +152,85 @@ def scrape_targets(pod_monitors: list[dict], pods: list[dict]) -> dict[str, list
     return result
 
 
+# --- alerts: the namespace's PrometheusRules and kube-state-metrics' series ---------------------------------------
+
+
+def scaled_duration(text: str, scale: float) -> str:
+    """A Prometheus duration x `scale`, in whole seconds where it is one (else milliseconds, at least 1 ms); ValueError
+    for a text that is no Prometheus duration."""
+    rendered = prometheus_duration_ms(text)
+    if rendered is None:
+        raise ValueError(f"{text!r} is not a Prometheus duration")
+    ms = max(1, round(rendered * scale))
+    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
+
+
+def rule_file(rule: dict, scale: float = 1.0) -> dict:
+    """A PrometheusRule as the Prometheus Operator hands it to Prometheus, a rule file of its spec.groups, with every
+    alert's `for` multiplied by `scale` (the site option; 1 leaves the rule as rendered)."""
+    groups = []
+    for group in (rule.get("spec") or {}).get("groups") or []:
+        rules = []
+        for item in group.get("rules") or []:
+            if scale != 1 and item.get("for"):
+                item = {**item, "for": scaled_duration(str(item["for"]), scale)}
+            rules.append(item)
+        groups.append({**group, "rules": rules})
+    return {"groups": groups}
+
+
+def rule_file_name(rule: dict) -> str:
+    return f"{rule['metadata']['namespace']}-{rule['metadata']['name']}.yaml"
+
+
+def alerting_config(config: dict, rules_dir: pathlib.Path) -> dict:
+    """The scrape configuration with the rule files, and a job for the site's kube-state-metrics series (its labels
+    kept, as kube-state-metrics is scraped: honor_labels)."""
+    job = {
+        "job_name": "kube-state-metrics",
+        "honor_labels": True,
+        "static_configs": [{"targets": [f"{netns.SITE_ADDRESS}:{KUBE_STATE_PORT}"]}],
+    }
+    return {**config, "rule_files": [str(rules_dir / "*.yaml")], "scrape_configs": [*config["scrape_configs"], job]}
+
+
+def kube_state_metrics(pods: list[dict]) -> str:
+    """The series of kube-state-metrics v2 the alerts read, for these pods as their status says: kube_pod_status_ready
+    (one series per condition value, 1 on the pod's Ready condition) and kube_pod_container_status_restarts_total."""
+    ready = ["# TYPE kube_pod_status_ready gauge"]
+    restarts = ["# TYPE kube_pod_container_status_restarts_total counter"]
+    for pod in pods:
+        meta, status = pod["metadata"], pod.get("status") or {}
+        labels = f'namespace="{meta["namespace"]}",pod="{meta["name"]}",uid="{meta.get("uid", "")}"'
+        condition: dict = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+        value = str(condition.get("status", "Unknown")).lower()
+        for shown in ("true", "false", "unknown"):
+            ready.append(f'kube_pod_status_ready{{{labels},condition="{shown}"}} {int(value == shown)}')
+        for container in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or []):
+            restarts.append(
+                f'kube_pod_container_status_restarts_total{{{labels},container="{container["name"]}"}} '
+                f"{int(container.get('restartCount', 0))}"
+            )
+    return "\n".join(ready + restarts) + "\n"
+
+
 def keda_pki(folder: pathlib.Path) -> pathlib.Path:
     """ca.crt, tls.crt and tls.key for KEDA's operator and adapter (one certificate for both ends, server and client,
-    as KEDA's own certificate manager makes it); made once per folder (openssl)."""
+    as KEDA's own certificate manager makes it); made once per folder (openssl, host/pki.py)."""
     folder.mkdir(parents=True, exist_ok=True)
     if (folder / "tls.crt").exists():
         return folder
-
-    def openssl(*args: str) -> None:
-        proc = subprocess.run(["openssl", *args], capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(f"openssl {args[0]} failed: {proc.stderr.strip()}")
-
-    ext = folder / "tls.ext"
-    ext.write_text(
-        "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:keda-operator.keda.svc,DNS:keda-metrics-apiserver.keda.svc\n"
-        "extendedKeyUsage=serverAuth,clientAuth\nkeyUsage=digitalSignature,keyEncipherment\n"
+    pki.certificate_authority(folder / "ca.key", folder / "ca.crt", "KEDA")
+    names = ["IP:127.0.0.1", "DNS:localhost", "DNS:keda-operator.keda.svc", "DNS:keda-metrics-apiserver.keda.svc"]
+    pki.sign(
+        folder / "ca.key",
+        folder / "ca.crt",
+        folder / "tls.key",
+        folder / "tls.crt",
+        "keda-operator",
+        usage="serverAuth,clientAuth",
+        alt_names=names,
     )
-    openssl(
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-days",
-        "3650",
-        "-subj",
-        "/CN=KEDA",
-        "-keyout",
-        str(folder / "ca.key"),
-        "-out",
-        str(folder / "ca.crt"),
-    )
-    openssl(
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-subj",
-        "/CN=keda-operator",
-        "-keyout",
-        str(folder / "tls.key"),
-        "-out",
-        str(folder / "tls.csr"),
-    )
-    openssl(
-        "x509",
-        "-req",
-        "-in",
-        str(folder / "tls.csr"),
-        "-CA",
-        str(folder / "ca.crt"),
-        "-CAkey",
-        str(folder / "ca.key"),
-        "-CAcreateserial",
-        "-days",
-        "3650",
-        "-extfile",
-        str(ext),
-        "-out",
-        str(folder / "tls.crt"),
-    )
-    for key in folder.glob("*.key"):
-        key.chmod(0o600)
     return folder
 
 
@@ -372,6 +397,8 @@ class SiteAutoscaling:
         self.dir = agent.dir / "autoscaling"
         self.targets_dir = self.dir / "targets"
         self.secrets_dir = self.dir / "secrets"  # the PodMonitors' credentials, as the Prometheus Operator mounts them
+        self.rules_dir = self.dir / "rules"  # the namespace's PrometheusRules, one rule file each
+        self.kube_state_dir = self.dir / "kube-state-metrics"  # its series, served in the site as `/metrics`
         self.commands: dict[str, tuple[list[str], dict[str, str]]] = {}
         self.monitors: list[dict] = []
         self.not_before: dict[str, float] = {}  # a program that exited starts again after RESTART_SECONDS
@@ -392,11 +419,28 @@ class SiteAutoscaling:
         self.refresh_monitors()
         self.secrets_dir.mkdir(parents=True, exist_ok=True)
         self.secrets_dir.chmod(0o700)
-        write_yaml(self.dir / "prometheus.yml", scrape_config(self.monitors, self.targets_dir, self.secrets_dir))
+        self.write_rules()
+        self.kube_state_dir.mkdir(parents=True, exist_ok=True)
+        scrape = scrape_config(self.monitors, self.targets_dir, self.secrets_dir)
+        write_yaml(self.dir / "prometheus.yml", alerting_config(scrape, self.rules_dir))
         env = keda_env(kubeconfig, namespace)
         self.commands = {
             "prometheus": (
                 prometheus_command(self.binaries["prometheus"], self.dir / "prometheus.yml", self.dir / "tsdb"),
+                {},
+            ),
+            # A static file server in the site, kube-state-metrics' stand-in: `reconcile` rewrites the file.
+            "kube-state-metrics": (
+                [
+                    sys.executable,
+                    "-m",
+                    "http.server",
+                    str(KUBE_STATE_PORT),
+                    "--bind",
+                    str(netns.SITE_ADDRESS),
+                    "--directory",
+                    str(self.kube_state_dir),
+                ],
                 {},
             ),
             "keda-operator": (operator_command(self.binaries["keda-operator"], certs, self.dir), env),
@@ -408,9 +452,29 @@ class SiteAutoscaling:
             f"/apis/monitoring.coreos.com/v1/namespaces/{self.agent.namespace}/podmonitors"
         )
 
+    def write_rules(self) -> None:
+        """The namespace's PrometheusRules as rule files (none without the CRD), their `for:` scaled by the site
+        option."""
+        try:
+            rules = self.agent.client.items(
+                f"/apis/monitoring.coreos.com/v1/namespaces/{self.agent.namespace}/prometheusrules"
+            )
+        except kubeapi.ApiError as err:
+            if err.status != 404:
+                raise
+            rules = []
+        scale = float(os.environ.get(ALERT_TIME_SCALE) or 1)
+        self.rules_dir.mkdir(parents=True, exist_ok=True)
+        for rule in rules:
+            write_yaml(self.rules_dir / rule_file_name(rule), rule_file(rule, scale))
+        if rules:
+            log.info("alerts: %d PrometheusRule(s), for: windows x %g", len(rules), scale)
+
     def reconcile(self, pods: list[dict]) -> None:
         for job, targets in scrape_targets(self.monitors, pods).items():
             write_json(self.targets_dir / f"{_file_name(job)}.json", targets)
+        namespaced = [p for p in pods if p["metadata"].get("namespace") == self.agent.namespace]
+        replace_file(self.kube_state_dir / "metrics", kube_state_metrics(namespaced).encode())
         self.write_credentials()
         registry, now = self.agent.registry, time.monotonic()
         for name, (argv, env) in self.commands.items():
@@ -441,7 +505,7 @@ class SiteAutoscaling:
         for namespace, name, key in secret_selectors(self.monitors):
             try:
                 secret = self.agent.client.get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
-            except kube.ApiError as err:
+            except kubeapi.ApiError as err:
                 if err.status == 404:
                     continue
                 raise

@@ -1,6 +1,7 @@
 """Where the site's programs are: the router's two programs from REBEL100_EPP_BINARY and REBEL100_SIDECAR_BINARY
 (any build of a supported generation: a user or a release job proving a new pin), else the builds of
-`scripts/consumers` (the v0.7.1 programs, the simulator and the gateway role, cached outside the project)."""
+`scripts/consumers` (the v0.10.0 programs prod-4p4d pins, the simulator and the gateway role, cached outside the
+project)."""
 
 from __future__ import annotations
 

@@ -1,77 +1,26 @@
 """The processes the local site starts, each recorded by pid and start time, so that exactly those are stopped.
 
 `<dir>/run/<name>.pid` holds "<pid> <start time in clock ticks>" (the start time tells a process apart from a
-later one that got its pid); `<dir>/logs/<name>.log` its output. `<dir>/site.pid` records the site itself (`python -m
-localsite run`). `stop_site(dir)` (`make down`) stops a site still serving, which stops its programs, then whatever a
-site left behind (one killed with SIGKILL), newest first, by pid.
+later one that got its pid: host/processes.py); `<dir>/logs/<name>.log` its output. `<dir>/site.pid` records the site
+itself (`python -m localsite run`). `stop_site(dir)` (`make down`) stops a site still serving, which stops its
+programs, then whatever a site left behind (one killed with SIGKILL), newest first, by pid.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pathlib
-import signal
-import subprocess
 import time
-from dataclasses import dataclass
 
-STOP_TIMEOUT = 10.0  # seconds between SIGTERM and SIGKILL
-# A site stops its programs one by one on SIGTERM, each up to STOP_TIMEOUT; about 15 s for a whole stack here.
+from host.processes import Recorded, read_record, start_recorded, start_time, terminate, write_record
+
+# A site stops its programs one by one on SIGTERM, each up to host.processes.STOP_TIMEOUT; about 15 s for a whole stack
+# here.
 SITE_STOP_TIMEOUT = 120.0
 # The site's own record, apart from run/: it is stopped first, so that it stops its programs itself and starts none
 # again while they are stopped.
 SITE_RECORD = "site.pid"
 sleep = time.sleep
-
-
-def start_time(pid: int) -> str | None:
-    """A live (non-zombie) process's start time from /proc, or None."""
-    try:
-        stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "
-    return None if fields[0] in ("Z", "X") else fields[19]
-
-
-@dataclass
-class Recorded:
-    """A process this site started: its pid, its start time, and the Popen that reaps it (None when read back
-    from a pid file by another process)."""
-
-    name: str
-    pid: int
-    started: str | None
-    popen: subprocess.Popen | None = None
-
-    def alive(self) -> bool:
-        if self.popen is not None and self.popen.poll() is not None:
-            return False
-        return self.started is not None and start_time(self.pid) == self.started
-
-    def exit_code(self) -> int | None:
-        return self.popen.poll() if self.popen is not None else None
-
-
-def terminate(process: Recorded, timeout: float = STOP_TIMEOUT) -> None:
-    """SIGTERM, then SIGKILL after `timeout`; waits until the process is gone (and reaped, if ours)."""
-    if not process.alive():
-        if process.popen is not None:
-            process.popen.poll()
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(process.pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while process.alive() and time.monotonic() < deadline:
-        sleep(0.05)
-    if process.alive():
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(process.pid, signal.SIGKILL)
-        while process.alive():
-            sleep(0.05)
-    if process.popen is not None:
-        process.popen.wait()
 
 
 class Registry:
@@ -96,25 +45,15 @@ class Registry:
         """Start `argv` in a session of its own (a Ctrl-C of the terminal reaches the site, which stops it)."""
         if name in self.processes and self.processes[name].alive():
             raise RuntimeError(f"{name} is already running (pid {self.processes[name].pid})")
-        with open(self.logs / f"{name}.log", "ab") as out:
-            popen = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
-                pass_fds=pass_fds,
-                cwd=cwd,
-                start_new_session=True,
-            )
-        started = None
-        for _ in range(200):
-            started = start_time(popen.pid)
-            if started or popen.poll() is not None:
-                break
-            sleep(0.005)
-        process = Recorded(name, popen.pid, started, popen)
-        write_record(self.run_dir / f"{name}.pid", popen.pid, started)
+        process = start_recorded(
+            name,
+            argv,
+            log=self.logs / f"{name}.log",
+            record=self.run_dir / f"{name}.pid",
+            env=env,
+            pass_fds=pass_fds,
+            cwd=cwd,
+        )
         self.processes[name] = process
         return process
 
@@ -133,20 +72,6 @@ class Registry:
         for process in self.processes.values():
             if process.popen is not None:
                 process.popen.poll()
-
-
-def write_record(path: pathlib.Path, pid: int, started: str | None) -> None:
-    path.write_text(f"{pid} {started}\n")
-
-
-def read_record(path: pathlib.Path, name: str) -> Recorded | None:
-    """The process a record names, if it still runs (the same pid and start time)."""
-    with contextlib.suppress(OSError, ValueError):
-        pid, started = path.read_text().split()
-        process = Recorded(name, int(pid), started)
-        if process.alive():
-            return process
-    return None
 
 
 def recorded(folder: pathlib.Path) -> list[Recorded]:

@@ -23,8 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from core import sizing
+from core.cmdline import parse_flags
 from core.versions import engine, image_name, router, vllm_args
-from policy.read.flags import parse_flags
 
 # `vllm serve` flags and what the simulator makes of them. A value: the simulator's flag of the same meaning.
 SIM_FLAGS = {
@@ -56,6 +56,10 @@ NOT_SIMULATED = {
     "--reasoning-parser": "echo mode: no reasoning",
     "--speculative-config": "no speculative decoding",
     "--kv-transfer-config": "the simulator speaks the nixlv2 P/D protocol (kv_transfer_params) itself",
+    "--shutdown-timeout": (
+        "the simulator drains its in-flight requests for a fixed 30 s on SIGTERM (llm-d-inference-sim v0.10.2 "
+        "pkg/communication/communication.go)"
+    ),
     "--compilation-config": "nothing is compiled",
     "--trust-remote-code": "no model code is loaded",
     "--dtype": "no weights",

@@ -21,9 +21,9 @@ from core.formats import Image, Port
 from core.labels import PART_OF_LABEL
 from core.versions import image_version
 from core.versions import router as router_versions
-from objects import engine_pool, kube, pod
-from objects.kube import Child, manifest, object_meta
-from objects.router import POOL_GROUP, RBAC_API_VERSION
+from objects import component, engine_pool, manifests, pod
+from objects.manifests import Child, manifest, object_meta
+from objects.router import POOL_GROUP
 
 API_TOKEN_VOLUME = "api-token"  # the sidecar's projected ServiceAccount token
 # What the sidecar's allowlist does through the API (pkg/sidecar/proxy/allowlist.go of v0.7.1 and v0.10.0): list and
@@ -70,11 +70,11 @@ def sidecar_container(sidecar: SidecarSpec) -> dict[str, Any]:
         "restartPolicy": "Always",
         "args": list(sidecar.args),
         "env": router_versions.tracing_env(image_version(sidecar.image)) or None,
-        "ports": kube.container_ports([(f"proxy-{i}", p) for i, p in enumerate(sidecar.ports)]),
+        "ports": manifests.container_ports([(f"proxy-{i}", p) for i, p in enumerate(sidecar.ports)]),
         "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "4", "memory": "4Gi"}},
         "readinessProbe": {"tcpSocket": {"port": sidecar.ports[0]}, "periodSeconds": 10},
-        "securityContext": kube.restricted_security_context(),
-        "volumeMounts": [{"name": API_TOKEN_VOLUME, "mountPath": kube.API_TOKEN_MOUNT, "readOnly": True}]
+        "securityContext": manifests.restricted_security_context(),
+        "volumeMounts": [{"name": API_TOKEN_VOLUME, "mountPath": manifests.API_TOKEN_MOUNT, "readOnly": True}]
         if reads_api(sidecar)
         else None,
     }
@@ -88,22 +88,12 @@ def sidecar_account(stack_name: str) -> str:
 def sidecar_access(name: str, args: DecodePoolArgs) -> list[Child]:
     """The ServiceAccount the sidecar's allowlist reads the API as, its Role and RoleBinding."""
     account = sidecar_account(args.stack_name)
-    labels = {PART_OF_LABEL: args.stack_name, pod.NAME_LABEL: account, pod.COMPONENT_LABEL: "decode"}
+    labels = {PART_OF_LABEL: args.stack_name, component.NAME_LABEL: account, component.COMPONENT_LABEL: "decode"}
     meta = object_meta(account, args.namespace, labels)
+    sa = Child(f"{name}-sa", manifest("v1", "ServiceAccount", meta, automountServiceAccountToken=False))
     return [
-        Child(f"{name}-sa", manifest("v1", "ServiceAccount", meta, automountServiceAccountToken=False)),
-        Child(f"{name}-role", manifest(RBAC_API_VERSION, "Role", meta, rules=ALLOWLIST_RULES)),
-        Child(
-            f"{name}-rolebinding",
-            manifest(
-                RBAC_API_VERSION,
-                "RoleBinding",
-                meta,
-                roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
-                subjects=[{"kind": "ServiceAccount", "name": account, "namespace": args.namespace}],
-            ),
-            after=(f"{name}-sa", f"{name}-role"),
-        ),
+        sa,
+        *manifests.role_and_binding(sa, meta, ALLOWLIST_RULES, role=f"{name}-role", binding=f"{name}-rolebinding"),
     ]
 
 
@@ -131,6 +121,6 @@ def decode_pool(name: str, args: DecodePoolArgs) -> list[Child]:
         containers=[container],
         init_containers=[sidecar_container(args.sidecar)],
         service_account=sidecar_account(args.stack_name),
-        volumes=[kube.api_token_volume(API_TOKEN_VOLUME)],
+        volumes=[manifests.api_token_volume(API_TOKEN_VOLUME)],
         after=tuple(child.resource_name for child in access if child.kind == "RoleBinding"),
     )

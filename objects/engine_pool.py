@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import Field
 
+from core import autoscaling
 from core.formats import Dns1123Subdomain, Port
 from core.labels import (
     PART_OF_LABEL,
@@ -19,12 +20,10 @@ from core.labels import (
     pool_names,
 )
 from core.versions import router as router_versions
-from objects.kube import Child, disruption_budget, volume_claim
+from objects.component import MODEL_REVISION_ANNOTATION, POOL_LABEL, SECURITY_EXCEPTIONS_ANNOTATION, StackArgs
+from objects.manifests import Child, disruption_budget, volume_claim
 from objects.pod import (
     CLAIM_NAME,
-    MODEL_REVISION_ANNOTATION,
-    POOL_LABEL,
-    SECURITY_EXCEPTIONS_ANNOTATION,
     ClaimSpec,
     CompileCacheSpec,
     EngineSpec,
@@ -32,7 +31,6 @@ from objects.pod import (
     PlacementSpec,
     RolloutSpec,
     ScalingSpec,
-    StackArgs,
     affinity,
     claim_template,
     deployment_strategy,
@@ -119,6 +117,12 @@ def engine_pool(
         MODEL_REVISION_ANNOTATION: args.weights.revision,
         **{key: active_ports_annotation(args.active_ports) for key in router_versions.every_active_ports_annotation()},
     }
+    # Pods per Deployment: the role's split over its groups, at most the autoscaler's maximum when it owns the count.
+    pool_pods = (
+        autoscaling.per_pool(args.autoscaling.min_replicas, args.autoscaling.max_replicas, len(pools))[1]
+        if args.autoscaling
+        else args.replicas // len(pools)
+    )
     for group, pool in pools:
         resource = name if group is None else f"{name}-{group}"
         labels = {**role_labels, POOL_LABEL: pool}
@@ -129,7 +133,7 @@ def engine_pool(
                     name=pool,
                     namespace=args.namespace,
                     labels=labels,
-                    replicas=None if args.autoscaling else args.replicas // len(pools),
+                    replicas=None if args.autoscaling else pool_pods,
                     containers=containers,
                     init_containers=[wait_for_weights_container(args.weights), *(init_containers or [])],
                     claim_template_name=claim_template_name,
@@ -147,11 +151,12 @@ def engine_pool(
                         role_selector={PART_OF_LABEL: args.stack_name, ROLE_LABEL: role_name},
                     ),
                     strategy=deployment_strategy(args.rollout),
+                    termination_grace_period_seconds=args.rollout.termination_grace_period_seconds,
                     annotations=annotations,
                     service_account=service_account,
                 ),
                 after=after,
-                timeout=rollout_timeout(args.engine.startup_failure_threshold),
+                timeout=rollout_timeout(args.engine.startup_failure_threshold, args.rollout, pool_pods),
             )
         )
         children.append(

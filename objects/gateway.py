@@ -6,14 +6,14 @@ from pydantic import Field
 
 from core.formats import Dns1123Subdomain, GatewayHostname, Port
 from core.labels import PART_OF_LABEL
-from objects import pod
-from objects.kube import Child, manifest, object_meta
+from objects import component
+from objects.manifests import Child, manifest, object_meta
 from objects.router import POOL_GROUP
 
 GATEWAY_API_VERSION = "gateway.networking.k8s.io/v1"
 
 
-class GatewayArgs(pod.StackArgs):
+class GatewayArgs(component.StackArgs):
     pool_name: str = Field(description="InferencePool the route sends every request to.")
     class_name: Dns1123Subdomain = Field(description="GatewayClass of the Gateway (`istio` or `agentgateway`).")
     port: Port = Field(description="Client port of the HTTP listener.")
@@ -44,7 +44,7 @@ def gateway(name: str, args: GatewayArgs) -> list[Child]:
         raise ValueError(f"Gateway {name}: pool_name is empty; the route needs an InferencePool to send requests to.")
     entry_name = gateway_name(args.stack_name)
     route = route_name(args.stack_name)
-    labels = {PART_OF_LABEL: args.stack_name, pod.COMPONENT_LABEL: "gateway"}
+    labels = {PART_OF_LABEL: args.stack_name, component.COMPONENT_LABEL: "gateway"}
     listener = {
         "name": "http",
         "port": args.port,

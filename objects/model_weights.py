@@ -21,16 +21,16 @@ from core import weights as weight_files
 from core.config import Weights
 from core.formats import Dns1123Subdomain
 from core.labels import PART_OF_LABEL
-from objects import kube, pod
-from objects.kube import Child, manifest, object_meta
+from objects import component, manifests, pod
+from objects.manifests import Child, manifest, object_meta
 
-DOWNLOADER_UID = kube.NON_ROOT_UID
+DOWNLOADER_UID = manifests.NON_ROOT_UID
 # A Job that failed to complete in an earlier `up` is replaced (and resumes from the volume) rather than
 # waited for again.
 REPLACE_UNREADY_ANNOTATION = "pulumi.com/replaceUnready"
 
 
-class ModelWeightsArgs(pod.StackArgs):
+class ModelWeightsArgs(component.StackArgs):
     settings: Weights = Field(description="The `weights` section: source, PVC, revisions, size, downloader.")
     model: str = Field(description="Hugging Face id of the served model.")
     draft_model: str | None = Field(description="Hugging Face id of the EAGLE-3 draft model; None without one.")
@@ -85,7 +85,7 @@ def download_container(args: ModelWeightsArgs, plan: weight_files.Plan) -> dict[
         ],
         "volumeMounts": [{"name": "model", "mountPath": hf_home}, {"name": "tmp", "mountPath": "/tmp"}],
         "resources": {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"cpu": "4", "memory": "8Gi"}},
-        "securityContext": kube.restricted_security_context(),
+        "securityContext": manifests.restricted_security_context(),
     }
 
 
@@ -99,10 +99,10 @@ def model_weights(name: str, args: ModelWeightsArgs) -> list[Child]:
     if not weights_plan.download:
         return []
     settings = args.settings
-    labels = {PART_OF_LABEL: args.stack_name, pod.COMPONENT_LABEL: "model-weights"}
+    labels = {PART_OF_LABEL: args.stack_name, component.COMPONENT_LABEL: "model-weights"}
     volume = Child(
         f"{name}-pvc",
-        kube.volume_claim(
+        manifests.volume_claim(
             name=settings.pvc,
             namespace=args.namespace,
             labels=labels,

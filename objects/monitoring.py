@@ -1,4 +1,5 @@
-"""Monitoring's objects: PodMonitors (Prometheus Operator) for prefill, decode and the EPP, and the P/D dashboard.
+"""Monitoring's objects: PodMonitors (Prometheus Operator) for prefill, decode and the EPP, the stack's alerts (a
+PrometheusRule of the rules core/alerts.py works out) and the P/D dashboard.
 
 Engines expose vLLM metrics on their serving port(s) at /metrics (every DP rank on its own port);
 the EPP on its metrics port. The dashboard JSON lives in observability/ and ships as a ConfigMap
@@ -16,10 +17,11 @@ import pathlib
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core import alerts as stack_alerts
 from core.formats import PrometheusDuration
 from core.labels import PART_OF_LABEL
-from objects import kube, pod
-from objects.kube import Child, cluster_scoped_name, manifest, object_meta
+from objects import component, manifests
+from objects.manifests import Child, cluster_scoped_name, manifest, object_meta
 
 DASHBOARD_FILE = pathlib.Path(__file__).resolve().parent.parent / "observability" / "grafana-dashboard.json"
 # In the dashboard file, the P/D decision counter's name, which differs between router generations.
@@ -42,7 +44,7 @@ class MonitoredRole(BaseModel):
     )
 
 
-class MonitoringArgs(pod.StackArgs):
+class MonitoringArgs(component.StackArgs):
     targets: list[MonitoredRole] = Field(description="What to scrape.")
     pod_monitors: bool = Field(description="Render the PodMonitors.")
     dashboard: bool = Field(description="Render the dashboard ConfigMap.")
@@ -55,6 +57,10 @@ class MonitoringArgs(pod.StackArgs):
         description="Deployments a ScaledObject scales (of the same "
         "name): the dashboard gets their desired vs current pods and their signal.",
     )
+    alerts: list[stack_alerts.Alert] = Field(
+        description="The stack's alerting rules (core/alerts.py), rendered as one PrometheusRule; empty: none."
+    )
+    runbook_url: str = Field(description="Each alert's runbook_url is this + `#<alert name in lower case>`.")
 
 
 def metrics_reader_name(stack_name: str) -> str:
@@ -70,12 +76,12 @@ def metrics_reader(args: MonitoringArgs, labels: dict[str, str]) -> list[Child]:
     """The reader's ServiceAccount (no pod runs as it), its token Secret, and its right to `get /metrics`."""
     reader, ns = metrics_reader_name(args.stack_name), args.namespace
     cluster_name = cluster_scoped_name(ns, args.stack_name, "metrics-reader")
-    rbac = "rbac.authorization.k8s.io/v1"
+    sa = Child(
+        f"{reader}-sa",
+        manifest("v1", "ServiceAccount", object_meta(reader, ns, labels), automountServiceAccountToken=False),
+    )
     return [
-        Child(
-            f"{reader}-sa",
-            manifest("v1", "ServiceAccount", object_meta(reader, ns, labels), automountServiceAccountToken=False),
-        ),
+        sa,
         # The token controller fills it, and deletes a token whose account does not exist: created after it.
         Child(
             f"{reader}-token",
@@ -89,25 +95,12 @@ def metrics_reader(args: MonitoringArgs, labels: dict[str, str]) -> list[Child]:
             ),
             after=(f"{reader}-sa",),
         ),
-        Child(
-            reader,
-            manifest(
-                rbac,
-                "ClusterRole",
-                object_meta(cluster_name, None, labels),
-                rules=[{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
-            ),
-        ),
-        Child(
-            f"{reader}-binding",
-            manifest(
-                rbac,
-                "ClusterRoleBinding",
-                object_meta(cluster_name, None, labels),
-                roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_name},
-                subjects=[{"kind": "ServiceAccount", "name": reader, "namespace": ns}],
-            ),
-            after=(f"{reader}-sa", reader),
+        *manifests.role_and_binding(
+            sa,
+            object_meta(cluster_name, None, labels),
+            [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
+            role=reader,
+            binding=f"{reader}-binding",
         ),
     ]
 
@@ -115,7 +108,7 @@ def metrics_reader(args: MonitoringArgs, labels: dict[str, str]) -> list[Child]:
 def monitoring(name: str, args: MonitoringArgs) -> list[Child]:
     if args.pod_monitors and not args.targets:
         raise ValueError(f"Monitoring {name}: PodMonitors are on but there is nothing to scrape.")
-    labels = {PART_OF_LABEL: args.stack_name, pod.COMPONENT_LABEL: "monitoring"}
+    labels = {PART_OF_LABEL: args.stack_name, component.COMPONENT_LABEL: "monitoring"}
     children = []
     if args.pod_monitors:
         if any(target.token for target in args.targets):
@@ -131,7 +124,7 @@ def monitoring(name: str, args: MonitoringArgs) -> list[Child]:
                         "PodMonitor",
                         object_meta(monitor_name, args.namespace, labels),
                         spec={
-                            "selector": kube.match_labels(target.selector),
+                            "selector": manifests.match_labels(target.selector),
                             "podMetricsEndpoints": [
                                 {
                                     "port": port,
@@ -146,6 +139,23 @@ def monitoring(name: str, args: MonitoringArgs) -> list[Child]:
                     after=(f"{metrics_reader_name(args.stack_name)}-token",) if target.token else (),
                 )
             )
+    if args.alerts:
+        name = stack_alerts.rule_name(args.stack_name)
+        children.append(
+            Child(
+                name,
+                manifest(
+                    stack_alerts.API_VERSION,
+                    "PrometheusRule",
+                    object_meta(name, args.namespace, labels),
+                    spec={
+                        "groups": stack_alerts.rule_groups(
+                            args.stack_name, args.namespace, args.alerts, args.runbook_url
+                        )
+                    },
+                ),
+            )
+        )
     if args.dashboard:
         children.append(
             Child(

@@ -17,11 +17,11 @@ from pydantic import Field
 
 from core.formats import Dns1123Label, LabelKey, Port
 from core.labels import PART_OF_LABEL, ROLE_LABEL
-from objects import kube, pod
-from objects.kube import Child, manifest, object_meta
+from objects import component, manifests
+from objects.manifests import Child, manifest, object_meta
 
 
-class NetworkIsolationArgs(pod.StackArgs):
+class NetworkIsolationArgs(component.StackArgs):
     topology: Literal["pd", "agg"] = Field(description="P/D has prefill pods and decode sidecars; AGG has neither.")
     gateway_name: str = Field(description="Name of the Gateway; its pods carry it in `gateway_pod_label`.")
     gateway_pod_label: LabelKey = Field(description="Label of the gateway implementation's pods.")
@@ -43,7 +43,7 @@ def _ports(numbers: list[int]) -> list[dict[str, Any]]:
 
 
 def _pods(labels: dict[str, str]) -> dict[str, Any]:
-    return {"podSelector": kube.match_labels(labels)}
+    return {"podSelector": manifests.match_labels(labels)}
 
 
 def _rule(peers: list[dict[str, Any]], ports: list[int]) -> dict[str, Any]:
@@ -56,9 +56,11 @@ def network_isolation(name: str, args: NetworkIsolationArgs) -> list[Child]:
     if not args.entry_ports:
         raise ValueError(f"NetworkIsolation {name}: entry_ports is empty; the gateway could reach no serving pod.")
     stack = {PART_OF_LABEL: args.stack_name}
-    labels = {**stack, pod.COMPONENT_LABEL: "network-policy"}
+    labels = {**stack, component.COMPONENT_LABEL: "network-policy"}
     gateway = _pods({args.gateway_pod_label: args.gateway_name})
-    monitoring = {"namespaceSelector": kube.match_labels({"kubernetes.io/metadata.name": args.monitoring_namespace})}
+    monitoring = {
+        "namespaceSelector": manifests.match_labels({"kubernetes.io/metadata.name": args.monitoring_namespace})
+    }
     epp = _pods(args.epp_labels)
     decode = _pods({**stack, ROLE_LABEL: "decode"})
     prefill = _pods({**stack, ROLE_LABEL: "prefill"})
@@ -71,7 +73,11 @@ def network_isolation(name: str, args: NetworkIsolationArgs) -> list[Child]:
                 "networking.k8s.io/v1",
                 "NetworkPolicy",
                 object_meta(policy_name, args.namespace, labels),
-                spec={"podSelector": kube.match_labels(selector), "policyTypes": ["Ingress"], "ingress": rules or None},
+                spec={
+                    "podSelector": manifests.match_labels(selector),
+                    "policyTypes": ["Ingress"],
+                    "ingress": rules or None,
+                },
             ),
         )
 

@@ -17,7 +17,6 @@ from core import weights as weight_files
 from core.formats import (
     AnnotationKey,
     Capability,
-    Dns1123Label,
     Dns1123Subdomain,
     DraAttribute,
     EnvVarName,
@@ -34,7 +33,8 @@ from core.labels import (
     ROLE_LABEL,
     required_node_labels,
 )
-from objects.kube import (
+from objects.component import COMPONENT_LABEL, NAME_LABEL, POOL_LABEL, pool_selector
+from objects.manifests import (
     container_ports,
     manifest,
     match_labels,
@@ -43,32 +43,10 @@ from objects.kube import (
     restricted_security_context,
 )
 
-COMPONENT_LABEL = "app.kubernetes.io/component"
-NAME_LABEL = "app.kubernetes.io/name"
-SERVING_LABEL = "llm-d.ai/inference-serving"
-
-POOL_LABEL = "rebel100.ai/pool"  # one value per Deployment, so that groups of one role stay apart
-SECURITY_EXCEPTIONS_ANNOTATION = "rebel100.ai/security-exceptions"
-MODEL_REVISION_ANNOTATION = weight_files.REVISION_ANNOTATION  # a new revision rolls the engines
-
 CLAIM_NAME = "npu-rdma"  # the pod's name for its DRA claim
 MODEL_MOUNT = serving.HF_HOME
 COMPILE_CACHE_MOUNT = serving.COMPILE_CACHE_ROOT
 ENGINE_COMMAND = ["vllm", "serve"]
-
-
-class StackArgs(BaseModel):
-    """What every component of the stack is given: its name prefix and its namespace."""
-
-    model_config = ConfigDict(frozen=True)
-
-    stack_name: str = Field(description="Prefix of object names and value of app.kubernetes.io/part-of.")
-    namespace: Dns1123Label = Field(description="Namespace of the component's objects.")
-
-
-def pool_selector(stack_name: str) -> dict[str, str]:
-    """Labels the InferencePool selects: every serving pod of this stack, whatever its role."""
-    return {PART_OF_LABEL: stack_name, SERVING_LABEL: "true"}
 
 
 def pod_labels(stack_name: str, role: str) -> dict[str, str]:
@@ -188,9 +166,12 @@ ROLLOUT_DONE_AUTOSCALED = json.dumps(
 )
 
 
-def rollout_timeout(failure_threshold: int) -> str:
-    """How long `up` waits for an engine rollout: as long as the engines may compile."""
-    return f"{sizing.rollout_timeout_seconds(failure_threshold)}s"
+def rollout_timeout(failure_threshold: int, rollout: RolloutSpec, pods: int) -> str:
+    """How long `up` waits for the rollout of a Deployment of `pods` pods (at most, when autoscaled): each pod may
+    stop for its grace period and compile for its startup budget, one pod after another in a rolling update."""
+    turns = max(pods, 1) if rollout.strategy == "RollingUpdate" else 1
+    stop = rollout.termination_grace_period_seconds
+    return f"{sizing.rollout_timeout_seconds(failure_threshold, turns=turns, stop_seconds=stop)}s"
 
 
 def liveness_probe(port: int) -> dict[str, Any]:
@@ -262,6 +243,13 @@ def engine_env(literal: dict[str, str], *, hf_token_secret: str, hf_token_requir
     return env
 
 
+def pre_stop_sleep(seconds: int) -> dict[str, Any] | None:
+    """The engine keeps serving `seconds` after its pod is marked for deletion, before the kubelet sends SIGTERM
+    (Kubernetes' own sleep action: no shell or `sleep` binary needed in the image); the EPP drops a terminating pod from
+    its endpoints at once, so requests stop arriving first. 0: no preStop."""
+    return {"preStop": {"sleep": {"seconds": seconds}}} if seconds > 0 else None
+
+
 def engine_container(
     engine: EngineSpec,
     *,
@@ -285,6 +273,7 @@ def engine_container(
         "startupProbe": startup_probe(engine.rank_ports[0], engine.startup_failure_threshold),
         "readinessProbe": readiness_probe(engine.rank_ports),
         "livenessProbe": liveness_probe(engine.rank_ports[0]),
+        "lifecycle": pre_stop_sleep(engine.pre_stop_seconds),
         "securityContext": engine_security_context(engine),
     }
 
@@ -311,7 +300,8 @@ def affinity(placement: PlacementSpec, *, group: str | None, role_selector: dict
 
 
 def deployment_strategy(rollout: RolloutSpec) -> dict[str, Any]:
-    """Recreate (the reference), or one pod at a time without surge: a new pod needs the NPUs the old one holds."""
+    """One pod at a time without surge (a new pod needs the NPUs the old one holds), or Recreate (the reference
+    design's: every pod of the Deployment stopped at once)."""
     if rollout.strategy == "RollingUpdate":
         return {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
     return {"type": "Recreate"}
@@ -329,6 +319,7 @@ def engine_deployment(
     volumes: list[dict[str, Any]],
     affinity: dict[str, Any],
     strategy: dict[str, Any],
+    termination_grace_period_seconds: int,
     annotations: dict[str, str],
     service_account: str | None = None,
 ) -> dict[str, Any]:
@@ -350,7 +341,7 @@ def engine_deployment(
                 "spec": {
                     "serviceAccountName": service_account,
                     "automountServiceAccountToken": False,
-                    "terminationGracePeriodSeconds": 120,
+                    "terminationGracePeriodSeconds": termination_grace_period_seconds,
                     "securityContext": pod_security_context(),
                     "affinity": affinity,
                     "resourceClaims": [{"name": CLAIM_NAME, "resourceClaimTemplateName": claim_template_name}],
@@ -401,6 +392,9 @@ class EngineSpec(Spec):
     annotations: dict[AnnotationKey, str] = Field(
         description="More annotations on the pod template (the config's pod annotations).",
     )
+    pre_stop_seconds: int = Field(
+        ge=0, description="The engine keeps serving this long after deletion before SIGTERM (preStop sleep); 0: none."
+    )
 
 
 class ClaimSpec(Spec):
@@ -430,6 +424,9 @@ class RolloutSpec(Spec):
         description="Deployment strategy; RollingUpdate is one pod at a time, no surge."
     )
     max_unavailable: int = Field(ge=1, description="PodDisruptionBudget maxUnavailable of each pool.")
+    termination_grace_period_seconds: int = Field(
+        ge=0, description="terminationGracePeriodSeconds of the pods: SIGKILL this long after deletion."
+    )
 
 
 class ScalingSpec(Spec):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from objects import engine_pool, pod
-from objects.kube import Child
+from objects.manifests import Child
 
 
 class PrefillPoolArgs(engine_pool.EnginePoolArgs):

@@ -14,11 +14,11 @@ from pydantic import ConfigDict, Field
 from core import labels, sizing
 from core.formats import EnvVarName
 from core.labels import PART_OF_LABEL, RDS_BUDGET_ANNOTATION, rds_budget_annotation
-from objects import pod
-from objects.kube import Child, manifest, object_meta
+from objects import component
+from objects.manifests import Child, manifest, object_meta
 
 
-class RdsTierArgs(pod.StackArgs):
+class RdsTierArgs(component.StackArgs):
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     mode: Literal["rds", "cpu"] = Field(description="`rds`: NVMe via Rebellions Direct Storage; `cpu`: host memory.")

@@ -17,18 +17,21 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field
 
+from core import sizing
 from core.formats import Image, Port
-from core.labels import PART_OF_LABEL, inference_pool_name
+from core.labels import PART_OF_LABEL, epp_name, inference_pool_name
 from core.versions import image_version
 from core.versions import router as router_versions
-from objects import kube, pod
-from objects.kube import Child, cluster_scoped_name, manifest, object_meta
+from objects import component, manifests
+from objects.manifests import Child, cluster_scoped_name, manifest, object_meta
 
 POOL_GROUP = "inference.networking.k8s.io"
 POOL_API_VERSION = f"{POOL_GROUP}/v1"
 CONFIG_FILE = "epp-config.yaml"
 CONFIG_MOUNT = "/etc/epp"
-RBAC_API_VERSION = "rbac.authorization.k8s.io/v1"
+# The EPP's startup: its ext_proc port probed every 2 s, for up to 2 minutes (its certificate and its pool's sync).
+EPP_STARTUP_PERIOD_S = 2
+EPP_STARTUP_FAILURES = 60
 # What controller-runtime's metrics filter creates to check a scrape's token: it asks, the API server stores nothing.
 REVIEW_RULES = [
     {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
@@ -36,7 +39,7 @@ REVIEW_RULES = [
 ]
 
 
-class RouterArgs(pod.StackArgs):
+class RouterArgs(component.StackArgs):
     target_ports: list[Port] = Field(
         description="Ports of the serving pods the pool targets (the decode sidecar in P/D)."
     )
@@ -54,6 +57,13 @@ class RouterArgs(pod.StackArgs):
     failure_mode: Literal["FailClose", "FailOpen"] = Field(
         description="What the gateway does when the EPP is unreachable."
     )
+    drain_seconds: int | None = Field(
+        ge=0,
+        description=(
+            "`--drain-timeout` of the EPP in s, its pod's grace period derived from it (core.sizing); None: the "
+            "pinned EPP has no such flag."
+        ),
+    )
     max_unavailable: int = Field(ge=1, description="PodDisruptionBudget maxUnavailable of the EPP.")
 
 
@@ -61,13 +71,8 @@ def pool_name(stack_name: str) -> str:
     return inference_pool_name(stack_name)
 
 
-def epp_name(stack_name: str) -> str:
-    """The EPP's ServiceAccount, Role, Deployment and Service."""
-    return f"{stack_name}-epp"
-
-
 def epp_labels(stack_name: str) -> dict[str, str]:
-    return {PART_OF_LABEL: stack_name, pod.NAME_LABEL: epp_name(stack_name), pod.COMPONENT_LABEL: "router"}
+    return {PART_OF_LABEL: stack_name, component.NAME_LABEL: epp_name(stack_name), component.COMPONENT_LABEL: "router"}
 
 
 def metrics_auth_name(namespace: str, stack_name: str) -> str:
@@ -87,18 +92,26 @@ def router(name: str, args: RouterArgs) -> list[Child]:
     read = ["get", "list", "watch"]
     auth = metrics_auth_name(ns, args.stack_name)
     grpc_health = {"port": args.health_port, "service": "inference-extension"}
+    # On SIGTERM an EPP with --drain-timeout goes NotServing and keeps serving ext_proc for the window; its grace
+    # period outlasts the window, so the kubelet's SIGKILL never cuts it (core.sizing.epp_grace_seconds).
+    drain = args.drain_seconds
+    drain_args = [] if drain is None else [f"{router_versions.DRAIN_TIMEOUT_FLAG}={drain}s"]
+    grace = None if drain is None else sizing.epp_grace_seconds(drain)
     deployment = manifest(
         "apps/v1",
         "Deployment",
         meta,
         spec={
             "replicas": args.replicas,
-            "selector": kube.match_labels(labels),
+            # The new EPP is Ready before the old one is told to stop (and drains): the pool is never without one.
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "selector": manifests.match_labels(labels),
             "template": {
                 "metadata": {"labels": labels},
                 "spec": {
                     "serviceAccountName": base,
-                    "securityContext": kube.pod_security_context(),
+                    "terminationGracePeriodSeconds": grace,
+                    "securityContext": manifests.pod_security_context(),
                     "containers": [
                         {
                             "name": "epp",
@@ -131,14 +144,23 @@ def router(name: str, args: RouterArgs) -> list[Child]:
                                 # pkg/epp/server/options.go, pkg/common/observability/tracing/telemetry.go; v0.10.0
                                 # config/charts/routerlib.
                                 "--tracing=false",
+                                *drain_args,
                             ],
-                            "ports": kube.container_ports(
+                            "ports": manifests.container_ports(
                                 [
                                     ("grpc", args.grpc_port),
                                     ("grpc-health", args.health_port),
                                     ("metrics", args.metrics_port),
                                 ]
                             ),
+                            # The health service says SERVING once the EPP has synced its pool, before the ext_proc
+                            # server listens (it makes its self-signed RSA-4096 certificate first: 16 s seen on a busy
+                            # 2-core site): Ready only once the ext_proc port takes connections.
+                            "startupProbe": {
+                                "tcpSocket": {"port": args.grpc_port},
+                                "periodSeconds": EPP_STARTUP_PERIOD_S,
+                                "failureThreshold": EPP_STARTUP_FAILURES,
+                            },
                             "readinessProbe": {"grpc": grpc_health, "periodSeconds": 5},
                             "livenessProbe": {"grpc": grpc_health, "periodSeconds": 10},
                             "resources": {
@@ -146,7 +168,7 @@ def router(name: str, args: RouterArgs) -> list[Child]:
                                 "limits": {"cpu": "4", "memory": "4Gi"},
                             },
                             "volumeMounts": [{"name": "config", "mountPath": CONFIG_MOUNT, "readOnly": True}],
-                            "securityContext": kube.restricted_security_context(),
+                            "securityContext": manifests.restricted_security_context(),
                         }
                     ],
                     "volumes": [{"name": "config", "configMap": {"name": f"{base}-config"}}],
@@ -154,50 +176,30 @@ def router(name: str, args: RouterArgs) -> list[Child]:
             },
         },
     )
+    sa = Child(f"{base}-sa", manifest("v1", "ServiceAccount", meta))
     return [
-        Child(f"{base}-sa", manifest("v1", "ServiceAccount", meta)),
-        Child(
-            f"{base}-role",
-            manifest(
-                "rbac.authorization.k8s.io/v1",
-                "Role",
-                meta,
-                rules=[
-                    {"apiGroups": [""], "resources": ["pods"], "verbs": read},
-                    {"apiGroups": [POOL_GROUP], "resources": ["inferencepools"], "verbs": read},
-                    {
-                        "apiGroups": ["inference.networking.x-k8s.io"],
-                        "resources": ["inferenceobjectives"],
-                        "verbs": read,
-                    },
-                ],
-            ),
+        sa,
+        *manifests.role_and_binding(
+            sa,
+            meta,
+            [
+                {"apiGroups": [""], "resources": ["pods"], "verbs": read},
+                {"apiGroups": [POOL_GROUP], "resources": ["inferencepools"], "verbs": read},
+                {
+                    "apiGroups": ["inference.networking.x-k8s.io"],
+                    "resources": ["inferenceobjectives"],
+                    "verbs": read,
+                },
+            ],
+            role=f"{base}-role",
+            binding=f"{base}-rolebinding",
         ),
-        Child(
-            f"{base}-rolebinding",
-            manifest(
-                "rbac.authorization.k8s.io/v1",
-                "RoleBinding",
-                meta,
-                roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": base},
-                subjects=[{"kind": "ServiceAccount", "name": base, "namespace": ns}],
-            ),
-            after=(f"{base}-sa", f"{base}-role"),
-        ),
-        Child(
-            f"{base}-metrics-auth",
-            manifest(RBAC_API_VERSION, "ClusterRole", object_meta(auth, None, labels), rules=REVIEW_RULES),
-        ),
-        Child(
-            f"{base}-metrics-auth-binding",
-            manifest(
-                RBAC_API_VERSION,
-                "ClusterRoleBinding",
-                object_meta(auth, None, labels),
-                roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": auth},
-                subjects=[{"kind": "ServiceAccount", "name": base, "namespace": ns}],
-            ),
-            after=(f"{base}-sa", f"{base}-metrics-auth"),
+        *manifests.role_and_binding(
+            sa,
+            object_meta(auth, None, labels),
+            REVIEW_RULES,
+            role=f"{base}-metrics-auth",
+            binding=f"{base}-metrics-auth-binding",
         ),
         Child(
             f"{base}-config",
@@ -211,7 +213,7 @@ def router(name: str, args: RouterArgs) -> list[Child]:
         Child(base, deployment, after=(f"{base}-config",)),
         Child(
             f"{base}-pdb",
-            kube.disruption_budget(
+            manifests.disruption_budget(
                 name=base, namespace=ns, labels=labels, selector=labels, max_unavailable=args.max_unavailable
             ),
         ),
@@ -255,7 +257,7 @@ def router(name: str, args: RouterArgs) -> list[Child]:
                 "InferencePool",
                 object_meta(pool_name(args.stack_name), ns, {PART_OF_LABEL: args.stack_name}),
                 spec={
-                    "selector": kube.match_labels(pod.pool_selector(args.stack_name)),
+                    "selector": manifests.match_labels(component.pool_selector(args.stack_name)),
                     "targetPorts": [{"number": port} for port in args.target_ports],
                     "endpointPickerRef": {
                         "name": base,

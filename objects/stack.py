@@ -13,16 +13,16 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from core import autoscaling, routing
+from core import alerts, autoscaling, routing
 from core import serving as engine_serving
 from core import weights as weight_files
 from core.config import Role, StackConfig
-from core.derive import StackFacts, derive, pool_ports
+from core.derive import StackFacts, derive
 from core.labels import PART_OF_LABEL, ROLE_LABEL, pool_names
 from objects import pod
 from objects.decode_pool import DecodePoolArgs, SidecarSpec, decode_pool, target_ports
 from objects.gateway import GatewayArgs, base_url, gateway, gateway_name
-from objects.kube import Child, manifest, object_meta
+from objects.manifests import Child, manifest, object_meta
 from objects.model_weights import ModelWeightsArgs, engine_weights, model_weights
 from objects.monitoring import MonitoredRole, MonitoringArgs, monitoring
 from objects.network_isolation import NetworkIsolationArgs, network_isolation
@@ -79,13 +79,14 @@ class StackObjects:
 def engine_pool_args(
     cfg: StackConfig,
     role: Role,
+    resolved: engine_serving.RoleServing,
     command: engine_serving.EngineCommand,
     weights: pod.EngineWeights,
     *,
     rds_nodes: bool,
 ) -> dict[str, Any]:
-    """The args both engine pools take, worked out from the config sections they draw on."""
-    resolved = engine_serving.role_serving(cfg.engine, role)
+    """The args both engine pools take, worked out from the config sections they draw on and the role's values as
+    the derived facts resolve them (`resolved`)."""
     # No lmcache-rbln version annotation: the policy pack derives it from the image tag (core.versions.engine).
     annotations = dict(cfg.engine.pod_annotations)
     hardware, security = cfg.hardware, cfg.security
@@ -109,6 +110,7 @@ def engine_pool_args(
             run_as_root=security.engine_run_as_root,
             capabilities=security.engine_capabilities,
             annotations=annotations,
+            pre_stop_seconds=cfg.rollout.pre_stop_seconds,
         ),
         claim=pod.ClaimSpec(
             npus=resolved.devices,
@@ -124,7 +126,11 @@ def engine_pool_args(
             group_label=cfg.placement.group_label,
             spread=cfg.placement.spread_roles,
         ),
-        rollout=pod.RolloutSpec(strategy=cfg.rollout.strategy, max_unavailable=cfg.rollout.max_unavailable),
+        rollout=pod.RolloutSpec(
+            strategy=cfg.rollout.strategy,
+            max_unavailable=cfg.rollout.max_unavailable,
+            termination_grace_period_seconds=cfg.rollout.termination_grace_period_seconds,
+        ),
         compile_cache=pod.CompileCacheSpec(
             size=cfg.storage.compile_cache_size,
             storage_class=cfg.storage.storage_class,
@@ -133,9 +139,9 @@ def engine_pool_args(
     )
 
 
-def scaling_spec(cfg: StackConfig, role: str) -> pod.ScalingSpec | None:
-    """The role's autoscaling as the pool renders it (core.autoscaling: defaults, the series its images serve)."""
-    found = autoscaling.scaling(role, getattr(cfg, role).autoscaling)
+def scaling_spec(cfg: StackConfig, found: autoscaling.Scaling | None) -> pod.ScalingSpec | None:
+    """A role's autoscaling (`found`: the derived facts', None for fixed replicas) as the pool renders it
+    (core.autoscaling: defaults, the series its images serve)."""
     if found is None:
         return None
     return pod.ScalingSpec(
@@ -152,46 +158,63 @@ def scaling_spec(cfg: StackConfig, role: str) -> pod.ScalingSpec | None:
 
 
 def prefill_pool_args(
-    cfg: StackConfig, weights: pod.EngineWeights, *, kv_tier_config_map: str | None, rds_nodes: bool
+    cfg: StackConfig,
+    facts: StackFacts,
+    weights: pod.EngineWeights,
+    *,
+    kv_tier_config_map: str | None,
+    rds_nodes: bool,
 ) -> PrefillPoolArgs:
     """`kv_tier_config_map`: the KV tier's ConfigMap (None: no tier); `rds_nodes`: the pods need RDS nodes."""
+    role = facts.roles["prefill"]
     command = engine_serving.prefill_command(
         cfg.model,
         cfg.engine,
         cfg.prefill,
+        role.serving,
         lmcache=kv_tier_config_map is not None,
+        drain_seconds=cfg.rollout.drain_seconds,
         revision=weights.revision,
         draft_revision=weights.draft_revision,
     )
     return PrefillPoolArgs(
-        **engine_pool_args(cfg, cfg.prefill, command, weights, rds_nodes=rds_nodes),
-        active_ports=pool_ports(cfg).active("prefill"),
+        **engine_pool_args(cfg, cfg.prefill, role.serving, command, weights, rds_nodes=rds_nodes),
+        active_ports=facts.pool_ports.active("prefill"),
         kv_tier_config_map=kv_tier_config_map,
-        autoscaling=scaling_spec(cfg, "prefill"),
+        autoscaling=scaling_spec(cfg, role.scaling),
     )
 
 
-def decode_pool_args(cfg: StackConfig, weights: pod.EngineWeights) -> DecodePoolArgs:
+def decode_pool_args(cfg: StackConfig, facts: StackFacts, weights: pod.EngineWeights) -> DecodePoolArgs:
     """P/D: the routing sidecar and the NIXL connector; AGG: neither."""
     pd = cfg.topology == "pd"
     role = cfg.decode
     command = engine_serving.decode_command(
-        cfg.model, cfg.engine, role, nixl=pd, revision=weights.revision, draft_revision=weights.draft_revision
+        cfg.model,
+        cfg.engine,
+        role,
+        facts.decode,
+        nixl=pd,
+        drain_seconds=cfg.rollout.drain_seconds,
+        revision=weights.revision,
+        draft_revision=weights.draft_revision,
     )
     sidecar = (
         SidecarSpec(
             image=role.sidecar.image,
-            args=engine_serving.sidecar_args(role, pool_namespace=cfg.namespace, pool_name=pool_name(cfg.name)),
-            ports=engine_serving.sidecar_ports(role),
+            args=engine_serving.sidecar_args(
+                role, facts.decode, pool_namespace=cfg.namespace, pool_name=pool_name(cfg.name)
+            ),
+            ports=facts.sidecar_ports,
         )
         if pd
         else None
     )
     return DecodePoolArgs(
-        **engine_pool_args(cfg, role, command, weights, rds_nodes=False),
-        active_ports=pool_ports(cfg).active("decode"),
+        **engine_pool_args(cfg, role, facts.decode, command, weights, rds_nodes=False),
+        active_ports=facts.pool_ports.active("decode"),
         sidecar=sidecar,
-        autoscaling=scaling_spec(cfg, "decode"),
+        autoscaling=scaling_spec(cfg, facts.roles["decode"].scaling),
     )
 
 
@@ -211,13 +234,13 @@ def _part(name: str, args: Args, build: Callable[[str, Args], list[Child]]) -> P
     return Part(name, args, build(name, args))
 
 
-def weights_args(cfg: StackConfig) -> ModelWeightsArgs:
+def weights_args(cfg: StackConfig, facts: StackFacts) -> ModelWeightsArgs:
     return ModelWeightsArgs(
         stack_name=cfg.name,
         namespace=cfg.namespace,
         settings=cfg.weights,
         model=cfg.model.name,
-        draft_model=weight_files.draft_model(cfg),
+        draft_model=facts.weights.draft,
         storage_class=cfg.storage.storage_class,
         retain_on_delete=cfg.storage.retain_on_delete,
         hf_token_secret=cfg.hf_token_secret,
@@ -254,6 +277,7 @@ def router_args(cfg: StackConfig, target_ports: list[int]) -> RouterArgs:
         metrics_port=epp.metrics_port,
         refresh_metrics_interval_ms=epp.refresh_metrics_interval_ms,
         failure_mode=epp.failure_mode,
+        drain_seconds=routing.epp_drain_seconds(epp),
         max_unavailable=cfg.rollout.max_unavailable,
     )
 
@@ -292,7 +316,7 @@ def network_args(cfg: StackConfig, facts: StackFacts, entry_ports: list[int]) ->
 
 
 def monitoring_args(cfg: StackConfig, facts: StackFacts) -> MonitoringArgs:
-    """PodMonitors of prefill (P/D), decode and the EPP, and the dashboard."""
+    """PodMonitors of prefill (P/D), decode and the EPP, the alerts, and the dashboard."""
     targets = [
         MonitoredRole(
             role="decode",
@@ -321,11 +345,9 @@ def monitoring_args(cfg: StackConfig, facts: StackFacts) -> MonitoringArgs:
         dashboard=observability.grafana_dashboard,
         scrape_interval=observability.scrape_interval,
         decision_metric=routing.generation_of(cfg.router).decision_metric,
-        autoscaled=[
-            pool
-            for name in autoscaling.role_scalings(cfg)
-            for _, pool in pool_names(cfg.name, name, cfg.placement.groups)
-        ],
+        autoscaled=[pool for name in facts.scalings for _, pool in pool_names(cfg.name, name, cfg.placement.groups)],
+        alerts=alerts.alerts(cfg) if alerts.rendered(cfg) else [],
+        runbook_url=observability.alerts.runbook_url,
     )
 
 
@@ -355,7 +377,7 @@ def stack_objects(cfg: StackConfig, *, hf_token: Any = None) -> StackObjects:
                 stringData={"token": hf_token},
             ),
         )
-    weights = _part(f"{cfg.name}-weights", weights_args(cfg), model_weights)
+    weights = _part(f"{cfg.name}-weights", weights_args(cfg, facts), model_weights)
     on_volume = engine_weights(weights.args)
 
     kv_tier = prefill = None
@@ -367,13 +389,14 @@ def stack_objects(cfg: StackConfig, *, hf_token: Any = None) -> StackObjects:
             f"{cfg.name}-prefill",
             prefill_pool_args(
                 cfg,
+                facts,
                 on_volume,
                 kv_tier_config_map=config_map_name(kv_tier.args) if kv_tier else None,
                 rds_nodes=kv_tier is not None and needs_rds_nodes(kv_tier.args),
             ),
             prefill_pool,
         )
-    decode = _part(f"{cfg.name}-decode", decode_pool_args(cfg, on_volume), decode_pool)
+    decode = _part(f"{cfg.name}-decode", decode_pool_args(cfg, facts, on_volume), decode_pool)
     entry_ports = target_ports(decode.args)
     routed = _part(f"{cfg.name}-router", router_args(cfg, entry_ports), router)
     entry = _part(f"{cfg.name}-gateway", gateway_args(cfg), gateway)

@@ -13,17 +13,21 @@ apis/keda/v1alpha1/scaledobject_types.go: GetHPAMinReplicas, GetHPAMaxReplicas).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterator
 
-from core import autoscaling, rules
+from core import autoscaling, formats, rules
+from core.selectors import label_selector_matches
 from core.versions import engine as engine_versions
-from core.versions import image_name, image_version
+from core.versions import image_version
 from core.versions import router as router_versions
 from policy.facts import Facts
 from policy.read.devices import claimed_npus, is_rebel100
 from policy.read.engines import template_engines
-from policy.read.objects import Finding, find, label_selector_matches, namespace_of, of_kind, resource_id
-from policy.read.pods import PodTemplate, pod_templates, replicas
+from policy.read.objects import Finding, find, namespace_of, of_kind, resource_id
+from policy.read.pods import PodTemplate, epp_image, pod_templates, replicas
+from policy.read.pool import epp_configs
+from policy.wiring import ALWAYS_DECIDERS, THRESHOLD_DECIDERS
 
 ENGINE_ROLES = ("prefill", "decode")
 KEDA_DEFAULT_MIN, KEDA_DEFAULT_MAX = 0, 100
@@ -157,15 +161,34 @@ def autoscaling_rollout(manifests: list[dict], facts: Facts) -> list[Finding]:
     return found
 
 
-def _epp_image(manifests: list[dict], namespace: str) -> str | None:
-    for template in pod_templates(manifests):
-        if template.namespace != namespace:
-            continue
-        for container in template.containers():
-            image = str(container.get("image", ""))
-            if image_name(image) in router_versions.EPP_IMAGE_NAMES:
-                return image
-    return None
+def _image_pods(manifests: list[dict], namespace: str, image: str | None) -> PodTemplate | None:
+    """The pod template of the namespace that runs `image` (the EPP's, whose counter a P/D decision rate reads)."""
+    return next(
+        (
+            t
+            for t in pod_templates(manifests)
+            if t.namespace == namespace and image and any(c.get("image") == image for c in t.containers())
+        ),
+        None,
+    )
+
+
+def _decider_feeds(manifests: list[dict], namespace: str) -> bool:
+    """The P/D decider of the namespace's EndpointPickerConfigs takes prefill-decode decisions: False only when every
+    decider they declare is a threshold decider that never fires (nonCachedTokens 0, core.rules.decider_fires), as the
+    gate judges router.nonCachedTokens; no decider found: not judged here (router-pd-profiles names it)."""
+    deciders = [
+        plugin
+        for config_map, _key, config in epp_configs(manifests)
+        if namespace_of(config_map) == namespace
+        for plugin in config.get("plugins") or []
+        if isinstance(plugin, dict) and plugin.get("type") in THRESHOLD_DECIDERS + ALWAYS_DECIDERS
+    ]
+    return not deciders or any(
+        plugin.get("type") in ALWAYS_DECIDERS
+        or rules.decider_fires((plugin.get("parameters") or {}).get("nonCachedTokens", 0))
+        for plugin in deciders
+    )
 
 
 def _scraped(manifests: list[dict], template: PodTemplate | None) -> bool:
@@ -195,30 +218,19 @@ def autoscaling_signal(manifests: list[dict], facts: Facts) -> list[Finding]:
             from_epp = signal.source == "epp"
             namespace = namespace_of(scaled.scaled_object)
             engine_image = next((str(e.container.get("image", "")) for e in template_engines(scaled.template)), "")
-            image = _epp_image(manifests, namespace) if from_epp else engine_image
+            image = epp_image(manifests, namespace) if from_epp else engine_image
             served: str | None = series
             if from_epp and image:
                 generation = router_versions.generation(image_version(image))
                 served = generation.decision_metric if generation else None
-            epp = (
-                next(
-                    (
-                        t
-                        for t in pod_templates(manifests)
-                        if t.namespace == namespace and image and any(c.get("image") == image for c in t.containers())
-                    ),
-                    None,
-                )
-                if from_epp
-                else scaled.template
-            )
+            epp = _image_pods(manifests, namespace, image) if from_epp else scaled.template
             problem = rules.autoscaling_signal(
                 scaled.role,
                 signal.name,
                 signal.roles,
                 scraped=_scraped(manifests, epp),
                 series=served,
-                decider_feeds=True,
+                decider_feeds=not from_epp or _decider_feeds(manifests, namespace),
                 image=image or "the EPP",
                 metric_name=where,
                 fix_scrape="Add a PodMonitor that selects those pods.",
@@ -240,4 +252,97 @@ def autoscaling_signal(manifests: list[dict], facts: Facts) -> list[Finding]:
                 )
             if problem:
                 found.append(Finding(scaled.resource, problem))
+    return found
+
+
+def _signal_triggers(scaled: Scaled) -> Iterator[tuple[int, dict, autoscaling.Signal, str]]:
+    """(index, trigger, signal, series) of each prometheus trigger that reads one of the stack's signals."""
+    for index, trigger in enumerate(scaled.triggers()):
+        if trigger.get("type") != "prometheus":
+            continue
+        read = autoscaling.signal_of_query(str((trigger.get("metadata") or {}).get("query", "")))
+        if read is not None:
+            yield index, trigger, *read
+
+
+def _number(text: object) -> float | None:
+    try:
+        value = float(str(text))
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def autoscaling_target(manifests: list[dict], facts: Facts) -> list[Finding]:
+    """The threshold of each prometheus trigger on one of the stack's signals lies in that signal's range (a fraction
+    low enough that the pods' average can exceed it by the HPA's tolerance). A threshold that is no number is KEDA's
+    to refuse."""
+    found = []
+    for scaled in scaled_engines(manifests):
+        for index, trigger, signal, series in _signal_triggers(scaled):
+            target = _number((trigger.get("metadata") or {}).get("threshold"))
+            if target is None:
+                continue
+            problem = rules.autoscaling_target(
+                scaled.role,
+                target,
+                signal.unit_name,
+                signal.maximum,
+                autoscaling.HPA_TOLERANCE,
+                target_name=f"triggers[{index}].metadata.threshold",
+                signal_text=f"the {signal.name} signal its query reads ({series})",
+                fix_signal="query the signal the threshold is a value of",
+            )
+            if problem:
+                found.append(Finding(scaled.resource, problem))
+    return found
+
+
+def _scrape_intervals(manifests: list[dict], template: PodTemplate) -> list[tuple[str, int]]:
+    """(where, milliseconds) of each PodMonitor endpoint that scrapes the pods and sets its interval (one left out is
+    Prometheus's global scrape_interval, which no manifest shows: not judged)."""
+    found = []
+    for monitor in of_kind(manifests, "PodMonitor"):
+        spec = monitor.get("spec") or {}
+        if namespace_of(monitor) != template.namespace or not label_selector_matches(
+            spec.get("selector") or {}, template.labels
+        ):
+            continue
+        for index, endpoint in enumerate(spec.get("podMetricsEndpoints") or []):
+            interval = endpoint.get("interval") if isinstance(endpoint, dict) else None
+            ms = formats.prometheus_duration_ms(str(interval)) if interval is not None else None
+            if ms is not None:
+                found.append((f"{resource_id(monitor)} podMetricsEndpoints[{index}].interval", ms))
+    return found
+
+
+def autoscaling_scrape_interval(manifests: list[dict], facts: Facts) -> list[Finding]:
+    """The PodMonitors that scrape the pods a trigger's signal comes from do so at least as often as its query needs:
+    one sample per lookback delta for an instant selector, two per range for a rate (core.autoscaling.query_lookback,
+    read off the query). The slowest endpoint is judged, once per trigger."""
+    found = []
+    for scaled in scaled_engines(manifests):
+        namespace = namespace_of(scaled.scaled_object)
+        for index, trigger, signal, series in _signal_triggers(scaled):
+            pods = (
+                _image_pods(manifests, namespace, epp_image(manifests, namespace))
+                if signal.source == "epp"
+                else (scaled.template)
+            )
+            intervals = _scrape_intervals(manifests, pods) if pods is not None else []
+            if not intervals:
+                continue
+            where, slowest = max(intervals, key=lambda item: item[1])
+            lookback = autoscaling.query_lookback(str((trigger.get("metadata") or {}).get("query", "")))
+            problem = rules.scraped_in_lookback(
+                scaled.role,
+                f"{signal.name} ({series})",
+                slowest,
+                lookback.window_ms,
+                lookback.samples,
+                interval_name=where,
+                lookback_how=lookback.how,
+            )
+            if problem:
+                found.append(Finding(scaled.resource, f"triggers[{index}]: {problem}"))
     return found

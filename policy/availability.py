@@ -1,5 +1,5 @@
-"""Availability: engines and the EPP guarded by a PodDisruptionBudget that lets drains proceed, and the pods of one
-engine role spread one per node.
+"""Availability: engines and the EPP guarded by a PodDisruptionBudget that lets drains proceed, the pods of one
+engine role spread one per node, and engines and the EPP given the time to finish their requests when they stop.
 
 A dev cluster may run a single node without either: `policy/config/dev.json` makes them advice (as their built-in
 level is), `prod.json` makes them mandatory.
@@ -10,19 +10,25 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from core import rules, sizing
+from core.cmdline import go_duration_seconds, parse_flags
 from core.labels import ROLE_LABEL
+from core.selectors import label_selector_matches
+from core.versions import image_version
+from core.versions import router as router_versions
 from policy.facts import Facts
 from policy.read.engines import template_engines
-from policy.read.objects import (
-    Finding,
-    label_selector_matches,
-    name_list,
-    namespace_of,
-    of_kind,
-    resource_id,
-    show_labels,
+from policy.read.flags import command_line
+from policy.read.objects import Finding, name_list, namespace_of, of_kind, resource_id, show_labels
+from policy.read.pods import (
+    GRACE_FIELD,
+    WORKLOAD_KINDS,
+    PodTemplate,
+    grace_period,
+    pod_templates,
+    pre_stop_seconds,
+    replicas,
 )
-from policy.read.pods import WORKLOAD_KINDS, PodTemplate, pod_templates, replicas
 from policy.security import is_epp
 
 # --- disruption-budget ---------------------------------------------------------------------
@@ -173,4 +179,67 @@ def engine_spread(manifests: list[dict], facts: Facts) -> list[Finding]:
                 "(rebel100:placement.spreadRoles true).",
             )
         )
+    return found
+
+
+# --- engine-grace-covers-drain, epp-grace-covers-drain ---------------------------------------
+
+
+def engine_grace_covers_drain(manifests: list[dict], facts: Facts) -> list[Finding]:
+    """Each engine's pod gives it the time it asks for after deletion: its preStop sleep plus its drain after SIGTERM
+    (`--shutdown-timeout`), within the pod's terminationGracePeriodSeconds (core.rules.grace_covers_drain)."""
+    found = []
+    for template in pod_templates(manifests):
+        grace, unset = grace_period(template)
+        if grace is None:
+            continue
+        for engine in template_engines(template):
+            drain = engine.flags.integer("--shutdown-timeout", 0)
+            if drain is None:
+                continue  # unreadable: vllm-args-known judges the value
+            problem = rules.grace_covers_drain(
+                grace,
+                pre_stop_seconds(engine.container),
+                drain,
+                grace_name=GRACE_FIELD,
+                pre_stop_name=f"container {engine.name} lifecycle.preStop sleep",
+                drain_name="its --shutdown-timeout",
+            )
+            if problem:
+                found.append(Finding(template.resource, unset + problem))
+    return found
+
+
+def _epp_drain(container: dict) -> float | None:
+    """How long an EPP container drains after SIGTERM: its --drain-timeout, the program's default when its image has
+    the flag and it is not given, None when it has no drain (or the value is unreadable)."""
+    value = parse_flags(command_line(container), go_style=True).get(router_versions.DRAIN_TIMEOUT_FLAG)
+    if isinstance(value, str):
+        return go_duration_seconds(value)
+    if router_versions.epp_drains(image_version(str(container.get("image", "")))):
+        return router_versions.EPP_DRAIN_TIMEOUT_DEFAULT_S
+    return None
+
+
+def epp_grace_covers_drain(manifests: list[dict], facts: Facts) -> list[Finding]:
+    """An EPP that drains after SIGTERM outlives its drain: its pod's grace period is longer than --drain-timeout
+    (core.rules.epp_grace_covers_drain)."""
+    found = []
+    for template in pod_templates(manifests):
+        grace, unset = grace_period(template)
+        for container in template.containers():  # the EPP: the container given the pool it picks for
+            if "--pool-name" not in parse_flags(command_line(container), go_style=True).values:
+                continue
+            drain = _epp_drain(container)
+            if grace is None or drain is None:
+                continue
+            problem = rules.epp_grace_covers_drain(
+                grace,
+                drain,
+                grace_name=GRACE_FIELD,
+                drain_name=f"container {container.get('name', '?')} {router_versions.DRAIN_TIMEOUT_FLAG}",
+                fix=sizing.epp_grace_seconds(math.ceil(drain)),
+            )
+            if problem:
+                found.append(Finding(template.resource, unset + problem))
     return found

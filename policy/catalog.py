@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from policy import (
+    alerting,
     autoscaling,
     availability,
     consumers,
@@ -185,10 +186,18 @@ POLICIES: tuple[PolicySpec, ...] = (
     PolicySpec(
         "router-images-have-features",
         "The EPP image is at least the first version of every plugin type and the apiVersion of the "
-        "EndpointPickerConfig it mounts; the routing sidecar image, of every flag it is given "
-        "(core/versions/router.py).",
+        "EndpointPickerConfig it mounts and of the dated flags it is given (--drain-timeout); the routing sidecar "
+        "image, of every flag it is given (core/versions/router.py).",
         consumers.router_images_have_features,
         "stack",
+    ),
+    PolicySpec(
+        "image-pin-dated",
+        "An image the version facts judge (a vllm-rbln engine, the llm-d EPP, a P/D routing sidecar) names its "
+        "release in its tag, beside a digest if it has one: a digest alone or a tag that is no version leaves the "
+        "facts to guess (core/versions).",
+        consumers.image_pin_dated,
+        "resource",
     ),
     PolicySpec(
         "router-config-schema",
@@ -213,6 +222,14 @@ POLICIES: tuple[PolicySpec, ...] = (
         "env-names-unique",
         "A container has at most one env entry of each name (the API server refuses duplicates).",
         hygiene.env_names_unique,
+        "resource",
+    ),
+    PolicySpec(
+        "ports-distinct",
+        "No two TCP port entries of a Service take one port (the API server refuses it), and no two listeners of a "
+        "pod (its containers share one network namespace): declared containerPorts, and the DP ranks, RPC port and "
+        "NIXL side channels engines and routing sidecars bind from their flags and env.",
+        hygiene.ports_distinct,
         "resource",
     ),
     PolicySpec("image-tag-pinned", "No untagged or :latest images.", hygiene.image_tag_pinned, "resource"),
@@ -246,6 +263,25 @@ POLICIES: tuple[PolicySpec, ...] = (
         hygiene.engine_metrics_scraped,
         "stack",
         enforcement=ADVISORY,
+    ),
+    # Metrics scraped with no alert on them are found only after the users find the fault: advice by default and in
+    # dev.json, mandatory through prod.json (as the two above).
+    PolicySpec(
+        "alerts-where-scraped",
+        "Pods of an engine role or the EPP that a PodMonitor scrapes are watched by an alert labelled with their role "
+        "(role: prefill, decode or epp) in a PrometheusRule of their namespace.",
+        alerting.alerts_where_scraped,
+        "stack",
+        enforcement=ADVISORY,
+    ),
+    # An alert that reads nothing stays silent through its fault: a mistake in any environment.
+    PolicySpec(
+        "alerts-served",
+        "Each alert of a PrometheusRule labelled with a role (prefill, decode or epp) watches a role whose pods run in "
+        "its namespace, and reads the engines' and the EPP's series under the names the pinned images serve them "
+        "(core/versions).",
+        alerting.alerts_served,
+        "stack",
     ),
     # A monitor that is there but gets 401 is a mistake in any environment: mandatory, as the wiring rules.
     PolicySpec(
@@ -316,6 +352,22 @@ POLICIES: tuple[PolicySpec, ...] = (
         "stack",
     ),
     PolicySpec(
+        "autoscaling-target",
+        "The threshold of a prometheus trigger on one of the stack's signals lies in that signal's range "
+        "(core/autoscaling.py SIGNALS: kvCacheUsage is a fraction, so below 1 / (1 + the HPA's tolerance 0.1), "
+        "else the pods' average never exceeds it enough to add a pod).",
+        autoscaling.autoscaling_target,
+        "stack",
+    ),
+    PolicySpec(
+        "autoscaling-scrape-interval",
+        "The PodMonitors that scrape the pods a trigger's signal comes from do so at least once per lookback of "
+        "its query: one sample within Prometheus's lookback delta (5m) for an instant selector, two within the "
+        "range of a rate (core/autoscaling.py query_lookback).",
+        autoscaling.autoscaling_scrape_interval,
+        "stack",
+    ),
+    PolicySpec(
         "rbac-least-privilege",
         "Roles bound to a ServiceAccount that runs a pod grant no '*' and no write "
         "verbs; the EPP's Role is namespace-scoped (cluster-wide it may only create the token and subject "
@@ -347,6 +399,21 @@ POLICIES: tuple[PolicySpec, ...] = (
         availability.engine_spread,
         "resource",
         enforcement=ADVISORY,
+    ),
+    # Rollouts (policy/availability.py): a stopping engine or EPP finishes what it started; mandatory at every level.
+    PolicySpec(
+        "engine-grace-covers-drain",
+        "An engine pod's terminationGracePeriodSeconds covers its preStop sleep plus its drain after SIGTERM "
+        "(`vllm serve --shutdown-timeout`), so SIGKILL never cuts the requests the drain lets finish.",
+        availability.engine_grace_covers_drain,
+        "resource",
+    ),
+    PolicySpec(
+        "epp-grace-covers-drain",
+        "An EPP pod's terminationGracePeriodSeconds is longer than its --drain-timeout (upstream's 30 s when an EPP "
+        "that has the flag is not given it), so SIGKILL never lands inside the drain.",
+        availability.epp_grace_covers_drain,
+        "resource",
     ),
 )
 BY_NAME = {spec.name: spec for spec in POLICIES}

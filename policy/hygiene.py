@@ -10,11 +10,13 @@ engines behind an ingress NetworkPolicy and scraped by a PodMonitor (a dev clust
 
 from __future__ import annotations
 
-from core import formats
+from core import formats, rules
+from core.selectors import label_selector_matches
 from policy.facts import Facts
 from policy.read.engines import engines, template_engines
-from policy.read.objects import Finding, label_selector_matches, namespace_of, of_kind, show_labels
-from policy.read.pods import PodTemplate, pod_templates
+from policy.read.env import effective_env
+from policy.read.objects import Finding, namespace_of, of_kind, resource_id, show_labels
+from policy.read.pods import PodTemplate, monitor_covers, pod_templates, routing_sidecars
 
 TOKEN_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 
@@ -64,6 +66,91 @@ def env_names_unique(manifests: list[dict], facts: Facts) -> list[Finding]:
                         "the deployment fails half way. Keep one entry per name.",
                     )
                 )
+    return found
+
+
+# The NIXL side channel of DP rank r listens on this + r (core/serving.py engine_env).
+NIXL_PORT_ENV = "VLLM_NIXL_SIDE_CHANNEL_PORT"
+
+Listeners = list[tuple[str, list[int]]]  # (who sets them, the port numbers)
+
+
+def _tcp_entries(entries: object) -> list[tuple[int, dict]]:
+    """(index, entry) of the TCP port entries of a `ports` list (the default protocol); UDP and SCTP entries have port
+    numbers of their own."""
+    return [
+        (index, entry)
+        for index, entry in enumerate(entries if isinstance(entries, list) else [])
+        if isinstance(entry, dict) and str(entry.get("protocol") or "TCP") == "TCP"
+    ]
+
+
+def _span(first: int, count: int) -> list[int]:
+    """The ports of `count` ranks from `first` (rank r on first + r), within the 65535 a port can be."""
+    return list(range(first, min(first + max(count, 0), 65536)))
+
+
+def _container_listeners(template: PodTemplate, container: dict, manifests: list[dict]) -> Listeners:
+    """What one container listens on: an engine its DP ranks from --port, its DP RPC port (with DP > 1) and its NIXL
+    side channels (one per rank); a routing sidecar one port per rank from its --port; then each TCP containerPort
+    none of those already covers."""
+    name = container.get("name", "?")
+    found: Listeners = []
+    engine = next((e for e in template_engines(template) if e.container is container), None)
+    sidecar = next((s for s in routing_sidecars(template) if s.container is container), None)
+    if engine is not None and engine.port is not None and engine.dp_local:
+        ranks = engine.dp_local
+        found.append((f"container {name} --port", _span(engine.port, ranks)))
+        rpc = engine.flags.integer("--data-parallel-rpc-port")
+        if (engine.dp or 1) > 1 and rpc is not None:
+            found.append((f"container {name} --data-parallel-rpc-port", [rpc]))
+        nixl = effective_env(template, container, manifests).get(NIXL_PORT_ENV, "")
+        if nixl.isdigit():
+            found.append((f"container {name} {NIXL_PORT_ENV}", _span(int(nixl), ranks)))
+    elif sidecar is not None:
+        sidecar_port, sidecar_ranks = sidecar.integer("--port"), sidecar.integer("--data-parallel-size")
+        if sidecar_port is not None and sidecar_ranks:
+            found.append((f"container {name} --port", _span(sidecar_port, sidecar_ranks)))
+    covered = {port for _, ports in found for port in ports}
+    for index, entry in _tcp_entries(container.get("ports")):
+        number = entry.get("containerPort")
+        if isinstance(number, int) and number not in covered:
+            label = f" ({entry['name']})" if entry.get("name") else ""
+            found.append((f"container {name} ports[{index}]{label}", [number]))
+    return found
+
+
+def _clashes(listeners: Listeners, *, where: str, service: bool, fix: str) -> list[str]:
+    problems = []
+    for i, (first, first_ports) in enumerate(listeners):
+        for second, second_ports in listeners[i + 1 :]:
+            problem = rules.ports_distinct(
+                first, first_ports, second, second_ports, where=where, service=service, fix=fix
+            )
+            if problem:
+                problems.append(problem)
+    return problems
+
+
+def ports_distinct(manifests: list[dict], facts: Facts) -> list[Finding]:
+    """No two TCP port entries of a Service take one port, and no two listeners of a pod (its containers share one
+    network namespace): declared containerPorts, and what engines and routing sidecars bind from their flags and env
+    (DP ranks, the RPC port, the NIXL side channels)."""
+    found = []
+    for service in of_kind(manifests, "Service"):
+        entries = [
+            (f"spec.ports[{index}]" + (f" ({entry['name']})" if entry.get("name") else ""), [entry["port"]])
+            for index, entry in _tcp_entries((service.get("spec") or {}).get("ports"))
+            if isinstance(entry.get("port"), int)
+        ]
+        for problem in _clashes(entries, where="the Service", service=True, fix="Give each entry a port of its own."):
+            found.append(Finding(resource_id(service), problem))
+    for template in pod_templates(manifests):
+        listeners = [
+            item for container in template.containers() for item in _container_listeners(template, container, manifests)
+        ]
+        for problem in _clashes(listeners, where="the pod", service=False, fix="Give each listener a port of its own."):
+            found.append(Finding(template.resource, problem))
     return found
 
 
@@ -186,20 +273,12 @@ def engine_network_policy(manifests: list[dict], facts: Facts) -> list[Finding]:
     return found
 
 
-def _monitor_covers(monitor: dict, template: PodTemplate) -> bool:
-    """The PodMonitor's namespaces and selector take in the pod template."""
-    spec = monitor.get("spec") or {}
-    namespaces = spec.get("namespaceSelector") or {}
-    in_scope = namespaces.get("any") or template.namespace in (namespaces.get("matchNames") or [namespace_of(monitor)])
-    return bool(in_scope) and label_selector_matches(spec.get("selector") or {}, template.labels)
-
-
 def engine_metrics_scraped(manifests: list[dict], facts: Facts) -> list[Finding]:
     """Every engine pod is selected by a PodMonitor (Prometheus Operator)."""
     found = []
     monitors = of_kind(manifests, "PodMonitor")
     for template in _engine_templates(manifests):
-        if not any(_monitor_covers(m, template) for m in monitors):
+        if not any(monitor_covers(m, template) for m in monitors):
             found.append(
                 Finding(
                     template.resource,

@@ -14,9 +14,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from core.cmdline import parse_flags
+from core.selectors import label_selector_matches, selects
 from policy.facts import Facts
-from policy.read.flags import command_line, parse_flags
-from policy.read.objects import Finding, find, label_selector_matches, namespace_of, of_kind, resource_id, selects
+from policy.read.flags import command_line
+from policy.read.objects import Finding, find, namespace_of, of_kind, resource_id
 from policy.read.pods import PodTemplate, pod_templates, service_account
 from policy.security import REVIEW_RESOURCES, cluster_grants
 

@@ -44,8 +44,15 @@ def type_token(manifest: dict) -> str:
     return f"{KUBERNETES}{api if '/' in api else 'core/' + api}:{manifest['kind']}"
 
 
+# What a manifest's leaves are: returned as they are, before the abstract Mapping and Sequence checks (slower, and
+# made for every value of every resource once per stack policy).
+LEAVES = (str, int, float, bool, type(None))
+
+
 def _plain(value: Any) -> Any:
     """Unwrap the SDK's proxies into dicts and lists (reading an unknown raises UnknownValueError)."""
+    if isinstance(value, LEAVES):
+        return value
     if isinstance(value, Mapping):
         return {key: _plain(value[key]) for key in value if not str(key).startswith("__")}
     if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):

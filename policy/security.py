@@ -19,15 +19,17 @@ from collections.abc import Iterable
 from typing import Any
 
 from core import rules
+from core.cmdline import parse_flags
+from core.selectors import selects
 from policy import hygiene
 from policy.facts import Facts
 from policy.read.engines import template_engines
-from policy.read.flags import command_line, parse_flags
-from policy.read.objects import Finding, name_list, namespace_of, of_kind, resource_id, selects
+from policy.read.flags import command_line
+from policy.read.objects import Finding, name_list, namespace_of, of_kind, resource_id
 from policy.read.pods import PodTemplate, pod_templates, service_account
 from policy.read.pool import pool_view
 
-SECURITY_EXCEPTIONS_ANNOTATION = "rebel100.ai/security-exceptions"  # objects/pod.py writes the same key
+SECURITY_EXCEPTIONS_ANNOTATION = "rebel100.ai/security-exceptions"  # objects/component.py writes the same key
 
 # --- the EPP -------------------------------------------------------------------------------
 

@@ -14,13 +14,14 @@ protected: advice, `sidecar-ssrf-capable`.
 from __future__ import annotations
 
 from core import rules
+from core.selectors import label_selector_matches
 from core.versions import image_version
 from core.versions import router as router_versions
 from policy import security
 from policy.facts import Facts
 from policy.read.env import env_value
 from policy.read.flags import command_line
-from policy.read.objects import Finding, api_group, find, label_selector_matches, namespace_of, of_kind
+from policy.read.objects import Finding, api_group, find, namespace_of, of_kind
 from policy.read.pods import PodTemplate, Sidecar, pod_templates, routing_sidecars, service_account
 
 GA_POOL_GROUP = "inference.networking.k8s.io"  # the sidecar's --pool-group default (v0.7.1 and v0.10.0)

@@ -13,24 +13,16 @@ from collections.abc import Set as AbstractSet
 from typing import Any
 
 from core import labels, rules, sizing
+from core.cmdline import parse_flags
+from core.selectors import selects
 from core.versions import image_version
 from core.versions import router as router_versions
 from policy.facts import Facts
 from policy.read.engines import Engine, engines, kv_connectors, template_engines
 from policy.read.env import env_flag_on
-from policy.read.flags import command_line, parse_flags
+from policy.read.flags import command_line
 from policy.read.lmcache import SUB_BLOCK_ENV
-from policy.read.objects import (
-    Finding,
-    api_group,
-    find,
-    name_list,
-    namespace_of,
-    of_kind,
-    resource_id,
-    selects,
-    show_labels,
-)
+from policy.read.objects import Finding, api_group, find, name_list, namespace_of, of_kind, resource_id, show_labels
 from policy.read.pods import PodTemplate, Sidecar, pod_templates, routing_sidecars
 from policy.read.pool import EPP_GRPC_DEFAULT, PoolView, epp_configs, epp_containers, front_ports, pool_view
 

@@ -15,12 +15,10 @@
   checkpoint STACK [--restore]      does the stack's checkpoint (file backend) load? If not: its last good copy and the
                                     command that restores it; --restore puts that copy back (exit 1: damaged, none left)
   preview STACK [FLAGS...]          the PR check: `pulumi preview` with the pack at the stack's level, through Pulumi's
-                                    Automation API (stacks/deploy.py; FLAGS go to the CLI); what scripts/preview runs
+                                    Automation API (stacks/deploy/; FLAGS go to the CLI); what scripts/preview runs
   up [STACK] [--local-cluster] [--restore-checkpoint]
                                     deploy: preflight, a preview (refresh, pack), the update when it proposes a change
                                     (beside the watch), outputs and placement; Automation API, what scripts/up runs
-  changes EVENT_LOG                 does the preview of this `pulumi preview --event-log` propose anything? (exit 0: no;
-                                    scripts/up then skips the update)
 
 STACK names `Pulumi.STACK.yaml` in the project; `--config-file FILE` reads any stack file instead.
 Exit status: 0 fine, 1 invalid configuration, a mandatory policy violation or a pod that fits no node,
@@ -141,18 +139,15 @@ def cmd_watch(args) -> int:
 
 def cmd_secrets(args) -> int:
     """Refuse a prod stack whose secrets would sit under the project's built-in passphrase, or under none."""
-    import os
-
-    from core.secrets import refusal_for
+    from host import stackenv
 
     path, name = _stack_path(args)
     try:
         config, _ = stackfile.read_config(path)
-        provider = stackfile.secrets_provider(path)
+        refusal = stackenv.secrets_refusal(name, path, config)
     except stackfile.StackFileError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    refusal = refusal_for(name, stackfile.environment(config), provider, os.environ)
     if refusal:
         print(f"error: {refusal}", file=sys.stderr)
         return 1
@@ -162,8 +157,7 @@ def cmd_secrets(args) -> int:
 def cmd_policy_config(args) -> int:
     """The pack's enforcement file for the stack's `rebel100:environment` (prod when unset, as the schema says):
     what scripts/up and scripts/preview pass to `--policy-pack-config`, and `check` applies."""
-    from core.stackfile import PROJECT_ROOT
-    from policy import levels
+    from host import stackenv
 
     path, _name = _stack_path(args)
     try:
@@ -171,11 +165,7 @@ def cmd_policy_config(args) -> int:
     except stackfile.StackFileError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    print(
-        levels.environment_config(levels.enforcement_environment(stackfile.environment(config)))
-        .relative_to(PROJECT_ROOT)
-        .as_posix()
-    )
+    print(stackenv.policy_config(config))
     return 0
 
 
@@ -187,18 +177,18 @@ def cmd_checkpoint(args) -> int:
     return checkpoint.command(args.stack, restore=args.restore, restore_command=args.restore_command)
 
 
-def cmd_changes(args) -> int:
-    """0 when the preview whose event log this is proposes nothing to do, 1 when the update must run."""
-    from stacks.events import proposal
+def cmd_preview(args) -> int:
+    """The PR check, on Pulumi's Automation API (stacks/deploy/, which imports the Pulumi SDK: only when it runs)."""
+    from stacks.deploy.preview import preview
 
-    try:
-        with open(args.event_log, encoding="utf-8", errors="replace") as lines:
-            found = proposal(lines)
-    except OSError as error:
-        print(f"preview: its event log cannot be read ({error}): the update runs", file=sys.stderr)
-        return 1
-    print(f"preview: {found.describe()}", file=sys.stderr)
-    return 0 if found.nothing_to_do else 1
+    return preview(args.stack, args.flags)
+
+
+def cmd_up(args) -> int:
+    """The deploy, on Pulumi's Automation API (stacks/deploy/, which imports the Pulumi SDK: only when it runs)."""
+    from stacks.deploy.up import up
+
+    return up(args.stack, args.local_cluster, args.restore_checkpoint)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -251,8 +241,33 @@ def parser() -> argparse.ArgumentParser:
     restore.add_argument(
         "--restore-command", help="the command to name for restoring (default: scripts/up STACK --restore-checkpoint)"
     )
-    changes = sub.add_parser("changes", help="does a preview's event log propose a change? (exit 0: no)")
-    changes.add_argument("event_log", help="the file of `pulumi preview --event-log FILE`")
+    preview = sub.add_parser(
+        "preview",
+        help="the PR check: `pulumi preview` with the pack at the stack's level (what scripts/preview runs)",
+        usage="python -m stacks preview STACK [pulumi preview flags...]",
+    )
+    preview.add_argument("stack", help="stack name (Pulumi.STACK.yaml)")
+    flags = preview.add_argument("flags", nargs=argparse.REMAINDER, help="flags of `pulumi preview`, passed on to it")
+    flags.required = False  # argparse makes every REMAINDER positional required
+    up = sub.add_parser(
+        "up",
+        help="deploy: preflight, a preview (refresh, pack), the update when it proposes a change, outputs and "
+        "placement (what scripts/up runs)",
+        description="Deploy one stack with the policy pack: preflight, a preview with the refresh and the pack, the "
+        "update when the preview proposes a change (beside the watch), then the outputs and where each engine pod "
+        "landed. Render-mode stacks: the update alone, their render folder kept in step (docs/deploying.md).",
+    )
+    up.add_argument("stack", nargs="?", default="dev", help="stack name (Pulumi.STACK.yaml; default dev)")
+    up.add_argument(
+        "--local-cluster",
+        action="store_true",
+        help="deploy to the local control plane (scripts/cluster), started if it is not running",
+    )
+    up.add_argument(
+        "--restore-checkpoint",
+        action="store_true",
+        help="put the last good copy of a checkpoint Pulumi cannot load back first, then deploy (docs/recovery.md)",
+    )
     from stacks import validate
 
     validate.add_arguments(
@@ -267,23 +282,7 @@ def cmd_validate(args) -> int:
     return run(args)
 
 
-def cmd_deploy(argv: list[str]) -> int:
-    """`preview STACK [FLAGS...]` and `up [STACK] [--local-cluster] [--restore-checkpoint]`: on Pulumi's Automation
-    API (stacks/deploy.py, the one module here that imports the Pulumi SDK, and only when they run)."""
-    from stacks import deploy
-
-    if argv[0] == "up":
-        return deploy.up(argv[1:])
-    if len(argv) < 2 or argv[1].startswith("-"):
-        print("usage: python -m stacks preview STACK [pulumi preview flags...]", file=sys.stderr)
-        return 2
-    return deploy.preview(argv[1], argv[2:])
-
-
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] in (["preview"], ["up"]):
-        return cmd_deploy(argv)
     args = parser().parse_args(argv)
     commands = {
         "render": cmd_render,
@@ -295,7 +294,8 @@ def main(argv=None) -> int:
         "watch": cmd_watch,
         "secrets": cmd_secrets,
         "policy-config": cmd_policy_config,
-        "changes": cmd_changes,
+        "preview": cmd_preview,
+        "up": cmd_up,
         "checkpoint": cmd_checkpoint,
     }
     return commands[args.command](args)

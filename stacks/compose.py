@@ -10,7 +10,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import kube
+from components import resources
 from components.decode_pool import DecodePool
 from components.gateway import Gateway
 from components.model_weights import ModelWeights
@@ -69,10 +69,10 @@ def build(cfg: StackConfig, *, hf_token: pulumi.Output | None = None) -> dict:
     k8s_provider = provider(cfg)
     opts = pulumi.ResourceOptions(provider=k8s_provider)
 
-    namespace = kube.resource(parts.namespace, opts)
+    namespace = resources.resource(parts.namespace, opts)
     in_ns = pulumi.ResourceOptions(provider=k8s_provider, depends_on=[namespace])
     if parts.hf_token is not None:
-        kube.resource(parts.hf_token, in_ns)
+        resources.resource(parts.hf_token, in_ns)
     weights = ModelWeights(parts.weights.name, parts.weights.args, opts=in_ns)
     # Engines are created or updated only once the download Job completed (Pulumi waits for it); their
     # init container waits for its marker on the volume as well.

@@ -1,6 +1,6 @@
 """What a preview proposes, read from the engine's own events: those the Automation API hands over
 (`proposal_of_events`, what `python -m stacks up` reads) or the lines of a `pulumi preview --event-log FILE`
-(`proposal`, `python -m stacks changes`).
+(`proposal`).
 
 scripts/up previews a cluster stack first (with `--refresh` and the policy pack) and runs the update only when
 the preview proposes a change: a no-op `up` is then one pass of the engine instead of two (`pulumi up` runs
@@ -77,7 +77,7 @@ def proposal(lines: Iterable[str]) -> Proposal:
 def proposal_of_events(events: Iterable[Any]) -> Proposal:
     """The Proposal of the engine's events as Pulumi's Automation API hands them to `python -m stacks up`
     (`pulumi.automation.EngineEvent`: `summary_event`, `diagnostic_event`), read by attribute: this module imports no
-    Pulumi SDK (the offline CLI's `changes` uses it)."""
+    Pulumi SDK."""
     summaries: list[tuple[bool, dict]] = []
     diagnostics: list[str] = []
     for event in events:

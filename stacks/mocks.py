@@ -19,7 +19,7 @@ from pulumi.runtime.sync_await import _sync_await
 
 from core.gate import load_config
 from core.stackfile import program_config
-from objects.kube import plain
+from objects.manifests import plain
 from stacks.render import Rendered
 
 PROJECT = "rebel100-serving"

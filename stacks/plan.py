@@ -70,7 +70,7 @@ def plan(cfg: StackConfig) -> dict[str, Any]:
             "budget": {label: value for label, value in budget.lines()},
             "fits": budget.fits,
         }
-    scalings = autoscaling.role_scalings(cfg)
+    scalings = facts.scalings
     if scalings:
         # The NPUs the roles hold at their minima (fixed roles at their count): what an idle site keeps busy.
         at_minimum = sum(

@@ -99,3 +99,26 @@ def env_map(item: dict) -> dict[str, Any]:
 
 def deep(obj: Any) -> Any:
     return copy.deepcopy(obj)
+
+
+def written_stack(folder: pathlib.Path, text: str, name: str = "user") -> pathlib.Path:
+    """A stack file as a user writes it: `text` is the YAML under `config:` (indented as in the file, or not)."""
+    import textwrap
+
+    body = textwrap.indent(textwrap.dedent(text).strip("\n"), "  ")
+    path = folder / f"Pulumi.{name}.yaml"
+    path.write_text(f"config:\n{body}\n")
+    return path
+
+
+def stack_file_refusals(folder: pathlib.Path, text: str) -> list[tuple[str, str, str]]:
+    """(key path, message, policy) of every issue the gate finds in the stack file `text` (written_stack), read as
+    `python -m stacks check` reads it; [] when it is valid."""
+    from core.gate import ConfigError
+    from core.stackfile import load_stack
+
+    try:
+        load_stack(written_stack(folder, text), "user")
+    except ConfigError as error:
+        return [(issue.path, issue.message, issue.policy) for issue in error.issues]
+    return []

@@ -12,7 +12,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from core.config import StackConfig
+from core import serving
+from core.config import Decode, StackConfig
 from core.derive import derive
 from objects import pod, stack
 from objects.decode_pool import DecodePoolArgs, target_ports
@@ -43,13 +44,22 @@ def replace(model: Model, **updates: Any) -> Model:
     return type(model)(**values)
 
 
+def sidecar_args(decode: Decode | None = None, **names: Any) -> list[str]:
+    """The routing sidecar's flags of a decode section (the schema's by default), with its ranks as the derived facts
+    resolve them; `names`: the pool's namespace and name."""
+    decode = decode or Decode()
+    return serving.sidecar_args(decode, derive(config(decode=decode)).decode, **names)
+
+
 def weights_args(cfg: StackConfig | None = None, **updates: Any) -> ModelWeightsArgs:
-    return replace(stack.weights_args(cfg or config()), **updates)
+    cfg = cfg or config()
+    return replace(stack.weights_args(cfg, derive(cfg)), **updates)
 
 
 def engine_weights_of(cfg: StackConfig | None = None, **updates: Any) -> pod.EngineWeights:
     """What the engines are told about their weights (the default: the pre-loaded PVC, the snapshots to wait for)."""
-    return replace(engine_weights(stack.weights_args(cfg or config())), **updates)
+    cfg = cfg or config()
+    return replace(engine_weights(stack.weights_args(cfg, derive(cfg))), **updates)
 
 
 def prefill_args(
@@ -61,14 +71,14 @@ def prefill_args(
 ) -> PrefillPoolArgs:
     cfg = cfg or config()
     args = stack.prefill_pool_args(
-        cfg, engine_weights_of(cfg), kv_tier_config_map=kv_tier_config_map, rds_nodes=rds_nodes
+        cfg, derive(cfg), engine_weights_of(cfg), kv_tier_config_map=kv_tier_config_map, rds_nodes=rds_nodes
     )
     return replace(args, **updates)
 
 
 def decode_args(cfg: StackConfig | None = None, **updates: Any) -> DecodePoolArgs:
     cfg = cfg or config()
-    return replace(stack.decode_pool_args(cfg, engine_weights_of(cfg)), **updates)
+    return replace(stack.decode_pool_args(cfg, derive(cfg), engine_weights_of(cfg)), **updates)
 
 
 def router_args(cfg: StackConfig | None = None, **updates: Any) -> RouterArgs:

@@ -16,7 +16,7 @@ from tests.prerequisites import checked_dir
 
 # What a copy leaves out: local state, caches, renders and the tests themselves.
 NOT_COPIED = shutil.ignore_patterns(
-    ".git", ".venv", ".pulumi-*", "build", "__pycache__", ".pytest_cache", "tests", "benchmarks"
+    ".git", ".venv", ".pulumi-*", ".cluster", "build", "__pycache__", ".pytest_cache", "tests", "benchmarks"
 )
 
 
@@ -49,7 +49,7 @@ class Project:
             # Render mode: the provider refuses a kubeconfig next to renderYamlToDirectory.
             "KUBECONFIG": "",
             # The CLI's and its plugins' temporary files (the Kubernetes provider leaves a copy of its kubeconfig
-            # behind) in the copy, not in /tmp, as scripts/up and scripts/preview do (stacks/deploy.py,
+            # behind) in the copy, not in /tmp, as scripts/up and scripts/preview do (stacks/deploy/command.py,
             # Command).
             "TMPDIR": str(root / ".tmp"),
         }

@@ -98,3 +98,22 @@ def test_readme_is_a_first_page():
     assert len(text.encode()) <= 8 * 1024, "README.md grew over 8 KB: move reference material to docs/"
     first_screen = "\n".join(text.splitlines()[:30])
     assert "make up" in first_screen and "make test" in first_screen
+
+
+def test_every_alert_has_a_runbook_where_its_runbook_url_points():
+    """docs/operations.md has a section per alert of the stack (under the heading its runbook_url's anchor names), and
+    each says what to look at first and what usually fixes it."""
+    from core import alerts
+    from core.config import StackConfig
+
+    runbooks = StackConfig().observability.alerts.runbook_url  # the default: this repository's page
+    page = PROJECT_ROOT / runbooks
+    found = alerts.alerts(StackConfig())  # the Target Configuration: every alert
+    sections = re.split(r"^### ", page.read_text(), flags=re.M)
+    by_heading = {section.split("\n", 1)[0].strip(): section for section in sections[1:]}
+    for alert in found:
+        link = alerts.runbook_link(runbooks, alert.name)
+        assert link.split("#", 1)[1] in anchors(page), f"{link}: no such heading"
+        section = by_heading[alert.name]
+        assert "First look" in section and "Usual fixes" in section, alert.name
+        assert alert.severity.capitalize() in section, f"{alert.name}: its severity is not said"

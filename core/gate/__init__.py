@@ -5,9 +5,10 @@ each with the full key path, the value, the rule and the fix. Nothing is registe
 returns, so a bad stack file changes nothing. Warnings (advice, not errors) come back separately.
 
 The package: `issues.py` what the gate reports, `parse.py` the config namespace and pydantic's errors (with
-did-you-mean), one module per topic of rules (`parallelism`, `kv_tier`, `wiring`, `router`, `engine`, `weights`,
-`autoscaling`), each a function (cfg, facts) -> issues; here their order, the advice, and `validate`, which derives
-the facts once and passes them to every rule.
+did-you-mean), one module per topic of rules (`parallelism`, `kv_tier`, `wiring`, `ports`, `router`, `engine`,
+`weights`, `autoscaling`, `images`, `rollout`, `alerts`), each a function (cfg, facts) -> issues; here their order, the
+advice, and `validate`, which derives the facts once and passes them to every rule. `blame.py`: of two keys that
+disagree, the one to report at.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from core import rules
 from core import weights as model_weights
 from core.config import StackConfig
 from core.derive import derive
+from core.gate.alerts import rule_alerts
 from core.gate.autoscaling import rule_autoscaling
 from core.gate.engine import rule_engine_image, rule_groups, rule_lmcache_names, rule_overrides, rule_vllm_args
+from core.gate.images import rule_images_dated
 from core.gate.issues import ConfigError, Issue, key
 from core.gate.kv_tier import rule_kv_tier
 from core.gate.parallelism import (
@@ -32,6 +35,8 @@ from core.gate.parallelism import (
     rule_pp_with_dp,
 )
 from core.gate.parse import _pydantic_issues, namespace_values
+from core.gate.ports import rule_ports_distinct
+from core.gate.rollout import epp_drain_advice, rule_engine_grace
 from core.gate.router import (
     _sidecar_ssrf,
     rule_router_images,
@@ -44,6 +49,7 @@ from core.gate.wiring import reuse_units, rule_pd_wiring, rule_pool_endpoints, r
 
 RULES = (
     rule_overrides,
+    rule_images_dated,
     rule_engine_image,
     rule_vllm_args,
     rule_lmcache_names,
@@ -56,19 +62,23 @@ RULES = (
     rule_roles_agree,
     rule_pd_wiring,
     rule_pool_endpoints,
+    rule_ports_distinct,
     rule_router_images,
     rule_router_plugin_parameters,
     rule_router_schema,
     rule_sidecar_ssrf,
     rule_autoscaling,
+    rule_engine_grace,
+    rule_alerts,
 )
 
 
 def warnings_for(cfg: StackConfig) -> list[Issue]:
     """Advice that does not stop a deployment."""
     advice = []
+    facts = derive(cfg)
     if cfg.router.auto_tune:
-        for (block, batched, sub_block), names in reuse_units(cfg).items():
+        for (block, batched, sub_block), names in reuse_units(cfg, facts).items():
             problem = rules.autotune_block_unit(
                 block,
                 batched,
@@ -80,15 +90,13 @@ def warnings_for(cfg: StackConfig) -> list[Issue]:
             if problem:
                 advice.append(Issue(key("router.autoTune"), problem, "router-autotune-block-unit"))
     if cfg.topology == "pd":
-        judged, _pool = _sidecar_ssrf(cfg)
+        judged, _pool = _sidecar_ssrf(cfg, facts)
         problem = rules.sidecar_ssrf_capable(**judged, image_name="decode.sidecar.image")
         if problem:
             advice.append(Issue(key("decode.sidecar.image"), problem, "sidecar-ssrf-capable"))
+    advice.extend(epp_drain_advice(cfg))
     settings = cfg.weights
-    if (
-        settings.source == "download"
-        and model_weights.needed_bytes(cfg.model.name, model_weights.draft_model(cfg)) is None
-    ):
+    if settings.source == "download" and model_weights.needed_bytes(cfg.model.name, facts.weights.draft) is None:
         advice.append(
             Issue(
                 key("weights.size"),
@@ -114,7 +122,7 @@ def validate(cfg: StackConfig, *, hf_token_set: bool = False) -> list[Issue]:
     facts = derive(cfg)  # once: every rule reads the same derived facts
     for rule in RULES:
         issues.extend(rule(cfg, facts))
-    issues.extend(rule_weights(cfg, hf_token_set=hf_token_set))
+    issues.extend(rule_weights(cfg, facts, hf_token_set=hf_token_set))
     return issues
 
 

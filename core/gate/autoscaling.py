@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from core import autoscaling, rules
+from core import autoscaling, formats, rules
 from core.config import StackConfig
 from core.derive import StackFacts
 from core.gate.issues import Issue, key
@@ -22,7 +22,7 @@ def rule_autoscaling(cfg: StackConfig, facts: StackFacts) -> Iterable[Issue]:
             f"prefill.replicas {cfg.prefill.replicas}): nothing would be scaled. Remove it, or use topology "
             f"'pd' with prefill pods.",
         )
-    scalings = autoscaling.role_scalings(cfg)
+    scalings = facts.scalings
     if not scalings:
         return
     groups = cfg.placement.groups
@@ -72,6 +72,8 @@ def rule_autoscaling(cfg: StackConfig, facts: StackFacts) -> Iterable[Issue]:
         problem = rules.autoscaling_rollout(name, cfg.rollout.strategy, strategy_name="rollout.strategy")
         if problem:
             yield Issue(key("rollout.strategy"), problem, "autoscaling-rollout")
+        yield from _target_in_range(cfg, name, scale)
+        yield from _scraped_in_lookback(cfg, name, scale)
         signal = scale.signal
         from_epp = signal.source == "epp"
         image = cfg.router.image if from_epp else cfg.engine.image
@@ -101,3 +103,53 @@ def rule_autoscaling(cfg: StackConfig, facts: StackFacts) -> Iterable[Issue]:
             )
             if problem:
                 yield Issue(key("engine.image"), problem, "autoscaling-signal")
+
+
+def _target_in_range(cfg: StackConfig, name: str, scale: autoscaling.Scaling) -> Iterable[Issue]:
+    """The target in its signal's range (a fraction below 1 / (1 + the HPA's tolerance)), reported at the target: of
+    the two keys that disagree it is the one a value of another unit was written into; the metric is named beside it."""
+    settings = getattr(cfg, name).autoscaling
+    base = f"{name}.autoscaling"
+    signal = scale.signal
+    metric_name = f"{base}.metric"
+    chosen = settings is not None and "metric" in settings.model_fields_set
+    signal_text = f"{metric_name} {signal.name}" if chosen else f"{signal.name} ({name}'s default {metric_name})"
+    others = [s for s in autoscaling.SIGNALS.values() if name in s.roles and s.name != signal.name]
+    problem = rules.autoscaling_target(
+        name,
+        scale.target,
+        signal.unit_name,
+        signal.maximum,
+        autoscaling.HPA_TOLERANCE,
+        target_name=f"{base}.target",
+        signal_text=signal_text,
+        fix_signal=f"set {metric_name} to the signal {scale.target:g} is a value of ("
+        + ", ".join(f"{s.name}: {s.unit_name}" for s in others)
+        + ")",
+    )
+    if problem:
+        yield Issue(key(f"{base}.target"), problem, "autoscaling-target")
+
+
+def _scraped_in_lookback(cfg: StackConfig, name: str, scale: autoscaling.Scaling) -> Iterable[Issue]:
+    """The PodMonitors scrape the role's signal at least as often as its trigger's query needs (one sample per
+    lookback delta, two per rate range: core.autoscaling.query_lookback). Without PodMonitors nothing is scraped,
+    which the signal rule refuses."""
+    observability = cfg.observability
+    interval = formats.prometheus_duration_ms(observability.scrape_interval)
+    if not observability.pod_monitors or interval is None:
+        return
+    signal = scale.signal
+    lookback = autoscaling.signal_lookback(signal)
+    series = autoscaling.series_for(signal, cfg.router.image) or signal.series
+    problem = rules.scraped_in_lookback(
+        name,
+        f"{signal.name} ({series})",
+        interval,
+        lookback.window_ms,
+        lookback.samples,
+        interval_name="observability.scrapeInterval",
+        lookback_how=lookback.how,
+    )
+    if problem:
+        yield Issue(key("observability.scrapeInterval"), problem, "autoscaling-scrape-interval")

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from core import autoscaling, rules
+from core import rules
 from core.config import StackConfig
 from core.derive import StackFacts
 from core.gate.issues import Issue, key
-from core.serving import role_serving
 
 
 def rule_pp_with_dp(cfg: StackConfig, _facts: StackFacts) -> Iterable[Issue]:
@@ -34,7 +33,7 @@ def rule_devices_fit_node(cfg: StackConfig, facts: StackFacts) -> Iterable[Issue
             yield Issue(key(name), problem, "npu-devices-fit-node")
     nodes = cfg.hardware.nodes
     # With an autoscaled role the total is at its maximum, judged at that maximum by rule_autoscaling.
-    if nodes is not None and facts.total_devices > nodes * per_node and not autoscaling.role_scalings(cfg):
+    if nodes is not None and facts.total_devices > nodes * per_node and not facts.scalings:
         yield Issue(
             key("hardware.nodes"),
             f"the stack needs {facts.total_devices} NPUs but {nodes} nodes x {per_node} NPUs = {nodes * per_node}: "
@@ -59,10 +58,10 @@ def rule_pipeline_and_experts(cfg: StackConfig, _facts: StackFacts) -> Iterable[
         yield Issue(key("decode.pipelineParallelSize"), problem, "parallelism-fits-model")
 
 
-def rule_block_and_memory(cfg: StackConfig, _facts: StackFacts) -> Iterable[Issue]:
+def rule_block_and_memory(cfg: StackConfig, facts: StackFacts) -> Iterable[Issue]:
     engine = cfg.engine
     for name, role in cfg.engine_roles():
-        resolved = role_serving(engine, role)
+        resolved = facts.roles[name].serving
         if engine.sub_block_cache:
             problem = rules.block_holds_sub_blocks(
                 resolved.block_size, engine.max_num_batched_tokens, sub_block_name="engine.maxNumBatchedTokens"

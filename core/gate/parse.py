@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 import difflib
 import json
+import math
+import re
 import typing
 from typing import Any
 
@@ -14,7 +16,15 @@ import pydantic
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from core.config import MOVED_KEYS, MOVED_KEYS_DOCS, NAMESPACE, SECRET_KEYS, StackConfig, unwrap_optional
+from core.config import (
+    MOVED_KEYS,
+    MOVED_KEYS_DOCS,
+    NAMESPACE,
+    SCALAR_TYPES,
+    SECRET_KEYS,
+    StackConfig,
+    unwrap_optional,
+)
 from core.gate.issues import Issue, key
 
 Loc = tuple[int | str, ...]  # a key's path in a config, as pydantic reports it
@@ -91,11 +101,95 @@ def _allowed(info: FieldInfo | None) -> str:
     return ("allowed: " + " and ".join(parts)) if parts else ""
 
 
-def _path(loc: Loc) -> str:
+# pydantic's error of a value of another kind (the schema's types are strict) -> the type as the reference names it.
+TYPE_ERRORS = {"int_type": "int", "float_type": "float", "bool_type": "bool", "string_type": "str"}
+_NUMBER_TEXT = re.compile(r"[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?")
+
+
+def yaml_text(value: Any) -> str:
+    """A value as a stack file writes it (the JSON of a scalar is its YAML): true, "4", 4.5, null."""
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _kind(value: Any) -> str:
+    """What the stack file's YAML made of a value, in its words."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "a whole number"
+    if isinstance(value, float):
+        return "a floating-point number" if value.is_integer() else "a number with a fraction"
+    if isinstance(value, str):
+        if _NUMBER_TEXT.fullmatch(value.strip()):
+            return "a quoted number (text)"
+        if value in ("true", "false"):
+            return "a quoted boolean (text)"
+        return "text"
+    return "a list" if isinstance(value, list) else "a map"
+
+
+def _unquoted(value: Any, wanted: str) -> Any:
+    """The value a quoted number or boolean meant, when it is one of the wanted type; else None."""
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if wanted == "bool" and text in ("true", "false"):
+        return text == "true"
+    if wanted in ("int", "float") and _NUMBER_TEXT.fullmatch(text):
+        number = float(text)
+        if not math.isfinite(number):
+            return None
+        if wanted == "float":
+            return int(number) if number.is_integer() and abs(number) < 2**53 else number
+        return int(number) if number.is_integer() and abs(number) < 2**63 else None
+    return None
+
+
+def _example(info: FieldInfo | None, wanted: str) -> Any:
+    """A value of the wanted type to show in the fix: the field's default when it is one."""
+    default = None if info is None or info.is_required() else info.get_default(call_default_factory=True)
+    python: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
+    if isinstance(default, python[wanted]) and not (wanted != "bool" and isinstance(default, bool)):
+        return default
+    return None
+
+
+def _type_message(loc: Loc, value: Any, wanted: str, info: FieldInfo | None, allowed: str) -> str:
+    """A value of another kind than the key's type: the value as written, what it is, the type and what it takes, and
+    the fix (the unquoted value, or the kind of value to write)."""
+    dotted = _dotted(loc)
+    # How the fix writes the value: under its key, or as an item of a list.
+    entry = "- " if isinstance(loc[-1], int) else f"{loc[-1]}: "
+    article = "an" if wanted == "int" else "a"
+    bounds = f" ({allowed})" if allowed else ""
+    meant = _unquoted(value, wanted)
+    if meant is not None:
+        fix = f"Write it without the quotes: `{entry}{yaml_text(meant)}`."
+    elif wanted == "str" and isinstance(value, (bool, int, float)):
+        fix = f'Quote it: `{entry}"{yaml_text(value)}"`.'
+    else:
+        example = _example(info, wanted)
+        shown = f", e.g. `{entry}{yaml_text(example)}`" if example is not None else ""
+        what = {"int": "a whole number", "float": "a number", "bool": "true or false", "str": "text"}[wanted]
+        fix = f"Write {what} in its place{shown}."
+    return (
+        f"{yaml_text(value)} is {_kind(value)}, but {dotted} takes {article} {wanted}{bounds}: "
+        f"{SCALAR_TYPES[wanted]}. {fix}"
+    )
+
+
+def _dotted(loc: Loc) -> str:
+    """`prefill.extraArgs[0]`: a key path as the stack file spells it, without the namespace."""
     text = ""
     for part in loc:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return key(text)
+    return text
+
+
+def _path(loc: Loc) -> str:
+    return key(_dotted(loc))
 
 
 def _pydantic_issues(error: pydantic.ValidationError) -> list[Issue]:
@@ -129,7 +223,11 @@ def _pydantic_issues(error: pydantic.ValidationError) -> list[Issue]:
             issues.append(Issue(_path(tuple(map_loc)), f"key {name!r} is not valid: {err['msg']}."))
             continue
         value = err.get("input")
-        allowed = _allowed(_field_info(StackConfig, loc))
+        info = _field_info(StackConfig, loc)
+        allowed = _allowed(info)
+        if err["type"] in TYPE_ERRORS:
+            issues.append(Issue(path, _type_message(loc, value, TYPE_ERRORS[err["type"]], info, allowed)))
+            continue
         message = f"{value!r} is not valid: {err['msg']}."
         if allowed:
             message += f" ({allowed})"

@@ -16,23 +16,38 @@ from core.versions import Feature, epp_schema, image_version, missing_features
 from core.versions import router as router_versions
 
 
-def rendered_sidecar_args(cfg: StackConfig) -> list[str]:
+def rendered_sidecar_args(cfg: StackConfig, facts: StackFacts) -> list[str]:
     """The decode sidecar's flags as objects.stack renders them (the pool it allowlists is the stack's own)."""
     return serving.sidecar_args(
-        cfg.decode, pool_namespace=cfg.namespace, pool_name=labels.inference_pool_name(cfg.name)
+        cfg.decode, facts.decode, pool_namespace=cfg.namespace, pool_name=labels.inference_pool_name(cfg.name)
     )
 
 
-def rule_router_images(cfg: StackConfig, _facts: StackFacts) -> Iterable[Issue]:
+def rule_router_images(cfg: StackConfig, facts: StackFacts) -> Iterable[Issue]:
     """The EPP and sidecar pins know every feature their render uses (the facts: core/versions/router.py); the
     features are read from the render itself, so a plugin or flag added to the render is judged too."""
     epp = cfg.router.image
-    problem = rules.image_has_features(
-        epp,
-        image_version(epp),
-        router_versions.epp_features_used(routing.endpoint_picker_config(cfg.router, cfg.topology)),
-        image_name="router.image",
-    )
+    used = router_versions.epp_features_used(routing.endpoint_picker_config(cfg.router, cfg.topology))
+    chosen = cfg.router.config_api_version
+    if chosen is not None and chosen in router_versions.API_VERSIONS:
+        # An apiVersion set beside the pin is the key the file most likely got wrong: told there, naming the pin.
+        feature = router_versions.API_VERSIONS[chosen]
+        generation = router_versions.generation(image_version(epp))
+        problem = rules.api_version_read(
+            chosen,
+            feature.since,
+            feature.source,
+            epp,
+            image_version(epp),
+            generation.api_version if generation else None,
+            consumer=router_versions.EPP,
+            api_name="router.configApiVersion",
+            image_name="router.image",
+        )
+        if problem:
+            yield Issue(key("router.configApiVersion"), problem, "router-images-have-features")
+            used = [f for f in used if f is not feature]
+    problem = rules.image_has_features(epp, image_version(epp), used, image_name="router.image")
     if problem:
         yield Issue(key("router.image"), problem, "router-images-have-features")
     if cfg.topology != "pd":
@@ -41,18 +56,18 @@ def rule_router_images(cfg: StackConfig, _facts: StackFacts) -> Iterable[Issue]:
     problem = rules.image_has_features(
         sidecar,
         image_version(sidecar),
-        router_versions.sidecar_features_used(rendered_sidecar_args(cfg)),
+        router_versions.sidecar_features_used(rendered_sidecar_args(cfg, facts)),
         image_name="decode.sidecar.image",
     )
     if problem:
         yield Issue(key("decode.sidecar.image"), problem, "router-images-have-features")
 
 
-def _sidecar_ssrf(cfg: StackConfig) -> tuple[dict[str, Any], str | None]:
+def _sidecar_ssrf(cfg: StackConfig, facts: StackFacts) -> tuple[dict[str, Any], str | None]:
     """What the SSRF rules judge of the rendered sidecar: its image and version, whether the protection is on and
     which pool it allowlists, the pool that fronts it, whether the pin can protect."""
     image = cfg.decode.sidecar.image
-    flags = router_versions.sidecar_flags(rendered_sidecar_args(cfg))
+    flags = router_versions.sidecar_flags(rendered_sidecar_args(cfg, facts))
     return dict(
         image=image,
         pinned=image_version(image),
@@ -62,11 +77,11 @@ def _sidecar_ssrf(cfg: StackConfig) -> tuple[dict[str, Any], str | None]:
     ), router_versions.ssrf_pool(flags)
 
 
-def rule_sidecar_ssrf(cfg: StackConfig, _facts: StackFacts) -> Iterable[Issue]:
+def rule_sidecar_ssrf(cfg: StackConfig, facts: StackFacts) -> Iterable[Issue]:
     """The P/D sidecar runs with SSRF protection from the stack's own InferencePool wherever its pin can."""
     if cfg.topology != "pd":
         return
-    judged, pool = _sidecar_ssrf(cfg)
+    judged, pool = _sidecar_ssrf(cfg, facts)
     own = f"{cfg.namespace}/{labels.inference_pool_name(cfg.name)}"
     problem = rules.sidecar_ssrf_protection(**judged, pool=pool, fronting=[own], fix_pool=own)
     if problem:
@@ -119,7 +134,7 @@ def missing_features_of(image: str, used: list[Feature]) -> list[Feature]:
     return missing_features(pinned, used) if pinned else []
 
 
-def rule_router_schema(cfg: StackConfig, _facts: StackFacts) -> Iterable[Issue]:
+def rule_router_schema(cfg: StackConfig, facts: StackFacts) -> Iterable[Issue]:
     """The pinned EPP and sidecar accept the rendered EndpointPickerConfig and flags, judged by their schema
     at that version (core/versions/data) as strictly as the programs themselves."""
     image = cfg.router.image
@@ -144,7 +159,7 @@ def rule_router_schema(cfg: StackConfig, _facts: StackFacts) -> Iterable[Issue]:
     if cfg.topology != "pd":
         return
     sidecar = cfg.decode.sidecar.image
-    args = rendered_sidecar_args(cfg)
+    args = rendered_sidecar_args(cfg, facts)
     too_old = missing_features_of(sidecar, router_versions.sidecar_features_used(args))
     data = None if too_old else epp_schema.data_for("sidecar", image_version(sidecar))
     if not data:

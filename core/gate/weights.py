@@ -6,15 +6,16 @@ from collections.abc import Iterable
 
 from core import rules, sizing, weights
 from core.config import StackConfig
+from core.derive import StackFacts
 from core.gate.issues import Issue, key
 
 
-def rule_weights(cfg: StackConfig, *, hf_token_set: bool = False) -> Iterable[Issue]:
+def rule_weights(cfg: StackConfig, facts: StackFacts, *, hf_token_set: bool = False) -> Iterable[Issue]:
     """A download fits its volume, is pinned in prod, and has its token when the repositories are gated."""
     settings = cfg.weights
     if settings.source != "download":
         return
-    draft = weights.draft_model(cfg)
+    draft = facts.weights.draft
     needed = weights.needed_bytes(cfg.model.name, draft)
     if needed is not None:
         problem = rules.weights_volume_fits(

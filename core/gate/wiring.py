@@ -1,5 +1,5 @@
-"""Rules of the gate on the P/D pair and the router's pool: prefill and decode agree, ports, the decider, the
-router's block size, the pool's endpoints.
+"""Rules of the gate on the P/D pair and the router's pool: prefill and decode agree, the decider, the router's block
+size, the pool's endpoints (the ports of each pod: core/gate/ports.py).
 """
 
 from __future__ import annotations
@@ -10,16 +10,15 @@ from pydantic import BaseModel
 
 from core import rules, sizing
 from core.config import StackConfig
-from core.derive import StackFacts, pool_ports
+from core.derive import StackFacts
 from core.gate.issues import Issue, key
-from core.serving import role_serving, sidecar_ports
 
 
-def rule_roles_agree(cfg: StackConfig, _facts: StackFacts) -> Iterable[Issue]:
+def rule_roles_agree(cfg: StackConfig, facts: StackFacts) -> Iterable[Issue]:
     if cfg.topology != "pd" or cfg.prefill.replicas == 0:
         return
-    prefill = role_serving(cfg.engine, cfg.prefill)
-    decode = role_serving(cfg.engine, cfg.decode)
+    prefill = facts.roles["prefill"].serving
+    decode = facts.decode
 
     def speculative(s: BaseModel | None) -> dict[str, object] | None:
         return None if s is None else s.model_dump(by_alias=True, exclude_none=True)
@@ -40,7 +39,7 @@ def rule_roles_agree(cfg: StackConfig, _facts: StackFacts) -> Iterable[Issue]:
             yield Issue(key(f"decode.{label}"), f"prefill and decode {problem}", "pd-roles-agree")
 
 
-def rule_pd_wiring(cfg: StackConfig, _facts: StackFacts) -> Iterable[Issue]:
+def rule_pd_wiring(cfg: StackConfig, facts: StackFacts) -> Iterable[Issue]:
     if cfg.topology == "pd" and cfg.prefill.replicas == 0:
         yield Issue(
             key("prefill.replicas"),
@@ -51,43 +50,25 @@ def rule_pd_wiring(cfg: StackConfig, _facts: StackFacts) -> Iterable[Issue]:
             key("prefill.replicas"),
             f"topology 'agg' runs no prefill pods but prefill.replicas is {cfg.prefill.replicas}: set it to 0.",
         )
-    decode = role_serving(cfg.engine, cfg.decode)
     problem = rules.pool_target_ports_fit(
-        len(pool_ports(cfg).target),
+        len(facts.pool_ports.target),
         ports_name="the stack's InferencePool: one per DP rank of a decode pod",
         fix="Lower decode.dataParallelSizeLocal (or decode.dataParallelSize) to at most "
         f"{sizing.MAX_POOL_TARGET_PORTS} ranks per pod.",
     )
     if problem:
         yield Issue(key("decode.dataParallelSizeLocal"), problem, "inference-pool-wiring")
-    if cfg.topology == "pd":
-        sidecar = sidecar_ports(cfg.decode)
-        used: dict[int, str] = {}
-        groups = [
-            ("decode.sidecar.port", sidecar),
-            ("decode.port", decode.rank_ports),
-            ("decode.dataParallelRpcPort", [cfg.decode.data_parallel_rpc_port]),
-            ("engine.nixlSideChannelPort", decode.side_channel_ports),
-        ]
-        for name, ports in groups:
-            for port in ports:
-                if port in used:
-                    yield Issue(
-                        key(name),
-                        f"port {port} is used by both {used[port]} and {name} in the decode pod: "
-                        f"choose ranges that do not overlap (sidecar 8000-8003, ranks 8200-8203).",
-                    )
-                used.setdefault(port, name)
-        if cfg.router.decider == "prefix-based":
-            problem = rules.pd_decider_fires(
-                cfg.router.non_cached_tokens,
-                tokens_name="router.nonCachedTokens",
-                always_name="router.decider always-disagg",
-            )
-            if problem:
-                yield Issue(key("router.nonCachedTokens"), problem, "router-pd-profiles")
+    # The ports of the decode pod (sidecar, ranks, RPC, NIXL) are core.gate.ports's, with every other pod's.
+    if cfg.topology == "pd" and cfg.router.decider == "prefix-based":
+        problem = rules.pd_decider_fires(
+            cfg.router.non_cached_tokens,
+            tokens_name="router.nonCachedTokens",
+            always_name="router.decider always-disagg",
+        )
+        if problem:
+            yield Issue(key("router.nonCachedTokens"), problem, "router-pd-profiles")
     if not cfg.router.auto_tune:
-        for (block, batched, sub_block), names in reuse_units(cfg).items():
+        for (block, batched, sub_block), names in reuse_units(cfg, facts).items():
             problem = rules.router_block_size(
                 cfg.router.block_size_tokens,
                 block,
@@ -103,25 +84,25 @@ def rule_pd_wiring(cfg: StackConfig, _facts: StackFacts) -> Iterable[Issue]:
                 yield Issue(key("router.blockSizeTokens"), problem, "router-block-size")
 
 
-def reuse_units(cfg: StackConfig) -> dict[tuple[int, int, bool], dict[str, str]]:
+def reuse_units(cfg: StackConfig, facts: StackFacts) -> dict[tuple[int, int, bool], dict[str, str]]:
     """The engine roles by (block size, max-num-batched-tokens, sub-block caching), each with the key its block size
     comes from: what the router's prefix index has to match."""
     units: dict[tuple[int, int, bool], dict[str, str]] = {}
     engine = cfg.engine
     for name, role in cfg.engine_roles():
-        unit = (role.block_size or engine.block_size, engine.max_num_batched_tokens, engine.sub_block_cache)
+        unit = (facts.roles[name].serving.block_size, engine.max_num_batched_tokens, engine.sub_block_cache)
         units.setdefault(unit, {})[name] = f"{name}.blockSize" if role.block_size else "engine.blockSize"
     return units
 
 
-def rule_pool_endpoints(cfg: StackConfig, _facts: StackFacts) -> Iterable[Issue]:
+def rule_pool_endpoints(cfg: StackConfig, facts: StackFacts) -> Iterable[Issue]:
     """Every endpoint the EPP makes of an engine pod leads to a port it serves on, and each pod has one: the render
     declares the target ports each pod serves on as its active ports (core.labels), and the target ports are decode's
-    own (its sidecar's in P/D, its ranks in AGG: core.derive.pool_ports), so what is left to refuse is prefill serving
-    on none of them."""
-    if "prefill" not in dict(cfg.engine_roles()):
+    own (its sidecar's in P/D, its ranks in AGG: the derived facts' pool_ports), so what is left to refuse is prefill
+    serving on none of them."""
+    if "prefill" not in facts.roles:
         return
-    ports = pool_ports(cfg)
+    ports = facts.pool_ports
     problem = rules.pool_endpoints_serve(
         "the stack's InferencePool",
         "every prefill pod",

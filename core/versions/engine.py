@@ -158,6 +158,18 @@ FLAGS: tuple[Feature, ...] = (
         "vllm==0.22.0 vllm/engine/arg_utils.py (EngineArgs.data_parallel_multi_port_external_lb), pinned by "
         "vllm-rbln==0.11.0; absent from vllm==0.13.0 and 0.18.0 arg_utils.py",
     ),
+    # The drain after SIGTERM (rollout.drainSeconds): added by vLLM PR #34730 (2026-02), reverted and re-added by #36666
+    # (2026-03); no older wheel was read for it, so the vLLM of the target is where it is known to be. An older pin is
+    # refused with a drain rather than trusted (a vLLM without the flag exits on it: the engine never starts); with
+    # rollout.drainSeconds 0 the render passes no flag.
+    Feature(
+        VLLM_RBLN,
+        "flag",
+        "--shutdown-timeout",
+        TARGET,
+        f"vllm==0.30.0 (pinned by vllm-rbln=={TARGET}) `vllm serve` parser: --shutdown-timeout, int seconds "
+        "(core/versions/data/vllm-0.30.0-serve.json)",
+    ),
 )
 
 _CONNECTOR_SOURCE = "vllm-rbln==0.10.3 vllm_rbln/distributed/kv_transfer/kv_connector/factory.py (register_connector)"

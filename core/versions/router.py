@@ -137,6 +137,36 @@ PLUGIN_TYPES: dict[str, Feature] = {
     )
 }
 
+# Flags of the EPP the render passes whose presence depends on the pin (the others are in every EPP it targets).
+# `--drain-timeout` (a Go duration, default 30s): on SIGTERM the EPP goes NotServing and releases its leader lease at
+# once, then keeps serving ext_proc for this window, so requests in flight and those sent before the gateway sees the
+# endpoint go are not refused. In the v0.10.0 build (`epp --help` of /work/shared/bin/llm-d-router-v0.10.0); absent
+# from the EPP of llm-d-inference-scheduler v0.7.1, whose flags are GIE v1.4.0's (pkg/epp/server/options.go; on SIGTERM
+# its gRPC server stops taking new streams at once: GracefulStop, internal/runnable/grpc.go). v0.9.x was not read: it is
+# taken to lack the flag.
+DRAIN_TIMEOUT_FLAG = "--drain-timeout"
+EPP_DRAIN_TIMEOUT_DEFAULT_S = 30  # upstream's DefaultDrainTimeout, what an EPP with the flag drains when not given it
+EPP_FLAGS: dict[str, Feature] = {
+    f.name: f
+    for f in (
+        _fact(
+            EPP,
+            "flag",
+            DRAIN_TIMEOUT_FLAG,
+            Version(0, 10, 0),
+            "pkg/epp/server/options.go (DrainTimeout, DefaultDrainTimeout 30s); not in GIE v1.4.0's options.go, the "
+            "runner of llm-d-inference-scheduler v0.7.1",
+        ),
+    )
+}
+
+
+def epp_drains(version: Version | None) -> bool:
+    """The EPP at `version` has `--drain-timeout` (a tag that is no version is taken as the newest, as its render
+    is)."""
+    return version is None or version >= EPP_FLAGS[DRAIN_TIMEOUT_FLAG].since
+
+
 # The routing sidecar moved into the scheduler repository at v0.4.0 (cmd/pd-sidecar) and kept the
 # `llm-d-routing-sidecar` image name until v0.9.0; the render's flags are dated from there.
 SIDECAR_FLAGS: dict[str, Feature] = {
@@ -237,14 +267,24 @@ def flag_names(args: Iterable[str]) -> list[str]:
     return [token.split("=", 1)[0] for token in args if token.startswith("-")]
 
 
-def sidecar_features_used(args: Iterable[str]) -> list[Feature]:
-    """The sidecar features a rendered argument list uses: each flag with a fact here."""
+def _flag_features_used(facts: dict[str, Feature], args: Iterable[str]) -> list[Feature]:
+    """Each feature of `facts` a flag of the rendered argument list uses, once, in the order of the flags."""
     used: list[Feature] = []
     for name in flag_names(args):
-        feature = SIDECAR_FLAGS.get("--" + name.lstrip("-"))
+        feature = facts.get("--" + name.lstrip("-"))
         if feature and feature not in used:
             used.append(feature)
     return used
+
+
+def epp_flag_features_used(args: Iterable[str]) -> list[Feature]:
+    """The EPP features a rendered argument list uses: each flag with a fact here (EPP_FLAGS)."""
+    return _flag_features_used(EPP_FLAGS, args)
+
+
+def sidecar_features_used(args: Iterable[str]) -> list[Feature]:
+    """The sidecar features a rendered argument list uses: each flag with a fact here (SIDECAR_FLAGS)."""
+    return _flag_features_used(SIDECAR_FLAGS, args)
 
 
 # --- Router generations ----------------------------------------------------------------------------------------
@@ -286,6 +326,12 @@ class Generation:
     active_ports_source: str  # order it reads them
     decision_metric: str = ""  # the counter the disagg-profile-handler increments per P/D decision
     decision_metric_source: str = ""  # (label decision_type: prefill-decode, decode-only, ...): the dashboard's
+    # The EPP's request counters: requests it scheduled (counted after a successful pick) and requests that failed
+    # (label error_code; a request refused before a pick is counted only there), which the alerts read.
+    request_metric: str = ""
+    request_error_metric: str = ""
+    request_metrics_source: str = ""
+    client_error_codes: tuple[str, ...] = ()  # error_code values that are the client's fault (not the stack's)
     feature_gates: tuple[str, ...] = ()  # EndpointPickerConfig featureGates the P/D render needs
     feature_gates_source: str = ""
     tracing_env: tuple[tuple[str, str], ...] = ()  # env of the EPP and sidecar containers that keeps their tracing
@@ -352,6 +398,14 @@ GENERATIONS: tuple[Generation, ...] = (
             f"{_V0_7_1} pkg/plugins/profile/disagg_profile_handler.go (RecordDisaggDecision) and "
             f"pkg/metrics/metrics.go (SchedulerSubsystem llm_d_inference_scheduler)"
         ),
+        request_metric="inference_objective_request_total",
+        request_error_metric="inference_objective_request_error_total",
+        request_metrics_source=(
+            f"{GIE_1_4_0} pkg/epp/metrics/metrics.go (requestCounter, requestErrCounter: subsystem "
+            f"inference_objective) and pkg/epp/handlers/server.go (RecordRequestCounter after HandleRequest; "
+            f"RecordRequestErrCounter with the response's or CanonicalCode(err)); codes pkg/epp/util/error/error.go"
+        ),
+        client_error_codes=("BadRequest",),
         # Both programs start OpenTelemetry tracing whatever --tracing says, exporting over OTLP gRPC to
         # OTEL_EXPORTER_OTLP_ENDPOINT (localhost:4317 when unset) 10% of the requests no caller sampled (a parent-based
         # ratio sampler, its ratio from OTEL_TRACES_SAMPLER_ARG). With no collector there, each failed export wrote a
@@ -414,6 +468,15 @@ GENERATIONS: tuple[Generation, ...] = (
             f"disagg_profile_handler.go (RecordDisaggDecision) and metrics.go (LlmdDisaggDecisionCount"
             f"; pkg/epp/metrics/llm_d_router_metrics.go: subsystem llm_d_epp)"
         ),
+        # The llm_d_epp_ names; the inference_objective_ ones are kept deprecated beside them.
+        request_metric="llm_d_epp_request_total",
+        request_error_metric="llm_d_epp_request_error_total",
+        request_metrics_source=(
+            f"{_V0_10_0} pkg/epp/metrics/llm_d_router_metrics.go (llmdRequestCounter, llmdRequestErrCounter: "
+            f"subsystem llm_d_epp) and pkg/epp/handlers/server.go (RecordRequestCounter after HandleRequest; "
+            f"RecordRequestErrCounter with the response's or CanonicalCode(err)); codes pkg/common/error/error.go"
+        ),
+        client_error_codes=("BadRequest", "Unauthorized", "Forbidden", "NotFound", "PreconditionFailed"),
         active_ports=(ACTIVE_PORTS_ANNOTATION, LEGACY_ACTIVE_PORTS_ANNOTATION),
         active_ports_source=(
             f"{_V0_10_0} pkg/epp/datastore/datastore.go (activePortsAnnotation, then "

@@ -651,6 +651,7 @@ func TestFlags(t *testing.T) {
 		{"--listen", "127.0.0.1:0", "--epp", "x:1", "--failure-mode", "FailOpen"},
 		{"--listen", "127.0.0.1:0", "--epp", "x:1", "--failure-mode", "Open"},
 		{"--listen", "127.0.0.1:0", "--epp", "x:1", "--status-on-error", "42"},
+		{"--listen", "127.0.0.1:0", "--epp", "x:1", "--epp-endpoints-file", "/tmp/x"},
 	} {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("%v accepted", args)

@@ -7,6 +7,7 @@
 //
 //	gateway --listen 127.0.0.1:8080 --epp 127.0.0.1:9002
 //	gateway --listen-fd 3 --epp 10.1.0.7:9002 --failure-mode FailOpen --fallback-endpoints 10.1.0.8:8000
+//	gateway --listen-fd 3 --epp-endpoints-file /run/epp-endpoints
 //
 // One line per request goes to stderr. Two response headers are the stand-in's own, for tests:
 // x-gateway-destination-endpoint (the endpoint the request was sent to) and x-gateway-prefiller-host-port (the
@@ -48,6 +49,7 @@ type config struct {
 	listen        string
 	listenFD      int
 	epp           string
+	eppFile       string // the EPP Service's ready endpoints, one HOST:PORT a line (instead of --epp)
 	eppPlaintext  bool
 	failOpen      bool
 	fallbacks     []string
@@ -61,6 +63,8 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.listen, "listen", "", "address to listen on for HTTP/1.1 clients, e.g. 127.0.0.1:8080")
 	fs.IntVar(&c.listenFD, "listen-fd", -1, "an inherited listening socket's file descriptor (instead of --listen)")
 	fs.StringVar(&c.epp, "epp", "", "the EPP's ext_proc gRPC address HOST:PORT")
+	fs.StringVar(&c.eppFile, "epp-endpoints-file", "",
+		"instead of --epp: a file listing the EPP Service's ready endpoints, HOST:PORT a line, read again when it changes")
 	fs.BoolVar(&c.eppPlaintext, "epp-plaintext", false, "plaintext gRPC to the EPP (default: TLS without verification)")
 	fs.StringVar(&mode, "failure-mode", "FailClose", "the InferencePool's failureMode: FailClose or FailOpen")
 	fs.StringVar(&fallbacks, "fallback-endpoints", "", "HOST:PORT,... used when the EPP fails and --failure-mode is FailOpen")
@@ -72,8 +76,8 @@ func parseFlags(args []string) (config, error) {
 	if (c.listen == "") == (c.listenFD < 0) {
 		return c, errors.New("give exactly one of --listen and --listen-fd")
 	}
-	if c.epp == "" {
-		return c, errors.New("--epp is required")
+	if (c.epp == "") == (c.eppFile == "") {
+		return c, errors.New("give exactly one of --epp and --epp-endpoints-file")
 	}
 	switch mode {
 	case "FailClose":
@@ -142,7 +146,10 @@ func run(ctx context.Context, c config, ln net.Listener) error {
 	}
 	defer g.conn.Close()
 	srv := &http.Server{Handler: g, ReadHeaderTimeout: 30 * time.Second}
-	log.Printf("gateway: listening on %s, EPP %s (%s, %s)", ln.Addr(), c.epp, map[bool]string{true: "plaintext", false: "TLS"}[c.eppPlaintext],
+	if c.eppFile != "" {
+		go g.endpoints.follow(ctx, c.eppFile)
+	}
+	log.Printf("gateway: listening on %s, EPP %s (%s, %s)", ln.Addr(), c.epp+c.eppFile, map[bool]string{true: "plaintext", false: "TLS"}[c.eppPlaintext],
 		map[bool]string{true: "FailOpen", false: "FailClose"}[c.failOpen])
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -160,6 +167,7 @@ func run(ctx context.Context, c config, ln net.Listener) error {
 
 type gateway struct {
 	conn          *grpc.ClientConn
+	endpoints     *eppEndpoints // with --epp-endpoints-file: the addresses the connection is given
 	epp           extprocv3.ExternalProcessorClient
 	upstream      *http.Transport
 	failOpen      bool
@@ -175,17 +183,25 @@ func newGateway(c config) (*gateway, error) {
 	}
 	// One HTTP/2 connection for all streams, as Envoy's ext_proc cluster. Reconnect within a second once the EPP
 	// is back (gRPC's default backoff grows to 2 minutes; Envoy's cluster retries sooner).
-	conn, err := grpc.NewClient(c.epp, grpc.WithTransportCredentials(creds),
+	options := []grpc.DialOption{grpc.WithTransportCredentials(creds),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
 			MinConnectTimeout: 2 * time.Second,
-		}))
+		})}
+	target, endpoints := c.epp, (*eppEndpoints)(nil)
+	if c.eppFile != "" {
+		endpoints = newEppEndpoints()
+		target = endpoints.target()
+		options = append(options, grpc.WithResolvers(endpoints.resolver))
+	}
+	conn, err := grpc.NewClient(target, options...)
 	if err != nil {
 		return nil, err
 	}
 	return &gateway{
-		conn: conn,
-		epp:  extprocv3.NewExternalProcessorClient(conn),
+		conn:      conn,
+		endpoints: endpoints,
+		epp:       extprocv3.NewExternalProcessorClient(conn),
 		// A pooled HTTP/1.1 client to the pods; never a proxy from the environment, no transparent gzip.
 		upstream: &http.Transport{
 			Proxy:               nil,

@@ -6,8 +6,9 @@ import dataclasses
 from collections.abc import Iterable
 
 from core import sizing
+from core.cmdline import Flags, parse_flags
 from core.serving import connector_classes
-from policy.read.flags import VLLM_ALIASES, VLLM_BOOLEAN_FLAGS, Flags, parse_flags, serve_argv
+from policy.read.flags import VLLM_ALIASES, VLLM_BOOLEAN_FLAGS, serve_argv
 from policy.read.pods import PodTemplate, pod_templates
 
 # --- engines -------------------------------------------------------------------------------

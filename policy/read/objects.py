@@ -1,4 +1,5 @@
-"""Reading any manifest: findings, resource ids, namespaces, kinds, API groups, label selectors, name lists."""
+"""Reading any manifest: findings, resource ids, namespaces, kinds, API groups, name lists (label selectors:
+core/selectors.py)."""
 
 from __future__ import annotations
 
@@ -54,32 +55,6 @@ def find(manifests: Iterable[dict], kind: str, namespace: str, name: str) -> dic
 def api_group(api_version: str) -> str:
     """`inference.networking.k8s.io/v1` -> `inference.networking.k8s.io`; `v1` -> `` (core)."""
     return api_version.rpartition("/")[0]
-
-
-def selects(match_labels: dict, labels: dict) -> bool:
-    """A non-empty equality selector matches labels that contain all its pairs."""
-    return bool(match_labels) and all(labels.get(k) == str(v) for k, v in match_labels.items())
-
-
-def label_selector_matches(selector: dict, labels: dict) -> bool:
-    """A Kubernetes LabelSelector (matchLabels and matchExpressions); an empty selector matches everything."""
-    if not all(labels.get(k) == str(v) for k, v in (selector.get("matchLabels") or {}).items()):
-        return False
-    for expression in selector.get("matchExpressions") or []:
-        key, operator, values = (
-            expression.get("key"),
-            expression.get("operator"),
-            [str(v) for v in expression.get("values") or []],
-        )
-        present = key in labels
-        if (
-            (operator == "In" and labels.get(key) not in values)
-            or (operator == "NotIn" and present and labels[key] in values)
-            or (operator == "Exists" and not present)
-            or (operator == "DoesNotExist" and present)
-        ):
-            return False
-    return True
 
 
 def name_list(names: Iterable[str], limit: int = 3) -> str:

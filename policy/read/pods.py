@@ -4,11 +4,16 @@ sidecars it runs (their flags read with the program's defaults; a template's rol
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from core.cmdline import Flags, parse_flags
 from core.labels import ROLE_LABEL
-from policy.read.flags import Flags, command_line, parse_flags, serve_argv
+from core.selectors import label_selector_matches
+from core.versions import image_name
+from core.versions import router as router_versions
+from policy.read.flags import command_line, serve_argv
 from policy.read.objects import namespace_of, resource_id
 
 # --- pod templates -------------------------------------------------------------------------
@@ -75,6 +80,27 @@ def pod_templates(manifests: Iterable[dict]) -> Iterator[PodTemplate]:
                 yield PodTemplate(owner=manifest, metadata=node.get("metadata") or {}, spec=node["spec"])
 
 
+def monitor_covers(monitor: dict, template: PodTemplate) -> bool:
+    """The PodMonitor's namespaces and selector take in the pod template."""
+    spec = monitor.get("spec") or {}
+    namespaces = spec.get("namespaceSelector") or {}
+    in_scope = namespaces.get("any") or template.namespace in (namespaces.get("matchNames") or [namespace_of(monitor)])
+    return bool(in_scope) and label_selector_matches(spec.get("selector") or {}, template.labels)
+
+
+def epp_image(manifests: Iterable[dict], namespace: str) -> str | None:
+    """The image of the first EPP container (an image named as the llm-d router's EPP) of a pod template in the
+    namespace, None when there is none."""
+    for template in pod_templates(manifests):
+        if template.namespace != namespace:
+            continue
+        for container in template.containers():
+            image = str(container.get("image", ""))
+            if image_name(image) in router_versions.EPP_IMAGE_NAMES:
+                return image
+    return None
+
+
 WORKLOAD_KINDS = ("Deployment", "StatefulSet")
 
 
@@ -87,6 +113,46 @@ def replicas(manifest: dict) -> int:
 def service_account(template: PodTemplate) -> str:
     """The ServiceAccount the pod runs as (`default` when the template names none)."""
     return template.spec.get("serviceAccountName") or template.spec.get("serviceAccount") or "default"
+
+
+# --- termination ---------------------------------------------------------------------------
+
+KUBERNETES_DEFAULT_GRACE_S = 30  # a pod's terminationGracePeriodSeconds when unset
+# A preStop exec that sleeps: `sleep N` (N seconds, or GNU sleep's N with a unit), alone or in a shell script.
+_SLEEP = re.compile(r"(?:^|[\s;&|(])sleep\s+(\d+)([smh]?)(?=$|[\s;&|)])")
+_SLEEP_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600}
+
+
+GRACE_FIELD = "spec.template.spec.terminationGracePeriodSeconds"
+
+
+def grace_period(template: PodTemplate) -> tuple[int | None, str]:
+    """The pod's terminationGracePeriodSeconds (Kubernetes' 30 when unset; None when unreadable), and what to say
+    before a message about it ("" when it is set)."""
+    value = template.spec.get("terminationGracePeriodSeconds")
+    if value is None:
+        return KUBERNETES_DEFAULT_GRACE_S, f"{GRACE_FIELD} is unset, so Kubernetes' {KUBERNETES_DEFAULT_GRACE_S}: "
+    try:
+        return int(value), ""
+    except (TypeError, ValueError):
+        return None, ""
+
+
+def pre_stop_seconds(container: dict) -> int:
+    """How long a container's preStop hook holds it before SIGTERM: a sleep action's seconds, or the `sleep N` of an
+    exec command (summed in a shell script). 0 without a preStop, or with one whose duration cannot be read here (an
+    httpGet): such a hook is not counted."""
+    hook = ((container.get("lifecycle") or {}).get("preStop")) or {}
+    sleep = hook.get("sleep") or {}
+    if "seconds" in sleep:
+        try:
+            return max(int(sleep["seconds"]), 0)
+        except (TypeError, ValueError):
+            return 0
+    command = [str(word) for word in (hook.get("exec") or {}).get("command") or []]
+    if command and command[0].rsplit("/", 1)[-1] == "sleep":
+        command = [" ".join(["sleep", *command[1:]])]
+    return sum(int(n) * _SLEEP_UNITS[unit] for word in command for n, unit in _SLEEP.findall(word))
 
 
 # --- routing sidecar -----------------------------------------------------------------------

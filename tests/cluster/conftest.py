@@ -27,7 +27,8 @@ from typing import Any
 
 import pytest
 
-from localsite.harness import free_port_base
+from host.ports import random_free_block
+from host.processes import start_time
 from tests.prerequisites import checked_dir, require
 
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -42,11 +43,7 @@ def cluster_bin_dir() -> str | None:
 
 def process_alive(pid: int) -> bool:
     """True while the process exists and is no zombie."""
-    try:
-        stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] not in "ZX"
+    return start_time(pid) is not None
 
 
 @dataclass
@@ -141,7 +138,7 @@ def cluster_bins() -> str:
 @pytest.fixture(scope="session")
 def local_cluster(tmp_path_factory, cluster_bins) -> LocalCluster:
     """A running 4-node simulated site of its own for the whole session; stopped (by pid) at the end."""
-    cluster = start_instance(tmp_path_factory.mktemp("cluster"), free_port_base())
+    cluster = start_instance(tmp_path_factory.mktemp("cluster"), random_free_block(6))
     try:
         yield cluster
     finally:

@@ -263,7 +263,15 @@ def test_b_second_up_changes_nothing(site, deployed):
     again = site.up()
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert set((project.root / ".tmp").iterdir()) == temporary, "scripts/up left temporary files behind"
-    assert "preview: nothing to change (48 unchanged)" in again.stderr, again.stderr[-3000:]
+    # Every resource of the state is one the preview left unchanged, but the default providers, which the engine's
+    # display hides (`default`, `default_4_25_0`: here the pulumi provider of the rollout's Stash).
+    resources = json.loads(state)["checkpoint"]["latest"]["resources"]
+    unchanged = sum(
+        1
+        for r in resources
+        if not (r["type"].startswith("pulumi:providers:") and r["urn"].rsplit("::", 1)[-1].startswith("default"))
+    )
+    assert f"preview: nothing to change ({unchanged} unchanged)" in again.stderr, again.stderr[-3000:]
     assert "Previewing update (prod-4p4d)" in again.stdout and "Updating (prod-4p4d)" not in again.stdout
     assert state_file.read_bytes() == state
     assert "openaiBaseUrl" in again.stdout and "npu: npu-" in again.stdout  # outputs and placement
@@ -391,7 +399,9 @@ def test_e4_a_change_the_pack_refuses_stops_at_the_preview(site, deployed):
     """What only the pack judges (image hygiene at the prod level): the preview that scripts/up runs first
     refuses it, and the update never starts."""
     project, _ = deployed
-    set_config(project, "rebel100:engine", {"image": "rebellions/vllm-rbln:latest"})
+    # The gate judges the pins its version facts read (the engine, the EPP, the sidecar: a :latest there is refused
+    # before the preview); the downloader's image, run by the engines' wait-for-weights init container, is the pack's.
+    set_config(project, "rebel100:weights", {"downloaderImage": "python:latest"})
     proc = up_refused_before_apply(site)
     assert "[mandatory]  image-tag-pinned" in proc.stdout + proc.stderr, proc.stdout[-3000:]
     assert "up: the preview of stack prod-4p4d failed (exit 1): nothing was changed" in proc.stderr

@@ -1,9 +1,9 @@
 """Faults in the middle of `scripts/up prod-4p4d` on the local cluster, and the next `scripts/up` recovering alone.
 
-Each test starts a change that rolls the engines (a pod annotation; engines 20 s slow to become Ready, so that
-"mid-update" is a window of tens of seconds, not luck), waits until the new prefill pod exists, breaks something,
-and then checks what a user would: the interrupted `up` ended and left no process of its own running; the next
-`scripts/up` (what `make up` runs) converges with no manual step; the objects in the namespace are the stack's
+Each test starts a change that rolls the engines (a pod annotation; engines 5 s slow to become Ready, rolled one at a
+time, so that "mid-update" is a window of tens of seconds, not luck), waits until the new prefill pod exists, breaks
+something, and then checks what a user would: the interrupted `up` ended and left no process of its own running; the
+next `scripts/up` (what `make up` runs) converges with no manual step; the objects in the namespace are the stack's
 resources, no more (no orphan, no duplicate) and no fewer; the retained volumes are the same objects as before.
 The module deploys its own copy of the project once (fixture `site`) and checks that precondition; every test
 leaves the stack converged, which the next one checks again before its fault.
@@ -18,7 +18,6 @@ import json
 import os
 import pathlib
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -26,6 +25,7 @@ from collections.abc import Callable
 import pytest
 import yaml
 
+from host.ports import any_free_port
 from tests.cluster.conftest import PROJECT_ROOT, LocalCluster
 from tests.prerequisites import require
 from tests.pulumi_project import Project, copy_project, toolchain_dir
@@ -38,7 +38,10 @@ NS = "rebel100"
 ROLE = "llm-d.ai/role"
 READY_DELAY = "rebel100.local/ready-delay"  # kwok's Running -> Ready delay (cluster/site/kwok-stages.yaml)
 FAULT = "rebel100.local/fault"  # a pod annotation whose new value rolls the engines
-SLOW = "20s"
+# Each engine 5 s from Running to Ready: the render rolls one pod at a time (RollingUpdate, maxSurge 0), so an update
+# of the 8 engines is a window of about a minute (prefill's 4, then decode's 4) for the faults to land in. At 20 s a
+# pod (enough when Recreate replaced a role's pods at once) every update took minutes and the module over half an hour.
+SLOW = "5s"
 TOKEN = "hf_PLANTEDinTheFaultsStack93b1c"  # planted: the last test greps for it
 SECRET_MARKER = "4dabf18193072939515e22adb298388d"  # Pulumi's marker of a secret value in state
 UP_TIMEOUT = 1200
@@ -441,12 +444,6 @@ def test_the_watch_cancels_an_unschedulable_update_then_a_fixed_file_converges(s
     assert_converged(site, "unschedulable", volumes)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_s3_backend_stopped_mid_update(site: Site, tmp_path):
     """The stack moved to an S3 backend (moto's server on 127.0.0.1), which is stopped in the middle of an
     update and started again: the update fails, the last checkpoint is still readable, the next scripts/up
@@ -454,7 +451,7 @@ def test_s3_backend_stopped_mid_update(site: Site, tmp_path):
     boto3 = pytest.importorskip("boto3")
     from moto.server import ThreadedMotoServer
 
-    port = free_port()
+    port = any_free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
     server.start()
     exported = tmp_path / "state.json"

@@ -10,10 +10,10 @@ from collections import Counter
 import pytest
 import yaml
 
+from host.ports import random_free_block
 from tests.cluster.conftest import (
     PROJECT_ROOT,
     LocalCluster,
-    free_port_base,
     process_alive,
     script,
     start_instance,
@@ -255,7 +255,7 @@ def test_a_slow_engine_is_running_but_not_ready_until_its_delay(local_cluster, n
 
 def test_start_is_idempotent_and_stop_leaves_no_process(tmp_path, cluster_bins):
     """A second, one-node instance of its own: start twice, stop twice, nothing left running."""
-    port = free_port_base()
+    port = random_free_block(6)
     cluster = start_instance(tmp_path / "instance", port, nodes=1)
     again = script("start", "--dir", str(cluster.dir), "--port", str(port), "--nodes", "1")
     assert again.returncode == 0 and "already running" in again.stderr

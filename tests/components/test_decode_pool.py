@@ -4,6 +4,7 @@ import json
 
 from components.decode_pool import DecodePool
 from core.config import StackConfig
+from core.derive import derive
 from objects.engine_pool import claim_digest
 from objects.stack import decode_pool_args
 from tests import defaults
@@ -13,7 +14,9 @@ from tests.conftest import arg_value, container, env_map
 def build(run_under_mocks, **config):
     """The pool as the stack builds it from a config (the args worked out by stacks.compose)."""
     cfg = StackConfig(name="t", namespace="ns", **config)
-    return run_under_mocks(lambda: DecodePool("t-decode", decode_pool_args(cfg, defaults.engine_weights_of(cfg))))
+    return run_under_mocks(
+        lambda: DecodePool("t-decode", decode_pool_args(cfg, derive(cfg), defaults.engine_weights_of(cfg)))
+    )
 
 
 def test_dp4_expert_parallel_args(run_under_mocks):

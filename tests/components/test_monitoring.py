@@ -1,4 +1,4 @@
-"""Monitoring: PodMonitors per role and the dashboard ConfigMap."""
+"""Monitoring: PodMonitors per role, the alerts' PrometheusRule and the dashboard ConfigMap."""
 
 import json
 
@@ -46,6 +46,7 @@ def test_off(run_under_mocks):
                 targets=[],
                 pod_monitors=False,
                 dashboard=False,
+                alerts=[],
             ),
         )
     )
@@ -80,4 +81,16 @@ def test_no_reader_when_no_target_checks_tokens(run_under_mocks):
     cluster = run_under_mocks(
         lambda: Monitoring("m", defaults.monitoring_args(decision_metric="pd_counter", targets=targets))
     )
-    assert {m["kind"] for m in cluster.manifests} == {"PodMonitor", "ConfigMap"}
+    assert {m["kind"] for m in cluster.manifests} == {"PodMonitor", "ConfigMap", "PrometheusRule"}
+
+
+def test_the_alerts_are_one_prometheus_rule_in_the_namespace(run_under_mocks):
+    cluster = run_under_mocks(lambda: Monitoring("m", defaults.monitoring_args(runbook_url="https://runbooks/ops")))
+    rule = cluster.get("PrometheusRule", "t-alerts")
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1" and rule["metadata"]["namespace"] == "ns"
+    [group] = rule["spec"]["groups"]
+    assert group["name"] == "rebel100-t"
+    first = group["rules"][0]
+    assert first["alert"] == "Rebel100EppUnavailable"
+    assert first["labels"] == {"severity": "critical", "role": "epp", "namespace": "ns"}
+    assert first["annotations"]["runbook_url"] == "https://runbooks/ops#rebel100eppunavailable"

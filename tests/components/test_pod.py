@@ -1,10 +1,10 @@
 """Shared engine pod pieces: security contexts and their exceptions, PDBs, anti-affinity, node groups; and how
-a component registers its objects (components/kube.py)."""
+a component registers its objects (components/resources.py)."""
 
-from components.kube import TYPED
 from components.prefill_pool import PrefillPool
+from components.resources import TYPED
 from core.config import StackConfig
-from objects import pod
+from objects import component
 from stacks import compose
 from tests import defaults
 from tests.conftest import container
@@ -22,7 +22,7 @@ def test_engine_security_context_and_recorded_exceptions(run_under_mocks):
     context = container(deployment, "vllm")["securityContext"]
     assert context["allowPrivilegeEscalation"] is False
     assert context["capabilities"] == {"add": ["IPC_LOCK"], "drop": ["ALL"]}
-    exceptions = template["metadata"]["annotations"][pod.SECURITY_EXCEPTIONS_ANNOTATION]
+    exceptions = template["metadata"]["annotations"][component.SECURITY_EXCEPTIONS_ANNOTATION]
     assert "runAsRoot" in exceptions and "IPC_LOCK" in exceptions
 
 
@@ -38,7 +38,7 @@ def test_pdb_and_anti_affinity(run_under_mocks):
     cluster = build(run_under_mocks)
     pdb = cluster.get("PodDisruptionBudget", "t-prefill")
     assert pdb["spec"]["maxUnavailable"] == 1
-    assert pdb["spec"]["selector"]["matchLabels"][pod.POOL_LABEL] == "t-prefill"
+    assert pdb["spec"]["selector"]["matchLabels"][component.POOL_LABEL] == "t-prefill"
     anti = cluster.get("Deployment", "t-prefill")["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
     term = anti["requiredDuringSchedulingIgnoredDuringExecution"][0]
     assert term["topologyKey"] == "kubernetes.io/hostname"

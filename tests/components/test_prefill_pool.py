@@ -4,6 +4,7 @@ import json
 
 from components.prefill_pool import PrefillPool
 from core.config import StackConfig
+from core.derive import derive
 from objects.engine_pool import claim_digest
 from objects.stack import prefill_pool_args
 from tests import defaults
@@ -14,7 +15,7 @@ def build(run_under_mocks, cfg: StackConfig = StackConfig(name="t", namespace="n
     """The pool as the stack builds it from a config (the args worked out by stacks.compose)."""
     args = {"kv_tier_config_map": None, "rds_nodes": False, **args}
     return run_under_mocks(
-        lambda: PrefillPool("t-prefill", prefill_pool_args(cfg, defaults.engine_weights_of(cfg), **args))
+        lambda: PrefillPool("t-prefill", prefill_pool_args(cfg, derive(cfg), defaults.engine_weights_of(cfg), **args))
     )
 
 
@@ -65,7 +66,8 @@ def test_without_kv_tier_only_nixl(run_under_mocks):
 def test_pod_wiring(run_under_mocks):
     spec = build(run_under_mocks).get("Deployment", "t-prefill")["spec"]
     pod = spec["template"]["spec"]
-    assert spec["strategy"]["type"] == "Recreate"
+    assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
+    assert pod["terminationGracePeriodSeconds"] == 120
     assert pod["resourceClaims"] == [
         {
             "name": "npu-rdma",

@@ -1,4 +1,5 @@
-"""The real router programs (built by scripts/consumers) and how the tests run them: each in a network namespace
+"""The real router programs of the generation before the rename (v0.7.1, scripts/consumers' `router07` set: the
+corpus test checks the version facts against them) and how the tests run them: each in a network namespace
 of its own with a discovery-only API (sandbox.py), stopped by its pid."""
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from stacks import render
 from tests.prerequisites import checked_dir, require
 
 SANDBOX = pathlib.Path(__file__).with_name("sandbox.py")
-VERSION = "0.7.1"  # what scripts/consumers builds
+VERSION = "0.7.1"  # what scripts/consumers builds as its `router07` set
 STACKS = ("dev", "prod-4p4d", "agg", "pd-router07")
 # The EPP's own log lines: it read its configuration, or it refused it (each refusal is logged under this).
 EPP_LOADED = "loaded configuration from file/text successfully"
@@ -28,8 +29,8 @@ TIMEOUT = 20.0
 
 
 def programs_dir() -> pathlib.Path:
-    found = checked_dir(str(PROJECT_ROOT / "scripts" / "consumers"), "build", "--check", "router")
-    return pathlib.Path(require(found, "the router's programs are not built: run scripts/consumers build"))
+    found = checked_dir(str(PROJECT_ROOT / "scripts" / "consumers"), "build", "--check", "router07")
+    return pathlib.Path(require(found, "the v0.7.1 router programs are not built (scripts/consumers build router07)"))
 
 
 def sandboxed(spec: dict) -> dict:
@@ -93,10 +94,18 @@ def rendered_sidecar_args(manifests: list[dict]) -> list[str]:
 
 
 def verdict(outcome: dict) -> str:
-    """`accepted` / `refused` from the EPP's own log; anything else fails the test with the log."""
+    """`accepted` / `refused` from the EPP's own log (refused at its configuration, or at its command line: pflag's
+    `unknown flag: --x` and a non-zero exit before any configuration is read); anything else fails the test with
+    the log."""
     if outcome["outcome"] == "passed":
         return "accepted"
     if outcome["outcome"] == "failed":
+        return "refused"
+    if (
+        outcome["outcome"] == "exited"
+        and outcome["returncode"]
+        and any(line.startswith("unknown flag: ") for line in outcome["log"])
+    ):
         return "refused"
     raise AssertionError(
         f"the EPP neither loaded nor refused its config ({outcome['outcome']}):\n" + "\n".join(outcome["log"][-30:])

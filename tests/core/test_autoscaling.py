@@ -8,6 +8,7 @@ from core.config import Autoscaling
 from core.derive import derive
 from core.gate import ConfigError, load_config
 from core.placement import needs
+from tests.conftest import stack_file_refusals
 
 # prod-4p4d's site (4 nodes of 8 NPUs) with both roles scaled 1..4, rolled one pod at a time.
 SCALED = {
@@ -490,3 +491,210 @@ def test_signal_the_engine_image_does_not_serve_in_full():
     # An image that is no vllm-rbln (its tag is no vllm-rbln version) is not judged by these facts.
     other_vllm = issues({**older_engine, "rebel100:engine": {"image": "vllm/vllm-openai:0.11.2"}})
     assert ("rebel100:engine.image", "autoscaling-signal") not in other_vllm
+
+
+# --- a target in its signal's range (issue 38) ------------------------------------------------------------------
+
+
+def target(value, unit="fraction", maximum=1.0):
+    return rules.autoscaling_target(
+        "decode", value, unit, maximum, 0.1, target_name="T", signal_text="S", fix_signal="pick another signal"
+    )
+
+
+def test_each_signal_carries_its_unit_and_range():
+    found = {name: (s.unit_name, s.maximum) for name, s in autoscaling.SIGNALS.items()}
+    assert found == {
+        "engineQueue": ("requests", None),
+        "kvCacheUsage": ("fraction", 1.0),
+        "pdDecisionRate": ("decisions per second", None),
+    }
+    assert autoscaling.HPA_TOLERANCE == 0.1
+    # Each default target is in its own range.
+    for signal in autoscaling.SIGNALS.values():
+        highest = signal.highest_target()
+        assert signal.default_target > 0 and (highest is None or signal.default_target < highest)
+
+
+def test_a_fraction_target_at_its_edges():
+    """1 / 1.1 = 0.90909...: at 0.909 the average can still exceed the target by 10% (0.9999 < 1), at 0.91 it can
+    not (1.001 > 1)."""
+    assert target(0.8) is None and target(0.909) is None and target(0.0001) is None
+    assert target(0.91) == (
+        "T 0.91 is outside the range of S, a fraction from 0 to 1 per pod: the HPA adds a pod only when the pods' "
+        "average exceeds the target by its tolerance of 10%, and the average cannot exceed 1: from 1 / 1.1 (about "
+        "0.909) up, decode never scales up. Set T to a fraction below that, or pick another signal."
+    )
+    assert target(1.0) is not None and "(1% is" not in target(1.0)
+    assert "Set T to a fraction below that (80% is 0.8), or pick another signal." in target(80)
+    assert "Set T to a fraction below that, or" in target(800)  # no percentage reads 800
+    # A percentage reads a target above 1 up to 100, and none past it.
+    assert "(1.5% is 0.015)" in target(1.5) and "(100% is 1)" in target(100)
+    assert "Set T to a fraction below that, or" in target(100.5)
+    # At exactly the highest target the average cannot exceed it by the tolerance: refused.
+    assert target(1 / (1 + 0.1)) is not None
+    # Unbounded units take any target above 0; 0 and below is refused whatever the unit.
+    assert target(1000, "requests", None) is None and target(0.5, "decisions per second", None) is None
+    assert target(0, "requests", None) == (
+        "T 0 is not above 0: the HPA divides the signal by it (S, in requests per pod). Set a target above 0."
+    )
+
+
+def test_the_issues_example_is_refused_at_the_target_naming_the_metric(tmp_path):
+    """`target: 80` with `metric: kvCacheUsage`, as a user writes it: refused at the target (the value written in
+    another unit), the metric named beside it."""
+    text = """\
+        rebel100:decode:
+          autoscaling: {minReplicas: 1, maxReplicas: 4, metric: kvCacheUsage, target: 80}
+        rebel100:rollout:
+          strategy: RollingUpdate
+    """
+    assert stack_file_refusals(tmp_path, text) == [
+        (
+            "rebel100:decode.autoscaling.target",
+            "decode.autoscaling.target 80 is outside the range of decode.autoscaling.metric kvCacheUsage, a fraction "
+            "from 0 to 1 per pod: the HPA adds a pod only when the pods' average exceeds the target by its tolerance "
+            "of 10%, and the average cannot exceed 1: from 1 / 1.1 (about 0.909) up, decode never scales up. Set "
+            "decode.autoscaling.target to a fraction below that (80% is 0.8), or set decode.autoscaling.metric to "
+            "the signal 80 is a value of (engineQueue: requests).",
+            "autoscaling-target",
+        )
+    ]
+
+
+def test_a_target_against_the_roles_default_signal_says_it_is_the_default(tmp_path):
+    text = """\
+        rebel100:prefill:
+          autoscaling: {minReplicas: 1, maxReplicas: 4, metric: kvCacheUsage, target: 0.95}
+        rebel100:decode:
+          autoscaling: {minReplicas: 1, maxReplicas: 4, target: 0.95}
+        rebel100:rollout:
+          strategy: RollingUpdate
+    """
+    found = stack_file_refusals(tmp_path, text)
+    assert [(path, policy) for path, _, policy in found] == [
+        ("rebel100:prefill.autoscaling.target", "autoscaling-target"),
+        ("rebel100:decode.autoscaling.target", "autoscaling-target"),
+    ]
+    assert found[0][1].startswith(
+        "prefill.autoscaling.target 0.95 is outside the range of prefill.autoscaling.metric kvCacheUsage,"
+    )
+    assert found[0][1].endswith(
+        "or set prefill.autoscaling.metric to the signal 0.95 is a value of (engineQueue: requests, pdDecisionRate: "
+        "decisions per second)."
+    )
+    assert found[1][1].startswith(
+        "decode.autoscaling.target 0.95 is outside the range of kvCacheUsage (decode's default "
+        "decode.autoscaling.metric), a fraction"
+    )
+
+
+def test_targets_in_their_units_pass(tmp_path):
+    text = """\
+        rebel100:prefill:
+          autoscaling: {minReplicas: 1, maxReplicas: 4, metric: engineQueue, target: 80}
+        rebel100:decode:
+          autoscaling: {minReplicas: 1, maxReplicas: 4, target: 0.9}
+        rebel100:rollout:
+          strategy: RollingUpdate
+    """
+    assert stack_file_refusals(tmp_path, text) == []
+
+
+# --- every signal scraped at least once per lookback of its query (issue 38) -----------------------------------------
+
+
+def test_the_lookback_of_each_query_as_built():
+    """The engine signals are instant selectors (one sample within Prometheus's 5m lookback delta), the EPP's counter
+    a rate over 2m (two samples in it); the pack reads a query back the same way."""
+    found = {name: autoscaling.signal_lookback(s) for name, s in autoscaling.SIGNALS.items()}
+    assert {name: (lb.window, lb.window_ms, lb.samples) for name, lb in found.items()} == {
+        "engineQueue": ("5m", 300_000, 1),
+        "kvCacheUsage": ("5m", 300_000, 1),
+        "pdDecisionRate": ("2m", 120_000, 2),
+    }
+    assert autoscaling.query_lookback("sum(rate(x[5m])) / sum(rate(y[90s]))").window == "90s"  # the shortest
+    assert autoscaling.query_lookback("max_over_time(x[1m30s])").window_ms == 90_000
+    assert autoscaling.query_lookback('sum(x{a="[5m]x"})').samples == 2  # read as written, not parsed as PromQL
+
+
+def scraped(interval_ms, window_ms, samples):
+    return rules.scraped_in_lookback(
+        "decode", "S (s)", interval_ms, window_ms, samples, interval_name="I", lookback_how="H"
+    )
+
+
+def test_scraped_in_lookback_at_its_edges():
+    minute = 60_000
+    assert scraped(5 * minute, 5 * minute, 1) is None  # one sample in every 5m window, exactly
+    assert scraped(1 * minute, 2 * minute, 2) is None  # two in every 2m window
+    assert scraped(0, 5 * minute, 1) is None  # no interval set: not judged
+    assert scraped(1, 1, 2) is not None  # two samples of 1 ms do not fit in 1 ms: judged at any interval above 0
+    assert scraped(5 * minute + 1000, 5 * minute, 1) == (
+        "I 5m1s scrapes S (s) less often than decode's trigger can read it: H, so for 1s of every 5m1s the query finds "
+        "no sample, reads 0 (`or vector(0)`) and the autoscaler takes decode down under load. Set I to at most 5m (one "
+        "scrape per 5m)."
+    )
+    assert scraped(90_000, 2 * minute, 2) == (
+        "I 1m30s scrapes S (s) less often than decode's trigger can read it: H, so for 1m of every 1m30s the query "
+        "finds fewer than 2 samples (no rate), reads 0 (`or vector(0)`) and the autoscaler takes decode down under "
+        "load. Set I to at most 1m (2 scrapes per 2m)."
+    )
+    assert "so the query always finds fewer than 2 samples (no rate), reads 0 (`or vector(0)`) and decode never " in (
+        scraped(3 * minute, 2 * minute, 2)
+    )
+
+
+SCALED_TEXT = """\
+    rebel100:prefill:
+      autoscaling: {minReplicas: 1, maxReplicas: 4%s}
+    rebel100:decode:
+      autoscaling: {minReplicas: 1, maxReplicas: 4}
+    rebel100:rollout:
+      strategy: RollingUpdate
+    rebel100:observability:
+      scrapeInterval: %s
+"""
+
+
+def test_the_issues_example_a_ten_minute_scrape_is_refused_at_the_interval(tmp_path):
+    assert stack_file_refusals(tmp_path, SCALED_TEXT % ("", "10m")) == [
+        (
+            "rebel100:observability.scrapeInterval",
+            f"observability.scrapeInterval 10m scrapes {signal} ({series}) less often than {role}'s trigger can read "
+            "it: an instant query finds a sample only 5m back (Prometheus's --query.lookback-delta), so for 5m of "
+            "every 10m the query finds no sample, reads 0 (`or vector(0)`) and the autoscaler takes "
+            f"{role} down under load. Set observability.scrapeInterval to at most 5m (one scrape per 5m).",
+            "autoscaling-scrape-interval",
+        )
+        for role, signal, series in (
+            ("prefill", "engineQueue", "vllm:num_requests_waiting"),
+            ("decode", "kvCacheUsage", "vllm:kv_cache_usage_perc"),
+        )
+    ]
+
+
+def test_the_decision_rate_needs_two_scrapes_per_rate_range(tmp_path):
+    found = stack_file_refusals(tmp_path, SCALED_TEXT % (", metric: pdDecisionRate", "90s"))
+    assert found == [
+        (
+            "rebel100:observability.scrapeInterval",
+            "observability.scrapeInterval 1m30s scrapes pdDecisionRate (llm_d_epp_disagg_decision_total) less often "
+            "than prefill's trigger can read it: its rate() needs two samples within its [2m] range, so for 1m of "
+            "every 1m30s the query finds fewer than 2 samples (no rate), reads 0 (`or vector(0)`) and the autoscaler "
+            "takes prefill down under load. Set observability.scrapeInterval to at most 1m (2 scrapes per 2m).",
+            "autoscaling-scrape-interval",
+        )
+    ]
+    assert stack_file_refusals(tmp_path, SCALED_TEXT % (", metric: pdDecisionRate", "1m")) == []
+
+
+@pytest.mark.parametrize("interval", ["30s", "5m", "1m30s"])
+def test_intervals_within_the_lookback_pass(tmp_path, interval):
+    assert stack_file_refusals(tmp_path, SCALED_TEXT % ("", interval)) == []
+
+
+def test_a_long_interval_is_not_judged_without_autoscaling_or_without_podmonitors(tmp_path):
+    assert stack_file_refusals(tmp_path, "rebel100:observability:\n  scrapeInterval: 10m\n") == []
+    text = (SCALED_TEXT % ("", "10m")) + "      podMonitors: false\n"
+    assert {policy for _, _, policy in stack_file_refusals(tmp_path, text)} == {"autoscaling-signal"}

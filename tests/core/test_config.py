@@ -4,7 +4,7 @@ import pytest
 
 from core.config import StackConfig
 from core.gate import ConfigError, load_config
-from tests.conftest import stack_config
+from tests.conftest import stack_config, stack_file_refusals
 
 
 def problems(config):
@@ -61,7 +61,11 @@ def test_wrong_type_and_range_name_path_value_and_range():
     assert len(found) == 3  # all reported together
     text = "\n".join(found)
     assert "rebel100:prefill.replicas: -1 is not valid" in text and "allowed: >= 0 and <= 1024" in text
-    assert "rebel100:prefill.maxNumSeqs: 'many' is not valid" in text
+    assert (
+        'rebel100:prefill.maxNumSeqs: "many" is text, but prefill.maxNumSeqs takes an int (allowed: >= 1 and <= 1024): '
+        "a whole number without quotes (`4`), not a boolean, a quoted number or a fraction. Write a whole number in "
+        "its place, e.g. `maxNumSeqs: 4`." in text
+    )
     assert "rebel100:topology: 'mesh' is not valid" in text and "allowed: 'pd', 'agg'" in text
 
 
@@ -110,7 +114,10 @@ def test_bounds_of_a_nested_section_and_list_positions():
         "rebel100:decode.sidecar.port: 80 is not valid: Input should be greater than or equal to 1024. "
         "(allowed: >= 1024 and <= 65000)" in text
     )
-    assert "rebel100:decode.extraArgs[0]: 1 is not valid: Input should be a valid string." in text
+    assert (
+        "rebel100:decode.extraArgs[0]: 1 is a whole number, but decode.extraArgs[0] takes a str: text (quote a value "
+        'YAML reads as a number or a boolean: `cpu: "32"`). Quote it: `- "1"`.' in text
+    )
     assert "rebel100:kvTier.rdsChunkOverheadMib: 0 is not valid: Input should be greater than 0. (allowed: > 0)" in text
 
 
@@ -118,8 +125,9 @@ def test_a_field_without_bounds_says_no_allowed_range():
     found = problems({"rebel100:engine": '{"subBlockCache": "maybe"}', "rebel100:decode": '{"extraArgs": "--x"}'})
     assert sorted(found) == [
         "rebel100:decode.extraArgs: '--x' is not valid: Input should be a valid list.",
-        "rebel100:engine.subBlockCache: 'maybe' is not valid: Input should be a valid boolean, "
-        "unable to interpret input.",
+        'rebel100:engine.subBlockCache: "maybe" is text, but engine.subBlockCache takes a bool: `true` or `false` '
+        "without quotes (`yes`, `no`, `on` and `off` are strings to the Pulumi CLI's YAML). Write true or false in "
+        "its place, e.g. `subBlockCache: true`.",
     ]
 
 
@@ -161,7 +169,8 @@ def test_a_value_inside_a_mapping_has_no_section():
     assert _field_models(StackConfig, ("prefill", "extraEnv", "X")) is None
     assert _field_info(StackConfig, ("prefill", "extraEnv", "X")) is None
     assert problems({"rebel100:prefill": '{"extraEnv": {"X": 1}}'}) == [
-        "rebel100:prefill.extraEnv.X: 1 is not valid: Input should be a valid string."
+        "rebel100:prefill.extraEnv.X: 1 is a whole number, but prefill.extraEnv.X takes a str: text (quote a value "
+        'YAML reads as a number or a boolean: `cpu: "32"`). Quote it: `X: "1"`.'
     ]
 
 
@@ -189,10 +198,12 @@ def test_a_bad_value_under_a_map_key_spelled_like_pydantics_key_marker_is_report
     environment variable name) whose value is wrong ends the same way, one part higher. It is that key's value that
     is wrong, reported at decode.extraEnv.[key], not 'key extraEnv' at decode."""
     assert problems({"rebel100:decode": '{"extraEnv": {"[key]": 5}}'}) == [
-        "rebel100:decode.extraEnv.[key]: 5 is not valid: Input should be a valid string."
+        "rebel100:decode.extraEnv.[key]: 5 is a whole number, but decode.extraEnv.[key] takes a str: text (quote a "
+        'value YAML reads as a number or a boolean: `cpu: "32"`). Quote it: `[key]: "5"`.'
     ]
     assert problems({"rebel100:prefill": '{"extraEnv": {"[key]": 5, "A=B": "x"}}'}) == [
-        "rebel100:prefill.extraEnv.[key]: 5 is not valid: Input should be a valid string.",
+        "rebel100:prefill.extraEnv.[key]: 5 is a whole number, but prefill.extraEnv.[key] takes a str: text (quote a "
+        'value YAML reads as a number or a boolean: `cpu: "32"`). Quote it: `[key]: "5"`.',
         "rebel100:prefill.extraEnv: key 'A=B' is not valid: contains '=': an environment variable name is non-empty "
         "printable ASCII without '=' (k8s.io/apimachinery v0.35.4 pkg/util/validation/validation.go "
         "IsRelaxedEnvVarName).",
@@ -209,3 +220,134 @@ def test_is_map_names_the_map_fields_only():
     )
     assert not _is_map(("decode",)) and not _is_map(("decode", "replicas")) and not _is_map(())
     assert not _is_map(("decode", "extraEnv", "[key]"))
+
+
+# --- strict types, in stack files written as a user writes them (issue 38) ----------------------------------------
+
+INT_RULE = "a whole number without quotes (`4`), not a boolean, a quoted number or a fraction."
+FLOAT_RULE = "a number without quotes (`0.8`, `2`), not a boolean or a quoted number."
+BOOL_RULE = "`true` or `false` without quotes (`yes`, `no`, `on` and `off` are strings to the Pulumi CLI's YAML)."
+STR_RULE = 'text (quote a value YAML reads as a number or a boolean: `cpu: "32"`).'
+
+
+@pytest.mark.parametrize(
+    "text, path, message",
+    [
+        (
+            "rebel100:prefill:\n  replicas: true\n",
+            "rebel100:prefill.replicas",
+            "true is a boolean, but prefill.replicas takes an int (allowed: >= 0 and <= 1024): "
+            f"{INT_RULE} Write a whole number in its place, e.g. `replicas: 4`.",
+        ),
+        (
+            "rebel100:decode:\n  autoscaling: {minReplicas: 1, maxReplicas: true}\n",
+            "rebel100:decode.autoscaling.maxReplicas",
+            "true is a boolean, but decode.autoscaling.maxReplicas takes an int (allowed: >= 1 and <= 1024): "
+            f"{INT_RULE} Write a whole number in its place.",
+        ),
+        (
+            'rebel100:decode:\n  autoscaling: {minReplicas: 1, maxReplicas: "4"}\n',
+            "rebel100:decode.autoscaling.maxReplicas",
+            '"4" is a quoted number (text), but decode.autoscaling.maxReplicas takes an int (allowed: >= 1 and <= '
+            f"1024): {INT_RULE} Write it without the quotes: `maxReplicas: 4`.",
+        ),
+        (
+            "rebel100:decode:\n  maxNumSeqs: 4.5\n",
+            "rebel100:decode.maxNumSeqs",
+            "4.5 is a number with a fraction, but decode.maxNumSeqs takes an int (allowed: >= 1 and <= 1024): "
+            f"{INT_RULE} Write a whole number in its place, e.g. `maxNumSeqs: 1`.",
+        ),
+        (
+            'rebel100:prefill:\n  gpuMemoryUtilization: "0.8"\n',
+            "rebel100:prefill.gpuMemoryUtilization",
+            f'"0.8" is a quoted number (text), but prefill.gpuMemoryUtilization takes a float: {FLOAT_RULE} Write it '
+            "without the quotes: `gpuMemoryUtilization: 0.8`.",
+        ),
+        (
+            "rebel100:hardware:\n  hbmPerChipletGib: true\n",
+            "rebel100:hardware.hbmPerChipletGib",
+            f"true is a boolean, but hardware.hbmPerChipletGib takes a float (allowed: > 0): {FLOAT_RULE} Write a "
+            "number in its place, e.g. `hbmPerChipletGib: 36.0`.",
+        ),
+        (
+            "rebel100:engine:\n  subBlockCache: yes\n",
+            "rebel100:engine.subBlockCache",
+            f'"yes" is text, but engine.subBlockCache takes a bool: {BOOL_RULE} Write true or false in its place, '
+            "e.g. `subBlockCache: true`.",
+        ),
+        (
+            'rebel100:weights:\n  gated: "true"\n',
+            "rebel100:weights.gated",
+            f'"true" is a quoted boolean (text), but weights.gated takes a bool: {BOOL_RULE} Write it without the '
+            "quotes: `gated: true`.",
+        ),
+        (
+            "rebel100:storage:\n  retainOnDelete: 1\n",
+            "rebel100:storage.retainOnDelete",
+            f"1 is a whole number, but storage.retainOnDelete takes a bool: {BOOL_RULE} Write true or false in its "
+            "place, e.g. `retainOnDelete: true`.",
+        ),
+        (
+            "rebel100:decode:\n  resources: {cpu: 32}\n",
+            "rebel100:decode.resources.cpu",
+            f'32 is a whole number, but decode.resources.cpu takes a str: {STR_RULE} Quote it: `cpu: "32"`.',
+        ),
+        (
+            "rebel100:decode:\n  extraArgs: [--enforce-eager, 5]\n",
+            "rebel100:decode.extraArgs[1]",
+            f'5 is a whole number, but decode.extraArgs[1] takes a str: {STR_RULE} Quote it: `- "5"`.',
+        ),
+    ],
+)
+def test_a_value_of_another_kind_is_refused_at_its_key_with_the_type(tmp_path, text, path, message):
+    assert stack_file_refusals(tmp_path, text) == [(path, message, "")]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # yaml.v3 and the CLI write 4.0 as 4 and 0x4 as 4: the program reads an int.
+        "rebel100:decode:\n  maxNumSeqs: 4.0\n",
+        "rebel100:decode:\n  maxNumSeqs: 0x4\n",
+        # A float key takes a whole number (`36` is 36 GiB), and any float.
+        "rebel100:hardware:\n  hbmPerChipletGib: 36\n",
+        "rebel100:prefill:\n  gpuMemoryUtilization: 0.85\n",
+        # Top-level keys reach the program as text whatever YAML made of them (the CLI's config.Value).
+        "rebel100:renderDirectory: 2024\n",
+        'rebel100:decode:\n  resources: {cpu: "32"}\n  maxNumSeqs: 8\n',
+    ],
+)
+def test_values_of_the_right_kind_pass(tmp_path, text):
+    assert stack_file_refusals(tmp_path, text) == []
+
+
+def test_the_shipped_stacks_and_the_documented_example_load(tmp_path):
+    """Every Pulumi.*.yaml of the project, and the autoscaling example of docs/what-it-deploys.md as a stack file."""
+    from core import stackfile
+
+    for name in stackfile.available_stacks():
+        stackfile.load_stack(stackfile.stack_file(name), name)
+    page = (stackfile.PROJECT_ROOT / "docs" / "what-it-deploys.md").read_text()
+    example = page.split("```yaml\n", 1)[1].split("```", 1)[0]
+    path = tmp_path / "Pulumi.example.yaml"
+    path.write_text(example)
+    stackfile.load_stack(path, "example")
+
+
+def test_parallelism_beyond_what_a_node_holds_is_refused_at_once(tmp_path):
+    """A pod's NPUs fit one node (at most 64): TP, PP and DP-local above 64, or a DP of a billion, are refused by the
+    schema, before the ports and device lists derived from them are built (a billion ranks hung the gate)."""
+    text = """\
+        rebel100:prefill:
+          tensorParallelSize: 1000000000
+        rebel100:decode:
+          dataParallelSize: 1000000000
+          dataParallelSizeLocal: 65
+          pipelineParallelSize: 65
+    """
+    assert [(path, message.split(":")[0]) for path, message, _ in stack_file_refusals(tmp_path, text)] == [
+        ("rebel100:prefill.tensorParallelSize", "1000000000 is not valid"),
+        ("rebel100:decode.pipelineParallelSize", "65 is not valid"),
+        ("rebel100:decode.dataParallelSize", "1000000000 is not valid"),
+        ("rebel100:decode.dataParallelSizeLocal", "65 is not valid"),
+    ]

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from core.config import StackConfig
-from core.derive import derive, engine_commands, pool_ports, rds_drives
+from core.derive import derive, engine_commands, rds_drives
 from core.gate import load_config
 from tests.conftest import stack_config
 
@@ -151,6 +151,6 @@ def test_engine_commands_of_agg_have_decode_alone_without_connector():
     ],
 )
 def test_pool_ports_and_the_ports_each_role_declares_active(stack, target, active):
-    ports = pool_ports(load_config(stack_config(stack)))
+    ports = derive(load_config(stack_config(stack))).pool_ports
     assert ports.target == target
     assert {role: ports.active(role) for role in active} == active

@@ -6,9 +6,10 @@ import copy
 
 import pytest
 
-from core import routing, serving
-from core.config import Decode, Router
+from core import routing
+from core.config import Router
 from core.versions import Version, epp_schema
+from tests import defaults
 
 V071 = epp_schema.load("epp", Version(0, 7, 1))
 V0100 = epp_schema.load("epp", Version(0, 10, 0))
@@ -108,14 +109,14 @@ def test_types_whose_factory_reads_no_parameters_accept_any():
 
 @pytest.mark.parametrize("version", [Version(0, 7, 1), Version(0, 10, 0)])
 def test_rendered_sidecar_flags_are_known(version):
-    args = serving.sidecar_args(Decode(), pool_namespace="ns", pool_name="p")
+    args = defaults.sidecar_args(pool_namespace="ns", pool_name="p")
     assert "--enable-ssrf-protection=true" in args
     assert epp_schema.check_sidecar_args(args, epp_schema.load("sidecar", version)) == []
 
 
 def test_sidecar_flag_checks():
     data = epp_schema.load("sidecar", Version(0, 10, 0))
-    args = copy.copy(serving.sidecar_args(Decode(), pool_namespace="ns", pool_name="p"))
+    args = copy.copy(defaults.sidecar_args(pool_namespace="ns", pool_name="p"))
     assert [str(p) for p in epp_schema.check_sidecar_args([*args, "--connector", "nixlv2"], data)] == [
         "--connector: exits 2: unknown flag: --connector"
     ]

@@ -362,3 +362,38 @@ def test_gateway_hostname_pattern_is_the_crds():
         hostname = listener["properties"]["hostname"]
         patterns.add((hostname["pattern"], hostname["maxLength"]))
     assert patterns == {(formats.GATEWAY_HOSTNAME_PATTERN, formats.GATEWAY_HOSTNAME_MAX_LENGTH)}
+
+
+@pytest.mark.parametrize(
+    "value, ms", [("0", 0), ("1m", 60_000), ("1m30s", 90_000), ("1h5ms", 3_600_005), ("2w", 1_209_600_000)]
+)
+def test_a_prometheus_duration_in_milliseconds(value, ms):
+    assert formats.prometheus_duration_ms(value) == ms
+
+
+@pytest.mark.parametrize("value", ["", "90", "30s1m", "1 m"])
+def test_no_prometheus_duration_has_no_milliseconds(value):
+    assert formats.prometheus_duration_ms(value) is None
+
+
+def test_prometheus_durations_in_milliseconds_and_back():
+    from core.formats import duration_text, prometheus_duration_ms
+
+    assert [prometheus_duration_ms(v) for v in ("30s", "1m30s", "10m", "1h", "0", "100ms", "1d")] == [
+        30_000,
+        90_000,
+        600_000,
+        3_600_000,
+        0,
+        100,
+        86_400_000,
+    ]
+    assert prometheus_duration_ms("1.5m") is None and prometheus_duration_ms("") is None
+    assert [duration_text(ms) for ms in (30_000, 90_000, 300_000, 3_601_000, 1, 0)] == [
+        "30s",
+        "1m30s",
+        "5m",
+        "1h1s",
+        "1ms",
+        "0",
+    ]

@@ -4,7 +4,7 @@ import pytest
 
 from core.gate import ConfigError, load_config, warnings_for
 from core.versions import Version
-from tests.conftest import stack_config
+from tests.conftest import stack_config, stack_file_refusals
 
 
 def problems(**overrides):
@@ -134,7 +134,7 @@ def test_router_block_size_without_autotune():
 
 def test_decode_port_overlap():
     text = problems(decode={"port": 8002})
-    assert "port 8002 is used by both decode.sidecar.port and decode.port" in text
+    assert "decode.sidecar.port 8000-8003 and decode.port 8002-8005 both take ports 8002-8003 in the decode pod" in text
 
 
 def test_autotune_warning():
@@ -142,19 +142,29 @@ def test_autotune_warning():
     assert "4096-token units" in text
 
 
+# An image older than vllm-rbln 0.12.0, the first known to have --shutdown-timeout, passes only without a drain.
+NO_DRAIN = {"drainSeconds": 0}
+
+
 def test_old_lmcache_with_rds_is_refused_as_the_pack_refuses_it():
     """The lmcache-rbln version is the image's (core.versions.engine), not a setting of its own."""
-    text = problems(engine={"image": "rebellions/vllm-rbln:0.11.2"})
+    text = problems(engine={"image": "rebellions/vllm-rbln:0.11.2"}, rollout=NO_DRAIN)
     assert (
         "rebel100:engine.image: rebellions/vllm-rbln:0.11.2 ships lmcache-rbln 0.11.2: rds_max_chunks 1000 is "
         "ignored by lmcache-rbln 0.11.2"
     ) in text
-    assert ok(engine={"image": "rebellions/vllm-rbln:0.11.2"}, kvTier={"mode": "cpu"})
+    # Without alerts: they read vLLM metrics no release before 0.12.0 is known to serve (tests/core/test_alerts.py).
+    assert ok(
+        engine={"image": "rebellions/vllm-rbln:0.11.2"},
+        kvTier={"mode": "cpu"},
+        rollout=NO_DRAIN,
+        observability={"alerts": {"enabled": False}},
+    )
     assert ok(engine={"image": "rebellions/vllm-rbln:0.12.0"})
 
 
 def test_engine_image_older_than_a_feature_of_the_render_is_refused():
-    text = problems(engine={"image": "rebellions/vllm-rbln:0.10.2"})
+    text = problems(engine={"image": "rebellions/vllm-rbln:0.10.2"}, rollout=NO_DRAIN)
     assert "rebel100:engine.image: rebellions/vllm-rbln:0.10.2 (vllm-rbln) is 0.10.2, older than features" in text
     for feature in (
         "connector RblnNixlConnector needs vllm-rbln 0.10.3",
@@ -166,14 +176,43 @@ def test_engine_image_older_than_a_feature_of_the_render_is_refused():
         assert feature in text
     assert "Pin 0.11.0 or later." in text
     # Only what the pinned release lacks is named: 0.10.4 has the connectors and env vars, not the vLLM flag.
-    text = problems(engine={"image": "rebellions/vllm-rbln:0.10.4"}, kvTier={"mode": "cpu"})
+    text = problems(engine={"image": "rebellions/vllm-rbln:0.10.4"}, kvTier={"mode": "cpu"}, rollout=NO_DRAIN)
     assert (
         "older than features the render uses: flag --data-parallel-multi-port-external-lb needs vllm-rbln 0.11.0"
         in text
     )
     assert "connector" not in text and "VLLM_RBLN_" not in text
-    # 0.11.x has every feature; with RDS its lmcache-rbln (0.11) still ignores rds_max_chunks.
-    ok(engine={"image": "rebellions/vllm-rbln:0.11.2"}, kvTier={"mode": "cpu"})
+    # 0.11.x has every feature but the drain; with RDS its lmcache-rbln (0.11) still ignores rds_max_chunks (and
+    # without alerts: they read vLLM metrics only 0.12.0 is known to serve).
+    ok(
+        engine={"image": "rebellions/vllm-rbln:0.11.2"},
+        kvTier={"mode": "cpu"},
+        rollout=NO_DRAIN,
+        observability={"alerts": {"enabled": False}},
+    )
+
+
+def test_an_engine_image_not_known_to_drain_is_refused_with_a_drain():
+    """rollout.drainSeconds is `vllm serve --shutdown-timeout`, known in the vLLM of vllm-rbln 0.12.0 only: an older pin
+    with a drain is refused at the image, naming the flag; without a drain the flag is not passed."""
+    assert issues(
+        engine={"image": "rebellions/vllm-rbln:0.11.2"},
+        kvTier={"mode": "cpu"},
+        observability={"alerts": {"enabled": False}},
+    ) == {
+        (
+            "rebel100:engine.image",
+            "rebellions/vllm-rbln:0.11.2 (vllm-rbln) is 0.11.2, older than features the render uses: flag "
+            "--shutdown-timeout needs vllm-rbln 0.12.0 or later (vllm==0.30.0 (pinned by vllm-rbln==0.12.0) `vllm "
+            "serve` parser: --shutdown-timeout, int seconds (core/versions/data/vllm-0.30.0-serve.json)). The program "
+            "would refuse its configuration and the pod would crash-loop. Pin 0.12.0 or later.",
+            "engine-image-has-features",
+        )
+    }
+    ok(
+        engine={"image": "rebellions/vllm-rbln:0.12.0"},
+        rollout={"drainSeconds": 300, "terminationGracePeriodSeconds": 315},
+    )
 
 
 def test_lmcache_version_knob_is_gone_and_says_why():
@@ -287,7 +326,13 @@ def test_extra_args_vllm_does_not_know_are_refused_at_their_key_in_vllms_words()
 
 def test_extra_args_judged_only_against_the_vllm_of_the_target_release():
     """Another release's vLLM may have other flags: its extraArgs are not judged with 0.30.0's list."""
-    ok(engine={"image": "rebellions/vllm-rbln:0.11.2"}, kvTier={"mode": "cpu"}, prefill={"extraArgs": ["--foo"]})
+    ok(
+        engine={"image": "rebellions/vllm-rbln:0.11.2"},
+        kvTier={"mode": "cpu"},
+        prefill={"extraArgs": ["--foo"]},
+        rollout=NO_DRAIN,
+        observability={"alerts": {"enabled": False}},
+    )
 
 
 def test_literal_secret_in_extra_env_is_refused_at_its_key():
@@ -442,8 +487,13 @@ def test_config_error_lists_every_issue_under_one_heading():
         ({"engine": {"maxModelLen": 300000}}, [("rebel100:engine.maxModelLen", "engine-args-in-range")]),
         ({"kvTier": {"rdsMaxChunks": 4000}}, [("rebel100:kvTier.rdsMaxChunks", "rds-memory-budget")]),
         (
-            {"engine": {"image": "rebellions/vllm-rbln:0.11.0"}},
-            [("rebel100:engine.image", "lmcache-reads-rds-max-chunks")],
+            {"engine": {"image": "rebellions/vllm-rbln:0.11.0"}, "rollout": NO_DRAIN},
+            # the two alerts' series, each once
+            [
+                ("rebel100:engine.image", "alerts-served"),
+                ("rebel100:engine.image", "alerts-served"),
+                ("rebel100:engine.image", "lmcache-reads-rds-max-chunks"),
+            ],
         ),
         ({"kvTier": {"mode": "cpu", "cpuSizeGib": 512}}, [("rebel100:kvTier.cpuSizeGib", "")]),
         ({"hardware": {"nvmeDrivesPerNode": 0}}, [("rebel100:hardware.nvmeDrivesPerNode", "")]),
@@ -477,7 +527,10 @@ def issues(stack="prod-4p4d", **overrides):
     return set(found)
 
 
-PORTS_FIX = "choose ranges that do not overlap (sidecar 8000-8003, ranks 8200-8203)."
+POD_CLASH = (
+    "the containers of a pod share one network namespace, so the second listener cannot bind the port and its "
+    "container crash-loops."
+)
 
 
 @pytest.mark.parametrize(
@@ -533,20 +586,17 @@ PORTS_FIX = "choose ranges that do not overlap (sidecar 8000-8003, ranks 8200-82
                 )
             },
         ),
-        # Ranks 8002-8005 against the sidecar's 8000-8003: two ports clash, each reported at the later group.
+        # Ranks 8002-8005 against the sidecar's 8000-8003: one issue for the pair, at the key the file sets.
         (
             "prod-4p4d",
             {"decode": {"port": 8002}},
             {
                 (
                     "rebel100:decode.port",
-                    f"port 8002 is used by both decode.sidecar.port and decode.port in the decode pod: {PORTS_FIX}",
-                    "",
-                ),
-                (
-                    "rebel100:decode.port",
-                    f"port 8003 is used by both decode.sidecar.port and decode.port in the decode pod: {PORTS_FIX}",
-                    "",
+                    f"decode.sidecar.port 8000-8003 and decode.port 8002-8005 both take ports 8002-8003 in the decode "
+                    f"pod: {POD_CLASH} Set decode.port to a port (and its ranks above it) that nothing else there "
+                    "takes, e.g. its default 8200.",
+                    "ports-distinct",
                 ),
             },
         ),
@@ -556,9 +606,10 @@ PORTS_FIX = "choose ranges that do not overlap (sidecar 8000-8003, ranks 8200-82
             {
                 (
                     "rebel100:decode.dataParallelRpcPort",
-                    f"port 8201 is used by both decode.port and decode.dataParallelRpcPort "
-                    f"in the decode pod: {PORTS_FIX}",
-                    "",
+                    f"decode.port 8200-8203 and decode.dataParallelRpcPort 8201 both take port 8201 in the decode pod: "
+                    f"{POD_CLASH} Set decode.dataParallelRpcPort to a port that nothing else there takes, e.g. its "
+                    "default 5555.",
+                    "ports-distinct",
                 )
             },
         ),
@@ -569,33 +620,40 @@ PORTS_FIX = "choose ranges that do not overlap (sidecar 8000-8003, ranks 8200-82
             {
                 (
                     "rebel100:engine.nixlSideChannelPort",
-                    f"port 5555 is used by both decode.dataParallelRpcPort and "
-                    f"engine.nixlSideChannelPort in the decode pod: {PORTS_FIX}",
-                    "",
+                    f"decode.dataParallelRpcPort 5555 and engine.nixlSideChannelPort 5553-5556 both take port 5555 in "
+                    f"the decode pod: {POD_CLASH} Set engine.nixlSideChannelPort to a port (and its ranks above it) "
+                    "that nothing else there takes, e.g. its default 5600.",
+                    "ports-distinct",
                 )
             },
         ),
-        # Sidecar 5555-5558, RPC 5555, side channels 5555-5558: each clash names the first user of the port (the
-        # sidecar), not the last group that claimed it.
+        # Sidecar 5555-5558, RPC 5555, side channels 5555-5558: one issue per pair, at the key the file sets (of the
+        # sidecar and the RPC port, the sidecar); of two keys it sets, at the second (the side channels).
         (
             "prod-4p4d",
             {"decode": {"sidecar": {"port": 5555}}, "engine": {"nixlSideChannelPort": 5555}},
             {
                 (
-                    "rebel100:decode.dataParallelRpcPort",
-                    f"port 5555 is used by both decode.sidecar.port and "
-                    f"decode.dataParallelRpcPort in the decode pod: {PORTS_FIX}",
-                    "",
-                )
-            }
-            | {
+                    "rebel100:decode.sidecar.port",
+                    f"decode.sidecar.port 5555-5558 and decode.dataParallelRpcPort 5555 both take port 5555 in the "
+                    f"decode pod: {POD_CLASH} Set decode.sidecar.port to a port (and its ranks above it) that nothing "
+                    "else there takes, e.g. its default 8000.",
+                    "ports-distinct",
+                ),
                 (
                     "rebel100:engine.nixlSideChannelPort",
-                    f"port {port} is used by both decode.sidecar.port and "
-                    f"engine.nixlSideChannelPort in the decode pod: {PORTS_FIX}",
-                    "",
-                )
-                for port in (5555, 5556, 5557, 5558)
+                    f"decode.sidecar.port 5555-5558 and engine.nixlSideChannelPort 5555-5558 both take ports 5555-5558 "
+                    f"in the decode pod: {POD_CLASH} Set engine.nixlSideChannelPort to a port (and its ranks above it) "
+                    "that nothing else there takes, e.g. its default 5600.",
+                    "ports-distinct",
+                ),
+                (
+                    "rebel100:engine.nixlSideChannelPort",
+                    f"decode.dataParallelRpcPort 5555 and engine.nixlSideChannelPort 5555-5558 both take port 5555 in "
+                    f"the decode pod: {POD_CLASH} Set engine.nixlSideChannelPort to a port (and its ranks above it) "
+                    "that nothing else there takes, e.g. its default 5600.",
+                    "ports-distinct",
+                ),
             }
             # The pool follows the sidecar to 5555-5558, where prefill (8000) does not serve.
             | {
@@ -1050,24 +1108,64 @@ def test_lmcache_names_carry_the_policy_of_the_pack():
 
 def test_engine_image_issue_carries_the_policy_of_the_pack():
     assert paths_and_policies(engine={"image": "rebellions/vllm-rbln:0.10.4"}, kvTier={"mode": "cpu"}) == [
-        ("rebel100:engine.image", "engine-image-has-features")
+        ("rebel100:engine.image", "alerts-served"),
+        ("rebel100:engine.image", "alerts-served"),
+        ("rebel100:engine.image", "engine-image-has-features"),
     ]
 
 
-OLD_EPP_MESSAGE = (
-    "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1 (router.image) is 0.7.1, older than features the render uses: "
-    "apiVersion llm-d.ai/v1alpha1 needs llm-d EPP 0.9.0 or later (github.com/llm-d/llm-d-router@v0.9.0 "
-    "apix/config/v1alpha1/zz_generated.register.go). The program would refuse its configuration and the pod would "
-    "crash-loop. Pin 0.9.0 or later."
+API_VERSION_ON_AN_OLD_EPP = (
+    "router.configApiVersion llm-d.ai/v1alpha1 is read only by llm-d EPP 0.9.0 or later "
+    "(github.com/llm-d/llm-d-router@v0.9.0 apix/config/v1alpha1/zz_generated.register.go), but router.image "
+    "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1 is 0.7.1, whose generation reads "
+    "inference.networking.x-k8s.io/v1alpha1: the program would refuse its configuration and the pod would crash-loop. "
+    "Remove router.configApiVersion (the render then writes inference.networking.x-k8s.io/v1alpha1, which this llm-d "
+    "EPP reads), or pin 0.9.0 or later in router.image."
 )
 
 
 def test_epp_pin_older_than_a_feature_is_reported_once_though_its_line_has_schema_data():
     """v0.7.1 has schema data (core/versions/data/epp-v0.7.1.json), which would refuse the v0.9 apiVersion set by
-    hand again in its own words; the feature rule names what is missing, and the schema is not asked."""
+    hand again in its own words; the feature rule names what is missing, and the schema is not asked. The apiVersion
+    was set beside the pin: reported at that key (issue 38), naming the pin."""
     assert issues(
         router={"image": "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1", "configApiVersion": "llm-d.ai/v1alpha1"}
-    ) == {("rebel100:router.image", OLD_EPP_MESSAGE, "router-images-have-features")}
+    ) == {("rebel100:router.configApiVersion", API_VERSION_ON_AN_OLD_EPP, "router-images-have-features")}
+
+
+def test_the_issues_example_the_newer_api_version_with_an_older_epp_is_refused_at_the_api_version(tmp_path):
+    text = """\
+        rebel100:router:
+          image: ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1
+          configApiVersion: llm-d.ai/v1alpha1
+        rebel100:decode:
+          sidecar: {image: ghcr.io/llm-d/llm-d-routing-sidecar:v0.7.1}
+    """
+    assert stack_file_refusals(tmp_path, text) == [
+        ("rebel100:router.configApiVersion", API_VERSION_ON_AN_OLD_EPP, "router-images-have-features")
+    ]
+    # The pin's own apiVersion passes; so does the newer one with a newer pin.
+    own = text.replace("llm-d.ai/v1alpha1", "inference.networking.x-k8s.io/v1alpha1")
+    assert stack_file_refusals(tmp_path, own) == []
+    newer = (
+        "rebel100:router:\n  image: ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.9.0\n"
+        "  configApiVersion: llm-d.ai/v1alpha1\n"
+    )
+    assert stack_file_refusals(tmp_path, newer) == []
+
+
+def test_a_pin_too_old_for_its_plugins_too_is_told_at_the_image_beside_the_api_version():
+    """v0.6.0 has no disagg-profile-handler either (a feature of the render, not of the apiVersion): that stays at
+    router.image, the apiVersion at its own key."""
+    found = issues(
+        router={"image": "ghcr.io/llm-d/llm-d-inference-scheduler:v0.6.0", "configApiVersion": "llm-d.ai/v1alpha1"}
+    )
+    assert {(path, policy) for path, _, policy in found} == {
+        ("rebel100:router.configApiVersion", "router-images-have-features"),
+        ("rebel100:router.image", "router-images-have-features"),
+    }
+    image = next(message for path, message, _ in found if path == "rebel100:router.image")
+    assert "plugin type" in image and "apiVersion" not in image
 
 
 def test_epp_schema_refusal_in_full():
@@ -1220,7 +1318,12 @@ def test_a_key_of_a_map_is_refused_at_the_map_with_the_next_error_beside_it():
 
 def test_a_value_of_a_map_is_refused_at_its_key_without_bounds():
     assert issues(prefill={"extraEnv": {"OK": 5}}) == {
-        ("rebel100:prefill.extraEnv.OK", "5 is not valid: Input should be a valid string.", "")
+        (
+            "rebel100:prefill.extraEnv.OK",
+            "5 is a whole number, but prefill.extraEnv.OK takes a str: text (quote a value YAML reads as a number or "
+            'a boolean: `cpu: "32"`). Quote it: `OK: "5"`.',
+            "",
+        )
     }
 
 
@@ -1274,9 +1377,10 @@ def test_validate_assumes_no_token_secret_unless_told():
 
 
 def test_an_engine_image_without_a_version_is_not_judged_on_rds_max_chunks():
-    """A digest names no vllm-rbln version, so no lmcache-rbln version either: image hygiene refuses it elsewhere,
-    the RDS rule has nothing to compare."""
-    ok(engine={"image": "rebellions/vllm-rbln@sha256:" + "a" * 64})
+    """A digest names no vllm-rbln version, so no lmcache-rbln version either: the pin is refused as undated
+    (image-pin-dated), and the RDS rule has nothing to compare (no second issue)."""
+    found = issues(engine={"image": "rebellions/vllm-rbln@sha256:" + "a" * 64})
+    assert [(path, policy) for path, _, policy in found] == [("rebel100:engine.image", "image-pin-dated")]
 
 
 def test_roles_need_not_agree_when_pd_has_no_prefill_pods():
@@ -1292,11 +1396,12 @@ def test_roles_need_not_agree_when_pd_has_no_prefill_pods():
 
 def test_rule_weights_assumes_no_token_secret_unless_told():
     from core.config import StackConfig
+    from core.derive import derive
     from core.gate import rule_weights
 
     cfg = StackConfig.model_validate({"environment": "dev", "weights": {"source": "download", "gated": True}})
-    assert [issue.path for issue in rule_weights(cfg)] == ["rebel100:weights.gated"]
-    assert list(rule_weights(cfg, hf_token_set=True)) == []
+    assert [issue.path for issue in rule_weights(cfg, derive(cfg))] == ["rebel100:weights.gated"]
+    assert list(rule_weights(cfg, derive(cfg), hf_token_set=True)) == []
 
 
 def test_epp_pin_of_agg_is_judged_by_the_agg_render():
@@ -1445,9 +1550,193 @@ def test_the_gate_refuses_a_sidecar_render_that_drifts_from_the_ssrf_rule(monkey
 
     rendered = router.rendered_sidecar_args
 
-    def drifted(cfg):
-        args = [a for a in rendered(cfg) if a != drop]
+    def drifted(cfg, facts):
+        args = [a for a in rendered(cfg, facts) if a != drop]
         return args + add
 
     monkeypatch.setattr(router, "rendered_sidecar_args", drifted)
     assert issues() == {("rebel100:decode.sidecar.image", message, "sidecar-ssrf-protection")}
+
+
+# --- ports of one Service or pod, in stack files written as a user writes them (issue 38) ----------------------------
+
+SERVICE_CLASH = (
+    "a Service lists each port once: the API server refuses a second entry of one port (spec.ports: Duplicate value), "
+    "and the program behind it cannot listen twice on one port either."
+)
+
+
+def test_the_issues_example_the_grpc_port_on_the_metrics_port_is_refused_at_the_grpc_port(tmp_path):
+    assert stack_file_refusals(tmp_path, "rebel100:router:\n  grpcPort: 9090\n") == [
+        (
+            "rebel100:router.grpcPort",
+            "router.grpcPort 9090 and router.metricsPort 9090 both take port 9090 in the EPP's Service minimax-m27-epp "
+            f"(and its container): {SERVICE_CLASH} Set router.grpcPort to a port that nothing else there takes, e.g. "
+            "its default 9002.",
+            "ports-distinct",
+        )
+    ]
+
+
+def test_a_clash_is_reported_at_the_key_the_file_sets_though_it_comes_first(tmp_path):
+    """decode.port 5600 on the NIXL side channels (the default 5600-5603): the file set decode.port, so it is the
+    key to change, though the side channels come later in the pod."""
+    assert stack_file_refusals(tmp_path, "rebel100:decode:\n  port: 5600\n") == [
+        (
+            "rebel100:decode.port",
+            "decode.port 5600-5603 and engine.nixlSideChannelPort 5600-5603 both take ports 5600-5603 in the decode "
+            f"pod: {POD_CLASH} Set decode.port to a port (and its ranks above it) that nothing else there takes, "
+            "e.g. its default 8200.",
+            "ports-distinct",
+        )
+    ]
+
+
+def test_two_keys_the_file_sets_on_one_port_are_reported_at_the_second_without_a_default_that_clashes(tmp_path):
+    text = "rebel100:router:\n  healthPort: 9002\n  metricsPort: 9003\n  grpcPort: 9003\n"
+    assert stack_file_refusals(tmp_path, text) == [
+        (
+            "rebel100:router.metricsPort",
+            "router.grpcPort 9003 and router.metricsPort 9003 both take port 9003 in the EPP's Service minimax-m27-epp "
+            f"(and its container): {SERVICE_CLASH} Set router.metricsPort to a port that nothing else there takes, "
+            "e.g. its default 9090.",
+            "ports-distinct",
+        ),
+    ]
+    # Swapped ports clash with nothing.
+    assert stack_file_refusals(tmp_path, "rebel100:router:\n  grpcPort: 9003\n  healthPort: 9002\n") == []
+
+
+def test_a_prefill_rank_on_a_nixl_side_channel_is_refused(tmp_path):
+    """Prefill with DP 2 listens on 5599 and 5600; its NIXL side channels are 5600 and 5601."""
+    text = "rebel100:prefill:\n  port: 5599\n  dataParallelSize: 2\n  pipelineParallelSize: 1\n"
+    assert [issue for issue in stack_file_refusals(tmp_path, text) if issue[2] == "ports-distinct"] == [
+        (
+            "rebel100:prefill.port",
+            "prefill.port 5599-5600 and engine.nixlSideChannelPort 5600-5601 both take port 5600 in the prefill pod: "
+            f"{POD_CLASH} Set prefill.port to a port (and its ranks above it) that nothing else there takes, e.g. its "
+            "default 8000.",
+            "ports-distinct",
+        )
+    ]
+
+
+def test_ports_of_different_pods_may_be_equal(tmp_path):
+    """The NIXL side channels on 9090-9093, the EPP's metrics port: another pod, another network namespace."""
+    assert stack_file_refusals(tmp_path, "rebel100:engine:\n  nixlSideChannelPort: 9090\n") == []
+
+
+def test_the_key_the_file_sets_is_the_one_blamed():
+    from core.gate.blame import likely_wrong, set_in_file
+
+    cfg = load_config({"rebel100:decode": '{"sidecar": {"port": 8000}, "port": 8200}'})
+    assert set_in_file(cfg, "decode.sidecar.port") and set_in_file(cfg, "decode.port")
+    assert not set_in_file(cfg, "decode.dataParallelRpcPort") and not set_in_file(cfg, "router.grpcPort")
+    assert not set_in_file(cfg, "decode.sidecar.image") and not set_in_file(cfg, "decode.port.x")
+    assert likely_wrong(cfg, "decode.port", "engine.nixlSideChannelPort") == "decode.port"
+    assert likely_wrong(cfg, "engine.nixlSideChannelPort", "decode.port") == "decode.port"
+    assert likely_wrong(cfg, "decode.sidecar.port", "decode.port") == "decode.port"  # both set: the second
+    assert likely_wrong(cfg, "router.grpcPort", "router.metricsPort") == "router.metricsPort"  # neither: the second
+
+
+# --- image pins the version facts can date (issue 38) ------------------------------------------------------------
+
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+
+def test_the_issues_example_an_epp_pinned_by_digest_alone_is_refused(tmp_path):
+    text = f"rebel100:router:\n  image: ghcr.io/llm-d/llm-d-router-endpoint-picker@{DIGEST}\n"
+    assert stack_file_refusals(tmp_path, text) == [
+        (
+            "rebel100:router.image",
+            f"router.image ghcr.io/llm-d/llm-d-router-endpoint-picker@{DIGEST} has a digest and no tag: the llm-d EPP "
+            "version facts (core/versions/router.py) cannot tell which release it is, so the shape of the "
+            "EndpointPickerConfig (its router generation) and the plugin types and apiVersion it may use are guessed: "
+            "the newest generation's. Pin the release's tag, beside the digest: "
+            f"ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0@{DIGEST} (the tag of the release you run).",
+            "image-pin-dated",
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    "text, path, what, fix",
+    [
+        (
+            "rebel100:engine:\n  image: rebellions/vllm-rbln:latest\n",
+            "rebel100:engine.image",
+            "rebellions/vllm-rbln:latest has tag 'latest', which is no version: the vllm-rbln version facts "
+            "(core/versions/engine.py)",
+            "Pin the release's tag: rebellions/vllm-rbln:0.12.0 (the tag of the release you run).",
+        ),
+        (
+            f"rebel100:engine:\n  image: registry.local:5000/rebellions/vllm-rbln@{DIGEST}\n",
+            "rebel100:engine.image",
+            f"registry.local:5000/rebellions/vllm-rbln@{DIGEST} has a digest and no tag",
+            f"Pin the release's tag, beside the digest: registry.local:5000/rebellions/vllm-rbln:0.12.0@{DIGEST} (the "
+            "tag of the release you run).",
+        ),
+        (
+            "rebel100:decode:\n  sidecar: {image: ghcr.io/llm-d/llm-d-router-disagg-sidecar}\n",
+            "rebel100:decode.sidecar.image",
+            "ghcr.io/llm-d/llm-d-router-disagg-sidecar has no tag: the llm-d P/D sidecar version facts",
+            "Pin the release's tag: ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0 (the tag of the release you "
+            "run).",
+        ),
+    ],
+)
+def test_every_pinned_image_the_facts_judge_must_name_its_release(tmp_path, text, path, what, fix):
+    (found,) = stack_file_refusals(tmp_path, text)
+    assert found[0] == path and found[2] == "image-pin-dated"
+    assert what in found[1] and found[1].endswith(fix), found[1]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"rebel100:router:\n  image: ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0@{DIGEST}\n",
+        f"rebel100:engine:\n  image: rebellions/vllm-rbln:0.12.0@{DIGEST}\n",
+        # Another vLLM image is not judged by the vllm-rbln facts (nor refused for being undated).
+        "rebel100:engine:\n  image: vllm/vllm-openai:latest\n",
+        # The AGG topology runs no sidecar: its pin is not read.
+        "rebel100:topology: agg\nrebel100:prefill:\n  replicas: 0\nrebel100:kvTier:\n  mode: 'off'\n"
+        "rebel100:decode:\n  sidecar: {image: ghcr.io/llm-d/llm-d-router-disagg-sidecar:latest}\n",
+    ],
+)
+def test_dated_pins_pass(tmp_path, text):
+    assert [f for f in stack_file_refusals(tmp_path, text) if f[2] == "image-pin-dated"] == []
+
+
+def test_the_engines_grace_period_holds_their_pre_stop_and_drain():
+    """rule_engine_grace at its boundary: 15 + 90 = 105 s fits 105, not 104; no preStop and no drain fit 0. One issue
+    for both roles, at the grace period's key, tagged with the pack's policy of the same rule."""
+    ok(rollout={"terminationGracePeriodSeconds": 105})
+    ok(rollout={"terminationGracePeriodSeconds": 0, "preStopSeconds": 0, "drainSeconds": 0})
+    assert issues(rollout={"terminationGracePeriodSeconds": 104}) == {
+        (
+            "rebel100:rollout.terminationGracePeriodSeconds",
+            "rollout.terminationGracePeriodSeconds 104 is shorter than rollout.preStopSeconds 15 + "
+            "rollout.drainSeconds 90 = 105 s: the grace period counts from the pod's deletion, its preStop included, "
+            "so the kubelet kills the engine 1 s before the drain it was given ends, and the requests still running "
+            "then fail. Set "
+            "rollout.terminationGracePeriodSeconds to at least 105, or shorten rollout.drainSeconds (the longest "
+            "request a stopping pod lets finish).",
+            "engine-grace-covers-drain",
+        )
+    }
+
+
+def test_a_drain_for_an_epp_without_the_flag_is_advice_only_when_set():
+    """pd-router07's EPP (v0.7.1) has no --drain-timeout: the default router.drainSeconds says nothing; a set one is
+    advice at its key (it would have no effect)."""
+    router07 = {"image": "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1", "autoTune": False, "blockSizeTokens": 512}
+    assert [i.path for i in warnings_for(ok(router=router07, weights={"revision": "0" * 40}))] == []
+    advice = warnings_for(ok(router={**router07, "drainSeconds": 30}, weights={"revision": "0" * 40}))
+    assert [i.path for i in advice] == ["rebel100:router.drainSeconds"]
+    assert advice[0].message.startswith("router.drainSeconds 30 is set, but ghcr.io/llm-d/llm-d-inference-scheduler:")
+    assert (
+        warnings_for(
+            ok(router={"drainSeconds": 60, "autoTune": False, "blockSizeTokens": 512}, weights={"revision": "0" * 40})
+        )
+        == []
+    )

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from core import routing, serving
+from core import routing
 from core.config import Decode, Router, Sidecar
 from core.gate import ConfigError, load_config
 from core.versions import Version, epp_schema
 from core.versions import router as router_versions
+from tests import defaults
 from tests.conftest import stack_config
 
 EPP_071 = "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1"
@@ -219,7 +220,7 @@ def test_sidecar_flags_of_each_generation():
     ]
 
     def args(image):
-        return serving.sidecar_args(
+        return defaults.sidecar_args(
             Decode(sidecar=Sidecar(image=image), data_parallel_size=4, port=8200),
             pool_namespace="ns",
             pool_name="s-pool",
@@ -275,10 +276,16 @@ def test_the_prefix_index_parameters_are_generated_at_v0_7():
     ]
 
 
-def test_the_v0_10_apiversion_on_a_v0_7_pin_is_refused():
+def test_the_v0_10_apiversion_on_a_v0_7_pin_is_refused_at_the_api_version():
     found = issues(**pinned_07(configApiVersion="llm-d.ai/v1alpha1"))
-    assert len(found) == 1 and found[0].startswith("rebel100:router.image: " + EPP_071 + " (router.image) is 0.7.1")
-    assert "apiVersion llm-d.ai/v1alpha1 needs llm-d EPP 0.9.0 or later" in found[0]
+    assert len(found) == 1 and found[0].startswith(
+        "rebel100:router.configApiVersion: router.configApiVersion llm-d.ai/v1alpha1 is read only by llm-d EPP 0.9.0 "
+        "or later"
+    )
+    assert (
+        f"but router.image {EPP_071} is 0.7.1, whose generation reads inference.networking.x-k8s.io/v1alpha1"
+        in (found[0])
+    )
 
 
 def test_a_pin_between_generations_keeps_the_refusal_by_features():

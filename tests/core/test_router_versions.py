@@ -9,6 +9,7 @@ from core.config import Decode, Router
 from core.gate import ConfigError, load_config
 from core.versions import Version, image_version
 from core.versions import router as router_versions
+from tests import defaults
 from tests.conftest import stack_config
 
 OLD_EPP = "ghcr.io/llm-d/llm-d-inference-scheduler:v0.3.2"
@@ -35,7 +36,7 @@ def test_every_plugin_type_and_the_api_version_of_the_render_has_a_fact(topology
 
 
 def test_every_sidecar_flag_of_the_render_has_a_fact():
-    args = serving.sidecar_args(Decode(), pool_namespace="ns", pool_name="p")
+    args = defaults.sidecar_args(pool_namespace="ns", pool_name="p")
     used = {f.name for f in router_versions.sidecar_features_used(args)}
     assert used == {name for name in router_versions.flag_names(args)}
 
@@ -85,10 +86,16 @@ def test_agg_stack_runs_no_sidecar_so_its_pin_is_not_judged():
     load_config(stack_config("agg", decode={"sidecar": {"image": OLD_SIDECAR}}))
 
 
-def test_unversioned_tag_is_left_to_image_hygiene():
-    load_config(
-        stack_config("prod-4p4d", router={"image": "ghcr.io/llm-d/llm-d-router-endpoint-picker@sha256:" + "a" * 64})
-    )
+def test_an_unversioned_pin_is_refused_as_undated_and_nothing_else():
+    """The EPP's generation would be guessed (the newest): the pin is refused once, as undated; the features of the
+    guessed render are not also judged against it."""
+    with pytest.raises(ConfigError) as error:
+        load_config(
+            stack_config("prod-4p4d", router={"image": "ghcr.io/llm-d/llm-d-router-endpoint-picker@sha256:" + "a" * 64})
+        )
+    assert [(issue.path, issue.policy) for issue in error.value.issues] == [
+        ("rebel100:router.image", "image-pin-dated")
+    ]
 
 
 def test_a_parameter_the_pinned_epp_does_not_know_is_refused_at_its_key_in_the_programs_words():
@@ -187,7 +194,7 @@ def test_the_sidecar_flags_as_pflag_reads_them():
 
 
 def test_the_sidecar_allowlists_the_stacks_own_pool():
-    args = serving.sidecar_args(Decode(), pool_namespace="rebel100", pool_name="minimax-m27-pool")
+    args = defaults.sidecar_args(pool_namespace="rebel100", pool_name="minimax-m27-pool")
     assert args[-3:] == ["--enable-ssrf-protection=true", "--inference-pool", "rebel100/minimax-m27-pool"]
     from core.labels import inference_pool_name
     from objects.router import pool_name

@@ -722,3 +722,127 @@ def test_roles_agree_says_why(what, prefill, decode, shown, why):
     assert rules.roles_agree(what, prefill, decode, field_name="F", fix="Fix it.") == (
         f"differ on F: {shown}; {why}. Fix it."
     )
+
+
+# --- rollouts -----------------------------------------------------------------------------------
+
+GRACE_NAMES = dict(grace_name="grace", pre_stop_name="preStop", drain_name="drain")
+
+
+@table(
+    {
+        # (grace, preStop, drain): SIGKILL comes `grace` s after deletion, the preStop counted in it.
+        "defaults-120-for-15-plus-90": ((120, 15, 90), None),
+        "exactly-105": ((105, 15, 90), None),
+        "nothing-to-wait-for": ((0, 0, 0), None),
+        "one-second-short": (
+            (104, 15, 90),
+            (
+                "grace 104 is shorter than preStop 15 + drain 90 = 105 s",
+                "kills the engine 1 s before the drain it was given ends",
+                "Set grace to at least 105, or shorten drain",
+            ),
+        ),
+        "kubernetes-default-for-a-drain-alone": (
+            (30, 0, 90),
+            ("grace 30 is shorter than preStop 0 + drain 90 = 90 s",),
+        ),
+        "pre-stop-alone": ((10, 15, 0), ("= 15 s", "kills the engine 5 s before")),
+    }
+)
+def test_grace_covers_drain(args, expected):
+    check(rules.grace_covers_drain(*args, **GRACE_NAMES), expected)
+
+
+@table(
+    {
+        # (grace, drain, the grace period the fix names)
+        "render-40-for-30": ((40, 30, 40), None),
+        "one-second-past": ((31, 30, 40), None),
+        "no-drain": ((1, 0, 10), None),
+        "kubernetes-default-with-upstreams-drain": (
+            (30, 30, 40),
+            ("grace 30 is not longer than drain 30 s", "SIGKILL at 30 s cuts", "Set grace to at least 40"),
+        ),
+        "a-fraction-of-a-second-inside": ((30, 30.5, 41), ("drain 30.5 s",)),
+    }
+)
+def test_epp_grace_covers_drain(args, expected):
+    grace, drain, fix = args
+    check(rules.epp_grace_covers_drain(grace, drain, grace_name="grace", drain_name="drain", fix=fix), expected)
+
+
+# --- alerts ---------------------------------------------------------------------------------------
+
+ALERT_ROLES = ("prefill", "decode", "epp")
+
+
+@table(
+    {
+        "a-role-that-runs": ((["A"], "decode", ALERT_ROLES), None),
+        "role-that-runs-no-pod": (
+            (["A"], "prefill", ("decode", "epp")),
+            (
+                "A watches the prefill pods, but no prefill pod runs here (roles: decode, epp): the alert reads "
+                "nothing and stays silent whatever happens. Remove it, or label it with the role whose pods it "
+                "selects.",
+            ),
+        ),
+        "no-role-at-all": ((["A", "B"], "epp", ()), ("A and B watch the epp pods", "(roles: none)")),
+    }
+)
+def test_alert_role_runs(args, expected):
+    check(rules.alert_role_runs(*args), expected)
+
+
+@table(
+    {
+        "served-as-read": ((["A"], "s", "s"), None),
+        "not-served": (
+            (["A", "A"], "s", None),
+            (
+                "A reads s, which img:1 is not known to serve (core/versions says which releases serve which series): "
+                "the alert would read nothing and stay silent through the fault it is for. Pin more.",
+            ),
+        ),
+        "not-served-read-by-two": ((["A", "B"], "s", None), ("A and B read s, which img:1 is not known",)),
+        "served-under-another-name": (
+            (["A", "B"], "old", "new"),
+            (
+                "A and B read old, but img:1 serves it as new (its router generation, core/versions/router.py): the "
+                "alert reads nothing and stays silent. Query new.",
+            ),
+        ),
+        "served-under-another-name-read-by-one": ((["A"], "old", "new"), ("A reads old, but img:1 serves it as new",)),
+    }
+)
+def test_alert_series_served(args, expected):
+    check(rules.alert_series_served(*args, image="img:1", fix="Pin more."), expected)
+
+
+# --- ports and API versions -------------------------------------------------------------------------------------
+
+
+def test_port_text_names_a_range_or_each_port():
+    assert rules.port_text([8203, 8200, 8201, 8202]) == "8200-8203"
+    assert rules.port_text([8002, 8000, 8000]) == "8000, 8002"
+    assert rules.port_text([9090]) == "9090"
+
+
+def api_read(pinned, pins_own):
+    return rules.api_version_read(
+        "v2", Version(0, 8, 0), "src", "epp:v0.7.1", pinned, pins_own, consumer="EPP", api_name="K", image_name="I"
+    )
+
+
+def test_api_version_read_names_the_pins_own_version_where_known():
+    assert api_read(None, "v1") is None and api_read(Version(0, 8, 0), "v1") is None
+    assert api_read(Version(0, 7, 1), "v1") == (
+        "K v2 is read only by EPP 0.8.0 or later (src), but I epp:v0.7.1 is 0.7.1, whose generation reads v1: the "
+        "program would refuse its configuration and the pod would crash-loop. Remove K (the render then writes v1, "
+        "which this EPP reads), or pin 0.8.0 or later in I."
+    )
+    assert api_read(Version(0, 7, 1), None) == (
+        "K v2 is read only by EPP 0.8.0 or later (src), but I epp:v0.7.1 is 0.7.1: the program would refuse its "
+        "configuration and the pod would crash-loop. Remove K, or pin 0.8.0 or later in I."
+    )

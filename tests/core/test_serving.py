@@ -7,6 +7,7 @@ import pytest
 
 from core import serving
 from core.config import KvTier, Speculative
+from core.derive import derive
 from core.gate import load_config
 from core.serving import lmcache_env
 from tests.conftest import stack_config
@@ -58,10 +59,16 @@ def target(**overrides):
     return load_config(stack_config("prod-4p4d", **overrides))
 
 
+def resolved(cfg, role):
+    """The role's values as the derived facts resolve them (what the stack passes the commands)."""
+    return derive(cfg).roles[role].serving
+
+
 def test_prefill_command_of_the_target_configuration():
     cfg = target()
+    prefill = resolved(cfg, "prefill")
     command = serving.prefill_command(
-        cfg.model, cfg.engine, cfg.prefill, lmcache=True, revision="r1", draft_revision="d1"
+        cfg.model, cfg.engine, cfg.prefill, prefill, lmcache=True, drain_seconds=90, revision="r1", draft_revision="d1"
     )
     assert command.args == [
         MODEL,
@@ -91,6 +98,8 @@ def test_prefill_command_of_the_target_configuration():
         "--kv-transfer-config",
         '{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":'
         '{"connectors":[' + NIXL + ',{"kv_connector":"RBLNLMCacheConnectorV1","kv_role":"kv_both"}]}}',
+        "--shutdown-timeout",
+        "90",
     ]
     assert command.env == {
         "RBLN_FORCE_CCL_ASYNC": "1",
@@ -111,7 +120,10 @@ def test_prefill_command_of_the_target_configuration():
 
 def test_decode_command_of_the_target_configuration():
     cfg = target()
-    command = serving.decode_command(cfg.model, cfg.engine, cfg.decode, nixl=True, revision="r1", draft_revision="d1")
+    decode = resolved(cfg, "decode")
+    command = serving.decode_command(
+        cfg.model, cfg.engine, cfg.decode, decode, nixl=True, drain_seconds=90, revision="r1", draft_revision="d1"
+    )
     assert command.args == [
         MODEL,
         "--revision",
@@ -143,6 +155,8 @@ def test_decode_command_of_the_target_configuration():
         SPECULATIVE,
         "--kv-transfer-config",
         NIXL,
+        "--shutdown-timeout",
+        "90",
     ]
     assert command.ports == [
         ("http-0", 8200),
@@ -156,7 +170,8 @@ def test_decode_command_of_the_target_configuration():
         ("nixl-3", 5603),
     ]
     assert "RBLN_DEVICES" not in command.env
-    assert serving.sidecar_args(cfg.decode, pool_namespace="rebel100", pool_name="minimax-m27-pool") == [
+    sidecar = serving.sidecar_args(cfg.decode, decode, pool_namespace="rebel100", pool_name="minimax-m27-pool")
+    assert sidecar == [
         "--port",
         "8000",
         "--vllm-port",
@@ -185,7 +200,9 @@ def test_serve_args_defaults_and_optional_flags():
         },
         hardware={"nodes": 6},
     )
-    args = serving.serve_args(cfg.model, cfg.engine, cfg.decode, kv_transfer=None, role_args=["--x"])
+    args = serving.serve_args(
+        cfg.model, cfg.engine, cfg.decode, resolved(cfg, "decode"), kv_transfer=None, role_args=["--x"], drain_seconds=0
+    )
     assert args[:6] == [MODEL, "--revision", "main", "--served-model-name", "m27", "--port"]
     assert args[17:] == [
         "--tensor-parallel-size",
@@ -196,7 +213,13 @@ def test_serve_args_defaults_and_optional_flags():
         "0.85",
         "--enforce-eager",
     ]
+    drained = serving.serve_args(
+        cfg.model, cfg.engine, cfg.decode, resolved(cfg, "decode"), kv_transfer=None, role_args=[], drain_seconds=5
+    )
+    # The drain is the last generated flag: extraArgs come after it.
+    assert drained[-3:] == ["--shutdown-timeout", "5", "--enforce-eager"]
     assert "--kv-transfer-config" not in args and "--speculative-config" not in args
+    assert "--shutdown-timeout" not in args  # no drain: vLLM's own 0, nothing passed
 
 
 @pytest.mark.parametrize(
@@ -229,7 +252,9 @@ def test_speculative_json_without_a_draft_model_has_no_revision():
 
 def test_prefill_with_dp_gets_dp_args_without_rpc_port():
     cfg = target(prefill={"pipelineParallelSize": 1, "dataParallelSize": 2})
-    args = serving.prefill_command(cfg.model, cfg.engine, cfg.prefill, lmcache=False).args
+    args = serving.prefill_command(
+        cfg.model, cfg.engine, cfg.prefill, resolved(cfg, "prefill"), lmcache=False, drain_seconds=0
+    ).args
     assert args[args.index("--data-parallel-size") :][:5] == [
         "--data-parallel-size",
         "2",
@@ -243,21 +268,27 @@ def test_prefill_with_dp_gets_dp_args_without_rpc_port():
 def test_commands_default_to_the_main_revision():
     cfg = target()
     for command in (
-        serving.prefill_command(cfg.model, cfg.engine, cfg.prefill, lmcache=False),
-        serving.decode_command(cfg.model, cfg.engine, cfg.decode, nixl=False),
+        serving.prefill_command(
+            cfg.model, cfg.engine, cfg.prefill, resolved(cfg, "prefill"), lmcache=False, drain_seconds=0
+        ),
+        serving.decode_command(cfg.model, cfg.engine, cfg.decode, resolved(cfg, "decode"), nixl=False, drain_seconds=0),
     ):
         assert command.args[1:3] == ["--revision", "main"]
         speculative = command.args[command.args.index("--speculative-config") + 1]
         assert json.loads(speculative)["revision"] == "main"
-    args = serving.serve_args(cfg.model, cfg.engine, cfg.decode, kv_transfer=None, role_args=[])
+    args = serving.serve_args(
+        cfg.model, cfg.engine, cfg.decode, resolved(cfg, "decode"), kv_transfer=None, role_args=[], drain_seconds=0
+    )
     assert json.loads(args[args.index("--speculative-config") + 1])["revision"] == "main"
 
 
 def test_pipeline_of_two_stages_is_passed():
     cfg = target(prefill={"pipelineParallelSize": 2})
-    args = serving.prefill_command(cfg.model, cfg.engine, cfg.prefill, lmcache=True).args
-    assert args[args.index("--pipeline-parallel-size") + 1] == "2"
-    assert serving.prefill_command(cfg.model, cfg.engine, cfg.prefill, lmcache=True).env["RBLN_DEVICES"] == "0,1"
+    command = serving.prefill_command(
+        cfg.model, cfg.engine, cfg.prefill, resolved(cfg, "prefill"), lmcache=True, drain_seconds=0
+    )
+    assert command.args[command.args.index("--pipeline-parallel-size") + 1] == "2"
+    assert command.env["RBLN_DEVICES"] == "0,1"
 
 
 def test_decode_with_one_rank_has_no_external_lb_nor_rpc_port():
@@ -268,14 +299,18 @@ def test_decode_with_one_rank_has_no_external_lb_nor_rpc_port():
         "--data-parallel-size-local",
         "1",
     ]
-    command = serving.decode_command(cfg.model, cfg.engine, cfg.decode, nixl=False)
+    command = serving.decode_command(
+        cfg.model, cfg.engine, cfg.decode, resolved(cfg, "decode"), nixl=False, drain_seconds=0
+    )
     assert command.ports == [("http-0", 8200), ("nixl-0", 5600)]
     assert "--kv-transfer-config" not in command.args  # agg-style decode: no connector
 
 
 def test_decode_with_two_ranks_has_its_rpc_port():
     cfg = target(decode={"dataParallelSize": 2})
-    command = serving.decode_command(cfg.model, cfg.engine, cfg.decode, nixl=True)
+    command = serving.decode_command(
+        cfg.model, cfg.engine, cfg.decode, resolved(cfg, "decode"), nixl=True, drain_seconds=0
+    )
     assert command.ports == [("http-0", 8200), ("http-1", 8201), ("dp-rpc", 5555), ("nixl-0", 5600), ("nixl-1", 5601)]
 
 

@@ -238,7 +238,19 @@ def test_rds_budget_lines_as_the_plan_prints_them():
 )
 def test_startup_and_rollout_budgets(threshold, startup, rollout):
     assert sizing.startup_budget_seconds(threshold) == startup
-    assert sizing.rollout_timeout_seconds(threshold) == rollout
+    assert sizing.rollout_timeout_seconds(threshold, turns=1, stop_seconds=0) == rollout
+
+
+@pytest.mark.parametrize(
+    "turns, stop, rollout",
+    [
+        (1, 120, 7635),  # Recreate: every pod stops (120 s) and compiles (15 + 30 x 240) at once, + 300
+        (4, 120, 29640),  # one pod after another: 4 x (120 + 7215) + 300
+        (2, 0, 14730),  # 2 x 7215 + 300
+    ],
+)
+def test_a_rolling_update_waits_for_every_pods_stop_and_start(turns, stop, rollout):
+    assert sizing.rollout_timeout_seconds(240, turns=turns, stop_seconds=stop) == rollout
 
 
 @pytest.mark.parametrize(

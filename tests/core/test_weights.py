@@ -4,6 +4,7 @@ import pytest
 
 from core import weights
 from core.config import StackConfig, Weights
+from core.derive import derive
 
 MODEL = "MiniMaxAI/MiniMax-M2.7"
 DRAFT = "asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k"
@@ -99,11 +100,12 @@ def test_download_plan_without_draft_waits_for_its_marker():
 )
 def test_draft_model(speculative, draft):
     engine = {"speculative": speculative} if speculative != {} else {}
-    assert weights.draft_model(StackConfig.model_validate({"engine": engine})) == draft
+    assert derive(StackConfig.model_validate({"engine": engine})).weights.draft == draft
 
 
 def test_plan_of_a_stack_has_its_draft_under_hf_home():
-    plan = weights.plan(StackConfig.model_validate({}), "/hf")
+    cfg = StackConfig.model_validate({})
+    plan = weights.plan(cfg, derive(cfg).decode.speculative, "/hf")
     assert plan.draft == DRAFT
     assert plan.wait_paths == (
         "/hf/hub/models--MiniMaxAI--MiniMax-M2.7/refs/main",

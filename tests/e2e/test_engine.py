@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import pathlib
-import socket
 import subprocess
 
 import pytest
 import yaml
 
 from core.stackfile import load_stack, stack_file
+from host.ports import any_free_port
 from stacks import render
 from tests.prerequisites import importable, require
 from tests.pulumi_project import Project, tree_digest
@@ -162,8 +162,10 @@ def test_config_gate_refuses_an_override_of_a_generated_flag(deployed: Project):
 
 
 def test_policy_rejects_what_the_gate_does_not_judge(deployed: Project):
-    """Image hygiene is the pack's alone: a :latest engine image at the prod level is refused at apply time."""
-    proc, changed = refused(deployed, ("rebel100:engine.image", "rebellions/vllm-rbln:latest"), level="prod")
+    """Image hygiene of the images the gate's version facts do not read is the pack's alone: a :latest downloader
+    image (its wait-for-weights init container runs in every engine pod) at the prod level is refused at apply time.
+    (A :latest engine pin is the gate's since issue 38: refused before the program runs.)"""
+    proc, changed = refused(deployed, ("rebel100:weights.downloaderImage", "python:latest"), level="prod")
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out
     assert "[mandatory]  image-tag-pinned" in out, out
@@ -185,12 +187,6 @@ def test_revision_bump_replaces_the_download_and_rolls_the_engines(deployed: Pro
     assert "[mandatory]" not in out
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_up_against_s3_backend(project: Project):
     # Installed by `make venv` (moto[server] brings boto3): missing, this fails in CI instead of skipping.
     require(
@@ -199,7 +195,7 @@ def test_up_against_s3_backend(project: Project):
     import boto3
     from moto.server import ThreadedMotoServer
 
-    port = free_port()
+    port = any_free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
     server.start()
     try:

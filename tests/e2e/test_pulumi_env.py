@@ -1,6 +1,6 @@
-"""scripts/pulumi-env, sourced by scripts/up and scripts/preview: the backend it chooses without starting the CLI,
+"""scripts/pulumi-env, sourced by `python -m stacks up|preview`: the backend it chooses without starting the CLI,
 the provider it puts in the plugin cache; and what `python -m stacks up|preview` then does per stack
-(stacks/deploy.py): the stack it creates only once, the pack level and the passphrase."""
+(stacks/deploy/): the stack it creates only once, the pack level and the passphrase."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import pytest
 
 from core import stackfile
 from core.secrets import BUILTIN_PASSPHRASE
-from stacks import deploy
+from host import stackenv
+from stacks.deploy import cli
 from tests.pulumi_project import Project
 
 pytestmark = pytest.mark.e2e
@@ -61,30 +62,30 @@ def test_the_provider_comes_from_the_plugin_cache(project, toolchain, tmp_path):
 
 
 def test_a_stack_is_created_once_then_found_without_the_cli(project, tmp_path, monkeypatch):
-    """What scripts/up and scripts/preview select (stacks/deploy.py Workspace.select_stack): a stack is created on
+    """What scripts/up and scripts/preview select (stacks/deploy/cli.py Workspace.select_stack): a stack is created on
     first use; on the file backend its checkpoint then says it exists without a CLI start."""
     state = tmp_path / "state"
     state.mkdir()
     backend = {"PULUMI_BACKEND_URL": f"file://{state}", "PULUMI_CONFIG_PASSPHRASE": "e2e"}
     for key, value in sourced(project, tmp_path / "home", **backend).items():
         monkeypatch.setenv(key, value)
-    deploy.Workspace(deploy.Cli(tmp_path / "runs"), {}, project.root).select_stack("bench-once")
+    cli.Workspace(cli.Cli(tmp_path / "runs"), {}, project.root).select_stack("bench-once")
     assert list(state.glob(".pulumi/stacks/*/bench-once.json"))
     # Found again without the CLI: with `pulumi` unusable the selection still succeeds.
-    unusable = deploy.Cli(tmp_path / "runs")
+    unusable = cli.Cli(tmp_path / "runs")
     unusable.command = "/bin/false"
-    deploy.Workspace(unusable, {}, project.root).select_stack("bench-once")
+    cli.Workspace(unusable, {}, project.root).select_stack("bench-once")
 
 
 @pytest.mark.parametrize("environment, level", [(None, "prod"), ("dev", "dev"), ("prod", "prod"), ('"dev"', "dev")])
 def test_the_pack_level_of_a_stack_is_its_environments_prod_when_unset(project, environment, level):
-    """What scripts/up and scripts/preview pass to --policy-pack-config (stacks/deploy.py policy_config, on the stack
-    file as core.stackfile reads it): an unset environment is prod (the schema's default, what `check` applies), not
-    the lower dev level."""
+    """What scripts/up and scripts/preview pass to --policy-pack-config (host/stackenv.py policy_config, on the stack
+    file as core.stackfile reads it): an unset environment is prod (the schema's default, what `check` applies),
+    not the lower dev level."""
     lines = ["config:", "  rebel100:topology: pd"] + ([f"  rebel100:environment: {environment}"] if environment else [])
     (project.root / "Pulumi.fresh.yaml").write_text("\n".join(lines) + "\n")
     config, _ = stackfile.read_config(project.root / "Pulumi.fresh.yaml", project.root)
-    assert deploy.policy_config(config) == f"policy/config/{level}.json"
+    assert stackenv.policy_config(config) == f"policy/config/{level}.json"
 
 
 def test_sourcing_it_hands_no_stack_a_passphrase(project, tmp_path):
@@ -96,18 +97,18 @@ def test_sourcing_it_hands_no_stack_a_passphrase(project, tmp_path):
 
 @pytest.mark.parametrize("level, builtin", [("policy/config/dev.json", True), ("policy/config/prod.json", False)])
 def test_the_builtin_passphrase_is_for_a_dev_stack_only(tmp_path, monkeypatch, level, builtin):
-    """What scripts/up and scripts/preview do per stack (stacks/deploy.py use_passphrase with the stack's pack level):
-    the built-in passphrase for a dev stack, none for prod; a passphrase the caller chose is kept for both."""
+    """What scripts/up and scripts/preview do per stack (host/stackenv.py use_passphrase with the stack's pack
+    level): the built-in passphrase for a dev stack, none for prod; a passphrase the caller chose is kept for both."""
     for key in [k for k in os.environ if k.startswith("PULUMI_CONFIG_PASSPHRASE")]:
         monkeypatch.delenv(key)
-    deploy.use_passphrase(level)
+    stackenv.use_passphrase(level)
     assert os.environ.get("PULUMI_CONFIG_PASSPHRASE") == (BUILTIN_PASSPHRASE if builtin else None)
     assert "PULUMI_CONFIG_PASSPHRASE_FILE" not in os.environ
     monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE", raising=False)
     mine = tmp_path / "mine"
     mine.write_text("correct horse battery staple\n")
     monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE_FILE", str(mine))
-    deploy.use_passphrase(level)
+    stackenv.use_passphrase(level)
     assert "PULUMI_CONFIG_PASSPHRASE" not in os.environ and os.environ["PULUMI_CONFIG_PASSPHRASE_FILE"] == str(mine)
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import os
 import pathlib
-import socket
 import subprocess
 import sys
 
@@ -17,17 +16,12 @@ import pytest
 import yaml
 
 from core.secrets import BUILTIN_PASSPHRASE
+from host.ports import any_free_port
 from tests.pulumi_project import Project
 
 pytestmark = pytest.mark.e2e
 
 TOKEN = "hf_PLANTEDtokenNotARealOne4c1d7e"  # planted: a test greps for it
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture()
@@ -36,7 +30,7 @@ def kms():
     boto3 = pytest.importorskip("boto3")
     from moto.server import ThreadedMotoServer
 
-    port = free_port()
+    port = any_free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
     server.start()
     endpoint = f"http://127.0.0.1:{port}"

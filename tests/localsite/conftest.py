@@ -1,18 +1,22 @@
-"""A stack serving requests on a local site of its own (localsite.harness.ServedSite): a control plane with pod IPs
+"""A stack serving requests on a local site of its own (sitetests.harness.ServedSite): a control plane with pod IPs
 on loopback, the stack's render applied, and `python -m localsite run` starting the real EPP and P/D sidecar, the
 simulated engines and the gateway role. The stack is the one the router programs' generation reads
-(localsite.binaries.stack_for: pd-router07 for the v0.7.1 programs scripts/consumers builds; the stack for other
-builds named by REBEL100_EPP_BINARY and REBEL100_SIDECAR_BINARY follows their generation).
+(localsite.binaries.stack_for: prod-4p4d, the stack that ships, for the v0.10.0 programs scripts/consumers provides;
+the stack for other builds named by REBEL100_EPP_BINARY and REBEL100_SIDECAR_BINARY follows their generation, e.g.
+pd-router07 for v0.7.1 builds).
 
 Without the built programs or control plane the tests skip, unless REBEL100_REQUIRE_E2E=1 (.ci/run): a failure.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from localsite import binaries
-from localsite.harness import ServedSite
+from localsite.autoscaler import SiteAutoscaling
+from sitetests.harness import ServedSite
 from tests.cluster.conftest import cluster_bin_dir
 from tests.prerequisites import require
 
@@ -31,12 +35,32 @@ def site_binaries() -> binaries.Found:
         raise
 
 
-@pytest.fixture(scope="module")
-def serving(tmp_path_factory, site_binaries) -> ServedSite:
+def require_site_autoscaling() -> None:
+    """The control plane and the programs of the site's autoscaling (KEDA, Prometheus), or a skip saying which."""
+    require(cluster_bin_dir(), "the local cluster is not built (run `scripts/cluster build` or `make cluster`)")
+    for program in SiteAutoscaling.PROGRAMS:
+        try:
+            binaries.program(program)
+        except binaries.Missing as err:
+            require(
+                None, f"the site's KEDA and Prometheus are not built ({err}; scripts/consumers build keda prometheus)"
+            )
+
+
+def served(
+    tmp_path_factory, site_binaries: binaries.Found, name: str, sim_args: tuple[str, ...]
+) -> Iterator[ServedSite]:
+    """The stack of the router programs' generation served on a site of its own (in a folder named `name`), stopped
+    after the module, with nothing of it left running."""
     require(cluster_bin_dir(), "the local cluster is not built (run `scripts/cluster build` or `make cluster`)")
     stack = binaries.stack_for(site_binaries.programs.epp)
-    site = ServedSite(tmp_path_factory.mktemp("serving"), stack, NAMESPACE, SIM_ARGS)
+    site = ServedSite(tmp_path_factory.mktemp(name), stack, NAMESPACE, sim_args)
     with site:
         yield site
     left = site.leftovers()
     assert not left, f"processes left running after the site and its cluster stopped: {left}"
+
+
+@pytest.fixture(scope="module")
+def serving(tmp_path_factory, site_binaries) -> Iterator[ServedSite]:
+    yield from served(tmp_path_factory, site_binaries, "serving", SIM_ARGS)

@@ -1,5 +1,5 @@
 """Prefill and decode scaled apart by the real KEDA under load through the request path (issue 24): the stack the
-router programs read, with both roles autoscaled on their engines' queues (localsite/scaling.py), served on a local
+router programs read, with both roles autoscaled on their engines' queues (sitetests/scaling.py), served on a local
 site of its own with KEDA v2.18.1's operator and metrics API server and Prometheus (localsite/autoscaler.py). The
 controller-manager's HPA scales decode up while 16 clients keep every decode slot busy with short prompts
 (decode-only: prefill, on its own signal, stays at its minimum), the real scheduler places the new pods with their
@@ -20,24 +20,18 @@ import pytest
 
 from core.versions import image_version
 from core.versions import router as router_versions
-from localsite import binaries, netns, scaling
-from localsite.autoscaler import PROMETHEUS_PORT, SiteAutoscaling
-from localsite.harness import ServedSite
-from tests.cluster.conftest import cluster_bin_dir
-from tests.localsite.conftest import NAMESPACE
-from tests.prerequisites import require
+from localsite import binaries, netns
+from localsite.autoscaler import PROMETHEUS_PORT
+from sitetests import scaling
+from sitetests.harness import ServedSite
+from tests.localsite.conftest import NAMESPACE, require_site_autoscaling
 
 pytestmark = pytest.mark.cluster
 
 
 @pytest.fixture(scope="module")
 def autoscaled(tmp_path_factory, site_binaries) -> ServedSite:
-    require(cluster_bin_dir(), "the local cluster is not built (run `scripts/cluster build` or `make cluster`)")
-    for program in SiteAutoscaling.PROGRAMS:
-        try:
-            binaries.program(program)
-        except binaries.Missing as err:
-            require(None, f"the site's autoscaling is not built ({err}; scripts/consumers build keda prometheus)")
+    require_site_autoscaling()
     stack = binaries.stack_for(site_binaries.programs.epp)
     folder = tmp_path_factory.mktemp("autoscaling")
     stack_file = scaling.autoscaled_stack_file(stack, folder)

@@ -49,6 +49,8 @@ DECODE_ARGS = [
     '{"method":"eagle3"}',
     "--kv-transfer-config",
     '{"kv_connector":"RblnNixlConnector"}',
+    "--shutdown-timeout",
+    "90",
 ]
 
 

@@ -18,11 +18,12 @@ import time
 import uuid
 
 import pytest
+import yaml
 
 from core.versions import image_version
 from core.versions import router as router_versions
 from localsite import netns
-from localsite.harness import Answer, ServedSite, completion, long_prompt
+from sitetests.harness import Answer, ServedSite, completion, long_prompt
 from tests.localsite.conftest import NAMESPACE, TIME_TO_FIRST_TOKEN
 
 pytestmark = pytest.mark.cluster
@@ -37,17 +38,19 @@ def host(endpoint: str) -> str:
     return endpoint.rsplit(":", 1)[0]
 
 
-def prefill_remote_decodes(serving: ServedSite) -> int:
-    """Prefill legs the prefill engines answered (`finish_reason="remote_decode"`), summed over the pods."""
-    total = 0
+def prefill_remote_decodes(serving: ServedSite) -> dict[str, int]:
+    """Prefill legs each prefill engine answered (`finish_reason="remote_decode"`), by the engine's IP."""
+    counts = {}
     for ip in ips(serving, "prefill"):
         status, text = serving.get_in_site(ip, 8000, "/metrics")
         assert status == 200, text[:500]
-        for m in re.finditer(
-            r'^vllm:request_success_total\{[^}]*finish_reason="remote_decode"[^}]*\} (\S+)$', text, re.M
-        ):
-            total += int(float(m.group(1)))
-    return total
+        counts[ip] = sum(
+            int(float(m.group(1)))
+            for m in re.finditer(
+                r'^vllm:request_success_total\{[^}]*finish_reason="remote_decode"[^}]*\} (\S+)$', text, re.M
+            )
+        )
+    return counts
 
 
 def echoed(answer: Answer) -> str:
@@ -66,7 +69,11 @@ def test_a_new_long_prompt_takes_the_prefill_decode_path(serving):
     assert host(answer.destination) in ips(serving, "decode"), answer.destination
     assert answer.pod == ips(serving, "decode")[host(answer.destination)]
     assert prompt.startswith(echoed(answer)[:20])
-    assert prefill_remote_decodes(serving) == before + 1
+    after = prefill_remote_decodes(serving)
+    # The prefill leg ran on the engine the EPP named, and on no other.
+    assert {ip: after[ip] - before.get(ip, 0) for ip in after} == {
+        ip: int(ip == host(answer.prefiller)) for ip in after
+    }
 
 
 def test_an_exact_repeat_is_decode_only_on_the_same_decode_endpoint(serving):
@@ -161,12 +168,30 @@ def test_streamed_completions(serving):
     assert answer.body.decode().rstrip().endswith("data: [DONE]")
 
 
-def test_concurrent_distinct_prompts_spread_over_the_decode_endpoints(serving):
-    with concurrent.futures.ThreadPoolExecutor(16) as pool:
-        answers = list(pool.map(lambda _: serving.post("/completions", completion(long_prompt(50))), range(48)))
+# 64 distinct prompts from 16 clients at once on prod-4p4d's 16 one-sequence decode ranks (4 pods), each request long
+# enough that all 16 are in flight together: the EPP gives each a free rank (its active-request scorer counts what it
+# has in flight), so each pod gets a quarter, but for two picks made in the same instant (docs/operations.md "Decode
+# slots and the router's picks"). Random routing puts all four within SPREAD of 16 in about 13% of runs (20,000
+# simulated runs of 64 uniform picks).
+SPREAD_PROMPTS, SPREAD = 64, 2
+
+
+def test_concurrent_distinct_prompts_spread_evenly_over_the_decode_pods(serving, site_binaries):
+    serving.set_engine_latency(site_binaries.programs.sim, "300ms")
+    try:
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            answers = list(
+                pool.map(lambda _: serving.post("/completions", completion(long_prompt(50))), range(SPREAD_PROMPTS))
+            )
+    finally:
+        serving.set_engine_latency(site_binaries.programs.sim, TIME_TO_FIRST_TOKEN)
     assert all(a.status == 200 for a in answers), [a.status for a in answers]
-    used = {a.destination for a in answers}
-    assert len({host(d) for d in used}) >= 2, used
+    decode = ips(serving, "decode")
+    per_pod = {name: 0 for name in decode.values()}
+    for a in answers:
+        per_pod[decode[host(a.destination)]] += 1
+    share = SPREAD_PROMPTS / len(per_pod)
+    assert all(abs(n - share) <= SPREAD for n in per_pod.values()), per_pod
 
 
 def requests_at_decode_engines(serving: ServedSite, ranks: list[tuple[str, int]]) -> int:
@@ -382,6 +407,8 @@ def test_no_ready_decode_pod_is_refused_no_pod_at_all_is_a_503_and_serving_resum
             timeout=30,
         )
         assert not answer.destination
+        # The EPP's own ImmediateResponse, passed on: not the gateway role's 503 for a missing destination.
+        assert b"ServiceUnavailable - failed to find endpoint candidates" in answer.body, answer.body[:300]
     finally:
         for deployment, count in counts.items():
             scale(serving, deployment, count)
@@ -391,10 +418,25 @@ def test_no_ready_decode_pod_is_refused_no_pod_at_all_is_a_503_and_serving_resum
     )
 
 
+def rendered_pool(serving: ServedSite) -> dict:
+    """The InferencePool as the stack rendered it (the file applied, not the API server's copy, whose defaults would
+    fill in a failure mode the render left out)."""
+    render = serving.render or serving.folder / "render"
+    found = [
+        doc
+        for f in sorted(render.rglob("*.yaml"))
+        if (doc := yaml.safe_load(f.read_text())) and doc.get("kind") == "InferencePool"
+    ]
+    assert len(found) == 1, [d["metadata"]["name"] for d in found]
+    return found[0]
+
+
 def test_the_epp_gone_gives_the_pools_failure_mode_and_serving_resumes(serving):
-    """FailClose (the render's): the gateway answers with an error instead of routing around the EPP."""
-    pool = serving.get("inferencepools")[0]
-    assert pool["spec"]["endpointPickerRef"]["failureMode"] == "FailClose"
+    """FailClose (the render's, read from the render: the API server's default is FailClose too, and so is the
+    gateway role's): the gateway answers with an error instead of routing around the EPP."""
+    assert rendered_pool(serving)["spec"]["endpointPickerRef"]["failureMode"] == "FailClose"
+    args = serving.status()["gateway"]["args"]
+    assert args[args.index("--failure-mode") + 1] == "FailClose", args
     deployment = next(
         p["metadata"]["name"].rsplit("-", 2)[0]
         for p in serving.pods()
@@ -407,6 +449,8 @@ def test_the_epp_gone_gives_the_pools_failure_mode_and_serving_resumes(serving):
         )
         answer = serving.post("/completions", completion("anyone?"))
         assert answer.status >= 500 and answer.status != 503, (answer.status, answer.body[:300])
+        assert not answer.destination and not answer.pod, answer.headers  # refused, not routed around the EPP
+        assert answer.body.startswith(b"gateway: the EPP failed"), answer.body[:300]
     finally:
         scale(serving, deployment, 1)
     serving.wait_for(

@@ -249,20 +249,29 @@ def wait_for(count: int) -> str:
 
 
 @pytest.mark.parametrize(
-    "overrides, replicas, strategy, max_unavailable",
+    "overrides, replicas, strategy, max_unavailable, timeout",
     [
-        pytest.param({}, 4, {"type": "Recreate"}, 1, id="prod"),
+        # One pod at a time, no surge: the default.
         pytest.param(
-            {"rollout": {"strategy": "RollingUpdate", "maxUnavailable": 2}, "prefill": {"replicas": 2}},
-            None,
+            {},
+            4,
             {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
+            1,
+            "29640s",  # 4 x (120 + 7215) + 300
+            id="prod",
+        ),
+        pytest.param(
+            {"rollout": {"strategy": "Recreate", "maxUnavailable": 2}, "prefill": {"replicas": 2}},
+            None,
+            {"type": "Recreate"},
             2,
-            id="rolling-2-unavailable",
+            "7635s",  # 120 + 7215 + 300
+            id="recreate-2-unavailable",
         ),
     ],
 )
 def test_a_fixed_role_is_its_count_of_pods_rolled_by_its_strategy_and_budgeted(
-    overrides, replicas, strategy, max_unavailable
+    overrides, replicas, strategy, max_unavailable, timeout
 ):
     children = children_of("prod-4p4d", **overrides)
     counts = {"prefill": replicas or 2, "decode": 4}
@@ -282,8 +291,9 @@ def test_a_fixed_role_is_its_count_of_pods_rolled_by_its_strategy_and_budgeted(
         selector = {"app.kubernetes.io/part-of": STACK, "llm-d.ai/role": role, "rebel100.ai/pool": pool}
         assert deployment["spec"]["selector"] == {"matchLabels": selector}
         assert deployment["spec"]["template"]["metadata"]["labels"] == pool_labels(role, pool)
-        # 15 s + 30 s x 240 startup periods, then 300 s of margin.
-        assert (child.resource_name, child.timeout) == (pool, "7515s")
+        # Per turn 120 s of grace and 15 s + 30 s x 240 startup periods, then 300 s of margin: a turn per pod rolled
+        # one at a time, one turn for all with Recreate.
+        assert (child.resource_name, child.timeout) == (pool, timeout)
         budget = children[("PodDisruptionBudget", pool)]
         assert budget.resource_name == f"{pool}-pdb"
         assert budget.manifest == {
@@ -302,7 +312,7 @@ def test_a_fixed_role_is_its_count_of_pods_rolled_by_its_strategy_and_budgeted(
 def test_a_longer_startup_budget_is_a_longer_rollout_timeout_and_startup_probe():
     children = children_of("prod-4p4d", engine={"startupFailureThreshold": 10})
     for pool in (PREFILL, DECODE):
-        assert children[("Deployment", pool)].timeout == "615s"  # 15 + 30 x 10 + 300
+        assert children[("Deployment", pool)].timeout == "2040s"  # 4 pods x (120 + 15 + 30 x 10) + 300
         (vllm,) = [c for c in children[("Deployment", pool)].manifest["spec"]["template"]["spec"]["containers"]]
         assert vllm["startupProbe"]["failureThreshold"] == 10
 
@@ -344,7 +354,7 @@ def pod_spec(found: dict, pool: str) -> dict:
     return found[("Deployment", pool)]["spec"]["template"]["spec"]
 
 
-def test_engine_pods_run_seccomp_default_without_an_api_token_and_drain_for_two_minutes():
+def test_engine_pods_run_seccomp_default_without_an_api_token_and_are_killed_two_minutes_after_deletion():
     found = objects_of("prod-4p4d")
     for pool in (PREFILL, DECODE):
         spec = pod_spec(found, pool)
@@ -354,6 +364,38 @@ def test_engine_pods_run_seccomp_default_without_an_api_token_and_drain_for_two_
     assert pod_spec(found, PREFILL)["volumes"] == engine_volumes("prefill")
     # The v0.10 sidecar reads the API: its token is a volume of its own, mounted by it alone.
     assert pod_spec(found, DECODE)["volumes"] == [*engine_volumes("decode"), API_TOKEN]
+
+
+@pytest.mark.parametrize(
+    "rollout, pre_stop, drain, grace",
+    [
+        # The defaults: 15 s of preStop, then up to 90 s of drain, inside 120 s.
+        pytest.param({}, {"preStop": {"sleep": {"seconds": 15}}}, ["--shutdown-timeout", "90"], 120, id="default"),
+        pytest.param(
+            {"preStopSeconds": 30, "drainSeconds": 600, "terminationGracePeriodSeconds": 630},
+            {"preStop": {"sleep": {"seconds": 30}}},
+            ["--shutdown-timeout", "600"],
+            630,
+            id="long-requests",
+        ),
+        # No preStop and no drain: no lifecycle, no flag (vLLM's own 0 aborts the requests on SIGTERM).
+        pytest.param(
+            {"preStopSeconds": 0, "drainSeconds": 0, "terminationGracePeriodSeconds": 5}, None, [], 5, id="none"
+        ),
+    ],
+)
+def test_a_stopping_engine_serves_its_pre_stop_then_drains_within_its_grace_period(rollout, pre_stop, drain, grace):
+    found = objects_of("prod-4p4d", rollout=rollout)
+    for pool in (PREFILL, DECODE):
+        spec = pod_spec(found, pool)
+        (vllm,) = spec["containers"]
+        assert vllm.get("lifecycle") == pre_stop
+        assert [a for a in vllm["args"] if a == "--shutdown-timeout"] == drain[:1]
+        assert vllm["args"][len(vllm["args"]) - len(drain) :] == drain  # the last generated flag
+        assert spec["terminationGracePeriodSeconds"] == grace
+    # The routing sidecar keeps proxying while the engine drains: Kubernetes stops a native sidecar after the main
+    # containers, so it has no preStop of its own.
+    assert all("lifecycle" not in c for c in pod_spec(found, DECODE)["initContainers"])
 
 
 def test_the_engine_container_its_exceptions_resources_mounts_and_probe_timings():
@@ -806,6 +848,8 @@ def prefill_args(revision: str, draft_revision: str, kv_transfer: str) -> list[s
         f'"revision":"{draft_revision}"}}',
         "--kv-transfer-config",
         kv_transfer,
+        "--shutdown-timeout",
+        "90",
     ]
 
 
@@ -821,7 +865,7 @@ def test_prefill_runs_the_kv_tiers_connector_beside_nixl(overrides, kv_transfer)
     (vllm,) = pod_spec(objects_of("prod-4p4d", **overrides), PREFILL)["containers"]
     assert vllm["args"] == prefill_args("main", "main", kv_transfer)
     (decode,) = pod_spec(objects_of("prod-4p4d", **overrides), DECODE)["containers"]
-    assert decode["args"][-2:] == ["--kv-transfer-config", NIXL]  # decode pulls over NIXL only
+    assert decode["args"][-4:-2] == ["--kv-transfer-config", NIXL]  # decode pulls over NIXL only
 
 
 def test_both_roles_serve_the_pinned_revisions_of_model_and_draft():
@@ -851,3 +895,22 @@ def test_a_claim_template_is_named_after_its_role_and_eight_hex_digits_of_its_as
     for pool in (PREFILL, DECODE):
         (claim,) = pod_spec(found, pool)["resourceClaims"]
         assert re.fullmatch(f"{pool}-npu-rdma-[0-9a-f]{{8}}", claim["resourceClaimTemplateName"])
+
+
+@pytest.mark.parametrize(
+    "stack, overrides, names, timeout",
+    [
+        # Two node groups: 2 pods per Deployment, 2 x (120 + 7215) + 300.
+        ("prod-4p4d", {"placement": {"groups": 2}}, ("g0", "g1"), "14970s"),
+        # Autoscaled up to 4 (prod-autoscale): as many turns as the autoscaler may run pods.
+        ("prod-autoscale", {}, ("",), "29640s"),
+        ("prod-autoscale", {"decode": {"autoscaling": {"minReplicas": 1, "maxReplicas": 2}}}, ("",), "14970s"),
+        # A longer stop per pod: 4 x (300 + 7215) + 300.
+        ("prod-4p4d", {"rollout": {"drainSeconds": 285, "terminationGracePeriodSeconds": 300}}, ("",), "30360s"),
+    ],
+)
+def test_up_waits_for_a_stop_and_a_start_per_pod_of_each_deployment(stack, overrides, names, timeout):
+    children = children_of(stack, **overrides)
+    for name in names:
+        pool = f"{DECODE}-{name}" if name else DECODE
+        assert children[("Deployment", pool)].timeout == timeout

@@ -49,6 +49,7 @@ def test_the_epp_deployment_written_out():
     assert pod == {
         "serviceAccountName": EPP,
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "terminationGracePeriodSeconds": 40,  # the 30 s drain (test_shapes.py), then 10 s to stop
         "volumes": [{"name": "config", "configMap": {"name": f"{EPP}-config"}}],
     }
     epp.pop("args")  # test_shapes.py writes the args out
@@ -60,6 +61,8 @@ def test_the_epp_deployment_written_out():
             {"name": "grpc-health", "containerPort": 9003, "protocol": "TCP"},
             {"name": "metrics", "containerPort": 9090, "protocol": "TCP"},
         ],
+        # Ready only once the ext_proc port listens (the health service says SERVING before it does).
+        "startupProbe": {"tcpSocket": {"port": 9002}, "periodSeconds": 2, "failureThreshold": 60},
         "readinessProbe": {"grpc": {"port": 9003, "service": "inference-extension"}, "periodSeconds": 5},
         "livenessProbe": {"grpc": {"port": 9003, "service": "inference-extension"}, "periodSeconds": 10},
         "resources": {"requests": {"cpu": "2", "memory": "2Gi"}, "limits": {"cpu": "4", "memory": "4Gi"}},

@@ -555,17 +555,18 @@ EPP_ARGS = [
 
 
 @pytest.mark.parametrize(
-    "stack, image",
+    "stack, image, drain",
     [
-        ("prod-4p4d", "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0"),
-        ("dev", "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0"),
-        ("agg", "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0"),
-        ("pd-router07", "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1"),
+        # v0.10.0 drains 30 s after SIGTERM (upstream's default, written out); v0.7.1 has no such flag.
+        ("prod-4p4d", "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0", ["--drain-timeout=30s"]),
+        ("dev", "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0", ["--drain-timeout=30s"]),
+        ("agg", "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0", ["--drain-timeout=30s"]),
+        ("pd-router07", "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1", []),
     ],
 )
-def test_the_epp_serves_its_pool_on_the_services_ports(stack, image):
+def test_the_epp_serves_its_pool_on_the_services_ports(stack, image, drain):
     epp = container(pod_spec(objects_of(stack), "epp"), "epp")
-    assert (epp["image"], epp["args"]) == (image, EPP_ARGS)
+    assert (epp["image"], epp["args"]) == (image, EPP_ARGS + drain)
 
 
 def test_the_epp_ports_of_the_config_reach_its_args_its_container_and_its_service():
@@ -648,3 +649,24 @@ def test_an_interval_below_the_one_v0_10_clamps_to_is_refused():
     with pytest.raises(ConfigError) as info:
         load_config(stack_config("prod-4p4d", router={"refreshMetricsIntervalMs": 49}))
     assert "rebel100:router.refreshMetricsIntervalMs" in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize(
+    "router, drain, grace",
+    [
+        # The drain window, and SIGKILL 10 s after it: the EPP's grace period outlasts its drain.
+        pytest.param({}, ["--drain-timeout=30s"], 40, id="upstream-default"),
+        pytest.param({"drainSeconds": 120}, ["--drain-timeout=120s"], 130, id="longer"),
+        pytest.param({"drainSeconds": 0}, ["--drain-timeout=0s"], 10, id="none"),
+        # An EPP without the flag: none passed, and Kubernetes' own grace period.
+        pytest.param({"image": "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1"}, [], None, id="v0.7.1"),
+    ],
+)
+def test_the_epp_drains_inside_its_grace_period_and_rolls_out_before_it_stops(router, drain, grace):
+    found = objects_of("prod-4p4d", router=router)
+    spec = found[("Deployment", f"{STACK}-epp")]["spec"]
+    epp = container(spec["template"]["spec"], "epp")
+    assert [a for a in epp["args"] if a.startswith("--drain-timeout")] == drain
+    assert spec["template"]["spec"].get("terminationGracePeriodSeconds") == grace
+    # The new EPP is up before the old one is stopped.
+    assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}

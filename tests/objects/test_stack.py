@@ -6,7 +6,6 @@ import json
 import yaml
 
 from core.config import StackConfig
-from core.sizing import rollout_timeout_seconds
 from objects.stack import hf_token_withheld, stack_objects
 
 
@@ -34,7 +33,7 @@ def test_data_volumes_and_their_namespace_are_kept_on_destroy():
 
 def test_up_waits_for_engine_rollouts_and_the_download_as_long_as_they_may_take():
     _, by_name = children(weights={"source": "download", "timeoutMinutes": 90})
-    engine = f"{rollout_timeout_seconds(240)}s"
+    engine = "29640s"  # 4 pods one after another, each 120 s of stop and 15 + 30 x 240 s of start; + 300 s
     assert {c.name: c.timeout for c in by_name.values() if c.timeout} == {
         "t-prefill": engine,
         "t-decode": engine,

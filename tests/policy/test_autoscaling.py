@@ -30,7 +30,14 @@ from tests.policy.fixtures import (
 
 PROD = catalog.load_config(levels.environment_config("prod"))
 DEV = catalog.load_config(levels.environment_config("dev"))
-POLICIES = ("autoscaling-bounds", "autoscaling-fits-site", "autoscaling-rollout", "autoscaling-signal")
+POLICIES = (
+    "autoscaling-bounds",
+    "autoscaling-fits-site",
+    "autoscaling-rollout",
+    "autoscaling-signal",
+    "autoscaling-target",
+    "autoscaling-scrape-interval",
+)
 DECODE_SO, PREFILL_SO = f"ScaledObject/rebel100/{DECODE}", f"ScaledObject/rebel100/{PREFILL}"
 SITE = {"autoscaling-fits-site": {"nodes": 4}}  # what `check prod-autoscale` passes (hardware.nodes 4)
 
@@ -221,6 +228,89 @@ def test_a_signal_nothing_scrapes_is_refused(scaled):
             "Add a PodMonitor that selects those pods.",
         ),
     )
+
+
+def test_a_threshold_outside_its_signals_range_is_refused(scaled):
+    """The KV-cache usage is a fraction: a threshold of 80 (a percentage) never lets the average exceed it."""
+    bad = mutate(scaled, lambda m: spec(m, DECODE)["triggers"][0]["metadata"].update(threshold="80"))
+    assert_verdict(
+        run_policy("autoscaling-target", bad, PROD),
+        resource=DECODE_SO,
+        level="mandatory",
+        contains=(
+            "triggers[0].metadata.threshold 80 is outside the range of the kvCacheUsage signal its query reads "
+            "(vllm:kv_cache_usage_perc), a fraction from 0 to 1 per pod: the HPA adds a pod only when the pods' "
+            "average exceeds the target by its tolerance of 10%, and the average cannot exceed 1: from 1 / 1.1 (about "
+            "0.909) up, decode never scales up. Set triggers[0].metadata.threshold to a fraction below that (80% is "
+            "0.8), or query the signal the threshold is a value of.",
+        ),
+    )
+
+
+def test_thresholds_in_their_signals_range_pass(scaled):
+    """0.9 on the fraction; 80 waiting requests on the prefill queue (no maximum); a threshold that is no number is
+    KEDA's to refuse."""
+
+    def edit(m):
+        spec(m, DECODE)["triggers"][0]["metadata"].update(threshold="0.9")
+        spec(m, PREFILL)["triggers"][0]["metadata"].update(threshold="80")
+
+    assert run_policy("autoscaling-target", mutate(scaled, edit), PROD) == []
+    odd = mutate(scaled, lambda m: spec(m, DECODE)["triggers"][0]["metadata"].update(threshold="many"))
+    assert run_policy("autoscaling-target", odd, PROD) == []
+
+
+def scrape_every(name, interval):
+    """Set every endpoint's interval of the PodMonitor `name` (None: leave it to Prometheus's global interval)."""
+
+    def edit(m):
+        for endpoint in get(m, "PodMonitor", name)["spec"]["podMetricsEndpoints"]:
+            endpoint.pop("interval", None)
+            if interval is not None:
+                endpoint["interval"] = interval
+
+    return edit
+
+
+def test_a_signal_scraped_less_often_than_its_query_looks_back_is_refused(scaled):
+    assert_verdict(
+        run_policy("autoscaling-scrape-interval", mutate(scaled, scrape_every(DECODE, "10m")), PROD),
+        resource=DECODE_SO,
+        level="mandatory",
+        contains=(
+            "triggers[0]: PodMonitor/rebel100/minimax-m27-decode podMetricsEndpoints[0].interval 10m scrapes "
+            "kvCacheUsage (vllm:kv_cache_usage_perc) less often than decode's trigger can read it: an instant query "
+            "finds a sample only 5m back (Prometheus's --query.lookback-delta), so for 5m of every 10m the query finds "
+            "no sample, reads 0 (`or vector(0)`) and the autoscaler takes decode down under load. Set "
+            "PodMonitor/rebel100/minimax-m27-decode podMetricsEndpoints[0].interval to at most 5m (one scrape per 5m).",
+        ),
+    )
+
+
+def test_the_decision_rate_is_judged_on_the_epps_podmonitor_by_its_range(scaled):
+    epp_query = 'sum(rate(llm_d_epp_disagg_decision_total{namespace="rebel100",decision_type="prefill-decode"}[2m]))'
+
+    def edit(m):
+        spec(m, PREFILL)["triggers"][0]["metadata"].update(query=epp_query)
+        scrape_every(EPP, "90s")(m)
+
+    assert_verdict(
+        run_policy("autoscaling-scrape-interval", mutate(scaled, edit), PROD),
+        resource=PREFILL_SO,
+        level="mandatory",
+        contains=(
+            "triggers[0]: PodMonitor/rebel100/minimax-m27-epp podMetricsEndpoints[0].interval 1m30s scrapes "
+            "pdDecisionRate (llm_d_epp_disagg_decision_total)",
+            "its rate() needs two samples within its [2m] range, so for 1m of every 1m30s the query finds fewer than 2 "
+            "samples (no rate)",
+            "to at most 1m (2 scrapes per 2m).",
+        ),
+    )
+
+
+@pytest.mark.parametrize("interval", ["5m", None], ids=["within-the-lookback", "prometheus-global-interval"])
+def test_an_interval_within_the_lookback_or_unset_passes(scaled, interval):
+    assert run_policy("autoscaling-scrape-interval", mutate(scaled, scrape_every(DECODE, interval)), PROD) == []
 
 
 def test_queries_are_written_for_the_pool(scaled):
@@ -562,3 +652,33 @@ def test_a_scaled_object_of_a_statefulset_scales_that_statefulset(scaled):
 
     found = run_policy("autoscaling-bounds", mutate(scaled, statefulset), PROD)
     assert [v.resource for v in found] == ["ScaledObject/rebel100/prefill-set"], found
+
+
+def non_cached_tokens(value):
+    """The prefix-based decider's threshold in the EPP's config (the render's decider plugin)."""
+
+    def edit(m):
+        import yaml
+
+        config_map = get(m, "ConfigMap", "minimax-m27-epp-config")
+        config = yaml.safe_load(config_map["data"]["epp-config.yaml"])
+        decider = next(p for p in config["plugins"] if p["type"] == "prefix-based-pd-decider")
+        decider.setdefault("parameters", {})["nonCachedTokens"] = value
+        config_map["data"]["epp-config.yaml"] = yaml.safe_dump(config, sort_keys=False)
+
+    return edit
+
+
+def test_the_epp_signal_from_a_decider_that_never_fires_is_refused(scaled):
+    """The gate refuses pdDecisionRate with router.nonCachedTokens 0 (rules.autoscaling_signal); the pack reads the
+    same threshold from the rendered decider (it passed every decider as firing before: found by the gates-agree
+    property test). A threshold above 0 passes."""
+    bad = mutate(scaled, epp_signal, non_cached_tokens(0))
+    (violation,) = run_policy("autoscaling-signal", bad, PROD)
+    assert (violation.resource, violation.message) == (
+        PREFILL_SO,
+        "triggers[0] (query llm_d_epp_disagg_decision_total) pdDecisionRate counts the P/D decider's prefill-decode "
+        "picks, but the decider takes none (prefix-based with nonCachedTokens 0): the rate stays 0 and prefill never "
+        "scales up. Use engineQueue, or a decider that sends requests through prefill.",
+    )
+    assert run_policy("autoscaling-signal", mutate(scaled, epp_signal, non_cached_tokens(1)), PROD) == []

@@ -127,6 +127,22 @@ def test_manifests_reads_multi_document_helm_style_output(tmp_path):
 
 
 def test_environment_decides_image_hygiene(tmp_path):
+    """An image no version facts read (the engines' wait-for-weights, Python): `latest` is hygiene alone, mandatory in
+    prod and advice in dev. (An EPP at `latest` is also undated, image-pin-dated, in every environment.)"""
+    folder = copy_of_golden(tmp_path)
+    edit_yaml(
+        folder / PREFILL_FILE,
+        lambda d: d["spec"]["template"]["spec"]["initContainers"][0].update(image="python:latest"),
+    )
+    prod = check("--manifests", str(folder))
+    assert (
+        prod.returncode == 1 and "[mandatory] image-tag-pinned: Deployment/rebel100/minimax-m27-prefill:" in prod.stdout
+    )
+    dev = check("--manifests", str(folder), "--environment", "dev")
+    assert dev.returncode == 0 and "[advisory] image-tag-pinned: Deployment/rebel100/minimax-m27-prefill:" in dev.stdout
+
+
+def test_an_undated_epp_is_refused_in_every_environment(tmp_path):
     folder = copy_of_golden(tmp_path)
     edit_yaml(
         folder / EPP_FILE,
@@ -134,10 +150,10 @@ def test_environment_decides_image_hygiene(tmp_path):
             image="ghcr.io/llm-d/llm-d-inference-scheduler:latest"
         ),
     )
-    prod = check("--manifests", str(folder))
-    assert prod.returncode == 1 and "[mandatory] image-tag-pinned: Deployment/rebel100/minimax-m27-epp:" in prod.stdout
-    dev = check("--manifests", str(folder), "--environment", "dev")
-    assert dev.returncode == 0 and "[advisory] image-tag-pinned: Deployment/rebel100/minimax-m27-epp:" in dev.stdout
+    for environment in ("prod", "dev"):
+        proc = check("--manifests", str(folder), "--environment", environment)
+        assert proc.returncode == 1, proc.stdout
+        assert "[mandatory] image-pin-dated: Deployment/rebel100/minimax-m27-epp: container epp image" in proc.stdout
 
 
 def test_json_report(tmp_path):

@@ -9,7 +9,9 @@ from tests.policy.fixtures import (
     DECODE,
     EPP,
     EPP_CONFIG,
+    PREFILL,
     assert_verdict,
+    engine,
     epp_config,
     get,
     mutate,
@@ -25,7 +27,7 @@ DECODE_ID, EPP_ID, CONFIG_ID = (
     f"Deployment/rebel100/{EPP}",
     f"ConfigMap/rebel100/{EPP_CONFIG}",
 )
-POLICIES = ("router-images-have-features", "router-config-schema")
+POLICIES = ("router-images-have-features", "router-config-schema", "image-pin-dated")
 
 
 def epp_container(m):
@@ -47,10 +49,26 @@ def test_old_epp_image_is_refused_naming_the_feature(prod):
         contains=(
             "is 0.3.2",
             "plugin type approx-prefix-cache-producer needs llm-d EPP 0.9.0 or later",
-            "Pin 0.9.0 or later",
+            "flag --drain-timeout needs llm-d EPP 0.10.0 or later (github.com/llm-d/llm-d-router@v0.10.0 "
+            "pkg/epp/server/options.go",
+            "Pin 0.10.0 or later",
         ),
     )
     assert run_policy("router-config-schema", old) == []  # reported once, by the feature rule
+
+
+def test_an_epp_given_a_flag_it_does_not_have_is_refused(prod):
+    """v0.9.0 reads the v0.10 config but has no --drain-timeout (pflag exits on an unknown flag); without the flag it
+    passes."""
+    old = mutate(prod, lambda m: epp_container(m).update(image="ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.9.0"))
+    assert_verdict(
+        run_policy("router-images-have-features", old),
+        resource=EPP_ID,
+        level="mandatory",
+        contains=("is 0.9.0, older than features the render uses: flag --drain-timeout needs llm-d EPP 0.10.0",),
+    )
+    without = mutate(old, lambda m: epp_container(m)["args"].remove("--drain-timeout=30s"))
+    assert run_policy("router-images-have-features", without) == []
 
 
 def test_old_sidecar_image_is_refused_naming_the_flags(prod):
@@ -202,3 +220,49 @@ def test_each_routing_sidecar_of_a_pod_is_judged(prod, other_image):
     (violation,) = run_policy("router-config-schema", mutate(prod, other_sidecar_first))
     assert violation.resource == DECODE_ID
     assert "unknown flag: --connector" in violation.message and "the P/D sidecar 0.10.0" in violation.message
+
+
+# --- image-pin-dated (issue 38): every image the version facts judge names its release -------------------------------
+
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+
+def test_an_epp_pinned_by_digest_alone_is_refused_with_the_tag_to_add(prod):
+    bad = mutate(prod, lambda m: epp_container(m).update(image=f"ghcr.io/llm-d/llm-d-router-endpoint-picker@{DIGEST}"))
+    (violation,) = run_policy("image-pin-dated", bad)
+    assert (violation.resource, violation.level) == (EPP_ID, "mandatory")
+    assert violation.message == (
+        f"container epp image ghcr.io/llm-d/llm-d-router-endpoint-picker@{DIGEST} has a digest and no tag: the llm-d "
+        "EPP version facts (core/versions/router.py) cannot tell which release it is, so the EndpointPickerConfig's "
+        "generation and the features it may use are not checked against it. Pin the release's tag, beside the "
+        f"digest: ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0@{DIGEST} (the tag of the release you run)."
+    )
+
+
+def test_an_engine_and_a_sidecar_on_tags_that_are_no_version_are_refused(prod):
+    def edit(m):
+        engine(m, PREFILL)["image"] = "rebellions/vllm-rbln:latest"
+        sidecar(m)["image"] = "ghcr.io/llm-d/llm-d-router-disagg-sidecar:main"
+
+    found = {(v.resource, v.message.split(":", 1)[0]) for v in run_policy("image-pin-dated", mutate(prod, edit))}
+    assert found == {
+        (f"Deployment/rebel100/{PREFILL}", "container vllm image rebellions/vllm-rbln"),
+        (DECODE_ID, "container routing-proxy image ghcr.io/llm-d/llm-d-router-disagg-sidecar"),
+    }
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        f"ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0@{DIGEST}",  # a tag beside the digest dates it
+        "registry.local/mirror/epp:v0.10.0",  # a mirror's name: the container mounts the config, the tag dates it
+    ],
+)
+def test_a_dated_epp_passes(prod, image):
+    assert run_policy("image-pin-dated", mutate(prod, lambda m: epp_container(m).update(image=image))) == []
+
+
+def test_an_engine_image_the_facts_do_not_judge_is_not_dated(prod):
+    """Another vLLM image is not judged by the vllm-rbln facts (core/versions/engine.py is_engine_image)."""
+    other = mutate(prod, lambda m: engine(m, PREFILL).update(image="vllm/vllm-openai:latest"))
+    assert run_policy("image-pin-dated", other) == []

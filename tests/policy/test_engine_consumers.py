@@ -3,7 +3,7 @@
 import pytest
 
 from tests.policy.conftest import STACKS
-from tests.policy.fixtures import DECODE, PREFILL, assert_verdict, engine, mutate, run_policy, set_env
+from tests.policy.fixtures import DECODE, PREFILL, assert_verdict, engine, mutate, run_policy, set_arg, set_env
 
 POLICY = "engine-image-has-features"
 
@@ -17,9 +17,15 @@ def image(name, tag):
     return lambda m: engine(m, name).update(image=f"rebellions/vllm-rbln:{tag}")
 
 
+def undrained(name, tag):
+    """The engine at an older tag without --shutdown-timeout (rollout.drainSeconds 0: vllm-rbln 0.12.0 is the first
+    known to have it)."""
+    return lambda m: (image(name, tag)(m), set_arg(engine(m, name), "--shutdown-timeout", None))
+
+
 BAD = {
     "decode-0.10.2": (
-        image(DECODE, "0.10.2"),
+        undrained(DECODE, "0.10.2"),
         DECODE,
         (
             "rebellions/vllm-rbln:0.10.2 (vllm-rbln) is 0.10.2",
@@ -29,9 +35,17 @@ BAD = {
         ),
     ),
     "prefill-0.10.3-lacks-device-tensor": (
-        image(PREFILL, "0.10.3"),
+        undrained(PREFILL, "0.10.3"),
         PREFILL,
         ("env var VLLM_RBLN_USE_DEVICE_TENSOR needs vllm-rbln 0.10.4",),
+    ),
+    "decode-0.11.2-drains": (
+        image(DECODE, "0.11.2"),
+        DECODE,
+        (
+            "is 0.11.2, older than features the render uses: flag --shutdown-timeout needs vllm-rbln 0.12.0 or later",
+            "Pin 0.12.0 or later",
+        ),
     ),
 }
 
@@ -48,12 +62,12 @@ def test_old_image_is_refused(prod, case):
 
 
 GOOD = {
-    "decode-0.11.0-has-every-feature": image(DECODE, "0.11.0"),
-    "prefill-0.10.4-prefill-passes-no-multi-port-flag": image(PREFILL, "0.10.4"),
+    "decode-0.11.0-has-every-feature-but-the-drain": undrained(DECODE, "0.11.0"),
+    "prefill-0.10.4-prefill-passes-no-multi-port-flag": undrained(PREFILL, "0.10.4"),
     "not-a-version-tag": lambda m: engine(m, DECODE).update(image="rebellions/vllm-rbln@sha256:" + "0" * 64),
     "foreign-vllm-image": lambda m: engine(m, DECODE).update(image="vllm/vllm-openai:v0.10.0"),
     "prefill-0.10.3-without-device-tensor": lambda m: (
-        image(PREFILL, "0.10.3")(m),
+        undrained(PREFILL, "0.10.3")(m),
         set_env(engine(m, PREFILL), "VLLM_RBLN_USE_DEVICE_TENSOR", None),
     ),
 }

@@ -33,11 +33,13 @@ from core.stackfile import stack_file
 from policy import catalog, levels
 from stacks.render import render_stack_file
 from tests.policy import (
+    test_alerting,
     test_engine_consumers,
     test_hygiene,
     test_memory,
     test_observability,
     test_parallelism,
+    test_rollout,
     test_security,
     test_ssrf,
     test_wiring,
@@ -97,6 +99,23 @@ def scaled(name: str, **change) -> Edit:
     return lambda m: get(m, "ScaledObject", name)["spec"].update(change)
 
 
+def trigger_threshold(name: str, threshold: str) -> Edit:
+    return lambda m: get(m, "ScaledObject", name)["spec"]["triggers"][0]["metadata"].update(threshold=threshold)
+
+
+def scrape_interval(name: str, interval: str) -> Edit:
+    return lambda m: [e.update(interval=interval) for e in get(m, "PodMonitor", name)["spec"]["podMetricsEndpoints"]]
+
+
+def epp_service(**ports: int) -> Edit:
+    def edit(m):
+        for entry in get(m, "Service", EPP)["spec"]["ports"]:
+            if entry["name"] in ports:
+                entry.update(port=ports[entry["name"]], targetPort=ports[entry["name"]])
+
+    return edit
+
+
 def strategy(deployment: str, type_: str) -> Edit:
     return lambda m: get(m, "Deployment", deployment)["spec"].update(strategy={"type": type_})
 
@@ -123,6 +142,17 @@ def anti_affinity_term(deployment: str, **change) -> Edit:
 
 def epp_image(image: str) -> Edit:
     return lambda m: next(c for c in pod_spec(m, EPP)["containers"] if c["name"] == "epp").update(image=image)
+
+
+def without_drain_timeout(image: str) -> Edit:
+    """The EPP at `image` without the --drain-timeout the render gives the v0.10 EPP."""
+
+    def edit(m):
+        epp_image(image)(m)
+        container = next(c for c in pod_spec(m, EPP)["containers"] if c["name"] == "epp")
+        set_arg(container, "--drain-timeout", None)
+
+    return edit
 
 
 def router(change: Callable[[dict], None]) -> Edit:
@@ -219,6 +249,43 @@ KINDS = (
         stack="prod-autoscale",
     ),
     Kind(
+        "autoscaling-target",
+        "threshold-outside-the-fraction",
+        trigger_threshold(DECODE, "80"),
+        one(DECODE_SO, "triggers[0].metadata.threshold 80 is outside the range of the kvCacheUsage signal"),
+        good=trigger_threshold(DECODE, "0.9"),
+        stack="prod-autoscale",
+    ),
+    Kind(
+        "autoscaling-scrape-interval",
+        "scraped-less-often-than-the-lookback",
+        scrape_interval(DECODE, "10m"),
+        one(DECODE_SO, "interval 10m scrapes kvCacheUsage (vllm:kv_cache_usage_perc) less often than decode's"),
+        good=scrape_interval(DECODE, "5m"),
+        stack="prod-autoscale",
+    ),
+    Kind(
+        "ports-distinct",
+        "a-service-lists-a-port-twice",
+        epp_service(metrics=9002),
+        one(f"Service/rebel100/{EPP}", "spec.ports[0] (grpc-ext-proc) 9002 and spec.ports[2] (metrics) 9002"),
+        good=epp_service(metrics=9091),
+    ),
+    Kind(
+        "ports-distinct",
+        "two-listeners-of-a-pod-on-one-port",
+        lambda m: set_arg(engine(m, DECODE), "--port", "8002"),
+        one(DECODE_ID, "container vllm --port 8002-8005 and container routing-proxy --port 8000-8003"),
+        good=lambda m: set_arg(engine(m, DECODE), "--port", "8200"),
+    ),
+    Kind(
+        "image-pin-dated",
+        "an-epp-by-digest-alone",
+        epp_image("ghcr.io/llm-d/llm-d-router-endpoint-picker@sha256:" + "0123456789abcdef" * 4),
+        one(EPP_ID, "container epp image ghcr.io/llm-d/llm-d-router-endpoint-picker@sha256:", "a digest and no tag"),
+        good=epp_image("ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0@sha256:" + "0123456789abcdef" * 4),
+    ),
+    Kind(
         "engine-spread",
         "term-namespaces-exclude-the-pod",
         anti_affinity_term(DECODE, namespaces=["other"]),
@@ -246,8 +313,20 @@ KINDS = (
         "router-images-have-features",
         "epp-image-too-old",
         epp_image("ghcr.io/llm-d/llm-d-inference-scheduler:v0.3.2"),
-        one(EPP_ID, "is 0.3.2", "plugin type approx-prefix-cache-producer needs llm-d EPP 0.9.0 or later"),
-        good=epp_image("ghcr.io/llm-d/llm-d-inference-scheduler:v0.9.0"),
+        one(
+            EPP_ID,
+            "is 0.3.2",
+            "plugin type approx-prefix-cache-producer needs llm-d EPP 0.9.0 or later",
+            "flag --drain-timeout needs llm-d EPP 0.10.0 or later",
+        ),
+        good=without_drain_timeout("ghcr.io/llm-d/llm-d-inference-scheduler:v0.9.0"),
+    ),
+    Kind(
+        "router-images-have-features",
+        "epp-flag-too-new",
+        epp_image("ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.9.0"),
+        one(EPP_ID, "is 0.9.0, older than features the render uses: flag --drain-timeout needs llm-d EPP 0.10.0"),
+        good=without_drain_timeout("ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.9.0"),
     ),
     Kind(
         "router-images-have-features",
@@ -550,7 +629,15 @@ def table_rows() -> list[tuple[str, Kind]]:
     def add(module, name, edit, policy):
         rows.append((f"{module.__name__.rpartition('.')[2]} {name}", Kind(policy, name, edit, ())))
 
-    for module in (test_parallelism, test_hygiene, test_memory, test_security, test_wiring):
+    for module in (
+        test_parallelism,
+        test_hygiene,
+        test_memory,
+        test_security,
+        test_wiring,
+        test_rollout,
+        test_alerting,
+    ):
         for name, (edit, policy, _resource, _contains) in module.BAD.items():
             add(module, name, edit, policy)
     for name, (edit, policy, _contains) in test_ssrf.BAD.items():

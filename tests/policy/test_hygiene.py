@@ -14,11 +14,12 @@ from tests.policy.fixtures import (
     mutate,
     pod_spec,
     run_policy,
+    set_arg,
     set_env,
     sidecar,
 )
 
-POLICIES = ("hf-token-secret-ref", "image-tag-pinned", "engine-resource-requests")
+POLICIES = ("hf-token-secret-ref", "image-tag-pinned", "engine-resource-requests", "ports-distinct")
 DECODE_ID, PREFILL_ID, EPP_ID = (f"Deployment/rebel100/{name}" for name in (DECODE, PREFILL, EPP))
 DEV = catalog.load_config(levels.environment_config("dev"))
 PROD = catalog.load_config(levels.environment_config("prod"))
@@ -496,3 +497,78 @@ def test_a_container_without_an_image_is_image_tag_pinneds_not_the_runtimes(prod
     bare = mutate(prod, lambda m: epp_container(m).pop("image"))
     assert run_policy(RUNTIME, bare) == []
     assert [v.message.split(":")[0] for v in run_policy("image-tag-pinned", bare)] == ["container epp has no image"]
+
+
+# --- ports-distinct (issue 38): one port per Service entry and per listener of a pod --------------------------------
+
+POD_CLASH = (
+    "the containers of a pod share one network namespace, so the second listener cannot bind the port and its "
+    "container crash-loops. Give each listener a port of its own."
+)
+
+
+def epp_service_port(name: str, port: int):
+    def edit(m):
+        entry = next(p for p in get(m, "Service", EPP)["spec"]["ports"] if p["name"] == name)
+        entry.update(port=port, targetPort=port)
+
+    return edit
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_rendered_ports_are_distinct(renders, stack):
+    assert run_policy("ports-distinct", renders[stack]) == []
+
+
+def test_a_service_listing_a_port_twice_is_refused(prod):
+    (violation,) = run_policy("ports-distinct", mutate(prod, epp_service_port("metrics", 9002)))
+    assert (violation.resource, violation.level) == (f"Service/rebel100/{EPP}", "mandatory")
+    assert violation.message == (
+        "spec.ports[0] (grpc-ext-proc) 9002 and spec.ports[2] (metrics) 9002 both take port 9002 in the Service: a "
+        "Service lists each port once: the API server refuses a second entry of one port (spec.ports: Duplicate "
+        "value), and the program behind it cannot listen twice on one port either. Give each entry a port of its own."
+    )
+
+
+def test_two_container_ports_of_one_number_are_refused(prod):
+    def edit(m):
+        epp_container(m)["ports"][1]["containerPort"] = 9090
+
+    (violation,) = run_policy("ports-distinct", mutate(prod, edit))
+    assert (violation.resource, violation.message) == (
+        EPP_ID,
+        f"container epp ports[1] (grpc-health) 9090 and container epp ports[2] (metrics) 9090 both take port 9090 in "
+        f"the pod: {POD_CLASH}",
+    )
+
+
+def test_an_engines_ranks_on_the_sidecars_ports_are_refused(prod):
+    """The engine's ranks are read from its --port and DP size, the sidecar's from its flags."""
+    (violation,) = run_policy("ports-distinct", mutate(prod, lambda m: set_arg(engine(m, DECODE), "--port", "8002")))
+    assert (violation.resource, violation.message) == (
+        DECODE_ID,
+        "container vllm --port 8002-8005 and container routing-proxy --port 8000-8003 both take ports 8002-8003 in the "
+        f"pod: {POD_CLASH}",
+    )
+
+
+def test_nixl_side_channels_on_the_rpc_port_are_refused(prod):
+    (violation,) = run_policy(
+        "ports-distinct", mutate(prod, lambda m: set_env(engine(m, DECODE), "VLLM_NIXL_SIDE_CHANNEL_PORT", "5553"))
+    )
+    assert (violation.resource, violation.message) == (
+        DECODE_ID,
+        "container vllm --data-parallel-rpc-port 5555 and container vllm VLLM_NIXL_SIDE_CHANNEL_PORT 5553-5556 both "
+        f"take port 5555 in the pod: {POD_CLASH}",
+    )
+
+
+def test_ports_of_other_protocols_and_other_pods_pass(prod):
+    """UDP has port numbers of its own; two pods (prefill and decode) have a network namespace each."""
+
+    def edit(m):
+        get(m, "Service", EPP)["spec"]["ports"].append({"name": "dns", "port": 9002, "protocol": "UDP"})
+        epp_container(m)["ports"].append({"name": "dns", "containerPort": 9002, "protocol": "UDP"})
+        set_arg(engine(m, PREFILL), "--port", "8200")
+
+    assert run_policy("ports-distinct", mutate(prod, edit)) == []

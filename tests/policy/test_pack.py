@@ -2,8 +2,9 @@
 
 import pytest
 
+from core.cmdline import parse_flags
 from policy import catalog, pack
-from policy.read.flags import VLLM_ALIASES, VLLM_BOOLEAN_FLAGS, parse_flags, serve_argv
+from policy.read.flags import VLLM_ALIASES, VLLM_BOOLEAN_FLAGS, serve_argv
 
 
 @pytest.mark.parametrize(

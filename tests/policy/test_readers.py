@@ -4,7 +4,7 @@ Kubernetes API's rules (issue 25: make mutate SCOPE=policy mutates the readers t
 import pytest
 
 from policy.read.env import effective_env, env_flag_on, env_from_config_maps, env_value, parse_structured
-from policy.read.flags import Flags, command_line, parse_flags, serve_argv
+from policy.read.flags import command_line, serve_argv
 from policy.read.pods import pod_templates, replicas, routing_sidecars, service_account
 
 
@@ -147,53 +147,7 @@ def test_a_routing_sidecar_is_known_by_its_flag_image_or_name(container, is_side
     assert template.role == ("decode" if is_sidecar else None)
 
 
-# --- command lines (policy/read/flags.py): argparse's and Go's flag package's reading, written out ----------------
-
-
-@pytest.mark.parametrize(
-    "argv, values, positionals",
-    [
-        (["--a", "1", "--b=2", "M"], {"--a": "1", "--b": "2"}, ("M",)),
-        (["--a", "-1"], {"--a": "-1"}, ()),  # a negative number is a value
-        (["--a", "-x"], {"--a": True, "-x": True}, ()),
-        (["--a"], {"--a": True}, ()),
-        (["-", "5", "--max_model_len", "9"], {"--max-model-len": "9"}, ("-", "5")),
-        (["--a=", "M"], {"--a": ""}, ("M",)),
-        (["--a", "1", "--a", "2"], {"--a": "2"}, ()),
-    ],
-    ids=["value-and-equals", "negative-value", "flag-after-flag", "last", "dash-and-underscores", "empty", "twice"],
-)
-def test_a_command_line_as_argparse_reads_it(argv, values, positionals):
-    flags = parse_flags(argv)
-    assert (flags.values, flags.positionals) == (values, positionals)
-
-
-def test_go_style_reads_single_dash_long_flags_and_booleans_need_no_value():
-    assert parse_flags(["-port=8000", "-x", "7"], go_style=True).values == {"--port": "8000", "--x": "7"}
-    assert parse_flags(["-port=8000"]).values == {"-port": "8000"}
-    flags = parse_flags(["--enable-prefix-caching", "M"], boolean=frozenset({"--enable-prefix-caching"}))
-    assert (flags.values, flags.positionals) == ({"--enable-prefix-caching": True}, ("M",))
-    assert parse_flags(["-tp", "2"], aliases={"-tp": "--tensor-parallel-size"}).values == {
-        "--tensor-parallel-size": "2"
-    }
-
-
-def test_the_readings_of_a_flag():
-    flags = Flags(
-        values={"--n": "8", "--x": "eight", "--f": "0.5", "--on": True, "--off": "false", "--zero": "0", "--j": "{}"},
-        positionals=(),
-    )
-    assert [flags.integer("--n"), flags.integer("--x"), flags.integer("--none", 3), flags.integer("--none")] == [
-        8,
-        None,
-        3,
-        None,
-    ]
-    assert [flags.number("--f"), flags.number("--x"), flags.number("--none", 0.9)] == [0.5, None, 0.9]
-    assert [flags.has(f) for f in ("--on", "--off", "--zero", "--n", "--none")] == [True, False, False, True, False]
-    assert [flags.text("--on"), flags.text("--n")] == [None, "8"]
-    assert [flags.json("--j"), flags.json("--x"), flags.json("--on"), flags.json("--none")] == [{}, None, None, None]
-    assert flags.get("--n") == "8" and flags.get("--none") is None
+# --- a container's `vllm serve` argv (policy/read/flags.py; the parsing of a command line: tests/core/test_cmdline.py)
 
 
 @pytest.mark.parametrize(
@@ -478,54 +432,7 @@ def test_which_pod_template_is_the_epp(others, args, expected):
     assert is_epp(template, manifests) is expected
 
 
-# --- label selectors and name lists (policy/read/objects.py), as apimachinery's labels.Selector reads them ---------
-
-LABELS = {"app": "engine", "tier": "1"}
-
-
-@pytest.mark.parametrize(
-    "selector, matches",
-    [
-        ({}, True),  # an empty selector selects everything
-        ({"matchLabels": {"app": "engine"}}, True),
-        ({"matchLabels": {"app": "router"}}, False),
-        ({"matchLabels": {"tier": 1}}, True),  # a label value is a string: 1 is "1"
-        ({"matchLabels": {"app": "engine", "zone": "a"}}, False),  # every pair
-        ({"matchExpressions": [{"key": "app", "operator": "In", "values": ["router", "engine"]}]}, True),
-        ({"matchExpressions": [{"key": "app", "operator": "In", "values": ["router"]}]}, False),
-        ({"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}, False),
-        ({"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["engine"]}]}, False),
-        ({"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["router"]}]}, True),
-        ({"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["a"]}]}, True),  # absent: not in
-        ({"matchExpressions": [{"key": "app", "operator": "Exists"}]}, True),
-        ({"matchExpressions": [{"key": "zone", "operator": "Exists"}]}, False),
-        ({"matchExpressions": [{"key": "app", "operator": "DoesNotExist"}]}, False),
-        ({"matchExpressions": [{"key": "zone", "operator": "DoesNotExist"}]}, True),
-        (
-            {
-                "matchLabels": {"app": "engine"},
-                "matchExpressions": [
-                    {"key": "tier", "operator": "In", "values": [1]},
-                    {"key": "zone", "operator": "DoesNotExist"},
-                ],
-            },
-            True,
-        ),
-        (
-            {
-                "matchExpressions": [
-                    {"key": "app", "operator": "Exists"},
-                    {"key": "tier", "operator": "NotIn", "values": ["1"]},
-                ]
-            },
-            False,
-        ),  # every expression
-    ],
-)
-def test_a_label_selector_as_the_api_server_reads_it(selector, matches):
-    from policy.read.objects import label_selector_matches
-
-    assert label_selector_matches(selector, LABELS) is matches
+# --- name lists (policy/read/objects.py) ----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -42,9 +42,9 @@ def test_good_render_passes(renders, stack, policy, config):
 
 
 def test_annotation_key_is_the_programs():
-    from objects import pod
+    from objects import component
 
-    assert security.SECURITY_EXCEPTIONS_ANNOTATION == pod.SECURITY_EXCEPTIONS_ANNOTATION == ANNOTATION
+    assert security.SECURITY_EXCEPTIONS_ANNOTATION == component.SECURITY_EXCEPTIONS_ANNOTATION == ANNOTATION
 
 
 # --- edits ---------------------------------------------------------------------------------

@@ -6,8 +6,10 @@ from pydantic import BaseModel
 
 import objects
 from core.config import StackConfig
+from core.derive import derive
 from core.labels import LMCACHE_VERSION_ANNOTATION
 from objects import (
+    component,
     decode_pool,
     engine_pool,
     gateway,
@@ -23,6 +25,7 @@ from objects.stack import decode_pool_args, prefill_pool_args
 from tests import defaults
 
 MODULES = (
+    component,
     decode_pool,
     engine_pool,
     gateway,
@@ -57,13 +60,13 @@ def test_rds_nodes_without_an_lmcache_version_annotation():
     writes a second copy that could disagree."""
     cfg = StackConfig()
     weights = defaults.engine_weights_of(cfg)
-    args = prefill_pool_args(cfg, weights, kv_tier_config_map="x-lmcache", rds_nodes=True)
+    args = prefill_pool_args(cfg, derive(cfg), weights, kv_tier_config_map="x-lmcache", rds_nodes=True)
     assert args.placement.rds_nodes
     assert LMCACHE_VERSION_ANNOTATION not in args.engine.annotations
-    assert LMCACHE_VERSION_ANNOTATION not in decode_pool_args(cfg, weights).engine.annotations
+    assert LMCACHE_VERSION_ANNOTATION not in decode_pool_args(cfg, derive(cfg), weights).engine.annotations
 
 
 def test_agg_decode_has_no_sidecar_and_no_connector():
     cfg = StackConfig(topology="agg")
-    args = decode_pool_args(cfg, defaults.engine_weights_of(cfg))
+    args = decode_pool_args(cfg, derive(cfg), defaults.engine_weights_of(cfg))
     assert args.sidecar is None and "--kv-transfer-config" not in args.engine.args

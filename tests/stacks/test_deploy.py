@@ -1,4 +1,4 @@
-"""stacks.deploy without a cluster or a stack: who holds a lock (Pulumi's ConcurrentUpdateError message), which lock is
+"""stacks/deploy/ without a cluster or a stack: who holds a lock (Pulumi's ConcurrentUpdateError message), which lock is
 stale, and a command's session ended with everything in it (scripts/up's process rules, docs/recovery.md)."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import signal
 import subprocess
 import time
 
-from stacks import deploy
+from host import processes
+from stacks.deploy import recovery
 from tests.pulumi_project import dead_pid
 
 # How a diy backend refuses an update of a locked stack (pulumi 3.274.1, pkg/backend/diy/lock.go), as the Automation
@@ -22,15 +23,15 @@ LOCKED = (
 
 
 def test_the_lock_holder_is_read_from_pulumis_message():
-    assert deploy.lock_holders(LOCKED) == [("some@one", "ci-runner-7", 4242, "2026-11-30T12:00:00Z")]
-    assert deploy.lock_holders("error: something else") == []
+    assert recovery.lock_holders(LOCKED) == [("some@one", "ci-runner-7", 4242, "2026-11-30T12:00:00Z")]
+    assert recovery.lock_holders("error: something else") == []
 
 
 def test_a_lock_is_stale_only_on_this_host_without_its_pulumi():
     here = os.uname().nodename
-    assert deploy.lock_is_stale(here, dead_pid())
-    assert deploy.lock_is_stale(here, os.getpid())  # a process, but not a `pulumi`
-    assert not deploy.lock_is_stale("another-host", dead_pid())
+    assert recovery.lock_is_stale(here, dead_pid())
+    assert recovery.lock_is_stale(here, os.getpid())  # a process, but not a `pulumi`
+    assert not recovery.lock_is_stale("another-host", dead_pid())
 
 
 def session() -> subprocess.Popen:
@@ -42,11 +43,11 @@ def session() -> subprocess.Popen:
 def test_ending_a_session_ends_what_its_leader_started():
     leader = session()
     time.sleep(0.5)
-    members = deploy.session_processes(leader.pid)
+    members = processes.session_processes(leader.pid)
     assert leader.pid in members and len(members) >= 2, members
-    deploy.end_session(leader.pid)
+    processes.end_session(leader.pid)
     leader.wait(timeout=10)
-    assert deploy.session_processes(leader.pid) == []
+    assert processes.session_processes(leader.pid) == []
 
 
 def test_the_next_command_ends_a_killed_commands_session(tmp_path, capsys):
@@ -54,16 +55,26 @@ def test_the_next_command_ends_a_killed_commands_session(tmp_path, capsys):
     record of a command that still runs is left alone."""
     leader, running = session(), session()
     time.sleep(0.5)
-    (tmp_path / str(leader.pid)).write_text(f"{leader.pid} {deploy.process_start(leader.pid)}\n")
-    (tmp_path / str(running.pid)).write_text(f"{running.pid} {deploy.process_start(running.pid)}\n")
+    (tmp_path / str(leader.pid)).write_text(f"{leader.pid} {processes.start_time(leader.pid)}\n")
+    (tmp_path / str(running.pid)).write_text(f"{running.pid} {processes.start_time(running.pid)}\n")
     os.kill(leader.pid, signal.SIGKILL)
     leader.wait()
     try:
-        assert deploy.session_processes(leader.pid), "precondition: the session outlives its leader"
-        deploy.end_dead_sessions(tmp_path)
-        assert deploy.session_processes(leader.pid) == []
+        assert processes.session_processes(leader.pid), "precondition: the session outlives its leader"
+        recovery.end_dead_sessions(tmp_path)
+        assert processes.session_processes(leader.pid) == []
         assert "left by an earlier `pulumi up` that was killed" in capsys.readouterr().err
         assert sorted(p.name for p in tmp_path.iterdir()) == [str(running.pid)]
     finally:
-        deploy.end_session(running.pid)
+        processes.end_session(running.pid)
         running.wait(timeout=10)
+
+
+def test_the_built_clis_version_is_read_from_its_folder():
+    """scripts/install-pulumi's folder names the CLI's version: no `pulumi version` start for it; any other folder
+    (a CLI of your own) is asked (None here)."""
+    from stacks.deploy.cli import built_version
+
+    assert str(built_version("/cache/pulumi-3.274.1-k8s-4.25.0-host-65bb9a58")) == "3.274.1"
+    assert built_version("/usr/local") is None
+    assert built_version(None) is None

@@ -1,16 +1,13 @@
-"""stacks.events: what a preview's event log proposes, and `python -m stacks changes` on it (scripts/up runs the
-update only when the preview proposes something). The lines are engine events as `pulumi preview --event-log`
-writes them (apitype.EngineEvent: one JSON object per line)."""
+"""stacks.events: what a preview proposes (`python -m stacks up` runs the update only when the preview proposes
+something). The lines are engine events as `pulumi preview --event-log` writes them (apitype.EngineEvent: one JSON
+object per line); the Automation API's parsed events propose the same."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from core.stackfile import PROJECT_ROOT
 from stacks.events import proposal, proposal_of_events
 
 
@@ -106,28 +103,6 @@ def test_malformed_fields_are_read_safely():
     ]
     found = proposal(lines)
     assert found.summarised and not found.nothing_to_do  # "update" counted, whatever its count says
-
-
-def run_changes(path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "stacks", "changes", str(path)], cwd=PROJECT_ROOT, capture_output=True, text=True
-    )
-
-
-def test_the_command_exits_0_only_when_nothing_is_proposed(tmp_path):
-    log = tmp_path / "events.jsonl"
-    log.write_text("\n".join([*PRELUDE, summary({"same": 38})]) + "\n")
-    proc = run_changes(log)
-    assert proc.returncode == 0 and proc.stderr == "preview: nothing to change (38 unchanged)\n", proc.stderr
-    log.write_text("\n".join([*PRELUDE, summary({"same": 36, "update": 2})]) + "\n")
-    proc = run_changes(log)
-    assert proc.returncode == 1 and proc.stderr == "preview: 2 to update\n", proc.stderr
-
-
-def test_the_command_runs_the_update_when_the_log_is_missing(tmp_path):
-    proc = run_changes(tmp_path / "missing.jsonl")
-    assert proc.returncode == 1 and "cannot be read" in proc.stderr and "the update runs" in proc.stderr
-    assert "Traceback" not in proc.stderr
 
 
 @pytest.mark.parametrize(

@@ -27,3 +27,17 @@ def test_every_key_documented():
         "rebel100:hfToken",
     ):
         assert f"`{key}`" in text
+
+
+def test_the_reference_says_the_types_are_strict():
+    """Each scalar type of the schema is listed with what it takes, the words of the gate's refusal (core.config
+    SCALAR_TYPES); a bool that took `yes` or an int that took `"4"` would contradict it."""
+    text = table()
+    assert text.startswith("Types are strict: a value of another kind is refused at its key")
+    assert "- `int`: a whole number without quotes (`4`), not a boolean, a quoted number or a fraction." in text
+    assert "- `float`: a number without quotes (`0.8`, `2`), not a boolean or a quoted number." in text
+    assert (
+        "- `bool`: `true` or `false` without quotes (`yes`, `no`, `on` and `off` are strings to the Pulumi CLI's "
+        "YAML)." in text
+    )
+    assert '- `str`: text (quote a value YAML reads as a number or a boolean: `cpu: "32"`).' in text

@@ -7,8 +7,9 @@ import subprocess
 import pytest
 
 from core.config import StackConfig
+from host.ports import random_free_block
 from stacks.site import watch
-from tests.cluster.conftest import cluster_bin_dir, free_port_base
+from tests.cluster.conftest import cluster_bin_dir
 from tests.prerequisites import require
 from tests.signals import default_sigint
 
@@ -17,9 +18,10 @@ def test_an_unreachable_api_server_cancels_the_update(tmp_path, monkeypatch, cap
     bins = require(cluster_bin_dir(), "no kubectl of the local cluster (run `scripts/cluster build`)")
     monkeypatch.setenv("PATH", f"{bins}:/usr/bin:/bin")
     kubeconfig = tmp_path / "kubeconfig"
+    port = random_free_block(1)
     kubeconfig.write_text(f"""apiVersion: v1
 kind: Config
-clusters: [{{name: gone, cluster: {{server: "https://127.0.0.1:{free_port_base(1)}", insecure-skip-tls-verify: true}}}}]
+clusters: [{{name: gone, cluster: {{server: "https://127.0.0.1:{port}", insecure-skip-tls-verify: true}}}}]
 users: [{{name: u, user: {{token: x}}}}]
 contexts: [{{name: c, context: {{cluster: gone, user: u}}}}]
 current-context: c

@@ -14,6 +14,11 @@ from typing import Any
 import yaml
 
 
+def now() -> str:
+    """This moment as the API writes a timestamp (RFC 3339, seconds, UTC)."""
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 class ApiError(RuntimeError):
     def __init__(self, status: int, message: str):
         super().__init__(message)
@@ -112,7 +117,7 @@ class Client:
     def event(self, pod: dict, reason: str, message: str, kind: str = "Warning") -> None:
         """An Event on the pod, as the kubelet writes for a failed image pull (`kubectl describe pod` shows it)."""
         meta = pod["metadata"]
-        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = now()
         self.request(
             "POST",
             f"/api/v1/namespaces/{meta['namespace']}/events",
@@ -131,8 +136,8 @@ class Client:
                 "message": message,
                 "type": kind,
                 "source": {"component": "rebel100-localsite"},
-                "firstTimestamp": now,
-                "lastTimestamp": now,
+                "firstTimestamp": stamp,
+                "lastTimestamp": stamp,
                 "count": 1,
             },
         )

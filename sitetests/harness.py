@@ -9,10 +9,8 @@ import http.client
 import json
 import os
 import pathlib
-import random
 import selectors
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,11 +23,15 @@ from typing import Any
 import yaml
 
 from core.stackfile import stack_file
+from host import ports
 from localsite import netns, procs
 
 PROJECT = pathlib.Path(__file__).resolve().parent.parent
 CLUSTER = PROJECT / "scripts" / "cluster"
 READY_TIMEOUT = 180.0
+# The site's clock for the render's probe periods and initial delays (`localsite run --time-scale`): a tenth, so that a
+# new pod is seen Ready within a second or two (preStop sleeps and grace periods stay the render's).
+TIME_SCALE = 0.1
 
 
 @dataclass
@@ -59,21 +61,6 @@ class Answer:
         return self.headers.get("x-inference-pod", "")
 
 
-def free_port_base(span: int = 6) -> int:
-    """A base port whose `span` ports are free on 127.0.0.1, below the ephemeral range."""
-    low = int(pathlib.Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    for _ in range(200):
-        base = random.randrange(20000, max(low, 21000) - span)
-        try:
-            for port in range(base, base + span):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return base
-    raise RuntimeError("no free block of ports on 127.0.0.1")
-
-
 class ServedSite:
     """Start with `with ServedSite(folder, stack, namespace, sim_args) as site:`."""
 
@@ -85,6 +72,8 @@ class ServedSite:
         sim_args: tuple[str, ...] = (),
         render: pathlib.Path | None = None,
         config_file: pathlib.Path | None = None,
+        time_scale: float = TIME_SCALE,
+        engine_start_delay: float = 0.0,
     ):
         self.folder = folder
         self.stack = stack
@@ -92,6 +81,8 @@ class ServedSite:
         self.sim_args = sim_args
         self.render = render
         self.config_file = config_file  # a stack file other than Pulumi.<stack>.yaml (`stacks render --config-file`)
+        self.time_scale = time_scale
+        self.engine_start_delay = engine_start_delay
         self.cluster_dir = folder / "cluster"
         self.site_dir = folder / "site"
         self.kubeconfig: pathlib.Path | None = None
@@ -110,7 +101,16 @@ class ServedSite:
 
     def _start(self) -> None:
         proc = subprocess.run(
-            [str(CLUSTER), "start", "--dir", str(self.cluster_dir), "--port", str(free_port_base())],
+            [
+                str(CLUSTER),
+                "start",
+                "--dir",
+                str(self.cluster_dir),
+                "--port",
+                str(ports.random_free_block(6)),
+                "--kubelet-namespace",
+                self.namespace,
+            ],
             capture_output=True,
             text=True,
             timeout=300,
@@ -138,6 +138,9 @@ class ServedSite:
                     "--dir",
                     str(self.site_dir),
                     *[f"--sim-arg={a}" for a in self.sim_args],
+                    "--kubelet",
+                    f"--time-scale={self.time_scale}",
+                    f"--engine-start-delay={self.engine_start_delay}",
                 ],
                 cwd=PROJECT,
                 stdout=subprocess.PIPE,
@@ -366,10 +369,12 @@ class ServedSite:
             return False
 
 
-def stack_file_variant(stack: str, folder: pathlib.Path, edit: Callable[[dict[str, Any]], None]) -> pathlib.Path:
-    """`Pulumi.<stack>.yaml` in `folder`: the project's stack file with its config values changed by `edit` (given
-    the `config` mapping, keys such as `rebel100:decode`), for a ServedSite's `config_file`."""
-    document = yaml.safe_load(stack_file(stack).read_text())
+def stack_file_variant(
+    stack: str, folder: pathlib.Path, edit: Callable[[dict[str, Any]], None], base: pathlib.Path | None = None
+) -> pathlib.Path:
+    """`Pulumi.<stack>.yaml` in `folder`: the project's stack file (or `base`, a variant of it) with its config values
+    changed by `edit` (given the `config` mapping, keys such as `rebel100:decode`), for a ServedSite's `config_file`."""
+    document = yaml.safe_load((base or stack_file(stack)).read_text())
     edit(document["config"])
     path = folder / f"Pulumi.{stack}.yaml"
     path.write_text(yaml.safe_dump(document, sort_keys=False))

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from localsite.autoscaler import PROMETHEUS_ADDRESS
-from localsite.harness import ServedSite, completion, long_prompt, stack_file_variant
+from sitetests.harness import ServedSite, completion, long_prompt, stack_file_variant
 
 DECODE, PREFILL = "minimax-m27-decode", "minimax-m27-prefill"
 CLIENTS = 16  # four times a decode pod's slots (4 DP ranks x maxNumSeqs 1): a queue builds on one pod

@@ -156,3 +156,32 @@ def disruption_budget(
         object_meta(name, namespace, labels),
         spec={"maxUnavailable": max_unavailable, "selector": match_labels(selector)},
     )
+
+
+# --- what a ServiceAccount may do through the API ----------------------------------------------------------------
+
+RBAC_API_VERSION = "rbac.authorization.k8s.io/v1"
+
+
+def role_and_binding(
+    account: Child, metadata: dict[str, Any], rules: list[dict[str, Any]], *, role: str, binding: str
+) -> list[Child]:
+    """A Role with `rules` and the RoleBinding that grants them to `account` (a ServiceAccount's `Child`), both of
+    `metadata`; a ClusterRole and ClusterRoleBinding where `metadata` has no namespace. Pulumi names `role` and
+    `binding`, the binding after the account and the role."""
+    kind = "Role" if metadata["namespace"] is not None else "ClusterRole"
+    subject = {"kind": "ServiceAccount", "name": account.name, "namespace": account.manifest["metadata"]["namespace"]}
+    return [
+        Child(role, manifest(RBAC_API_VERSION, kind, metadata, rules=rules)),
+        Child(
+            binding,
+            manifest(
+                RBAC_API_VERSION,
+                f"{kind}Binding",
+                metadata,
+                roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": metadata["name"]},
+                subjects=[subject],
+            ),
+            after=(account.resource_name, role),
+        ),
+    ]

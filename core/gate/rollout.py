@@ -1,0 +1,45 @@
+"""Rules of the gate on rollouts: a stopping engine pod finishes the requests it started before the kubelet kills it.
+
+The EPP's side needs no rule here: its grace period is derived from router.drainSeconds (core.sizing.
+epp_grace_seconds), so the render cannot give it one too short; the pack judges a hand-edited EPP
+(`epp-grace-covers-drain`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from core import routing, rules
+from core.config import StackConfig
+from core.derive import StackFacts
+from core.gate.issues import Issue, key
+from core.versions import router as router_versions
+
+
+def rule_engine_grace(cfg: StackConfig, _facts: StackFacts) -> Iterable[Issue]:
+    """The engine pods' grace period covers their preStop sleep and their drain (`--shutdown-timeout`)."""
+    rollout = cfg.rollout
+    problem = rules.grace_covers_drain(
+        rollout.termination_grace_period_seconds,
+        rollout.pre_stop_seconds,
+        rollout.drain_seconds,
+        grace_name="rollout.terminationGracePeriodSeconds",
+        pre_stop_name="rollout.preStopSeconds",
+        drain_name="rollout.drainSeconds",
+    )
+    if problem:
+        yield Issue(key("rollout.terminationGracePeriodSeconds"), problem, "engine-grace-covers-drain")
+
+
+def epp_drain_advice(cfg: StackConfig) -> Iterable[Issue]:
+    """Advice: router.drainSeconds set for an EPP pin without `--drain-timeout` (it stops at once on SIGTERM)."""
+    if "drain_seconds" not in cfg.router.model_fields_set or routing.epp_drain_seconds(cfg.router) is not None:
+        return
+    since = router_versions.EPP_FLAGS[router_versions.DRAIN_TIMEOUT_FLAG].since
+    yield Issue(
+        key("router.drainSeconds"),
+        f"router.drainSeconds {cfg.router.drain_seconds} is set, but {cfg.router.image} (router.image) has no "
+        f"{router_versions.DRAIN_TIMEOUT_FLAG} (first in {since}): on SIGTERM it refuses new ext_proc streams at "
+        f"once, so the requests the gateway sends it before it sees the pod go fail, and the setting has no effect. "
+        f"Pin {since} or later for a drain, or remove the setting.",
+    )

@@ -1,0 +1,337 @@
+"""The stack's alerts on the local site (issue 40): its Prometheus loads the rendered PrometheusRule as the Operator
+would, `for:` windows shortened by the site option REBEL100_SITE_ALERT_TIME_SCALE, and reads kube-state-metrics'
+series the site serves from the pods' status (localsite/autoscaler.py).
+
+The unit tests check those pieces with values written by hand; the cluster tests serve the autoscaled stack (the
+site runs Prometheus for a stack with ScaledObjects, sitetests/scaling.py) and see a steady load fire no alert, and
+the EPP scaled to 0 fire Rebel100EppUnavailable and nothing else."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+import yaml
+
+from localsite import autoscaler, binaries, netns
+from localsite.autoscaler import PROMETHEUS_PORT
+from sitetests import scaling
+from sitetests.harness import ServedSite, completion, long_prompt
+from tests.localsite.conftest import NAMESPACE, require_site_autoscaling
+from tests.prerequisites import checked_dir, require
+
+PROJECT = pathlib.Path(__file__).resolve().parents[2]
+SCALE = 0.1  # a 1m window lasts 6 s on the site, 15m 90 s
+
+
+# --- the pieces -----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, scale, scaled",
+    [
+        ("1m", 0.1, "6s"),
+        ("15m", 0.1, "90s"),
+        ("1m30s", 0.5, "45s"),
+        ("1h", 1, "3600s"),
+        ("1s", 0.1, "100ms"),
+        ("0", 0.1, "1ms"),
+    ],
+)
+def test_a_window_is_scaled_in_seconds_or_milliseconds(text, scale, scaled):
+    assert autoscaler.scaled_duration(text, scale) == scaled
+
+
+@pytest.mark.parametrize("text", ["1 m", "m", "90", "1m x", "30s1m", ""])
+def test_what_is_no_prometheus_duration_is_refused(text):
+    with pytest.raises(ValueError):
+        autoscaler.scaled_duration(text, 0.1)
+
+
+RULE = {
+    "apiVersion": "monitoring.coreos.com/v1",
+    "kind": "PrometheusRule",
+    "metadata": {"name": "minimax-m27-alerts", "namespace": "rebel100"},
+    "spec": {
+        "groups": [
+            {
+                "name": "rebel100-minimax-m27",
+                "rules": [
+                    {"alert": "A", "expr": "up == 0", "for": "15m", "labels": {"severity": "warning"}},
+                    {"alert": "B", "expr": "changes(x[30m]) >= 2"},  # no for: its window is the expression's
+                    {"record": "r", "expr": "sum(up)"},
+                ],
+            }
+        ]
+    },
+}
+
+
+def test_a_prometheus_rule_is_a_rule_file_of_its_groups_with_the_windows_scaled():
+    assert autoscaler.rule_file(RULE, 0.1) == {
+        "groups": [
+            {
+                "name": "rebel100-minimax-m27",
+                "rules": [
+                    {"alert": "A", "expr": "up == 0", "for": "90s", "labels": {"severity": "warning"}},
+                    {"alert": "B", "expr": "changes(x[30m]) >= 2"},
+                    {"record": "r", "expr": "sum(up)"},
+                ],
+            }
+        ]
+    }
+    assert autoscaler.rule_file(RULE) == {"groups": RULE["spec"]["groups"]}  # as rendered
+    assert autoscaler.rule_file_name(RULE) == "rebel100-minimax-m27-alerts.yaml"
+
+
+def test_the_config_loads_the_rule_files_and_scrapes_the_kube_state_series():
+    config = autoscaler.alerting_config({"global": {}, "scrape_configs": [{"job_name": "j"}]}, pathlib.Path("/r"))
+    assert config == {
+        "global": {},
+        "rule_files": ["/r/*.yaml"],
+        "scrape_configs": [
+            {"job_name": "j"},
+            {
+                "job_name": "kube-state-metrics",
+                "honor_labels": True,
+                "static_configs": [{"targets": ["127.1.255.254:8080"]}],
+            },
+        ],
+    }
+
+
+def test_kube_state_series_are_the_pods_ready_condition_and_restarts():
+    pods = [
+        {
+            "metadata": {"name": "e-1", "namespace": "ns", "uid": "u1"},
+            "status": {
+                "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}],
+                "containerStatuses": [{"name": "epp", "restartCount": 2}],
+            },
+        },
+        {
+            "metadata": {"name": "d-1", "namespace": "ns", "uid": "u2"},
+            "status": {
+                "conditions": [{"type": "Ready", "status": "False"}],
+                "containerStatuses": [{"name": "vllm", "restartCount": 0}],
+                "initContainerStatuses": [{"name": "routing-proxy", "restartCount": 1}],
+            },
+        },
+        {"metadata": {"name": "p-1", "namespace": "ns", "uid": "u3"}, "status": {"phase": "Pending"}},
+    ]
+    assert autoscaler.kube_state_metrics(pods).splitlines() == [
+        "# TYPE kube_pod_status_ready gauge",
+        'kube_pod_status_ready{namespace="ns",pod="e-1",uid="u1",condition="true"} 1',
+        'kube_pod_status_ready{namespace="ns",pod="e-1",uid="u1",condition="false"} 0',
+        'kube_pod_status_ready{namespace="ns",pod="e-1",uid="u1",condition="unknown"} 0',
+        'kube_pod_status_ready{namespace="ns",pod="d-1",uid="u2",condition="true"} 0',
+        'kube_pod_status_ready{namespace="ns",pod="d-1",uid="u2",condition="false"} 1',
+        'kube_pod_status_ready{namespace="ns",pod="d-1",uid="u2",condition="unknown"} 0',
+        'kube_pod_status_ready{namespace="ns",pod="p-1",uid="u3",condition="true"} 0',
+        'kube_pod_status_ready{namespace="ns",pod="p-1",uid="u3",condition="false"} 0',
+        'kube_pod_status_ready{namespace="ns",pod="p-1",uid="u3",condition="unknown"} 1',
+        "# TYPE kube_pod_container_status_restarts_total counter",
+        'kube_pod_container_status_restarts_total{namespace="ns",pod="e-1",uid="u1",container="epp"} 2',
+        'kube_pod_container_status_restarts_total{namespace="ns",pod="d-1",uid="u2",container="vllm"} 0',
+        'kube_pod_container_status_restarts_total{namespace="ns",pod="d-1",uid="u2",container="routing-proxy"} 1',
+    ]
+
+
+@pytest.mark.consumers
+def test_prometheus_loads_the_sites_rule_file_of_the_rendered_rule(tmp_path):
+    """The rule file the site writes of prod-4p4d's PrometheusRule, windows scaled, is one promtool accepts."""
+    from core.stackfile import stack_file
+    from stacks.render import render_stack_file
+
+    promtool = require(
+        checked_dir(str(PROJECT / "scripts" / "consumers"), "bin", "promtool", "--check"),
+        "promtool is not built: run `scripts/consumers build prometheus`",
+    )
+    [rule] = [
+        m for m in render_stack_file(stack_file("prod-4p4d"), "prod-4p4d").manifests if m["kind"] == "PrometheusRule"
+    ]
+    written = autoscaler.rule_file(rule, SCALE)
+    assert {r["alert"]: r.get("for") for r in written["groups"][0]["rules"]}["Rebel100PdDecisionsStopped"] == "90s"
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(written))
+    proc = subprocess.run([promtool, "check", "rules", "rules.yaml"], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def ksm_pod(name: str) -> dict:
+    return {
+        "metadata": {"name": name, "namespace": NAMESPACE, "uid": name[-5:]},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}], "containerStatuses": [{"name": "c"}]},
+    }
+
+
+@pytest.mark.consumers
+def test_the_real_prometheus_evaluates_the_sites_rule_file_over_its_kube_state_series(tmp_path):
+    """Without a cluster: Debian's Prometheus 2.42 (the site's) with the site's configuration, rule file (windows x
+    0.1) and kube-state file served as the site serves it, on 127.0.0.1 here. Every pod Ready: nothing fires; the EPP's
+    pod gone from the series: Rebel100EppUnavailable fires (its 1m as 6 s), and nothing else."""
+    from core.stackfile import stack_file
+    from stacks.render import render_stack_file
+
+    prometheus = require(
+        checked_dir(str(PROJECT / "scripts" / "consumers"), "bin", "prometheus", "--check"),
+        "Prometheus is not built: run `scripts/consumers build prometheus`",
+    )
+    manifests = render_stack_file(stack_file("prod-4p4d"), "prod-4p4d").manifests
+    [rule] = [m for m in manifests if m["kind"] == "PrometheusRule"]
+    rules, served = tmp_path / "rules", tmp_path / "kube-state-metrics"
+    rules.mkdir()
+    served.mkdir()
+    autoscaler.write_yaml(rules / autoscaler.rule_file_name(rule), autoscaler.rule_file(rule, SCALE))
+    ksm_port, api_port = free_port(), free_port()
+    config = autoscaler.alerting_config(
+        {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"}, "scrape_configs": []}, rules
+    )
+    config["scrape_configs"][-1]["static_configs"] = [{"targets": [f"127.0.0.1:{ksm_port}"]}]  # not in a site
+    autoscaler.write_yaml(tmp_path / "prometheus.yml", config)
+    pods = [ksm_pod(f"minimax-m27-{role}-5c8b7f6d9-{role[:5]}") for role in ("epp", "decode", "prefill")]
+    autoscaler.replace_file(served / "metrics", autoscaler.kube_state_metrics(pods).encode())
+    argv = [
+        f"--web.listen-address=127.0.0.1:{api_port}" if arg.startswith("--web.listen-address=") else arg
+        for arg in autoscaler.prometheus_command(prometheus, tmp_path / "prometheus.yml", tmp_path / "tsdb")
+    ]
+    started = [
+        subprocess.Popen(
+            [sys.executable, "-m", "http.server", str(ksm_port), "--bind", "127.0.0.1", "--directory", str(served)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        ),
+        subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+    ]
+
+    def alerts() -> dict[str, str]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{api_port}/api/v1/alerts", timeout=5) as answer:
+            return {a["labels"]["alertname"]: a["state"] for a in json.load(answer)["data"]["alerts"]}
+
+    def until(what: str, check, timeout: float = 30.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                found = check()
+            except OSError:
+                found = None
+            if found:
+                return found
+            time.sleep(0.5)
+        raise AssertionError(f"not within {timeout:.0f}s: {what}")
+
+    try:
+        query = f"http://127.0.0.1:{api_port}/api/v1/query?query=up"
+        until("the kube-state file scraped", lambda: '"1"]' in urllib.request.urlopen(query, timeout=5).read().decode())
+        time.sleep(8)  # longer than the EPP's scaled window: nothing is due
+        assert alerts() == {}
+        autoscaler.replace_file(served / "metrics", autoscaler.kube_state_metrics(pods[1:]).encode())
+        until("Rebel100EppUnavailable firing", lambda: alerts().get("Rebel100EppUnavailable") == "firing")
+        assert alerts() == {"Rebel100EppUnavailable": "firing"}
+    finally:
+        for process in started:
+            process.terminate()
+            process.wait(timeout=10)
+
+
+# --- on the site --------------------------------------------------------------------------------------------------
+
+FAULT_TIMEOUT = 150.0  # kube-state's 30 s scrape, the rule's 30 s evaluation, the scaled 6 s window, twice over
+
+
+@pytest.fixture(scope="module")
+def alerting(tmp_path_factory, site_binaries) -> ServedSite:
+    require_site_autoscaling()
+    stack = binaries.stack_for(site_binaries.programs.epp)
+    folder = tmp_path_factory.mktemp("alerts")
+    before = os.environ.get(autoscaler.ALERT_TIME_SCALE)
+    os.environ[autoscaler.ALERT_TIME_SCALE] = str(SCALE)  # the site process inherits it
+    try:
+        site = ServedSite(folder, stack, NAMESPACE, (), config_file=scaling.autoscaled_stack_file(stack, folder))
+        with site:
+            wait_until_evaluating(site)
+            yield site
+    finally:
+        if before is None:
+            os.environ.pop(autoscaler.ALERT_TIME_SCALE, None)
+        else:
+            os.environ[autoscaler.ALERT_TIME_SCALE] = before
+
+
+def api(site: ServedSite, path: str) -> dict:
+    status, text = site.get_in_site(str(netns.SITE_ADDRESS), PROMETHEUS_PORT, path)
+    assert status == 200, text[:500]
+    return json.loads(text)["data"]
+
+
+def firing(site: ServedSite) -> set[str]:
+    return {a["labels"]["alertname"] for a in api(site, "/api/v1/alerts")["alerts"] if a["state"] == "firing"}
+
+
+def wait_until_evaluating(site: ServedSite) -> None:
+    """The rules loaded (with the scaled windows) and every series they read scraped: the three PodMonitors' targets and
+    the site's kube-state-metrics up."""
+
+    def loaded() -> bool:
+        try:
+            groups = api(site, "/api/v1/rules")["groups"]
+        except OSError:  # Prometheus not listening yet
+            return False
+        return any(g["name"] == "rebel100-minimax-m27" for g in groups)
+
+    def scraped() -> bool:
+        up = {r["metric"]["job"]: r["value"][1] for r in api(site, "/api/v1/query?query=max+by+(job)+(up)")["result"]}
+        jobs = [f"podMonitor/{NAMESPACE}/minimax-m27-{part}/0" for part in ("prefill", "decode", "epp")]
+        return all(up.get(job) == "1" for job in [*jobs, "kube-state-metrics"])
+
+    site.wait_for("the site's Prometheus to load the stack's rules", loaded, scaling.TIMEOUT)
+    site.wait_for("every target of the alerts up", scraped, scaling.TIMEOUT)
+    windows = {
+        r["name"]: r.get("duration")
+        for g in api(site, "/api/v1/rules")["groups"]
+        for r in g["rules"]
+        if r["type"] == "alerting"
+    }
+    assert windows["Rebel100EppUnavailable"] == 6 and windows["Rebel100PdDecisionsStopped"] == 90, windows
+
+
+@pytest.mark.cluster
+def test_a_steady_load_fires_no_alert(alerting: ServedSite):
+    """A client sending new long prompts (P/D decisions, prefill then decode) one after another for 90 s: longer than
+    every scaled window but the restarts' (a restart is no steady state), and no alert fires."""
+    site = alerting
+    seen: set[str] = set()
+    answered = 0
+    until = time.monotonic() + 90
+    while time.monotonic() < until:
+        answer = site.post("/completions", completion(long_prompt(60)))
+        answered += answer.status == 200
+        seen |= firing(site)
+        time.sleep(1)
+    assert answered > 10
+    assert seen == set(), f"alerts fired under a steady load: {seen}"
+
+
+@pytest.mark.cluster
+def test_the_epp_killed_fires_its_alert_and_nothing_else(alerting: ServedSite):
+    site = alerting
+    assert firing(site) == set()
+    site.kubectl("scale", "deployment", "minimax-m27-epp", "--replicas=0", f"--namespace={NAMESPACE}")
+    try:
+        fired = site.wait_for("Rebel100EppUnavailable firing", lambda: (now := firing(site)) and now, FAULT_TIMEOUT)
+        assert fired == {"Rebel100EppUnavailable"}, fired
+    finally:
+        site.kubectl("scale", "deployment", "minimax-m27-epp", "--replicas=1", f"--namespace={NAMESPACE}")
+    site.wait_for("the alert resolved with the EPP back", lambda: not firing(site), FAULT_TIMEOUT)
