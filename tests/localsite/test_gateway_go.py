@@ -26,6 +26,10 @@ def test_gateway_go_tests_pass():
         env={**os.environ, **GO_ENV},
         timeout=900,
     )
+    # The failing tests' own lines first: the gateway's request log can push them out of the tail.
+    verdicts = [line for line in proc.stdout.splitlines() if "--- FAIL" in line or "_test.go:" in line]
     assert proc.returncode == 0, (
-        f"go test ./... in localsite/gateway failed:\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}"
+        "go test ./... in localsite/gateway failed:\n"
+        + "\n".join(verdicts)
+        + f"\n...\n{proc.stdout[-4000:]}\n{proc.stderr[-3000:]}"
     )
