@@ -147,6 +147,8 @@ func run(ctx context.Context, c config, ln net.Listener) error {
 	defer g.conn.Close()
 	srv := &http.Server{Handler: g, ReadHeaderTimeout: 30 * time.Second}
 	if c.eppFile != "" {
+		// Read once before serving: a request that came before the first poll found no endpoint and failed.
+		g.endpoints.read(c.eppFile)
 		go g.endpoints.follow(ctx, c.eppFile)
 	}
 	log.Printf("gateway: listening on %s, EPP %s (%s, %s)", ln.Addr(), c.epp+c.eppFile, map[bool]string{true: "plaintext", false: "TLS"}[c.eppPlaintext],
