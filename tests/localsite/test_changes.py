@@ -26,12 +26,16 @@ def site(tmp_path_factory, site_binaries) -> Iterator[ServedSite]:
     yield from served(tmp_path_factory, site_binaries, "changes", SIM_ARGS)
 
 
-def failures_text(tally: Tally, since: float = 0.0) -> str:
-    return "\n".join(
+def failures_text(site: ServedSite, tally: Tally, since: float = 0.0) -> str:
+    """The failed requests, then the gateway's own account of every request it did not answer 200 (its destination,
+    prefill endpoint and timings), to tell where a request was lost."""
+    failed = "\n".join(
         f"  {o.kind} {o.status} at +{o.started - since:.2f}s after {o.ended - o.started:.2f}s (streamed={o.streamed}, "
         f"pod={o.pod}): {o.detail}"
         for o in tally.failures()[:20]
     )
+    gateway = [line for line in site.log("gateway", lines=100_000).splitlines() if " 200 dest=" not in line]
+    return failed + "\nthe gateway's log, but for its 200s:\n" + "\n".join(gateway[-30:])
 
 
 @pytest.mark.parametrize("role", ["decode", "prefill", "epp"])
@@ -43,7 +47,7 @@ def test_a_rollout_drops_no_request(site, role):
     print(f"\n{run.kind}: {took:.1f}s, {run.sent_during} requests sent during it, {run.tally.summary()} in all")
     assert not run.tally.failures(), (
         f"{len(run.tally.failures())} of {run.tally.sent()} requests failed ({run.tally.summary()}; "
-        f"{run.sent_during} sent during the {took:.1f}s rollout):\n{failures_text(run.tally, run.began)}"
+        f"{run.sent_during} sent during the {took:.1f}s rollout):\n{failures_text(site, run.tally, run.began)}"
     )
 
 
@@ -61,7 +65,7 @@ def test_scaling_decode_in_and_out_drops_no_request(site):
         assert run.met >= load.CLIENTS, f"only {run.met} requests in flight during the {took:.1f}s change"
         assert not run.tally.failures(), (
             f"{len(run.tally.failures())} of {run.tally.sent()} requests failed ({run.tally.summary()}; "
-            f"{run.sent_during} sent during the {took:.1f}s change):\n{failures_text(run.tally, run.began)}"
+            f"{run.sent_during} sent during the {took:.1f}s change):\n{failures_text(site, run.tally, run.began)}"
         )
     # The pods scaled out are picked: the load's last 2 s may end before a busy machine's request reaches one, so
     # new prompts follow until one does (bounded), as in test_requests' failover.
@@ -87,8 +91,8 @@ def test_a_killed_epp_fails_fast_and_serves_again_once_its_restart_listens(site)
         f"\nEPP kill -9: {len(failed)} failed ({tally.summary()}), {tally.in_flight(killed)} in flight at the kill, "
         f"Ready again after {ready - killed:.1f}s, the last failure sent {last_failure - killed:.1f}s after the kill"
     )
-    assert not tally.count("hang"), failures_text(tally, killed)
-    assert not [o for o in failed if o.ended - o.started > 5.0], failures_text(tally, killed)
+    assert not tally.count("hang"), failures_text(site, tally, killed)
+    assert not [o for o in failed if o.ended - o.started > 5.0], failures_text(site, tally, killed)
     assert last_failure <= ready + 2.0, f"failing {last_failure - ready:.1f}s after the EPP was Ready again"
     assert tally.count("ok", since=ready) > 0
 
@@ -104,7 +108,9 @@ def test_a_killed_decode_engine_fails_its_requests_fast_and_gets_no_more(site):
         f"\ndecode engine kill -9: {len(failed)} failed ({tally.summary()}), {tally.in_flight(killed)} in flight at "
         f"the kill, Ready again after {run.marks['ready again'] - killed:.1f}s"
     )
-    assert not [o for o in failed if o.ended - o.started > 5.0], failures_text(tally, killed)
-    assert not tally.count("hang"), failures_text(tally, killed)
+    assert not [o for o in failed if o.ended - o.started > 5.0], failures_text(site, tally, killed)
+    assert not tally.count("hang"), failures_text(site, tally, killed)
     late = [o for o in failed if o.started > killed + 2.0]
-    assert not late, f"{len(late)} requests failed after the engine was seen down:\n{failures_text(tally, killed)}"
+    assert not late, (
+        f"{len(late)} requests failed after the engine was seen down:\n{failures_text(site, tally, killed)}"
+    )
