@@ -802,7 +802,9 @@ def changes_section() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-changes.") as tmp:
         sim_args = ("--time-to-first-token=100ms", "--inter-token-latency=10ms")
         with ServedSite(pathlib.Path(tmp), stack, sim_args=sim_args) as site:
-            runs = [changes.rollout(site, role) for role in ("decode", "prefill", "epp")]
+            roles = ("decode", "prefill", "epp")
+            # Each role alone, then one `up` of all three (what tests/localsite/test_changes.py asserts on).
+            runs = [changes.rollout(site, role) for role in roles] + [changes.rollout(site, *roles)]
             decode_pods = len(changes.role_pods(site, "decode"))
             runs += [changes.scale(site, "decode", n) for n in (decode_pods // 2, decode_pods)]
             runs += [changes.kill(site, "epp", "epp"), changes.kill(site, "decode", "vllm")]

@@ -84,16 +84,17 @@ def pod_ready(site: ServedSite, name: str) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
-def apply_change(site: ServedSite, key: str, edit: Callable[[dict], None]) -> None:
-    """The stack's render with `rebel100:<key>` changed by `edit`, applied (what `up` of that change applies). Changes
-    add up: each edits the stack file the site was last deployed with."""
+def apply_change(site: ServedSite, edits: dict[str, Callable[[dict], None]]) -> None:
+    """The stack's render with each `rebel100:<key>` of `edits` changed by its edit, applied in one go (what one `up` of
+    those changes applies). Changes add up: each edits the stack file the site was last deployed with."""
 
     def change(values: dict) -> None:
-        section = dict(values.get(f"rebel100:{key}") or {})
-        edit(section)
-        values[f"rebel100:{key}"] = section
+        for key, edit in edits.items():
+            section = dict(values.get(f"rebel100:{key}") or {})
+            edit(section)
+            values[f"rebel100:{key}"] = section
 
-    folder = site.folder / f"change-{key}-{time.monotonic_ns()}"
+    folder = site.folder / f"change-{'-'.join(edits)}-{time.monotonic_ns()}"
     folder.mkdir()
     site.config_file = stack_file_variant(site.stack, folder, change, base=site.config_file)
     site.render = folder / "render"
@@ -116,9 +117,14 @@ def rolled_out(site: ServedSite, old: set[str], selector: str) -> bool:
 
 
 def under_load(
-    site: ServedSite, kind: str, selector: str, change: Callable[[dict[str, float]], None], long_share: float
+    site: ServedSite, kind: str, selectors: list[str], change: Callable[[dict[str, float]], None], long_share: float
 ) -> ChangeRun:
-    before = set(pods(site, selector))
+    """`change` made under a steady load, with the pods the selectors name before and after it."""
+
+    def named() -> set[str]:
+        return {name for selector in selectors for name in pods(site, selector)}
+
+    before = named()
     marks: dict[str, float] = {}
     with SteadyLoad(site, long_share=long_share) as load:
         time.sleep(WARM_UP)
@@ -126,23 +132,25 @@ def under_load(
         change(marks)
         over = time.monotonic()
         time.sleep(WARM_UP)
-    return ChangeRun(kind, load.tally, began, over, before, set(pods(site, selector)), marks)
+    return ChangeRun(kind, load.tally, began, over, before, named(), marks)
 
 
-def rollout(site: ServedSite, role: str, long_share: float = 0.25) -> ChangeRun:
-    """A change of one `role` setting (ROLES) that replaces every pod of it, under load."""
-    key, edit, selector = ROLES[role]
+def rollout(site: ServedSite, *roles: str, long_share: float = 0.25) -> ChangeRun:
+    """One `up` that changes a setting of each of `roles` (ROLES), replacing every pod of them, under load: the roles
+    roll at once, each its own Deployment's way, as an `up` of several settings rolls them."""
+    changed = {role: ROLES[role] for role in roles}
+    selectors = [selector for _key, _edit, selector in changed.values()]
 
     def change(marks: dict[str, float]) -> None:
-        old = set(pods(site, selector))
-        apply_change(site, key, edit)
+        old = {name for selector in selectors for name in pods(site, selector)}
+        apply_change(site, {key: edit for key, edit, _selector in changed.values()})
         site.wait_for(
-            f"every {role} pod replaced and available",
-            lambda: rolled_out(site, old, selector),
+            f"every pod of {', '.join(roles)} replaced and available",
+            lambda: all(rolled_out(site, old, selector) for selector in selectors),
             ROLLOUT_TIMEOUT,
         )
 
-    return under_load(site, f"{role} rollout", selector, change, long_share)
+    return under_load(site, f"{'+'.join(roles)} rollout", selectors, change, long_share)
 
 
 def scaled_to(site: ServedSite, selector: str, replicas: int) -> bool:
@@ -165,7 +173,7 @@ def scale(site: ServedSite, role: str, replicas: int, long_share: float = 0.25) 
         site.kubectl("scale", f"deployment/{name}", f"--replicas={replicas}", f"--namespace={site.namespace}")
         site.wait_for(f"{role} at {replicas} Ready pods", lambda: scaled_to(site, selector, replicas), ROLLOUT_TIMEOUT)
 
-    return under_load(site, f"{role} scaled to {replicas}", selector, change, long_share)
+    return under_load(site, f"{role} scaled to {replicas}", [selector], change, long_share)
 
 
 def program_pid(site: ServedSite, pod: str, container: str) -> int:
@@ -201,6 +209,6 @@ def kill(site: ServedSite, role: str, container: str, long_share: float = 0.0) -
         )
         marks["ready again"] = time.monotonic()
 
-    run = under_load(site, f"{role} {container} kill -9", selector, change, long_share)
+    run = under_load(site, f"{role} {container} kill -9", [selector], change, long_share)
     run.before = {victim}
     return run

@@ -38,10 +38,18 @@ def failures_text(site: ServedSite, tally: Tally, since: float = 0.0) -> str:
     return failed + "\nthe gateway's log, but for its 200s:\n" + "\n".join(gateway[-30:])
 
 
-@pytest.mark.parametrize("role", ["decode", "prefill", "epp"])
-def test_a_rollout_drops_no_request(site, role):
-    run = changes.rollout(site, role)
-    assert run.after and not (run.before & run.after), f"not replaced: before {run.before}, after {run.after}"
+def test_an_up_that_rolls_decode_prefill_and_the_epp_drops_no_request(site):
+    """One `up` changing a setting of decode, of prefill and of the EPP (an engine image bump with a router flag, say):
+    every pod of the three replaced at once, each role its own Deployment's way (engines one at a time, maxSurge 0:
+    their devices are all in use), under the load. A rollout of one role alone is that change without the others
+    (`make bench` section `changes` runs each alone too); at once they also meet each other (the new EPP learning pods
+    that are leaving)."""
+    roles = ("decode", "prefill", "epp")
+    before = {role: set(changes.role_pods(site, role)) for role in roles}
+    run = changes.rollout(site, *roles)
+    for role in roles:
+        after = set(changes.role_pods(site, role))
+        assert after and not (before[role] & after), f"{role} not replaced: before {before[role]}, after {after}"
     assert run.sent_during >= 20, f"only {run.sent_during} requests during the {run.over - run.began:.1f}s rollout"
     took = run.over - run.began
     print(f"\n{run.kind}: {took:.1f}s, {run.sent_during} requests sent during it, {run.tally.summary()} in all")
