@@ -1,6 +1,6 @@
 """Faults in the middle of `scripts/up prod-4p4d` on the local cluster, and the next `scripts/up` recovering alone.
 
-Each test starts a change that rolls the engines (a pod annotation; engines 5 s slow to become Ready, rolled one at a
+Each test starts a change that rolls the engines (a pod annotation; engines 2 s slow to become Ready, rolled one at a
 time, so that "mid-update" is a window of tens of seconds, not luck), waits until the new prefill pod exists, breaks
 something, and then checks what a user would: the interrupted `up` ended and left no process of its own running; the
 next `scripts/up` (what `make up` runs) converges with no manual step; the objects in the namespace are the stack's
@@ -38,10 +38,11 @@ NS = "rebel100"
 ROLE = "llm-d.ai/role"
 READY_DELAY = "rebel100.local/ready-delay"  # kwok's Running -> Ready delay (cluster/site/kwok-stages.yaml)
 FAULT = "rebel100.local/fault"  # a pod annotation whose new value rolls the engines
-# Each engine 5 s from Running to Ready: the render rolls one pod at a time (RollingUpdate, maxSurge 0), so an update
-# of the 8 engines is a window of about a minute (prefill's 4, then decode's 4) for the faults to land in. At 20 s a
-# pod (enough when Recreate replaced a role's pods at once) every update took minutes and the module over half an hour.
-SLOW = "5s"
+# Each engine 2 s from Running to Ready: the render rolls one pod at a time (RollingUpdate, maxSurge 0), so an update
+# of the 8 engines is a window of over 30 s (prefill's 4, then decode's 4, each also scheduled anew) for the faults
+# to land in, which they do within a second or two of the first new pod. At 20 s a pod (enough when Recreate replaced
+# a role's pods at once) every update took minutes and the module over half an hour; at 5 s, 17 minutes.
+SLOW = "2s"
 TOKEN = "hf_PLANTEDinTheFaultsStack93b1c"  # planted: the last test greps for it
 SECRET_MARKER = "4dabf18193072939515e22adb298388d"  # Pulumi's marker of a secret value in state
 UP_TIMEOUT = 1200
