@@ -23,6 +23,7 @@ import ctypes
 import ipaddress
 import os
 import socket
+import struct
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,6 +33,9 @@ from localsite import procs
 POD_CIDR = ipaddress.ip_network("127.1.0.0/16")
 SITE_ADDRESS = ipaddress.ip_address("127.1.255.254")  # the bridge's: the site's own services (API relay)
 CLONE_NEWNET = 0x40000000
+ETH_P_ARP, ETH_P_IP = 0x0806, 0x0800
+BROADCAST = b"\xff" * 6
+GARP_COUNT, GARP_INTERVAL_S = 3, 0.05
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -124,10 +128,30 @@ class Site:
             pod.run("sysctl", "-qw", "net.ipv4.conf.eth0.route_localnet=1")
             pod.run("ip", "addr", "add", f"{address}/{POD_CIDR.prefixlen}", "dev", "eth0")
             pod.run("ip", "link", "set", "eth0", "up")
-        except NetnsError:
+            announce(pod, address)
+        except (NetnsError, OSError):
             self.registry.stop(name)
             raise
         return pod
+
+
+def announce(ns: Namespace, address: ipaddress.IPv4Address, interface: str = "eth0") -> None:
+    """Gratuitous ARPs of `address` from `interface` in `ns`, as the CNI bridge plugin sends for a new pod: kwok gives
+    a pod IP out again, and every namespace that talked to the old pod keeps its MAC (REACHABLE for 15-45 s), so
+    without them its packets to the new pod went to a MAC no longer on the bridge (a connect hung 30 s). A GARP
+    overrides an existing entry (the kernel's arp_process); sent a few times, as the first may leave before the
+    new link carries."""
+    with entered(ns):
+        sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ARP))
+    with sock:
+        sock.bind((interface, ETH_P_ARP))
+        mac = sock.getsockname()[4]
+        arp = struct.pack("!HHBBH6s4s6s4s", 1, ETH_P_IP, 6, 4, 1, mac, address.packed, bytes(6), address.packed)
+        frame = (BROADCAST + mac + struct.pack("!H", ETH_P_ARP) + arp).ljust(60, b"\0")
+        for attempt in range(GARP_COUNT):
+            if attempt:
+                procs.sleep(GARP_INTERVAL_S)
+            sock.send(frame)
 
 
 @contextlib.contextmanager

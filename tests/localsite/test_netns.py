@@ -91,3 +91,25 @@ def test_stopping_the_anchor_removes_the_pods_interface(registry):
             return
         procs.sleep(0.05)
     raise AssertionError(f"{veth} still on the site's bridge after the pod's anchor stopped")
+
+
+def test_a_pod_ip_given_again_is_reached_at_its_new_pod_at_once(registry):
+    """kwok hands a pod IP out again once its pod is gone, often to the pod that replaces it. The pods that talked to
+    the old one hold its MAC in their neighbour cache (REACHABLE for 15-45 s): without the new pod's gratuitous ARP
+    their connections to that IP went to the old MAC and nowhere, and a decode pod's sidecar waited 30 s on a
+    prefill engine (tests/localsite/test_changes.py, CI of 2026-12-03)."""
+    site = netns.Site(registry)
+    old = site.attach("pod-old", "127.1.0.9")
+    client = site.attach("pod-client", "127.1.0.2")
+    registry.start("server-old", old.command(SERVE), cwd=registry.dir)
+    wait_listening(old, "127.1.0.9")
+    assert get(client, "127.1.0.9") == 200  # the client's neighbour cache now holds the old pod's MAC
+    assert get(site.ns, "127.1.0.9") == 200  # and the site's (its probes dial pod IPs)
+    registry.stop("server-old")
+    registry.stop("pod-old")
+    new = site.attach("pod-new", "127.1.0.9")
+    registry.start("server-new", new.command(SERVE), cwd=registry.dir)
+    wait_listening(new, "127.1.0.9")  # from inside the new pod: no neighbour on the way
+    for ns in (client, site.ns):
+        sock = netns.connect_in(ns, "127.1.0.9", 8000, timeout=2.0)
+        sock.close()
