@@ -4,7 +4,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -56,17 +55,7 @@ func TestEndpointsFileMovesNewStreamsAndLetsTheOldFinish(t *testing.T) {
 	if resp, body := post(t, gw+"/fast", `{}`, nil); resp.StatusCode != 200 || len(first.headers) != 1 {
 		t.Fatalf("through the first EPP: %d %s (streams %d)", resp.StatusCode, body, len(first.headers))
 	}
-	answered := make(chan string, 1)
-	go func() {
-		resp, err := http.Post(gw+"/slow", "application/json", strings.NewReader(`{}`))
-		if err != nil {
-			answered <- err.Error()
-			return
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		answered <- fmt.Sprint(resp.StatusCode, " ", string(body))
-	}()
+	answered := postInBackground(gw + "/slow")
 	time.Sleep(300 * time.Millisecond) // the slow request's stream is open on the first EPP
 	writeEndpoints(t, file, b)
 	time.Sleep(5 * endpointsPoll)

@@ -276,6 +276,22 @@ func post(t testing.TB, url, body string, header map[string]string) (*http.Respo
 	return resp, string(b)
 }
 
+// postInBackground posts `{}` to url from a goroutine; the channel gets "<status> <body>", or the error.
+func postInBackground(url string) <-chan string {
+	answered := make(chan string, 1)
+	go func() {
+		resp, err := http.Post(url, "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			answered <- err.Error()
+			return
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		answered <- fmt.Sprint(resp.StatusCode, " ", string(body))
+	}()
+	return answered
+}
+
 func TestTheEPPChoosesDestinationHeadersAndBody(t *testing.T) {
 	for _, withTLS := range []bool{false, true} {
 		t.Run(map[bool]string{false: "plaintext", true: "TLS without SAN"}[withTLS], func(t *testing.T) {
@@ -619,17 +635,7 @@ func TestGracefulStop(t *testing.T) {
 	stopped := make(chan error, 1)
 	c := config{epp: startEPP(t, epp, false), eppPlaintext: true, statusOnError: 500}
 	go func() { stopped <- run(ctx, c, ln) }()
-	answered := make(chan string, 1)
-	go func() {
-		resp, err := http.Post("http://"+ln.Addr().String()+"/v1/completions", "application/json", strings.NewReader(`{}`))
-		if err != nil {
-			answered <- err.Error()
-			return
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		answered <- fmt.Sprint(resp.StatusCode, " ", string(body))
-	}()
+	answered := postInBackground("http://" + ln.Addr().String() + "/v1/completions")
 	<-arrived // the request is in flight, at its upstream
 	cancel()  // SIGTERM
 	// The listener closes soon after the stop, not at a fixed instant (a busy machine delays the goroutine): dial until
