@@ -42,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 import yaml
 
@@ -671,21 +672,32 @@ class RequestPaths:
             self.site.set_engine_latency(sim_binary, "0s")
 
 
-def requests_section() -> None:
-    import uuid
-
+def site_programs(section: str, extra: tuple[str, ...] = ()) -> tuple[Any, str] | None:
+    """The local site's programs (and the `extra` ones) with the stack their router generation serves, or None once
+    the section is said to be skipped and why."""
     sys.path.insert(0, str(ROOT))  # the project's packages (this file runs as a script)
-    from core.stackfile import load_stack, stack_file
     from localsite import binaries
-    from sitetests.harness import ServedSite, completion, stack_file_variant
 
     try:
         found = binaries.find()
+        for name in extra:
+            binaries.program(name)
     except binaries.Missing as err:
-        print(f"\n== requests: skipped ({err})")
+        print(f"\n== {section}: skipped ({err})")
+        return None
+    return found, binaries.stack_for(found.programs.epp)
+
+
+def requests_section() -> None:
+    import uuid
+
+    if (site := site_programs("requests")) is None:
         return
+    found, stack = site
+    from core.stackfile import load_stack, stack_file
+    from sitetests.harness import ServedSite, completion, stack_file_variant
+
     sim = found.programs.sim
-    stack = binaries.stack_for(found.programs.epp)
     seqs = load_stack(stack_file(stack), stack).decode.max_num_seqs  # as rendered: the full pass's slots per rank
     header(f"requests: stack {stack}, gateway role -> EPP -> P/D sidecar -> simulator vs the simulator directly")
     # waited: answers slower than 1.5 engine turns (paced passes); met: of those, the routed ones that shared their rank
@@ -740,19 +752,14 @@ def autoscaling_section(cycles: int) -> None:
     import statistics as stats
 
     sys.path.insert(0, str(ROOT))  # the project's packages (this file runs as a script)
-    from localsite import binaries
     from localsite.autoscaler import SiteAutoscaling
+
+    if (site := site_programs("autoscaling", tuple(SiteAutoscaling.PROGRAMS))) is None:
+        return
+    _found, stack = site
     from sitetests import scaling
     from sitetests.harness import ServedSite
 
-    try:
-        found = binaries.find()
-        for program in SiteAutoscaling.PROGRAMS:
-            binaries.program(program)
-    except binaries.Missing as err:
-        print(f"\n== autoscaling: skipped ({err})")
-        return
-    stack = binaries.stack_for(found.programs.epp)
     header(
         f"autoscaling: stack {stack}, both roles on engineQueue (target 1, 1-4 pods), {scaling.CLIENTS} clients of "
         f"short prompts, engines answering after 400 ms; KEDA {scaling.AUTOSCALING['pollingIntervalSeconds']} s "
@@ -781,17 +788,12 @@ def autoscaling_section(cycles: int) -> None:
 def changes_section() -> None:
     """Issue 36: requests failed during a change, on the stack that ships (the router programs' generation), 16
     clients without pause (sitetests.changes, the scenarios tests/localsite/test_changes.py asserts on)."""
-    sys.path.insert(0, str(ROOT))  # the project's packages (this file runs as a script)
-    from localsite import binaries
+    if (site := site_programs("changes")) is None:
+        return
+    _found, stack = site
     from sitetests import changes, load
     from sitetests.harness import ServedSite
 
-    try:
-        found = binaries.find()
-    except binaries.Missing as err:
-        print(f"\n== changes: skipped ({err})")
-        return
-    stack = binaries.stack_for(found.programs.epp)
     header(
         f"changes under load: stack {stack}, {load.CLIENTS} clients without pause (streamed and not; a quarter new "
         "long prompts in the rollouts), engines 100 ms + 10 ms a token; the site's kubelet at a tenth of the render's "
