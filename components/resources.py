@@ -91,9 +91,12 @@ def child_options(
 
 
 def object_options(child: Child, opts: pulumi.ResourceOptions) -> pulumi.ResourceOptions:
-    """`opts` with what the `Child` asks for: retained on delete, its create and update timeout."""
+    """`opts` with what the `Child` asks for: retained on delete, fields kept from its creation, its create and
+    update timeout."""
     if child.retain_on_delete:
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=True))
+    if child.keep_inputs:
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(ignore_changes=list(child.keep_inputs)))
     if child.timeout:
         opts = pulumi.ResourceOptions.merge(
             opts,

@@ -477,6 +477,16 @@ class Router(Section):
     failure_mode: Literal["FailClose", "FailOpen"] = Field(
         "FailClose", description="What the gateway does when the EPP is unreachable."
     )
+    certificate: Literal["stack", "epp"] = Field(
+        "stack",
+        description=(
+            "The EPP's ext_proc serving certificate. `stack`: made once by the first `pulumi up` (ECDSA P-256, "
+            "self-signed, kept encrypted in the stack's state), mounted from the Secret `<name>-epp-tls` "
+            "(`--cert-path`), so a restarted EPP listens at once. `epp`: the EPP makes a self-signed RSA-4096 one "
+            "at every start (upstream's default), which a restart waits for: 1-20 s on a 2-core node "
+            "(docs/performance.md)."
+        ),
+    )
     drain_seconds: int = Field(
         router_versions.EPP_DRAIN_TIMEOUT_DEFAULT_S,
         ge=0,

@@ -296,7 +296,10 @@ class Agent:
             config_maps = {
                 c["metadata"]["name"]: c for c in self.client.items(f"/api/v1/namespaces/{self.namespace}/configmaps")
             }
-            plan = programs.plan(pod, self.binaries, config_maps)
+            secrets = {
+                s["metadata"]["name"]: s for s in self.client.items(f"/api/v1/namespaces/{self.namespace}/secrets")
+            }
+            plan = programs.plan(pod, self.binaries, config_maps, secrets)
         except programs.Unsupported as err:
             run.problem = str(err)
             log.warning("pod %s not served: %s", run.name, err)

@@ -20,6 +20,7 @@ lists the InferencePool's pods. Client-go reads `KUBECONFIG` before the in-clust
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field
 
 from core import sizing
@@ -182,26 +183,37 @@ def served_containers(pod: dict) -> list[dict]:
     return [*sidecars, *spec.get("containers", [])]
 
 
-def _mounted_config(pod: dict, container: dict, config_maps: dict[str, dict]) -> tuple[dict[str, str], dict[str, str]]:
-    """ConfigMap volumes of a container: files to write (relative path -> content) and mount path -> folder."""
+def _mounted_config(
+    pod: dict, container: dict, config_maps: dict[str, dict], secrets: dict[str, dict]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """ConfigMap and Secret volumes of a container: files to write (relative path -> content) and mount path ->
+    folder. A Secret's values are base64, as the API serves them; the files hold them decoded, as the kubelet
+    writes them."""
     volumes = {v["name"]: v for v in pod["spec"].get("volumes") or []}
     files, mounts = {}, {}
     for mount in container.get("volumeMounts") or []:
-        source = (volumes.get(mount["name"]) or {}).get("configMap")
-        if not source:
+        volume = volumes.get(mount["name"]) or {}
+        if "configMap" in volume:
+            kind, name, found = "ConfigMap", volume["configMap"]["name"], config_maps
+        elif "secret" in volume:
+            kind, name, found = "Secret", volume["secret"]["secretName"], secrets
+        else:
             continue
-        data = (config_maps.get(source["name"]) or {}).get("data")
+        data = (found.get(name) or {}).get("data")
         if data is None:
-            raise Unsupported(f"the ConfigMap {source['name']} that {container['name']} mounts does not exist")
+            raise Unsupported(f"the {kind} {name} that {container['name']} mounts does not exist")
         folder = f"volumes/{mount['name']}"
         for key, content in data.items():
-            files[f"{folder}/{key}"] = content
+            files[f"{folder}/{key}"] = base64.b64decode(content).decode() if kind == "Secret" else content
         mounts[mount["mountPath"].rstrip("/")] = folder
     return files, mounts
 
 
-def plan(pod: dict, binaries: Binaries, config_maps: dict[str, dict]) -> list[Program]:
-    """The programs of a Running pod, in start order; Unsupported when one of its containers has none."""
+def plan(
+    pod: dict, binaries: Binaries, config_maps: dict[str, dict], secrets: dict[str, dict] | None = None
+) -> list[Program]:
+    """The programs of a Running pod, in start order; Unsupported when one of its containers has none.
+    `config_maps` and `secrets` are the namespace's, by name (what the EPP's volumes mount)."""
     meta = pod["metadata"]
     base_env = {"POD_NAME": meta["name"], "POD_NAMESPACE": meta["namespace"], "POD_IP": pod["status"]["podIP"]}
     programs = []
@@ -232,7 +244,7 @@ def plan(pod: dict, binaries: Binaries, config_maps: dict[str, dict]) -> list[Pr
                 )
             )
         elif repository in router.EPP_IMAGE_NAMES:
-            files, mounts = _mounted_config(pod, container, config_maps)
+            files, mounts = _mounted_config(pod, container, config_maps, secrets or {})
             args = [_local_path(arg, mounts) for arg in container.get("args") or []]
             programs.append(
                 Program(
@@ -253,10 +265,10 @@ def plan(pod: dict, binaries: Binaries, config_maps: dict[str, dict]) -> list[Pr
 
 
 def _local_path(arg: str, mounts: dict[str, str]) -> str:
-    """An argument naming a file under a mounted ConfigMap (`PATH` or `--flag=PATH`), pointed at the site's copy
+    """An argument naming a mounted volume or a file in it (`PATH` or `--flag=PATH`), pointed at the site's copy
     (`{pod}` is the pod's folder, filled in by the agent)."""
     flag, eq, value = arg.partition("=") if arg.startswith("-") else ("", "", arg)
     for mount_path, folder in mounts.items():
-        if value.startswith(mount_path + "/"):
+        if value == mount_path or value.startswith(mount_path + "/"):
             return flag + eq + "{pod}/" + folder + value[len(mount_path) :]
     return arg

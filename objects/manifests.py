@@ -21,6 +21,7 @@ class Child:
     after: tuple[str, ...] = ()  # resource names of siblings it is created after
     retain_on_delete: bool = False  # a data volume: kept in the cluster when the stack deletes it
     timeout: str | None = None  # how long `up` waits for it to be created or updated (e.g. "2h")
+    keep_inputs: tuple[str, ...] = ()  # fields set at its creation and kept after (Pulumi's ignoreChanges)
 
     @property
     def kind(self) -> str:

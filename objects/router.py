@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from core import sizing
 from core.formats import Image, Port
@@ -29,6 +29,8 @@ POOL_GROUP = "inference.networking.k8s.io"
 POOL_API_VERSION = f"{POOL_GROUP}/v1"
 CONFIG_FILE = "epp-config.yaml"
 CONFIG_MOUNT = "/etc/epp"
+CERT_MOUNT = "/etc/epp-tls"  # `--cert-path`: the EPP reads tls.crt and tls.key there
+CERT_KEYS = ("tls.crt", "tls.key")  # a kubernetes.io/tls Secret's, and the file names the EPP reads
 # The EPP's startup: its ext_proc port probed every 2 s, for up to 2 minutes (its certificate and its pool's sync).
 EPP_STARTUP_PERIOD_S = 2
 EPP_STARTUP_FAILURES = 60
@@ -65,6 +67,20 @@ class RouterArgs(component.StackArgs):
         ),
     )
     max_unavailable: int = Field(ge=1, description="PodDisruptionBudget maxUnavailable of the EPP.")
+    certificate: dict[str, str] | None = Field(
+        description=(
+            "The EPP's serving certificate (a kubernetes.io/tls Secret's `data`: base64 tls.crt and tls.key), made "
+            "once at the first `up` and kept (the Secret ignores later values); None: the EPP makes its own at "
+            "every start."
+        ),
+    )
+
+    @field_validator("certificate")
+    @classmethod
+    def _has_both_halves(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        if value is not None and sorted(value) != sorted(CERT_KEYS):
+            raise ValueError(f"the certificate must hold exactly {' and '.join(CERT_KEYS)}, not {sorted(value)}")
+        return value
 
 
 def pool_name(stack_name: str) -> str:
@@ -73,6 +89,11 @@ def pool_name(stack_name: str) -> str:
 
 def epp_labels(stack_name: str) -> dict[str, str]:
     return {PART_OF_LABEL: stack_name, component.NAME_LABEL: epp_name(stack_name), component.COMPONENT_LABEL: "router"}
+
+
+def certificate_secret_name(stack_name: str) -> str:
+    """The Secret holding the EPP's serving certificate (config `router.certificate: stack`)."""
+    return f"{epp_name(stack_name)}-tls"
 
 
 def metrics_auth_name(namespace: str, stack_name: str) -> str:
@@ -97,6 +118,14 @@ def router(name: str, args: RouterArgs) -> list[Child]:
     drain = args.drain_seconds
     drain_args = [] if drain is None else [f"{router_versions.DRAIN_TIMEOUT_FLAG}={drain}s"]
     grace = None if drain is None else sizing.epp_grace_seconds(drain)
+    # A mounted certificate: a restarted EPP listens at once instead of making a new RSA-4096 key first.
+    cert_secret = certificate_secret_name(args.stack_name) if args.certificate is not None else None
+    cert_args = [f"--cert-path={CERT_MOUNT}"] if cert_secret else []
+    volumes: list[dict[str, Any]] = [{"name": "config", "configMap": {"name": f"{base}-config"}}]
+    mounts: list[dict[str, Any]] = [{"name": "config", "mountPath": CONFIG_MOUNT, "readOnly": True}]
+    if cert_secret:
+        volumes.append({"name": "tls", "secret": {"secretName": cert_secret}})
+        mounts.append({"name": "tls", "mountPath": CERT_MOUNT, "readOnly": True})
     deployment = manifest(
         "apps/v1",
         "Deployment",
@@ -145,6 +174,7 @@ def router(name: str, args: RouterArgs) -> list[Child]:
                                 # config/charts/routerlib.
                                 "--tracing=false",
                                 *drain_args,
+                                *cert_args,
                             ],
                             "ports": manifests.container_ports(
                                 [
@@ -167,11 +197,11 @@ def router(name: str, args: RouterArgs) -> list[Child]:
                                 "requests": {"cpu": "2", "memory": "2Gi"},
                                 "limits": {"cpu": "4", "memory": "4Gi"},
                             },
-                            "volumeMounts": [{"name": "config", "mountPath": CONFIG_MOUNT, "readOnly": True}],
+                            "volumeMounts": mounts,
                             "securityContext": manifests.restricted_security_context(),
                         }
                     ],
-                    "volumes": [{"name": "config", "configMap": {"name": f"{base}-config"}}],
+                    "volumes": volumes,
                 },
             },
         },
@@ -210,7 +240,24 @@ def router(name: str, args: RouterArgs) -> list[Child]:
                 data={CONFIG_FILE: yaml.safe_dump(args.epp_config, sort_keys=False)},
             ),
         ),
-        Child(base, deployment, after=(f"{base}-config",)),
+        *(
+            [
+                Child(
+                    cert_secret,
+                    manifest(
+                        "v1",
+                        "Secret",
+                        object_meta(cert_secret, ns, labels),
+                        type="kubernetes.io/tls",
+                        data=args.certificate,
+                    ),
+                    keep_inputs=("data",),
+                )
+            ]
+            if cert_secret and args.certificate is not None
+            else []
+        ),
+        Child(base, deployment, after=(f"{base}-config", *([cert_secret] if cert_secret else []))),
         Child(
             f"{base}-pdb",
             manifests.disruption_budget(

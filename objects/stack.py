@@ -7,6 +7,7 @@ objects `pulumi up` registers, worked out once.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
@@ -19,6 +20,7 @@ from core import weights as weight_files
 from core.config import Role, StackConfig
 from core.derive import StackFacts, derive
 from core.labels import PART_OF_LABEL, ROLE_LABEL, pool_names
+from core.stackfile import SECRET_PLACEHOLDER
 from objects import pod
 from objects.decode_pool import DecodePoolArgs, SidecarSpec, decode_pool, target_ports
 from objects.gateway import GatewayArgs, base_url, gateway, gateway_name
@@ -28,7 +30,7 @@ from objects.monitoring import MonitoredRole, MonitoringArgs, monitoring
 from objects.network_isolation import NetworkIsolationArgs, network_isolation
 from objects.prefill_pool import PrefillPoolArgs, prefill_pool
 from objects.rds_tier import RdsTierArgs, config_map_name, needs_rds_nodes, rds_tier
-from objects.router import RouterArgs, epp_labels, pool_name, router
+from objects.router import CERT_KEYS, RouterArgs, epp_labels, pool_name, router
 
 Args = TypeVar("Args", bound=BaseModel)
 
@@ -262,8 +264,15 @@ def rds_tier_args(cfg: StackConfig, facts: StackFacts) -> RdsTierArgs | None:
     )
 
 
-def router_args(cfg: StackConfig, target_ports: list[int]) -> RouterArgs:
-    """The EPP and the InferencePool, which targets `target_ports` (objects.decode_pool.target_ports)."""
+def placeholder_certificate() -> dict[str, str]:
+    """What a render without Pulumi shows for the EPP's certificate: `pulumi up` makes the real one (stacks.program)."""
+    encoded = base64.b64encode(SECRET_PLACEHOLDER.encode()).decode()
+    return {key: encoded for key in CERT_KEYS}
+
+
+def router_args(cfg: StackConfig, target_ports: list[int], certificate: dict[str, str] | None = None) -> RouterArgs:
+    """The EPP and the InferencePool, which targets `target_ports` (objects.decode_pool.target_ports); `certificate`
+    is the EPP's when `router.certificate` is `stack` (the placeholder when not given)."""
     epp = cfg.router
     return RouterArgs(
         stack_name=cfg.name,
@@ -279,6 +288,7 @@ def router_args(cfg: StackConfig, target_ports: list[int]) -> RouterArgs:
         failure_mode=epp.failure_mode,
         drain_seconds=routing.epp_drain_seconds(epp),
         max_unavailable=cfg.rollout.max_unavailable,
+        certificate=(certificate or placeholder_certificate()) if epp.certificate == "stack" else None,
     )
 
 
@@ -351,9 +361,11 @@ def monitoring_args(cfg: StackConfig, facts: StackFacts) -> MonitoringArgs:
     )
 
 
-def stack_objects(cfg: StackConfig, *, hf_token: Any = None) -> StackObjects:
+def stack_objects(
+    cfg: StackConfig, *, hf_token: Any = None, epp_certificate: dict[str, str] | None = None
+) -> StackObjects:
     """Every component of the stack and its objects; `hf_token` (a value, or Pulumi's secret of it) makes
-    the token's Secret."""
+    the token's Secret; `epp_certificate` is the EPP's serving certificate (`router_args`)."""
     facts = derive(cfg)
     ns = cfg.namespace
     labels = {PART_OF_LABEL: cfg.name}
@@ -398,7 +410,7 @@ def stack_objects(cfg: StackConfig, *, hf_token: Any = None) -> StackObjects:
         )
     decode = _part(f"{cfg.name}-decode", decode_pool_args(cfg, facts, on_volume), decode_pool)
     entry_ports = target_ports(decode.args)
-    routed = _part(f"{cfg.name}-router", router_args(cfg, entry_ports), router)
+    routed = _part(f"{cfg.name}-router", router_args(cfg, entry_ports, epp_certificate), router)
     entry = _part(f"{cfg.name}-gateway", gateway_args(cfg), gateway)
     network = None
     if cfg.security.network_policies:

@@ -11,8 +11,11 @@ them as a table.
 
 from __future__ import annotations
 
+import base64
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -181,6 +184,32 @@ def program_pid(site: ServedSite, pod: str, container: str) -> int:
     if not pid:
         raise AssertionError(f"{container} of {pod} does not run: {site.served()[pod]}")
     return pid
+
+
+# Run inside a pod's network namespace: the certificate its server at 127.0.0.1:PORT presents (base64 DER), offering
+# h2 as the gateway's gRPC client does; the certificate is not checked, as the gateway does not check it.
+SERVED_CERTIFICATE = """
+import base64, socket, ssl, sys
+context = ssl.create_default_context()
+context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+context.set_alpn_protocols(["h2"])
+with context.wrap_socket(socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)) as tls:
+    print(base64.b64encode(tls.getpeercert(binary_form=True)).decode())
+"""
+
+
+def served_certificate(site: ServedSite, pod: str, container: str, port: int) -> bytes:
+    """The DER certificate `container` of `pod` serves on `port` (TLS), read from inside the pod's network."""
+    netns = f"--net=/proc/{program_pid(site, pod, container)}/ns/net"
+    proc = subprocess.run(
+        ["nsenter", netns, "--", sys.executable, "-c", SERVED_CERTIFICATE, str(port)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    if proc.returncode != 0:
+        raise AssertionError(f"no TLS handshake with {container} of {pod} on :{port}: {proc.stderr.strip()}")
+    return base64.b64decode(proc.stdout)
 
 
 def restarts(site: ServedSite, pod: str, container: str) -> int:

@@ -25,6 +25,8 @@ import yaml
 from core.stackfile import stack_file
 from host import ports
 from localsite import netns, procs
+from objects.stack import placeholder_certificate
+from stacks.certificate import self_signed
 
 PROJECT = pathlib.Path(__file__).resolve().parent.parent
 CLUSTER = PROJECT / "scripts" / "cluster"
@@ -219,6 +221,9 @@ class ServedSite:
         if proc.returncode != 0:
             raise RuntimeError(f"python -m stacks render {self.stack} failed:\n{proc.stdout}{proc.stderr}")
         files = {f: (yaml.safe_load(f.read_text()) or {}).get("kind") for f in sorted(out.rglob("*.yaml"))}
+        for f in [f for f, kind in files.items() if kind == "Secret"]:
+            if not self.certificate_made(f):
+                del files[f]
         for wave in ({"Namespace"}, {"ServiceAccount"}, None):
             batch = [
                 f
@@ -227,6 +232,20 @@ class ServedSite:
             ]
             if batch:
                 self.kubectl("apply", "--server-side", *[f"--filename={f}" for f in batch])
+
+    def certificate_made(self, path: pathlib.Path) -> bool:
+        """What `pulumi up` does with the EPP's certificate Secret, whose data the offline render leaves a placeholder
+        (objects.stack placeholder_certificate): made at its creation (written into the file, True: apply it), kept
+        after (False: leave it out). Any other Secret: True."""
+        secret = yaml.safe_load(path.read_text())
+        if secret.get("type") != "kubernetes.io/tls" or secret.get("data") != placeholder_certificate():
+            return True
+        meta = secret["metadata"]
+        if self.kubectl("get", "secret", meta["name"], f"--namespace={meta['namespace']}", check=False).returncode == 0:
+            return False
+        secret["data"] = self_signed(meta["name"].removesuffix("-tls"), meta["namespace"])
+        path.write_text(yaml.safe_dump(secret))
+        return True
 
     def pods(self, role: str | None = None) -> list[dict]:
         return [

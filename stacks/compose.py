@@ -63,9 +63,11 @@ def rolled_out(prefill: PrefillPool) -> pulumi.Stash:
     )
 
 
-def build(cfg: StackConfig, *, hf_token: pulumi.Output | None = None) -> dict:
+def build(
+    cfg: StackConfig, *, hf_token: pulumi.Output | None = None, epp_certificate: dict[str, str] | None = None
+) -> dict:
     """Register every resource of the stack and return the stack outputs."""
-    parts = stack_objects(cfg, hf_token=hf_token)
+    parts = stack_objects(cfg, hf_token=hf_token, epp_certificate=epp_certificate)
     k8s_provider = provider(cfg)
     opts = pulumi.ResourceOptions(provider=k8s_provider)
 

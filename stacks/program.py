@@ -15,10 +15,12 @@ from core import stackfile
 from core.config import NAMESPACE
 from core.gate import ConfigError, load_config, warnings_for
 from core.keys import plain_secret_keys
+from core.labels import epp_name
 from core.secrets import refusal_for
 from core.stackfile import program_config
 from objects.stack import hf_token_withheld
 from stacks import compose
+from stacks.certificate import self_signed
 
 
 def current_config() -> dict:
@@ -53,5 +55,8 @@ def main() -> None:
     if withheld:
         pulumi.log.warn(withheld)
         token = None
-    for name, value in compose.build(cfg, hf_token=token).items():
+    certificate = None
+    if cfg.router.certificate == "stack":
+        certificate = self_signed(epp_name(cfg.name), cfg.namespace)
+    for name, value in compose.build(cfg, hf_token=token, epp_certificate=certificate).items():
         pulumi.export(name, value)

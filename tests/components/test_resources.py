@@ -19,7 +19,9 @@ import pulumi_kubernetes as k8s
 import pytest
 
 import components.resources as resources
+import stacks.certificate
 import stacks.mocks
+import stacks.program
 from core.stackfile import available_stacks
 from objects.manifests import Child
 from tests.conftest import stack_config
@@ -92,12 +94,16 @@ def requests_of(monkeypatch, registering, config: dict[str, str], secret_keys: l
     """Every RegisterResource request of the program with `registering` as components.resources.resource, by URN."""
     monkeypatch.setattr(stacks.mocks, "_RecordingMonitor", _FullRecordingMonitor)
     monkeypatch.setattr(resources, "resource", registering)
+    # The same EPP certificate in both runs (the program makes a new one at every run).
+    monkeypatch.setattr(stacks.program, "self_signed", lambda service, namespace: CERTIFICATE)
     _FullRecordingMonitor.requests = []
     stacks.mocks.program_registrations(config, secret_keys, stack)
     found = {(r.type, r.name, r.parent): r for r in _FullRecordingMonitor.requests}
     assert len(found) == len(_FullRecordingMonitor.requests), "two registrations of one URN"
     return found
 
+
+CERTIFICATE = stacks.certificate.self_signed("t-epp", "t")
 
 CASES = [(stack, stack_config(stack), []) for stack in available_stacks()] + [
     # A Job (the weights download) and a Secret with a secret value (the token), which no stack file has.

@@ -129,6 +129,7 @@ def test_epp_args_log_json_and_turn_tracing_off(run_under_mocks):
         "json",
         "--tracing=false",
         "--drain-timeout=30s",
+        "--cert-path=/etc/epp-tls",
     ]
     assert "env" not in epp  # no OTEL_* variables: nothing to export to
 

@@ -6,6 +6,8 @@ broken stream, a hang, a connection error)."""
 
 from __future__ import annotations
 
+import base64
+import ssl
 from collections.abc import Iterator
 
 import pytest
@@ -94,12 +96,12 @@ def test_scaling_decode_in_and_out_drops_no_request(site):
     )
 
 
-def test_a_killed_epp_fails_fast_and_serves_again_once_its_restart_listens(site):
+def test_a_killed_epp_fails_fast_and_serves_again_within_10_s(site):
     """kill -9 of the EPP's process: the site restarts it as the kubelet restarts a container; until its ext_proc port
-    listens again (its startupProbe) the gateway answers the pool's failure mode at once (no hang), and within 2 s of
-    the EPP being Ready again the stack serves. Not asserted: serving again within 10 s of the kill. The restarted EPP
-    makes a new RSA-4096 certificate before it listens, CPU-bound and of random length (2.4 s after its start at load
-    3.5, 21.5 s at load 7 on this 2-core machine; docs/performance.md "Changes under load")."""
+    listens again (its startupProbe) the gateway answers the pool's failure mode at once (no hang), and within 10 s of
+    the kill the stack serves again (the issue's figure): the restarted EPP reads its certificate from the stack's
+    Secret instead of making an RSA-4096 key first, which took 2.4-21.5 s on this 2-core machine
+    (docs/performance.md "Changes under load")."""
     run = changes.kill(site, "epp", "epp")
     killed, ready, tally = run.marks["killed"], run.marks["ready again"], run.tally
     failed = tally.failures(killed)
@@ -110,8 +112,13 @@ def test_a_killed_epp_fails_fast_and_serves_again_once_its_restart_listens(site)
     )
     assert not tally.count("hang"), failures_text(site, tally, killed)
     assert not [o for o in failed if o.ended - o.started > 5.0], failures_text(site, tally, killed)
-    assert last_failure <= ready + 2.0, f"failing {last_failure - ready:.1f}s after the EPP was Ready again"
-    assert tally.count("ok", since=ready) > 0
+    assert last_failure - killed <= 10.0, f"still failing {last_failure - killed:.1f}s after the kill"
+    assert tally.count("ok", since=last_failure) > 0
+    # What made it quick: the restarted EPP serves the stack's certificate (not one of its own making).
+    secret = site.get("secret", "minimax-m27-epp-tls")["data"]["tls.crt"]
+    pem = base64.b64decode(secret).decode()
+    [pod] = run.before
+    assert changes.served_certificate(site, pod, "epp", 9002) == ssl.PEM_cert_to_DER_cert(pem)
 
 
 # A decode engine under the usual load (short prompts and new long ones), a prefill engine under new long prompts

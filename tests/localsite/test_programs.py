@@ -151,6 +151,23 @@ def test_the_epp_reads_a_copy_of_its_mounted_config_map_and_runs_as_its_service_
     assert program.ports == (9002,)  # --grpc-port's default
 
 
+def test_the_epp_reads_its_mounted_certificate_decoded_as_the_kubelet_writes_it():
+    epp = {
+        "name": "epp",
+        "image": "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0",
+        "args": ["--cert-path=/etc/epp-tls", "--cert-path-other=/etc/epp-tlsx"],
+        "volumeMounts": [{"name": "tls", "mountPath": "/etc/epp-tls/", "readOnly": True}],
+    }
+    volumes = [{"name": "tls", "secret": {"secretName": "t-epp-tls"}}]
+    secrets = {"t-epp-tls": {"data": {"tls.crt": "Q0VSVA==", "tls.key": "S0VZ"}}}  # "CERT", "KEY"
+    [program] = programs.plan(pod([epp], volumes=volumes), BIN, {}, secrets)
+    # The folder itself (the EPP reads tls.crt and tls.key in it); a path that only starts alike is left alone.
+    assert program.argv == ["/b/epp", "--cert-path={pod}/volumes/tls", "--cert-path-other=/etc/epp-tlsx"]
+    assert program.files == {"volumes/tls/tls.crt": "CERT", "volumes/tls/tls.key": "KEY"}
+    with pytest.raises(programs.Unsupported, match="Secret t-epp-tls that epp mounts does not exist"):
+        programs.plan(pod([epp], volumes=volumes), BIN, {}, {})
+
+
 def test_a_missing_config_map_is_said():
     epp = {
         "name": "epp",

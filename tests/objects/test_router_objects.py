@@ -38,7 +38,7 @@ def children_of(stack: str, **overrides) -> dict[tuple[str, str], object]:
 def test_the_epp_deployment_written_out():
     children = children_of("prod-4p4d")
     child = children[("Deployment", EPP)]
-    assert (child.resource_name, child.after) == (EPP, (f"{EPP}-config",))
+    assert (child.resource_name, child.after) == (EPP, (f"{EPP}-config", f"{EPP}-tls"))
     deployment = child.manifest
     assert (deployment["apiVersion"], deployment["metadata"]) == ("apps/v1", META)
     spec = deployment["spec"]
@@ -50,7 +50,10 @@ def test_the_epp_deployment_written_out():
         "serviceAccountName": EPP,
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
         "terminationGracePeriodSeconds": 40,  # the 30 s drain (test_shapes.py), then 10 s to stop
-        "volumes": [{"name": "config", "configMap": {"name": f"{EPP}-config"}}],
+        "volumes": [
+            {"name": "config", "configMap": {"name": f"{EPP}-config"}},
+            {"name": "tls", "secret": {"secretName": f"{EPP}-tls"}},
+        ],
     }
     epp.pop("args")  # test_shapes.py writes the args out
     assert epp == {
@@ -66,9 +69,31 @@ def test_the_epp_deployment_written_out():
         "readinessProbe": {"grpc": {"port": 9003, "service": "inference-extension"}, "periodSeconds": 5},
         "livenessProbe": {"grpc": {"port": 9003, "service": "inference-extension"}, "periodSeconds": 10},
         "resources": {"requests": {"cpu": "2", "memory": "2Gi"}, "limits": {"cpu": "4", "memory": "4Gi"}},
-        "volumeMounts": [{"name": "config", "mountPath": "/etc/epp", "readOnly": True}],
+        "volumeMounts": [
+            {"name": "config", "mountPath": "/etc/epp", "readOnly": True},
+            {"name": "tls", "mountPath": "/etc/epp-tls", "readOnly": True},
+        ],
         "securityContext": RESTRICTED,
     }
+
+
+def test_the_epp_certificate_is_a_tls_secret_kept_from_its_creation():
+    """`router.certificate: stack`: the Secret the EPP's `--cert-path` reads, its data set once (Pulumi keeps the
+    first certificate; the program makes a new one at every run); `epp`: none, and the EPP makes its own."""
+    secret = children_of("prod-4p4d")[("Secret", f"{EPP}-tls")]
+    assert secret.manifest == {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": META | {"name": f"{EPP}-tls"},
+        "type": "kubernetes.io/tls",
+        "data": {"tls.crt": "W3NlY3JldF0=", "tls.key": "W3NlY3JldF0="},  # base64 "[secret]": the render's
+    }
+    assert (secret.resource_name, secret.keep_inputs) == (f"{EPP}-tls", ("data",))
+    own = children_of("prod-4p4d", router={"certificate": "epp"})
+    assert ("Secret", f"{EPP}-tls") not in own
+    pod = own[("Deployment", EPP)].manifest["spec"]["template"]["spec"]
+    assert [v["name"] for v in pod["volumes"]] == ["config"]
+    assert not [a for a in pod["containers"][0]["args"] if a.startswith("--cert-path")]
 
 
 def test_the_epp_reads_pods_pools_and_objectives_in_its_namespace():

@@ -566,7 +566,8 @@ EPP_ARGS = [
 )
 def test_the_epp_serves_its_pool_on_the_services_ports(stack, image, drain):
     epp = container(pod_spec(objects_of(stack), "epp"), "epp")
-    assert (epp["image"], epp["args"]) == (image, EPP_ARGS + drain)
+    # Its certificate mounted (router.certificate: stack, the default): a restart does not make one first.
+    assert (epp["image"], epp["args"]) == (image, EPP_ARGS + drain + ["--cert-path=/etc/epp-tls"])
 
 
 def test_the_epp_ports_of_the_config_reach_its_args_its_container_and_its_service():

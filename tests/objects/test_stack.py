@@ -51,7 +51,7 @@ def test_siblings_wait_for_what_they_refer_to():
         "t-metrics-reader-token": ("t-metrics-reader-sa",),
         "t-metrics-reader-binding": ("t-metrics-reader-sa", "t-metrics-reader"),
         "t-epp-podmonitor": ("t-metrics-reader-token",),
-        "t-epp": ("t-epp-config",),
+        "t-epp": ("t-epp-config", "t-epp-tls"),
         "t-decode-rolebinding": ("t-decode-sa", "t-decode-role"),
         "t-decode": ("t-decode-rolebinding",),  # which is after the account and the Role
         "t-pool": ("t-epp-svc",),

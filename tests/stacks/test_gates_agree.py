@@ -991,6 +991,7 @@ FIELDS = {
     "router.metricsPort": whole(1023, 65001),
     "router.refreshMetricsIntervalMs": whole(49, 60001),
     "router.failureMode": choice("FailClose", "FailOpen"),
+    "router.certificate": choice("stack", "epp"),
     "router.drainSeconds": whole(-1, 3601),
     "router.pluginParameters": mapping([], TEXT),
     "gateway.className": text("istio"),
