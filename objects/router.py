@@ -184,8 +184,9 @@ def router(name: str, args: RouterArgs) -> list[Child]:
                                 ]
                             ),
                             # The health service says SERVING once the EPP has synced its pool, before the ext_proc
-                            # server listens (it makes its self-signed RSA-4096 certificate first: 16 s seen on a busy
-                            # 2-core site): Ready only once the ext_proc port takes connections.
+                            # server listens (without a mounted certificate it makes a self-signed RSA-4096 one
+                            # first: 16 s seen on a busy 2-core site): Ready only once the ext_proc port takes
+                            # connections.
                             "startupProbe": {
                                 "tcpSocket": {"port": args.grpc_port},
                                 "periodSeconds": EPP_STARTUP_PERIOD_S,

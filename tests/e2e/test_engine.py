@@ -16,6 +16,7 @@ import yaml
 from core.stackfile import load_stack, stack_file
 from host.ports import any_free_port
 from stacks import render
+from tests.certificates import as_rendered
 from tests.prerequisites import importable, require
 from tests.pulumi_project import Project, tree_digest
 
@@ -54,11 +55,17 @@ def parsed(folder: pathlib.Path) -> dict[str, dict]:
     return {str(p.relative_to(folder)): yaml.safe_load(p.read_text()) for p in sorted(folder.rglob("*.yaml"))}
 
 
+def rendered_files(folder: pathlib.Path) -> dict[str, dict]:
+    """The files the provider wrote, parsed, as the offline render shows them (tests/certificates.py as_rendered)."""
+    found = parsed(folder)
+    return dict(zip(found, as_rendered(found.values()), strict=True))
+
+
 def test_up_matches_offline_render_then_no_changes_then_destroy(project: Project):
     project.select("dev")
     up = project.pulumi("up", "-s", "dev", "--yes", "--policy-pack", "policy", *policy_config("dev"))
     assert up.returncode == 0, up.stdout + up.stderr
-    engine = parsed(project.root / "build" / "dev")
+    engine = rendered_files(project.root / "build" / "dev")
     offline = {render.manifest_path(m): m for m in render.render_stack_file(stack_file("dev"), "dev").manifests}
     # Same objects, same content, compared as parsed YAML (the provider orders keys its own way).
     assert sorted(engine) == sorted(offline)

@@ -13,7 +13,7 @@ import pytest
 
 from core.stackfile import stack_file
 from stacks import render
-from tests.e2e.test_engine import parsed
+from tests.e2e.test_engine import rendered_files
 from tests.pulumi_project import Project, tree_digest
 
 pytestmark = pytest.mark.e2e
@@ -28,7 +28,7 @@ def run(project: Project, *command: str, env: dict | None = None) -> subprocess.
 
 
 def assert_full_render(project: Project) -> None:
-    engine = parsed(project.root / "build" / "dev")
+    engine = rendered_files(project.root / "build" / "dev")
     offline = {render.manifest_path(m): m for m in render.render_stack_file(stack_file("dev"), "dev").manifests}
     assert sorted(engine) == sorted(offline)
     for path, manifest in offline.items():
