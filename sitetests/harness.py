@@ -374,6 +374,23 @@ class ServedSite:
                 raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}\n{self.log()}")
             time.sleep(0.5)
 
+    def epp_account(self, lines: int = 20) -> str:
+        """What the EPP logged other than info (each message once, with its count) and the gateway's last requests:
+        why requests went where they went, for a failure's message (pytest keeps a run's logs only a while)."""
+        counts: dict[str, int] = {}
+        for path in sorted((self.site_dir / "logs").glob("pod-*-epp-*-epp.log")):
+            for line in path.read_text(errors="replace").splitlines():
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(entry, dict) and entry.get("level") not in (None, "info"):
+                    text = f"{path.name}: {entry.get('level')}: {entry.get('msg')} {str(entry.get('error', ''))[:200]}"
+                    counts[text] = counts.get(text, 0) + 1
+        logged = "\n".join(f"  {n}x {text}" for text, n in sorted(counts.items(), key=lambda c: -c[1])[:lines])
+        gateway = self.log("gateway", lines)
+        return f"the EPP logged (not info):\n{logged or '  nothing'}\nthe gateway's last lines:\n{gateway}"
+
     def log(self, name: str = "", lines: int = 40) -> str:
         path = self.site_dir / "logs" / f"{name}.log" if name else self.site_dir / "site.log"
         try:

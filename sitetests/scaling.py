@@ -128,7 +128,13 @@ def decode_cycle(
     with Load(site) as load:
         site.wait_for("the HPA to scale decode above 1 under load", lambda: replicas(site) > 1, timeout)
         cycle.scaled_up = time.monotonic() - started
-        site.wait_for("a new decode pod answering", lambda: any(p != first for p in dict(load.answered)), timeout)
+        try:
+            site.wait_for("a new decode pod answering", lambda: any(p != first for p in dict(load.answered)), timeout)
+        except AssertionError as err:  # once seen in a full run and not again: what the router did, for the next
+            answered = dict(load.answered)
+            raise AssertionError(
+                f"{err}\nanswered by {answered} of {sorted(live_pods(site, 'decode'))}\n{site.epp_account()}"
+            ) from None
         cycle.new_pod_serving = time.monotonic() - started
         maximum = AUTOSCALING["maxReplicas"]
         site.wait_for("decode at its maximum", lambda: len(live_pods(site, "decode")) == maximum, timeout)
