@@ -338,7 +338,10 @@ class Agent:
             for relative, content in program.files.items():
                 path = folder / relative
                 path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(content)
+                if isinstance(content, bytes):  # a Secret's value, as the kubelet writes it
+                    path.write_bytes(content)
+                else:
+                    path.write_text(content)
             if program.service_account:
                 token = self.client.service_account_token(self.namespace, program.service_account)
                 config = folder / "kubeconfig"

@@ -91,7 +91,7 @@ class Program:
     container: str
     argv: list[str]
     env: dict[str, str]
-    files: dict[str, str] = field(default_factory=dict)  # relative path under the pod's folder -> content
+    files: dict[str, str | bytes] = field(default_factory=dict)  # relative path under the pod's folder -> content
     service_account: str | None = None  # runs with this ServiceAccount's token (api_account)
     ports: tuple[int, ...] = ()  # where it serves once up (the site's readiness)
 
@@ -185,12 +185,13 @@ def served_containers(pod: dict) -> list[dict]:
 
 def _mounted_config(
     pod: dict, container: dict, config_maps: dict[str, dict], secrets: dict[str, dict]
-) -> tuple[dict[str, str], dict[str, str]]:
+) -> tuple[dict[str, str | bytes], dict[str, str]]:
     """ConfigMap and Secret volumes of a container: files to write (relative path -> content) and mount path ->
     folder. A Secret's values are base64, as the API serves them; the files hold them decoded, as the kubelet
     writes them."""
     volumes = {v["name"]: v for v in pod["spec"].get("volumes") or []}
-    files, mounts = {}, {}
+    files: dict[str, str | bytes] = {}
+    mounts: dict[str, str] = {}
     for mount in container.get("volumeMounts") or []:
         volume = volumes.get(mount["name"]) or {}
         if "configMap" in volume:
@@ -204,7 +205,7 @@ def _mounted_config(
             raise Unsupported(f"the {kind} {name} that {container['name']} mounts does not exist")
         folder = f"volumes/{mount['name']}"
         for key, content in data.items():
-            files[f"{folder}/{key}"] = base64.b64decode(content).decode() if kind == "Secret" else content
+            files[f"{folder}/{key}"] = base64.b64decode(content) if kind == "Secret" else content
         mounts[mount["mountPath"].rstrip("/")] = folder
     return files, mounts
 

@@ -159,11 +159,11 @@ def test_the_epp_reads_its_mounted_certificate_decoded_as_the_kubelet_writes_it(
         "volumeMounts": [{"name": "tls", "mountPath": "/etc/epp-tls/", "readOnly": True}],
     }
     volumes = [{"name": "tls", "secret": {"secretName": "t-epp-tls"}}]
-    secrets = {"t-epp-tls": {"data": {"tls.crt": "Q0VSVA==", "tls.key": "S0VZ"}}}  # "CERT", "KEY"
+    secrets = {"t-epp-tls": {"data": {"tls.crt": "Q0VSVA==", "tls.key": "/wA="}}}  # "CERT", and bytes no text is
     [program] = programs.plan(pod([epp], volumes=volumes), BIN, {}, secrets)
     # The folder itself (the EPP reads tls.crt and tls.key in it); a path that only starts alike is left alone.
     assert program.argv == ["/b/epp", "--cert-path={pod}/volumes/tls", "--cert-path-other=/etc/epp-tlsx"]
-    assert program.files == {"volumes/tls/tls.crt": "CERT", "volumes/tls/tls.key": "KEY"}
+    assert program.files == {"volumes/tls/tls.crt": b"CERT", "volumes/tls/tls.key": b"\xff\x00"}
     with pytest.raises(programs.Unsupported, match="Secret t-epp-tls that epp mounts does not exist"):
         programs.plan(pod([epp], volumes=volumes), BIN, {}, {})
 
