@@ -43,3 +43,16 @@ def epp_drain_advice(cfg: StackConfig) -> Iterable[Issue]:
         f"once, so the requests the gateway sends it before it sees the pod go fail, and the setting has no effect. "
         f"Pin {since} or later for a drain, or remove the setting.",
     )
+
+
+def epp_certificate_advice(cfg: StackConfig) -> Iterable[Issue]:
+    """Advice: a prod stack whose EPP makes its own certificate at every start (router.certificate epp)."""
+    if cfg.environment != "prod" or cfg.router.certificate != "epp":
+        return
+    yield Issue(
+        key("router.certificate"),
+        "router.certificate epp: every start of the EPP (a rollout, a crash, a node drain) makes a self-signed "
+        "RSA-4096 key before its ext_proc port listens, 2.4-21.5 s on a 2-core node (docs/performance.md), and the "
+        f"gateway answers every request meanwhile with the pool's {cfg.router.failure_mode}. Set router.certificate "
+        "stack (the default): the stack makes the certificate once and the EPP reads it at its start.",
+    )

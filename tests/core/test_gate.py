@@ -1740,3 +1740,20 @@ def test_a_drain_for_an_epp_without_the_flag_is_advice_only_when_set():
         )
         == []
     )
+
+
+def test_an_epp_making_its_own_certificate_is_advice_at_prod_only():
+    """router.certificate epp: every EPP start waits for an RSA key; advice at a prod stack, silence at dev and with the
+    default (stack)."""
+    quiet = {"autoTune": False, "blockSizeTokens": 512}  # no autoTune advice in the way
+    assert warnings_for(ok(router=quiet, weights={"revision": "0" * 40})) == []
+    [advice] = warnings_for(ok(router={**quiet, "certificate": "epp"}, weights={"revision": "0" * 40}))
+    assert advice.path == "rebel100:router.certificate"
+    assert advice.message.startswith("router.certificate epp: every start of the EPP")
+    assert "the gateway answers every request meanwhile with the pool's FailClose" in advice.message
+    assert advice.message.endswith(
+        "Set router.certificate stack (the default): the stack makes the certificate once and the EPP reads it at "
+        "its start."
+    )
+    dev = ok(environment="dev", router={**quiet, "certificate": "epp"}, weights={"revision": "0" * 40})
+    assert warnings_for(dev) == []
