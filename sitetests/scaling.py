@@ -12,6 +12,7 @@ import functools
 import pathlib
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -66,7 +67,7 @@ def hpa_active(site: ServedSite, deployment: str) -> bool:
 
 
 class Load:
-    """CLIENTS threads sending completions until stopped: short ones (decode-only) or new long ones (prefill, then
+    """CLIENTS threads sending completions until stopped: new short ones (decode-only) or new long ones (prefill, then
     decode); the pods that answered, and how many were refused or failed."""
 
     def __init__(self, site: ServedSite, long_prompts: bool = False):
@@ -80,7 +81,11 @@ class Load:
 
     def client(self) -> None:
         while not self.stop.is_set():
-            prompt = long_prompt() if self.long_prompts else "hi"
+            # A short prompt of its own each time. One prompt for all is a shared prefix (v0.10.0 hashes a prompt's
+            # partial last block too: prefixhash getKVCacheBlocksFromTokens), cached on the first decode pod, which
+            # then scores 2 (prefix-cache-scorer) against a new pod's 1 + 1 (queue, active-request): the EPP kept
+            # every request there for minutes in two full runs (2026-12-03), as the weights say it should.
+            prompt = long_prompt() if self.long_prompts else f"hi {uuid.uuid4().hex[:8]}"
             try:
                 answer = self.site.post("/completions", completion(prompt), timeout=60)
             except OSError:
