@@ -119,13 +119,17 @@ def router(name: str, args: RouterArgs) -> list[Child]:
     drain_args = [] if drain is None else [f"{router_versions.DRAIN_TIMEOUT_FLAG}={drain}s"]
     grace = None if drain is None else sizing.epp_grace_seconds(drain)
     # A mounted certificate: a restarted EPP listens at once instead of making a new RSA-4096 key first.
-    cert_secret = certificate_secret_name(args.stack_name) if args.certificate is not None else None
-    cert_args = [f"--cert-path={CERT_MOUNT}"] if cert_secret else []
     volumes: list[dict[str, Any]] = [{"name": "config", "configMap": {"name": f"{base}-config"}}]
     mounts: list[dict[str, Any]] = [{"name": "config", "mountPath": CONFIG_MOUNT, "readOnly": True}]
-    if cert_secret:
-        volumes.append({"name": "tls", "secret": {"secretName": cert_secret}})
+    cert_args: list[str] = []
+    cert_children: list[Child] = []
+    if args.certificate is not None:
+        secret = certificate_secret_name(args.stack_name)
+        volumes.append({"name": "tls", "secret": {"secretName": secret}})
         mounts.append({"name": "tls", "mountPath": CERT_MOUNT, "readOnly": True})
+        cert_args.append(f"--cert-path={CERT_MOUNT}")
+        tls = manifest("v1", "Secret", object_meta(secret, ns, labels), type="kubernetes.io/tls", data=args.certificate)
+        cert_children.append(Child(secret, tls, keep_inputs=("data",)))
     deployment = manifest(
         "apps/v1",
         "Deployment",
@@ -241,24 +245,8 @@ def router(name: str, args: RouterArgs) -> list[Child]:
                 data={CONFIG_FILE: yaml.safe_dump(args.epp_config, sort_keys=False)},
             ),
         ),
-        *(
-            [
-                Child(
-                    cert_secret,
-                    manifest(
-                        "v1",
-                        "Secret",
-                        object_meta(cert_secret, ns, labels),
-                        type="kubernetes.io/tls",
-                        data=args.certificate,
-                    ),
-                    keep_inputs=("data",),
-                )
-            ]
-            if cert_secret and args.certificate is not None
-            else []
-        ),
-        Child(base, deployment, after=(f"{base}-config", *([cert_secret] if cert_secret else []))),
+        *cert_children,
+        Child(base, deployment, after=(f"{base}-config", *(c.resource_name for c in cert_children))),
         Child(
             f"{base}-pdb",
             manifests.disruption_budget(
