@@ -39,8 +39,8 @@ SIM_FLAGS = {
 # so a new serving flag is a decision here, not a silent drop.
 NOT_SIMULATED = {
     "--revision": "weights are not loaded",
-    "--block-size": "the simulator's block size is SIM_BLOCK_SIZE (it takes 8-128; the engines use 4096)",
-    "--max-num-batched-tokens": "no scheduler budget is simulated",
+    "--block-size": "the simulator's block is sim_block_size() of the engine's prefix-reuse unit",
+    "--max-num-batched-tokens": "no scheduler budget is simulated (the sub-block size: sim_block_size())",
     "--kv-cache-dtype": "no KV cache memory is simulated",
     "--gpu-memory-utilization": "no device memory is simulated",
     "--pipeline-parallel-size": "one process stands for the pipeline's 4 NPUs",
@@ -50,7 +50,7 @@ NOT_SIMULATED = {
     "--data-parallel-multi-port-external-lb": "the simulator serves each rank on its own port already",
     "--data-parallel-rpc-port": "no DP coordination between ranks",
     "--data-parallel-address": "no DP coordination between ranks",
-    "--enable-prefix-caching": "the router's prefix index is what is tested; the simulator caches nothing",
+    "--enable-prefix-caching": "the simulator's own prefix cache (--enable-kvcache), in blocks of sim_block_size()",
     "--enable-chunked-prefill": "no scheduler is simulated",
     "--enable-auto-tool-choice": "echo mode: no tool calls",
     "--tool-call-parser": "echo mode: no tool calls",
@@ -66,9 +66,13 @@ NOT_SIMULATED = {
     "--dtype": "no weights",
     "--quantization": "no weights",
 }
-SIM_BLOCK_SIZE = 64  # tokens; the simulator takes 8-128
-# Always: answer with the prompt (tests compare it), no tokenizer download (a model hub is never contacted).
-SIM_FIXED = ("--mode", "echo", "--force-dummy-tokenizer", "--block-size", str(SIM_BLOCK_SIZE))
+# The KV block sizes llm-d-inference-sim v0.10.2 takes (pkg/common/config.go validate), in tokens.
+SIM_BLOCK_SIZES = (8, 16, 32, 64, 128)
+VLLM_DEFAULT_BLOCK_SIZE = 16  # vLLM's block when the line passes no --block-size
+SUB_BLOCK_CACHE_ENV = "VLLM_RBLN_SUB_BLOCK_CACHE"  # "1": vllm-rbln reuses prefixes in max-num-batched-tokens units
+# Always: answer with the prompt (tests compare it), no tokenizer download (a model hub is never contacted). The
+# dummy tokenizer counts a word or a punctuation mark as one token.
+SIM_FIXED = ("--mode", "echo", "--force-dummy-tokenizer")
 
 
 class Unsupported(ValueError):
@@ -109,9 +113,36 @@ def rank_ports(args: list[str], port_flag: str, default: int) -> tuple[int, ...]
     return tuple(sizing.rank_ports(first, int(flag_value(args, "--data-parallel-size") or 1)))
 
 
-def sim_args(command: list[str], args: list[str]) -> list[str]:
-    """The simulator's flags for a rendered `vllm serve` command line (SIM_FLAGS, NOT_SIMULATED, SIM_FIXED), read with
-    vLLM's own parser (core.versions.vllm_args): a line vLLM would refuse is refused here too, in its words."""
+def sim_block_size(reuse_unit: int) -> int:
+    """The simulator's KV block for an engine that reuses prefixes in units of `reuse_unit` tokens (core.sizing
+    prefix_reuse_unit): the largest block the simulator takes that divides the unit, so a prefix the engine would reuse
+    is whole blocks in the simulator too (Rebel100's 512-token sub-blocks: 128). The simulator reports this block in
+    `vllm:cache_config_info`, where the engine reports its `--block-size`."""
+    fitting = [block for block in SIM_BLOCK_SIZES if reuse_unit % block == 0]
+    if not fitting:
+        raise Unsupported(
+            f"the engine reuses prefixes in units of {reuse_unit} tokens, which no block size the simulator takes "
+            f"({', '.join(map(str, SIM_BLOCK_SIZES))}) divides"
+        )
+    return max(fitting)
+
+
+def _cache_args(parsed, env: dict[str, str]) -> list[str]:
+    """The simulator's prefix cache for the engine's: on unless the line turns it off (vLLM's own default is on),
+    in blocks of sim_block_size() of the reuse unit the engine's block, batch budget and sub-block switch make."""
+    if parsed.enable_prefix_caching is False:
+        return []
+    batched = int(parsed.max_num_batched_tokens or 0)
+    unit = sizing.prefix_reuse_unit(
+        int(parsed.block_size or VLLM_DEFAULT_BLOCK_SIZE), batched, env.get(SUB_BLOCK_CACHE_ENV) == "1" and batched > 0
+    )
+    return ["--enable-kvcache", "--block-size", str(sim_block_size(unit))]
+
+
+def sim_args(command: list[str], args: list[str], env: dict[str, str] | None = None) -> list[str]:
+    """The simulator's flags for a rendered `vllm serve` command line and the container's `env` (SIM_FLAGS,
+    NOT_SIMULATED, the prefix cache, SIM_FIXED), read with vLLM's own parser (core.versions.vllm_args): a line vLLM
+    would refuse is refused here too, in its words."""
     argv = [*command, *args]
     if argv[:2] != ["vllm", "serve"]:
         raise Unsupported(f"the engine container runs {' '.join(argv[:2]) or '(nothing)'!r}, not 'vllm serve'")
@@ -139,7 +170,7 @@ def sim_args(command: list[str], args: list[str]) -> list[str]:
                 f"the vllm flag {name} has no meaning the site knows (localsite/programs.py SIM_FLAGS "
                 "or NOT_SIMULATED must say what the simulator makes of it)"
             )
-    return [*out, *SIM_FIXED]
+    return [*out, *_cache_args(parsed, env or {}), *SIM_FIXED]
 
 
 def literal_env(container: dict, pod: dict) -> dict[str, str]:
@@ -223,7 +254,7 @@ def plan(
         repository = image_name(image)
         env = {**base_env, **literal_env(container, pod)}
         if engine.is_engine_image(image):
-            argv = [binaries.sim, *sim_args(container.get("command") or [], container.get("args") or [])]
+            argv = [binaries.sim, *sim_args(container.get("command") or [], container.get("args") or [], env)]
             programs.append(
                 Program(
                     name,

@@ -104,11 +104,12 @@ def test_the_decode_engine_becomes_a_simulator_with_its_serving_shape():
         "1",
         "--data-parallel-size",
         "4",
+        "--enable-kvcache",  # --enable-prefix-caching
+        "--block-size",
+        "128",  # the largest the simulator takes that divides the engine's 4096-token block
         "--mode",
         "echo",
         "--force-dummy-tokenizer",
-        "--block-size",
-        "64",
     ]
     assert program.ports == (8200, 8201, 8202, 8203)  # what the site waits for before calling the pod up
     assert program.env == {
@@ -211,7 +212,35 @@ def test_arguments_vllm_itself_would_refuse_are_refused_in_its_words():
     ],
 )
 def test_flags_with_equals_or_space_and_the_model_anywhere(args, expected):
-    assert programs.sim_args(["vllm", "serve"], args) == [*expected, *programs.SIM_FIXED]
+    # No --block-size: vLLM's own 16 tokens; prefix caching on whether or not the line says so (vLLM's default).
+    cache = ["--enable-kvcache", "--block-size", "16"]
+    assert programs.sim_args(["vllm", "serve"], args) == [*expected, *cache, *programs.SIM_FIXED]
+
+
+@pytest.mark.parametrize(
+    "args, sub_block_cache, block",
+    [
+        (["--block-size", "4096", "--max-num-batched-tokens", "96"], "1", "32"),  # reuse in 96-token sub-blocks
+        (["--block-size", "4096", "--max-num-batched-tokens", "96"], "0", "128"),  # reuse in whole 4096 blocks
+        (["--block-size", "64", "--max-num-batched-tokens", "512"], "0", "64"),
+        (["--block-size", "64"], "1", "64"),  # no batch budget on the line: no sub-block to reuse in
+    ],
+)
+def test_the_simulators_block_divides_the_unit_the_engine_reuses_prefixes_in(args, sub_block_cache, block):
+    env = {"VLLM_RBLN_SUB_BLOCK_CACHE": sub_block_cache}
+    argv = programs.sim_args(["vllm", "serve"], ["m", *args], env)
+    assert argv[argv.index("--enable-kvcache") + 1 : argv.index("--enable-kvcache") + 3] == ["--block-size", block]
+
+
+def test_an_engine_without_prefix_caching_is_a_simulator_without_a_cache():
+    argv = programs.sim_args(["vllm", "serve"], ["m", "--block-size", "4096", "--no-enable-prefix-caching"])
+    assert "--enable-kvcache" not in argv and "--block-size" not in argv
+
+
+def test_a_reuse_unit_no_simulator_block_divides_is_refused_with_the_sizes_it_takes():
+    sizes = re.escape("(8, 16, 32, 64, 128)")
+    with pytest.raises(programs.Unsupported, match=f"units of 100 tokens, which no block size .* {sizes}"):
+        programs.sim_args(["vllm", "serve"], ["m", "--block-size", "100"])
 
 
 def test_something_else_than_vllm_serve_is_refused():
