@@ -441,6 +441,14 @@ class Router(Section):
             "units)."
         ),
     )
+    prefix_cache: Literal["approximate", "none"] = Field(
+        "approximate",
+        description=(
+            "Where the router looks for a prompt's cached prefix: `approximate`, the index the EPP keeps of its own "
+            "picks (prefix-cache-scorer; AGG: prefix-cache-affinity-filter); `none`, load alone, the baseline of a "
+            "routing comparison (the P/D decider still reads the index)."
+        ),
+    )
     prefix_scorer_weight: int = Field(2, ge=0, description="Weight of prefix-cache-scorer.")
     queue_scorer_weight: int = Field(1, ge=0, description="Weight of queue-scorer.")
     active_request_scorer_weight: int = Field(

@@ -22,6 +22,11 @@ PD_PROFILES: dict[str, tuple[str, ...]] = {
 }
 
 
+# The plugins that steer a pick towards a cached prefix, left out of every profile when router.prefixCache is none.
+# Their producer stays declared: the prefix-based P/D decider reads the index it keeps.
+PREFIX_AWARE = frozenset({"prefix-cache-scorer", "prefix-cache-affinity-filter"})
+
+
 def generation_of(settings: Router) -> router_versions.Generation:
     """The router generation the render is written for: the pinned EPP image's (by its tag)."""
     return router_versions.generation_for_pin(image_version(settings.image))
@@ -70,6 +75,12 @@ def _plugin(plugin_type: str, generated: dict[str, dict[str, tuple[str, Any]]]) 
     return {"type": plugin_type, "parameters": {name: value for name, (_field, value) in params.items()}}
 
 
+def _profile(name: str, plugin_types: tuple[str, ...], settings: Router) -> dict[str, Any]:
+    """A scheduling profile of these plugins, less the prefix-aware ones when the router weighs load alone."""
+    kept = [t for t in plugin_types if settings.prefix_cache != "none" or t not in PREFIX_AWARE]
+    return {"name": name, "plugins": [_profile_entry(t, settings) for t in kept]}
+
+
 def _profile_entry(plugin_type: str, settings: Router) -> dict[str, Any]:
     # Scorers carry a weight; filters and pickers do not. token-load-scorer is the AGG profile's only scorer.
     weights = {
@@ -88,12 +99,10 @@ def endpoint_picker_config(settings: Router = Router(), topology: str = "pd") ->
     generated = _generated(settings)
     if topology == "agg":
         types = list(gen.agg_plugins)
-        profiles = [{"name": "default", "plugins": [_profile_entry(t, settings) for t in gen.agg_profile]}]
+        profiles = [_profile("default", gen.agg_profile, settings)]
     else:
         types = [_decider(settings) if t == router_versions.DECIDER else t for t in gen.pd_plugins]
-        profiles = [
-            {"name": name, "plugins": [_profile_entry(t, settings) for t in PD_PROFILES[name]]} for name in PD_PROFILES
-        ]
+        profiles = [_profile(name, PD_PROFILES[name], settings) for name in PD_PROFILES]
     plugins = [_with_extra_parameters(_plugin(t, generated), settings) for t in types]
     gates = {"featureGates": list(gen.feature_gates)} if gen.feature_gates and topology != "agg" else {}
     return {

@@ -184,6 +184,28 @@ def test_v0_10_pd_render_keeps_the_producer_and_its_api_version():
     ]
 
 
+def _profile_refs(config: dict) -> dict[str, list[str]]:
+    return {p["name"]: [e["pluginRef"] for e in p["plugins"]] for p in config["schedulingProfiles"]}
+
+
+@pytest.mark.parametrize("image", [EPP_071, Router().image])
+def test_load_only_routing_drops_the_prefix_aware_plugins_from_every_profile_and_keeps_the_index(image):
+    """router.prefixCache none: no profile weighs a cached prefix (the affinity filter of AGG neither), and the rest
+    of each profile and every declared plugin stay, the index the P/D decider reads among them."""
+    for topology in ("pd", "agg"):
+        weighed = routing.endpoint_picker_config(Router(image=image), topology)
+        load_only = routing.endpoint_picker_config(Router(image=image, prefix_cache="none"), topology)
+        assert load_only["plugins"] == weighed["plugins"]
+        expected = {
+            name: [ref for ref in refs if ref not in ("prefix-cache-scorer", "prefix-cache-affinity-filter")]
+            for name, refs in _profile_refs(weighed).items()
+        }
+        assert _profile_refs(load_only) == expected
+        assert expected != _profile_refs(weighed), topology  # the default does weigh a prefix
+        data = epp_schema.data_for("epp", Version.parse(image.rsplit(":v", 1)[1]))
+        assert epp_schema.check_epp_config(load_only, data) == []
+
+
 def test_api_version_set_by_hand_wins():
     assert routing.endpoint_picker_config(Router(config_api_version=GIE_API), "pd")["apiVersion"] == GIE_API
 
