@@ -165,8 +165,12 @@ class Engine(Section):
     sub_block_cache: bool = Field(
         True, description="`VLLM_RBLN_SUB_BLOCK_CACHE=1`: prefix reuse in sub-blocks of `maxNumBatchedTokens` tokens."
     )
-    enable_prefix_caching: bool = Field(True, description="`--enable-prefix-caching`.")
-    enable_chunked_prefill: bool = Field(True, description="`--enable-chunked-prefill`.")
+    enable_prefix_caching: bool = Field(
+        True, description="`--enable-prefix-caching`, or `--no-enable-prefix-caching` (vLLM's default is on)."
+    )
+    enable_chunked_prefill: bool = Field(
+        True, description="`--enable-chunked-prefill`, or `--no-enable-chunked-prefill` (vLLM's default is on)."
+    )
     tool_call_parser: str | None = Field(
         "minimax_m2", description="`--tool-call-parser` (with `--enable-auto-tool-choice`); null turns tool calls off."
     )

@@ -134,10 +134,9 @@ def serve_args(
     args += role_args
     if role.enable_expert_parallel:
         args.append("--enable-expert-parallel")
-    if engine.enable_prefix_caching:
-        args.append("--enable-prefix-caching")
-    if engine.enable_chunked_prefill:
-        args.append("--enable-chunked-prefill")
+    # Said either way: vLLM turns both on when the line does not mention them.
+    args.append("--enable-prefix-caching" if engine.enable_prefix_caching else "--no-enable-prefix-caching")
+    args.append("--enable-chunked-prefill" if engine.enable_chunked_prefill else "--no-enable-chunked-prefill")
     if engine.tool_call_parser:
         args += ["--enable-auto-tool-choice", "--tool-call-parser", engine.tool_call_parser]
     if engine.reasoning_parser:
@@ -172,7 +171,9 @@ FLAG_FIELDS = {
     "--data-parallel-multi-port-external-lb": "{role}.dataParallelSize",
     "--enable-expert-parallel": "{role}.enableExpertParallel",
     "--enable-prefix-caching": "engine.enablePrefixCaching",
+    "--no-enable-prefix-caching": "engine.enablePrefixCaching",
     "--enable-chunked-prefill": "engine.enableChunkedPrefill",
+    "--no-enable-chunked-prefill": "engine.enableChunkedPrefill",
     "--enable-auto-tool-choice": "engine.toolCallParser",
     "--tool-call-parser": "engine.toolCallParser",
     "--reasoning-parser": "engine.reasoningParser",

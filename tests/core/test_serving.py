@@ -209,6 +209,8 @@ def test_serve_args_defaults_and_optional_flags():
         "2",
         "--x",
         "--enable-expert-parallel",
+        "--no-enable-prefix-caching",  # vLLM's default is on: turned off by name
+        "--no-enable-chunked-prefill",
         "--gpu-memory-utilization",
         "0.85",
         "--enforce-eager",
