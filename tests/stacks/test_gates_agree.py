@@ -197,6 +197,7 @@ stack_config = st.fixed_dictionaries(
                 "decider": st.sampled_from(["prefix-based", "always-disagg"]),
                 "nonCachedTokens": st.sampled_from([0, 16]),
                 "autoTune": st.booleans(),
+                "prefixCache": st.sampled_from(["approximate", "none"]),
                 "blockSizeTokens": st.sampled_from([512, 1000, 4096, 8192]),
                 "image": st.sampled_from(EPP_IMAGES),
                 # The EPP's three ports, each on its default or on another's.
@@ -982,6 +983,7 @@ FIELDS = {
     "router.blockSizeTokens": whole(0, 100001),
     "router.lruCapacityPerServer": whole(0, 100001),
     "router.autoTune": FLAG,
+    "router.prefixCache": choice("approximate", "none"),
     "router.prefixScorerWeight": whole(-1, 100001),
     "router.queueScorerWeight": whole(-1, 100001),
     "router.activeRequestScorerWeight": whole(-1, 100001),
