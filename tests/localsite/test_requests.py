@@ -23,6 +23,7 @@ import yaml
 from core.versions import image_version
 from core.versions import router as router_versions
 from localsite import netns
+from sitetests import agentic
 from sitetests.harness import Answer, ServedSite, completion, long_prompt
 from tests.localsite.conftest import NAMESPACE, TIME_TO_FIRST_TOKEN
 
@@ -84,6 +85,29 @@ def test_an_exact_repeat_is_decode_only_on_the_same_decode_endpoint(serving):
     assert first.prefiller
     assert not again.prefiller, again.headers
     assert again.destination == first.destination
+
+
+def test_a_sessions_second_turn_is_served_from_the_cache_of_the_engines_of_its_first(serving, site_binaries):
+    """A coding agent's session (sitetests/agentic.py): its second turn extends the first's prompt (a 3000-token
+    system prompt and the turn's file, 30-odd of the engines' 128-token blocks). The router sends it to the decode
+    rank and the prefill engine of the first, and both engines say so themselves: the decode rank's answer counts the
+    first prompt's whole blocks as cached, and the prefill engine's hits grow by as many."""
+    trace = agentic.Trace.make(seed=uuid.uuid4().int % 10**6, sessions=1, turns=2)
+    prefill = serving.engine_ranks(site_binaries.programs.sim, "prefill")
+    hits_before = {rank: agentic.cache_counters(serving, [rank])[0] for rank in prefill}
+    run = agentic.replay(trace, agentic.gateway_target(serving.base_url))
+    first, second = sorted(run.records, key=lambda r: r.turn)
+    assert not first.error and not second.error, (first.error, second.error)
+    assert first.prefiller and second.prefiller, "both turns are P/D: most of each prompt is new to the engines"
+    assert (second.destination, second.prefiller) == (first.destination, first.prefiller)
+    _, metrics = serving.get_in_site(*prefill[0], "/metrics")
+    block = int(re.search(r'vllm:cache_config_info\{[^}]*block_size="(\d+)"', metrics).group(1))  # the engine's own
+    whole_blocks = first.prompt_tokens // block * block
+    assert second.cached_tokens >= whole_blocks > 0, (second.cached_tokens, first.prompt_tokens, block)
+    gained = {
+        f"{ip}:{port}": agentic.cache_counters(serving, [(ip, port)])[0] - hits_before[ip, port] for ip, port in prefill
+    }
+    assert gained[second.prefiller] >= whole_blocks, gained
 
 
 def test_a_short_prompt_is_decode_only(serving):

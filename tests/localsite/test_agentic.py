@@ -1,0 +1,44 @@
+"""The coding-agent trace (sitetests/agentic.py) without a site: what every routing option is given to replay."""
+
+from __future__ import annotations
+
+import re
+
+from core.config import StackConfig
+from sitetests import agentic
+
+# llm-d-inference-sim v0.10.2's dummy tokenizer (pkg/tokenizer/tokenizer.go): a word or a punctuation mark, with the
+# space after it, is one token.
+SIM_TOKEN = re.compile(r"""(\{|\}|:|,|-|\.|\?|\!|;|@|#|\$|%|\^|&|\*|\(|\)|\+|\-|_|~|/|\\|>|<|\[|\]|=|"|'|\w+)(\s*)""")
+
+
+def test_the_same_seed_gives_the_same_trace_and_another_seed_another():
+    assert agentic.Trace.make(5, sessions=3, turns=2) == agentic.Trace.make(5, sessions=3, turns=2)
+    assert agentic.Trace.make(5, sessions=3, turns=2) != agentic.Trace.make(6, sessions=3, turns=2)
+
+
+def test_each_turn_extends_the_prompt_of_the_last_with_its_answer_and_what_the_turn_adds():
+    trace = agentic.Trace.make(1, sessions=2, turns=3)
+    first, second, third = (trace.prompt(0, t) for t in range(3))
+    assert first == trace.system + trace.added[0][0]
+    assert second == first + trace.answers[0][0] + trace.added[0][1]
+    assert third == second + trace.answers[0][1] + trace.added[0][2]
+    assert len(trace.answers[0][0]) // 4 == agentic.ANSWER_TOKENS
+    assert trace.prompt(1, 0) != first and trace.prompt(1, 0).startswith(trace.system)
+
+
+def test_a_prompt_is_as_many_simulator_tokens_as_router_tokens_of_four_bytes():
+    trace = agentic.Trace.make(2, sessions=1, turns=1)
+    prompt = trace.prompt(0, 0)
+    tokens = len(SIM_TOKEN.findall(prompt))
+    assert tokens == len(prompt) // 4 == agentic.SYSTEM_TOKENS + len(trace.added[0][0]) // 4
+    assert agentic.ADDED_TOKENS[0] <= len(trace.added[0][0]) // 4 <= agentic.ADDED_TOKENS[1]
+
+
+def test_the_engines_timing_follows_the_stack():
+    timing = agentic.SimTiming.of(StackConfig())
+    assert timing.prefill_tokens_per_s == StackConfig().router.peak_prefill_throughput
+    assert "--prefill-time-per-token=443us" in timing.sim_args()  # 1 / 2256 tokens a second
+    assert "--kv-cache-transfer-time-per-token=5079ns" in timing.sim_args()  # 126,976 B a token at 25 GB/s
+    half = agentic.SimTiming.of(StackConfig(), time_scale=0.5)
+    assert half.prefill_tokens_per_s == 2 * timing.prefill_tokens_per_s
