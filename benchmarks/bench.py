@@ -22,6 +22,12 @@ Sections (each command a fresh process, as a user runs it; median of REPEATS run
             saturated (engines answer at once), paced full (a 100 ms engine turn, 16 clients on the stack's 16
             decode ranks of one sequence), P/D requests (new long prompts: a prefill leg and a decode leg), then,
             on a second site, paced with room (two sequences per decode rank), held to the overhead targets.
+  agentic   with the same programs: a coding agent's sessions (sitetests/agentic.py: 32 by default, a shared
+            3000-token system prompt, a context growing every turn, tool pauses, streamed answers), one seeded trace
+            replayed under each routing option on a site of its own (`--routing`: load only, the stack as rendered, the
+            router at the engines' block, at their reuse unit, and the oracle that pins each session), the engines'
+            time to first token growing with what they have not cached; per option the engines' own hit rate, TTFT
+            p50/p99, prompt tokens a second and the sessions that moved, then TTFT by turn.
 Timings on a shared machine are noisy: the figures print the machine and its load (`uptime`).
 """
 
@@ -815,14 +821,124 @@ def changes_section() -> None:
                 print(f"{run.kind:28} {run.over - run.began:5.1f}s " + " ".join(f"{v:7}" for v in values))
 
 
+@dataclasses.dataclass(frozen=True)
+class RoutingOption:
+    """One way of routing the agentic trace: a change to the stack's config (None: as the stack file has it), or the
+    oracle, which pins each session and bypasses the router."""
+
+    name: str
+    edit: Any = None  # config mapping -> None, as stack_file_variant takes it
+    oracle: bool = False
+
+
+def _router(values: dict, **changes) -> None:
+    values.setdefault("rebel100:router", {}).update(changes)
+
+
+def routing_options(engine_block: int, reuse_unit: int) -> dict[str, RoutingOption]:
+    """The agentic section's options by name, for a stack whose engines have `engine_block`-token KV blocks and
+    reuse prefixes in `reuse_unit`-token units."""
+    return {
+        option.name: option
+        for option in (
+            RoutingOption("load-only", lambda v: _router(v, prefixCache="none")),
+            RoutingOption("as-rendered"),
+            # What autoTune reads on Rebel100 (the engines' --block-size); on the site it reads the simulators' 128.
+            RoutingOption("engine-block", lambda v: _router(v, autoTune=False, blockSizeTokens=engine_block)),
+            # The gate's advice where the engines reuse sub-blocks: the router hashes the unit the engines reuse.
+            RoutingOption("reuse-unit", lambda v: _router(v, autoTune=False, blockSizeTokens=reuse_unit)),
+            RoutingOption("oracle", oracle=True),
+        )
+    }
+
+
+AGENTIC_OPTIONS = ("load-only", "as-rendered", "engine-block", "oracle")
+
+
+def agentic_section(sessions: int, options: list[str], seed: int) -> None:
+    """Issue 37: a coding agent's sessions (sitetests/agentic.py) replayed the same under each routing option, each
+    on a site of its own (every engine's cache empty at the start), the engines' time to first token growing with
+    the tokens they have not cached."""
+    if (site := site_programs("agentic")) is None:
+        return
+    found, stack = site
+    from core.derive import derive
+    from core.stackfile import load_stack, stack_file
+    from sitetests import agentic
+    from sitetests.harness import ServedSite, stack_file_variant
+
+    cfg = load_stack(stack_file(stack), stack)
+    timing = agentic.SimTiming.of(cfg)
+    trace = agentic.Trace.make(seed, sessions)
+    known = routing_options(cfg.engine.block_size, derive(cfg).prefix_reuse_unit)
+    header(
+        f"agentic: stack {stack}, {trace.sessions} sessions x {len(trace.added[0])} turns (seed {seed}): a "
+        f"{agentic.SYSTEM_TOKENS}-token system prompt, {agentic.ADDED_TOKENS[0]}-{agentic.ADDED_TOKENS[1]} tokens "
+        f"added a turn, {agentic.TOOL_PAUSE_S[0]:g}-{agentic.TOOL_PAUSE_S[1]:g} s tool pauses, "
+        f"{agentic.ANSWER_TOKENS}-token streamed answers; engines: TTFT {timing.prefill_overhead_ms:g} ms + uncached "
+        f"tokens at {timing.prefill_tokens_per_s:g} tokens/s (+ {timing.transfer_us_per_token:.1f} us a prompt "
+        f"token of KV transfer on P/D); simulated KV blocks of 128 tokens, 1024 a rank"
+    )
+    columns = (
+        f"{'option':<13} {'requests':>8} {'failed':>6} {'hit rate':>8} {'TTFT p50':>9} {'TTFT p99':>9} "
+        f"{'tokens/s':>9} {'moved':>5}"
+    )
+    rows: dict[str, Any] = {}
+    for name in options:
+        option = known[name]
+        with tempfile.TemporaryDirectory(prefix="bench-agentic.") as tmp:
+            folder = pathlib.Path(tmp)
+            config_file = stack_file_variant(stack, folder, option.edit) if option.edit else None
+            sim_args = (*agentic.ENGINE_MODE, *timing.sim_args())
+            with ServedSite(folder, stack, sim_args=sim_args, config_file=config_file) as site:
+                prefill = site.engine_ranks(found.programs.sim, "prefill")
+                if option.oracle:
+                    target = agentic.pinned_target(site, site.engine_ranks(found.programs.sidecar, "decode"), prefill)
+                else:
+                    target = agentic.gateway_target(site.base_url)
+                before = agentic.cache_counters(site, prefill)  # the site's own first answer
+                run = agentic.replay(trace, target)
+                after = agentic.cache_counters(site, prefill)
+        row = agentic.summarize(run, after[0] - before[0], after[1] - before[1])
+        rows[name] = row
+        if len(rows) == 1:
+            print(columns)
+        print(
+            f"{name:<13} {row.requests:>8} {row.failed:>6} {row.hit_rate:>8.1%} {row.ttft_p50:>8.2f}s "
+            f"{row.ttft_p99:>8.2f}s {row.tokens_per_s:>9.0f} {row.moved:>5}"
+        )
+        for record in [r for r in run.records if r.error][:3]:
+            print(f"  failed: session {record.session} turn {record.turn}: {record.error[:200]}")
+    print("TTFT p50 by turn (s):")
+    print(f"{'option':<13} " + " ".join(f"{t + 1:>6}" for t in range(len(trace.added[0]))))
+    for name, row in rows.items():
+        print(f"{name:<13} " + " ".join(f"{v:>6.2f}" for v in row.ttft_by_turn))
+    if "oracle" in rows:
+        oracle = rows["oracle"]
+        for name, row in rows.items():
+            if name != "oracle":
+                print(
+                    f"{name}: {row.hit_rate / oracle.hit_rate:.0%} of the oracle's hit rate, TTFT p50 "
+                    f"{row.ttft_p50 / oracle.ttft_p50:.2f}x the oracle's"
+                )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument(
         "--sections",
         nargs="*",
-        default=["floor", "cluster", "requests", "changes", "autoscaling"],
-        choices=["floor", "cluster", "scale", "requests", "changes", "autoscaling"],
+        default=["floor", "cluster", "requests", "changes", "autoscaling", "agentic"],
+        choices=["floor", "cluster", "scale", "requests", "changes", "autoscaling", "agentic"],
+    )
+    parser.add_argument("--sessions", type=int, default=32, help="coding-agent sessions of the agentic section")
+    parser.add_argument("--seed", type=int, default=37, help="the agentic section's trace")
+    parser.add_argument(
+        "--routing",
+        nargs="*",
+        default=list(AGENTIC_OPTIONS),
+        help="the agentic section's routing options, in order (also: reuse-unit)",
     )
     parser.add_argument("--cycles", type=int, default=3, help="rounds of load and idle in the autoscaling section")
     parser.add_argument("--scale", action="store_true", help="also the scale section (several minutes)")
@@ -857,6 +973,11 @@ def main() -> int:
             changes_section()
         else:
             print("\n== changes: skipped, needs the local control plane (`scripts/cluster build`)")
+    if "agentic" in sections:
+        if cluster_bin:
+            agentic_section(args.sessions, args.routing, args.seed)
+        else:
+            print("\n== agentic: skipped, needs the local control plane (`scripts/cluster build`)")
     if "autoscaling" in sections:
         if cluster_bin:
             autoscaling_section(args.cycles)
