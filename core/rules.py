@@ -730,17 +730,20 @@ def router_block_size(
     sub_block_name: str,
 ) -> str | None:
     """With autoTune off the router hashes prompts in blockSizeTokens units; the engines reuse prefixes in their
-    prefix-reuse unit (the sub-block with sub-block caching, else the KV block): the two must be equal."""
+    prefix-reuse unit (the sub-block with sub-block caching, else the KV block). A router block of whole units matches
+    only what the engines can reuse (a larger one tracks coarser prefixes, as autoTune does on Rebel100: advice there);
+    one that is not counts matches that end inside a unit, which the engines recompute."""
     unit = sizing.prefix_reuse_unit(block, batched, sub_block)
-    if size == unit:
+    if isinstance(size, int) and not isinstance(size, bool) and size > 0 and size % unit == 0:
         return None
     source = (
         f"sub-blocks of {batched_name} {unit} ({sub_block_name})" if sub_block else f"blocks of {block_name} {block}"
     )
     return (
-        f"{size_name} {'(unset)' if size is None else size} with autoTune false, but {engines} reuse prefixes in "
-        f"{source}: the router's prefix hashes never line up with what the engines cache, so prefix-aware routing "
-        f"picks at random. Set blockSizeTokens {unit}."
+        f"{size_name} {'(unset)' if size is None else size} with autoTune false is not a whole number of the "
+        f"{unit}-token units {engines} reuse prefixes in ({source}): a prefix the router counts as cached ends inside "
+        f"a unit the engines recompute, so it routes on reuse that does not happen. Set blockSizeTokens {unit} (or a "
+        f"multiple of it, to track coarser prefixes)."
     )
 
 

@@ -172,7 +172,7 @@ POLICIES: tuple[PolicySpec, ...] = (
     ),
     PolicySpec(
         "router-block-size",
-        "With autoTune off, the router's blockSizeTokens equals the engines' prefix-reuse unit.",
+        "With autoTune off, the router's blockSizeTokens is a whole number of the engines' prefix-reuse units.",
         wiring.router_block_size,
         "stack",
     ),

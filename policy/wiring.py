@@ -559,7 +559,7 @@ def _producers(manifests: list[dict]):
 
 
 def router_block_size(manifests: list[dict], facts: Facts) -> list[Finding]:
-    """With autoTune off, the router's blockSizeTokens equals the engines' prefix-reuse unit."""
+    """With autoTune off, the router's blockSizeTokens is a whole number of the engines' prefix-reuse units."""
     found = []
     for config_map, where, params in _producers(manifests):
         if params.get("autoTune", True) is not False:

@@ -127,9 +127,11 @@ def test_decider_that_cannot_fire():
 
 
 def test_router_block_size_without_autotune():
-    assert "Set blockSizeTokens 512." in problems(router={"autoTune": False, "blockSizeTokens": 4096})
-    cfg = ok(router={"autoTune": False, "blockSizeTokens": 512})
-    assert not [w for w in warnings_for(cfg) if "autoTune" in w.path]
+    text = problems(router={"autoTune": False, "blockSizeTokens": 1000})
+    assert "Set blockSizeTokens 512 (or a multiple of it" in text
+    for whole_units in (512, 4096):  # the engines' 512-token sub-blocks, or 8 of them (what autoTune reads)
+        cfg = ok(router={"autoTune": False, "blockSizeTokens": whole_units})
+        assert not [w for w in warnings_for(cfg) if "autoTune" in w.path]
 
 
 def test_decode_port_overlap():
@@ -684,14 +686,15 @@ POD_CLASH = (
         ),
         (
             "prod-4p4d",
-            {"router": {"autoTune": False, "blockSizeTokens": 4096}},
+            {"router": {"autoTune": False, "blockSizeTokens": 1000}},
             {
                 (
                     "rebel100:router.blockSizeTokens",
-                    "router.blockSizeTokens 4096 with autoTune false, but the prefill and decode engines "
-                    "reuse prefixes in sub-blocks of engine.maxNumBatchedTokens 512 (engine.subBlockCache "
-                    "true): the router's prefix hashes never line up with what the engines cache, so "
-                    "prefix-aware routing picks at random. Set blockSizeTokens 512.",
+                    "router.blockSizeTokens 1000 with autoTune false is not a whole number of the 512-token units "
+                    "the prefill and decode engines reuse prefixes in (sub-blocks of engine.maxNumBatchedTokens 512 "
+                    "(engine.subBlockCache true)): a prefix the router counts as cached ends inside a unit the "
+                    "engines recompute, so it routes on reuse that does not happen. Set blockSizeTokens 512 (or a "
+                    "multiple of it, to track coarser prefixes).",
                     "router-block-size",
                 )
             },
@@ -703,10 +706,11 @@ POD_CLASH = (
             {
                 (
                     "rebel100:router.blockSizeTokens",
-                    "router.blockSizeTokens 512 with autoTune false, but the prefill and decode engines "
-                    "reuse prefixes in blocks of engine.blockSize 4096: the router's prefix hashes never "
-                    "line up with what the engines cache, so prefix-aware routing picks at random. Set "
-                    "blockSizeTokens 4096.",
+                    "router.blockSizeTokens 512 with autoTune false is not a whole number of the 4096-token "
+                    "units the prefill and decode engines reuse prefixes in (blocks of engine.blockSize 4096): a "
+                    "prefix the router counts as cached ends inside a unit the engines recompute, so it routes on "
+                    "reuse that does not happen. Set blockSizeTokens 4096 (or a multiple of it, to track coarser "
+                    "prefixes).",
                     "router-block-size",
                 )
             },
@@ -1516,9 +1520,11 @@ def test_a_role_that_sets_its_own_block_size_is_named_by_its_key():
     assert problems(
         router={"autoTune": False, "blockSizeTokens": 2048}, engine={"subBlockCache": False}, decode={"blockSize": 4096}
     ) == (
-        "rebel100:router.blockSizeTokens: router.blockSizeTokens 2048 with autoTune false, but the prefill and decode "
-        "engines reuse prefixes in blocks of decode.blockSize and engine.blockSize 4096: the router's prefix hashes "
-        "never line up with what the engines cache, so prefix-aware routing picks at random. Set blockSizeTokens 4096."
+        "rebel100:router.blockSizeTokens: router.blockSizeTokens 2048 with autoTune false is not a whole number of "
+        "the 4096-token units the prefill and decode engines reuse prefixes in (blocks of decode.blockSize and "
+        "engine.blockSize 4096): a prefix the router counts as cached ends inside a unit the engines recompute, so it "
+        "routes on reuse that does not happen. Set blockSizeTokens 4096 (or a multiple of it, to track coarser "
+        "prefixes)."
     )
 
 

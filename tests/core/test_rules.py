@@ -625,20 +625,28 @@ def test_pd_decider_fires():
 BLOCK_NAMES = dict(block_name="B", batched_name="M", sub_block_name="S on")
 
 
-def test_router_block_size_matches_the_sub_block_with_sub_block_caching():
-    assert rules.router_block_size(512, 4096, 512, True, size_name="z", engines="e", **BLOCK_NAMES) is None
-    assert rules.router_block_size(4096, 4096, 512, True, size_name="z", engines="the engines", **BLOCK_NAMES) == (
-        "z 4096 with autoTune false, but the engines reuse prefixes in sub-blocks of M 512 (S on): the router's prefix "
-        "hashes never line up with what the engines cache, so prefix-aware routing picks at random. Set "
-        "blockSizeTokens 512."
+@pytest.mark.parametrize("size", [512, 1024, 4096])
+def test_a_router_block_of_whole_sub_blocks_passes_with_sub_block_caching(size):
+    assert rules.router_block_size(size, 4096, 512, True, size_name="z", engines="e", **BLOCK_NAMES) is None
+
+
+@pytest.mark.parametrize("size", [256, 1000, 0, -512, True])
+def test_a_router_block_that_ends_inside_a_sub_block_is_refused(size):
+    assert rules.router_block_size(size, 4096, 512, True, size_name="z", engines="the engines", **BLOCK_NAMES) == (
+        f"z {size} with autoTune false is not a whole number of the 512-token units the engines reuse prefixes in "
+        "(sub-blocks of M 512 (S on)): a prefix the router counts as cached ends inside a unit the engines recompute, "
+        "so it routes on reuse that does not happen. Set blockSizeTokens 512 (or a multiple of it, to track coarser "
+        "prefixes)."
     )
 
 
 def test_router_block_size_matches_the_block_without_sub_block_caching():
     assert rules.router_block_size(4096, 4096, 512, False, size_name="z", engines="e", **BLOCK_NAMES) is None
+    assert rules.router_block_size(512, 4096, 512, False, size_name="z", engines="e", **BLOCK_NAMES) is not None
     assert rules.router_block_size(None, 4096, 512, False, size_name="z", engines="E", **BLOCK_NAMES) == (
-        "z (unset) with autoTune false, but E reuse prefixes in blocks of B 4096: the router's prefix hashes never "
-        "line up with what the engines cache, so prefix-aware routing picks at random. Set blockSizeTokens 4096."
+        "z (unset) with autoTune false is not a whole number of the 4096-token units E reuse prefixes in (blocks of B "
+        "4096): a prefix the router counts as cached ends inside a unit the engines recompute, so it routes on reuse "
+        "that does not happen. Set blockSizeTokens 4096 (or a multiple of it, to track coarser prefixes)."
     )
 
 

@@ -52,13 +52,13 @@ def test_a_v0_7_render_under_a_v0_10_epp_is_refused_by_the_v0_10_data(v07):
 
 
 def test_block_size_rule_reads_the_v0_7_prefix_index(v07):
-    bad = mutate(v07, index_parameters("prefix-cache-scorer", autoTune=False, blockSizeTokens=4096))
+    bad = mutate(v07, index_parameters("prefix-cache-scorer", autoTune=False, blockSizeTokens=1000))
     assert_verdict(
         run_policy("router-block-size", bad),
         resource=EPP_CONFIG_ID,
         level="mandatory",
         contains=(
-            "plugin prefix-cache-scorer parameters.blockSizeTokens 4096 with autoTune false",
+            "plugin prefix-cache-scorer parameters.blockSizeTokens 1000 with autoTune false",
             "Set blockSizeTokens 512",
         ),
     )

@@ -330,11 +330,11 @@ BAD = {
         EPP_CONFIG_ID,
         ("deciders.prefill pd-decider names no plugin",),
     ),
-    "router-autotune-off-block-4096": (
-        producer(autoTune=False, blockSizeTokens=4096),
+    "router-autotune-off-block-1000": (
+        producer(autoTune=False, blockSizeTokens=1000),
         "router-block-size",
         EPP_CONFIG_ID,
-        ("blockSizeTokens 4096 with autoTune false", "512 (VLLM_RBLN_SUB_BLOCK_CACHE=1)", "Set blockSizeTokens 512"),
+        ("blockSizeTokens 1000 with autoTune false", "512 (VLLM_RBLN_SUB_BLOCK_CACHE=1)", "Set blockSizeTokens 512"),
     ),
 }
 
@@ -372,7 +372,7 @@ def test_autotune_advice_is_given_past_a_config_with_autotune_off(prod):
 
 def test_the_block_size_is_judged_past_a_config_with_autotune_on(prod):
     """A second EndpointPickerConfig (its ConfigMap listed first) leaves autoTune on: router-block-size passes it over,
-    and the stack's own config after it, autoTune off with 4096 against the engines' 512-token sub-blocks, is
+    and the stack's own config after it, autoTune off with 1000 against the engines' 512-token sub-blocks, is
     refused."""
 
     def autotuned_copy_first(m):
@@ -381,7 +381,7 @@ def test_the_block_size_is_judged_past_a_config_with_autotune_on(prod):
         m.insert(0, other)
 
     found = run_policy(
-        "router-block-size", mutate(prod, autotuned_copy_first, producer(autoTune=False, blockSizeTokens=4096))
+        "router-block-size", mutate(prod, autotuned_copy_first, producer(autoTune=False, blockSizeTokens=1000))
     )
     assert [v.resource for v in found] == [EPP_CONFIG_ID], found
 
@@ -701,9 +701,10 @@ def test_without_sub_blocks_the_unit_is_the_block(prod):
     (violation,) = run_policy("router-block-size", bad)
     assert violation.message == (
         "data[epp-config.yaml] plugin approx-prefix-cache-producer parameters.blockSizeTokens 2048 with autoTune "
-        f"false, but the engines ({DECODE_ID}, {PREFILL_ID}) reuse prefixes in blocks of --block-size 4096: the "
-        "router's prefix hashes never line up with what the engines cache, so prefix-aware routing picks at random. "
-        "Set blockSizeTokens 4096."
+        f"false is not a whole number of the 4096-token units the engines ({DECODE_ID}, {PREFILL_ID}) reuse "
+        "prefixes in (blocks of --block-size 4096): a prefix the router counts as cached ends inside a unit the "
+        "engines recompute, so it routes on reuse that does not happen. Set blockSizeTokens 4096 (or a multiple of "
+        "it, to track coarser prefixes)."
     )
     # the block itself, 4096, is the unit then: the router set to it agrees
     good = mutate(prod, producer(autoTune=False, blockSizeTokens=4096), without_sub_blocks(PREFILL, DECODE))
@@ -723,9 +724,9 @@ def test_engines_of_another_namespace_or_without_a_block_size_are_not_compared(p
     def decode_without_block(m):
         set_arg(engine(m, DECODE), "--block-size", None)
 
-    bad = mutate(prod, producer(autoTune=False, blockSizeTokens=4096), elsewhere)
+    bad = mutate(prod, producer(autoTune=False, blockSizeTokens=1000), elsewhere)
     (violation,) = run_policy("router-block-size", bad)
-    assert f"the engines ({DECODE_ID}, {PREFILL_ID}) reuse prefixes in sub-blocks" in violation.message
+    assert f"the engines ({DECODE_ID}, {PREFILL_ID}) reuse prefixes in (sub-blocks" in violation.message
     good = mutate(prod, producer(autoTune=False, blockSizeTokens=512), without_sub_blocks(DECODE), decode_without_block)
     assert run_policy("router-block-size", good) == []
 
@@ -1079,19 +1080,20 @@ def test_pods_of_another_namespace_are_not_the_pools(prod):
 
 
 def test_the_routers_block_size_is_judged_only_with_autotune_off(prod):
-    """autoTune left out is on (the EPP's default): blockSizeTokens 4096 is then advice's, not router-block-size's.
-    Off, the sub-block unit is named with the flag it comes from."""
+    """autoTune left out is on (the EPP's default): blockSizeTokens 1000 is then advice's, not router-block-size's.
+    Off, the sub-block unit is named with the flag it comes from; a whole number of sub-blocks (4096) passes."""
 
     def no_autotune(m):
         config = epp_config(m)
         params = plugin(config, "approx-prefix-cache-producer")["parameters"]
         params.pop("autoTune")
-        params["blockSizeTokens"] = 4096
+        params["blockSizeTokens"] = 1000
         set_epp_config(m, config)
 
     assert run_policy("router-block-size", mutate(prod, no_autotune)) == []
-    (finding,) = run_policy("router-block-size", mutate(prod, producer(autoTune=False, blockSizeTokens=4096)))
-    assert "reuse prefixes in sub-blocks of --max-num-batched-tokens 512 (VLLM_RBLN_SUB_BLOCK_CACHE=1)" in (
+    assert run_policy("router-block-size", mutate(prod, producer(autoTune=False, blockSizeTokens=4096))) == []
+    (finding,) = run_policy("router-block-size", mutate(prod, producer(autoTune=False, blockSizeTokens=1000)))
+    assert "reuse prefixes in (sub-blocks of --max-num-batched-tokens 512 (VLLM_RBLN_SUB_BLOCK_CACHE=1))" in (
         finding.message
     ), finding.message
 

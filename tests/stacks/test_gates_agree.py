@@ -329,14 +329,14 @@ def reference_verdict(cfg: StackConfig) -> set[tuple[str, str, str]]:
             found.add(("pd-roles-agree", "decode", f"rebel100:decode.{label}"))
     # The EPP's prefix index: each engine reuses prefixes in max-num-batched-tokens sub-blocks with sub-block caching,
     # else in its blocks. autoTune reads the block (advice where that is not the unit); without it blockSizeTokens must
-    # be the unit.
+    # be a whole number of units.
     router = cfg.router
     for role in (cfg.prefill, cfg.decode):
         block = role.block_size or engine.block_size
         unit = engine.max_num_batched_tokens if engine.sub_block_cache else block
         if router.auto_tune and unit != block:
             found.add(("router-autotune-block-unit", EPP_CONFIG, "rebel100:router.autoTune"))
-        if not router.auto_tune and router.block_size_tokens != unit:
+        if not router.auto_tune and router.block_size_tokens % unit:
             found.add(("router-block-size", EPP_CONFIG, "rebel100:router.blockSizeTokens"))
     # The prefix-based decider sends a request to prefill when more than nonCachedTokens tokens are not cached: never
     # at 0, and P/D is decode-only.
