@@ -751,16 +751,18 @@ def autotune_block_unit(
     block: int, batched: int, sub_block: bool, *, router_prefix: str, engines: str, sub_block_name: str
 ) -> str | None:
     """Advice: autoTune reads --block-size from vllm:cache_config_info, which is not the reuse unit when the engines
-    cache sub-blocks. `router_prefix` is put before the router's autoTune (`router.`, `parameters.`)."""
+    cache sub-blocks: what that does to routing, as `make bench` section agentic measured it. `router_prefix` is put before the router's autoTune (`router.`, `parameters.`)."""
     unit = sizing.prefix_reuse_unit(block, batched, sub_block)
     if unit == block:
         return None
     return (
         f"{router_prefix}autoTune true: the router reads --block-size {block} from each pod's vllm:cache_config_info "
         f"and tracks prefixes in {block}-token units, while {engines} reuse {unit}-token sub-blocks "
-        f"({sub_block_name}): shared prefixes shorter than {block} tokens are not routed by affinity. For {unit}-token "
-        f"routing set autoTune false, blockSizeTokens {unit} and lruCapacityPerServer to the per-pod KV block count "
-        f"in {unit}-token units."
+        f"({sub_block_name}): a prefix shorter than {block} tokens that every request shares (a system prompt) is "
+        f"reused by every engine but steers no routing, which keeps new sessions spread over the pods (coding agents: "
+        f"the closest to pinning each session, docs/performance.md). Routing on {unit}-token prefixes (autoTune "
+        f"false, blockSizeTokens {unit}, lruCapacityPerServer the per-pod KV block count in {unit}-token units) draws "
+        f"every new session to the pods that first served the shared prefix."
     )
 
 

@@ -1500,9 +1500,11 @@ def test_the_advice_of_prod_4p4d_in_full():
             "router-autotune-block-unit",
             "router.autoTune true: the router reads --block-size 4096 from each pod's vllm:cache_config_info and "
             "tracks prefixes in 4096-token units, while the prefill and decode engines reuse 512-token sub-blocks "
-            "(engine.subBlockCache true): shared prefixes shorter than 4096 tokens are not routed by affinity. For "
-            "512-token routing set autoTune false, blockSizeTokens 512 and lruCapacityPerServer to the per-pod KV "
-            "block count in 512-token units.",
+            "(engine.subBlockCache true): a prefix shorter than 4096 tokens that every request shares (a system "
+            "prompt) is reused by every engine but steers no routing, which keeps new sessions spread over the pods "
+            "(coding agents: the closest to pinning each session, docs/performance.md). Routing on 512-token "
+            "prefixes (autoTune false, blockSizeTokens 512, lruCapacityPerServer the per-pod KV block count in "
+            "512-token units) draws every new session to the pods that first served the shared prefix.",
         ),
         (
             "rebel100:decode.sidecar.image",

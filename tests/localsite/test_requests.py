@@ -99,7 +99,8 @@ def test_a_sessions_second_turn_is_served_from_the_cache_of_the_engines_of_its_f
     first, second = sorted(run.records, key=lambda r: r.turn)
     assert not first.error and not second.error, (first.error, second.error)
     assert first.prefiller and second.prefiller, "both turns are P/D: most of each prompt is new to the engines"
-    assert (second.destination, second.prefiller) == (first.destination, first.prefiller)
+    picks = [(r.destination, r.prefiller) for r in (first, second)]
+    assert picks[1] == picks[0], f"the second turn went elsewhere than the first (decode rank, prefiller): {picks}"
     _, metrics = serving.get_in_site(*prefill[0], "/metrics")
     block = int(re.search(r'vllm:cache_config_info\{[^}]*block_size="(\d+)"', metrics).group(1))  # the engine's own
     whole_blocks = first.prompt_tokens // block * block

@@ -396,7 +396,7 @@ def test_autotune_advice_is_advisory_and_goes_with_autotune_off(prod):
             "autoTune true",
             "--block-size 4096",
             "512-token sub-blocks",
-            "set autoTune false, blockSizeTokens 512",
+            "(autoTune false, blockSizeTokens 512",
         ),
     )
     tuned = mutate(prod, producer(autoTune=False, blockSizeTokens=512))
