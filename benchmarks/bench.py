@@ -852,7 +852,7 @@ def routing_options(engine_block: int, reuse_unit: int) -> dict[str, RoutingOpti
     }
 
 
-AGENTIC_OPTIONS = ("load-only", "as-rendered", "engine-block", "oracle")
+AGENTIC_OPTIONS = ("load-only", "as-rendered", "engine-block", "reuse-unit", "oracle")
 
 
 def agentic_section(sessions: int, options: list[str], seed: int) -> None:
@@ -938,7 +938,7 @@ def main() -> int:
         "--routing",
         nargs="*",
         default=list(AGENTIC_OPTIONS),
-        help="the agentic section's routing options, in order (also: reuse-unit)",
+        help="the agentic section's routing options, in order",
     )
     parser.add_argument("--cycles", type=int, default=3, help="rounds of load and idle in the autoscaling section")
     parser.add_argument("--scale", action="store_true", help="also the scale section (several minutes)")

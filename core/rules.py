@@ -751,7 +751,8 @@ def autotune_block_unit(
     block: int, batched: int, sub_block: bool, *, router_prefix: str, engines: str, sub_block_name: str
 ) -> str | None:
     """Advice: autoTune reads --block-size from vllm:cache_config_info, which is not the reuse unit when the engines
-    cache sub-blocks: what that does to routing, as `make bench` section agentic measured it. `router_prefix` is put before the router's autoTune (`router.`, `parameters.`)."""
+    cache sub-blocks: what that does to routing, as `make bench` section agentic measured it. `router_prefix` is put
+    before the router's autoTune (`router.`, `parameters.`)."""
     unit = sizing.prefix_reuse_unit(block, batched, sub_block)
     if unit == block:
         return None
