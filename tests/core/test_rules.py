@@ -640,6 +640,12 @@ def test_a_router_block_that_ends_inside_a_sub_block_is_refused(size):
     )
 
 
+@pytest.mark.parametrize("size, refused", [(1, False), (7, False), (0, True), (-1, True)])
+def test_every_positive_router_block_is_whole_units_of_one_token(size, refused):
+    found = rules.router_block_size(size, 1, 512, False, size_name="z", engines="e", **BLOCK_NAMES)
+    assert (found is not None) == refused, found
+
+
 def test_router_block_size_matches_the_block_without_sub_block_caching():
     assert rules.router_block_size(4096, 4096, 512, False, size_name="z", engines="e", **BLOCK_NAMES) is None
     assert rules.router_block_size(512, 4096, 512, False, size_name="z", engines="e", **BLOCK_NAMES) is not None
