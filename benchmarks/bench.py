@@ -852,10 +852,49 @@ def routing_options(engine_block: int, reuse_unit: int) -> dict[str, RoutingOpti
     }
 
 
+PLOT_COLOURS = ("#d62728", "#ff7f0e", "#2ca02c", "#1f77b4", "#7f7f7f", "#9467bd", "#8c564b")
+
+
+def ttft_plot(by_turn: dict[str, tuple[float, ...]], title: str) -> str:
+    """An SVG line chart of TTFT p50 (s) per turn, one line per option: the agentic section's plot (no plotting
+    library: a few dozen lines of SVG are all it needs)."""
+    width, height, left, right, top, bottom = 640, 360, 56, 150, 36, 44
+    turns = max(len(values) for values in by_turn.values())
+    finite = [v for values in by_turn.values() for v in values if v == v]
+    top_value = max(finite, default=1.0) * 1.1 or 1.0
+
+    def x(turn: int) -> float:
+        return left + (width - left - right) * (turn / max(turns - 1, 1))
+
+    def y(value: float) -> float:
+        return top + (height - top - bottom) * (1 - value / top_value)
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+        f'font-size="12"><rect width="100%" height="100%" fill="white"/>',
+        f'<text x="{left}" y="20" font-size="13">{title}</text>',
+        f'<line x1="{left}" y1="{y(0):.1f}" x2="{width - right}" y2="{y(0):.1f}" stroke="black"/>',
+        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{y(0):.1f}" stroke="black"/>',
+        f'<text x="{(left + width - right) / 2:.0f}" y="{height - 8}" text-anchor="middle">turn</text>',
+        f'<text x="14" y="{top - 8}">TTFT p50 (s)</text>',
+    ]
+    for turn in range(turns):
+        parts.append(f'<text x="{x(turn):.1f}" y="{y(0) + 16:.1f}" text-anchor="middle">{turn + 1}</text>')
+    for step in range(5):
+        value = top_value * step / 4
+        parts.append(f'<text x="{left - 6}" y="{y(value) + 4:.1f}" text-anchor="end">{value:.1f}</text>')
+    for i, (name, values) in enumerate(by_turn.items()):
+        colour = PLOT_COLOURS[i % len(PLOT_COLOURS)]
+        points = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in enumerate(values) if v == v)
+        parts.append(f'<polyline points="{points}" fill="none" stroke="{colour}" stroke-width="2"/>')
+        parts.append(f'<text x="{width - right + 10}" y="{top + 18 * i + 8}" fill="{colour}">{name}</text>')
+    return "\n".join([*parts, "</svg>", ""])
+
+
 AGENTIC_OPTIONS = ("load-only", "as-rendered", "engine-block", "reuse-unit", "oracle")
 
 
-def agentic_section(sessions: int, options: list[str], seed: int) -> None:
+def agentic_section(sessions: int, options: list[str], seed: int, plot: pathlib.Path | None = None) -> None:
     """Issue 37: a coding agent's sessions (sitetests/agentic.py) replayed the same under each routing option, each
     on a site of its own (every engine's cache empty at the start), the engines' time to first token growing with
     the tokens they have not cached."""
@@ -913,6 +952,11 @@ def agentic_section(sessions: int, options: list[str], seed: int) -> None:
     print(f"{'option':<13} " + " ".join(f"{t + 1:>6}" for t in range(len(trace.added[0]))))
     for name, row in rows.items():
         print(f"{name:<13} " + " ".join(f"{v:>6.2f}" for v in row.ttft_by_turn))
+    if plot is not None:
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        title = f"TTFT p50 by turn, {trace.sessions} coding-agent sessions, stack {stack} ({when})"
+        plot.write_text(ttft_plot({name: row.ttft_by_turn for name, row in rows.items()}, title))
+        print(f"plot: {plot}")
     if "oracle" in rows:
         oracle = rows["oracle"]
         for name, row in rows.items():
@@ -934,6 +978,7 @@ def main() -> int:
     )
     parser.add_argument("--sessions", type=int, default=32, help="coding-agent sessions of the agentic section")
     parser.add_argument("--seed", type=int, default=37, help="the agentic section's trace")
+    parser.add_argument("--plot", type=pathlib.Path, help="write the agentic section's TTFT by turn here (SVG)")
     parser.add_argument(
         "--routing",
         nargs="*",
@@ -975,7 +1020,7 @@ def main() -> int:
             print("\n== changes: skipped, needs the local control plane (`scripts/cluster build`)")
     if "agentic" in sections:
         if cluster_bin:
-            agentic_section(args.sessions, args.routing, args.seed)
+            agentic_section(args.sessions, args.routing, args.seed, args.plot)
         else:
             print("\n== agentic: skipped, needs the local control plane (`scripts/cluster build`)")
     if "autoscaling" in sections:
