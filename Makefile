@@ -130,6 +130,6 @@ docs: venv
 # Where the time goes: check against its import floor and, with the toolchain and the control plane, the PR
 # check and a no-op up on a local cluster of its own, each part apart (docs/performance.md). ARGS are the script's:
 # `make bench ARGS=--scale` adds stacks of 16 to 1024 pools (20-25 min more here);
-# `ARGS="--sections scale --sizes 16 64"`.
+# `ARGS="--sections scale --sizes 16 64"`; `ARGS="--sections agentic"` routes coding-agent sessions each way (~4 min).
 bench: venv
 	$(PY) benchmarks/bench.py $(ARGS)
