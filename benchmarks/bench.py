@@ -845,7 +845,7 @@ def routing_options(engine_block: int, reuse_unit: int) -> dict[str, RoutingOpti
             RoutingOption("as-rendered"),
             # What autoTune reads on Rebel100 (the engines' --block-size); on the site it reads the simulators' 128.
             RoutingOption("engine-block", lambda v: _router(v, autoTune=False, blockSizeTokens=engine_block)),
-            # The gate's advice where the engines reuse sub-blocks: the router hashes the unit the engines reuse.
+            # The reference design's blockSizeTokens with autoTune off: the unit the engines reuse (512 tokens).
             RoutingOption("reuse-unit", lambda v: _router(v, autoTune=False, blockSizeTokens=reuse_unit)),
             RoutingOption("oracle", oracle=True),
         )
