@@ -9,6 +9,7 @@ all compute a figure the same way. The figures of the reference design are asser
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from core import formats
 from core.versions import Version
@@ -90,6 +91,8 @@ class RdsBudget:
     def max_utilization_that_fits(self) -> float:
         """Largest --gpu-memory-utilization that leaves room for this RDS tier (2 decimals, floor)."""
         needed = self.used_mib / self.chiplet0_mib
+        if math.isinf(needed):  # a chiplet of almost nothing (5e-324 GiB): the tier fills it, whatever it is
+            return 0.0
         return max(0.0, int((1.0 - needed) * 100) / 100)
 
     def as_output(self) -> dict[str, float]:

@@ -176,6 +176,12 @@ def test_rds_budget_whose_staging_exceeds_free_fits_no_chunk():
     assert budget.max_utilization_that_fits == 0.67  # floor(100 x (1 - 12000 / 36864)) / 100 = floor(67.4) / 100
 
 
+def test_a_chiplet_of_almost_no_memory_leaves_no_utilization_rather_than_a_traceback():
+    """The smallest positive float the schema takes (found by tests/cluster/test_gate_subset.py's property test):
+    the tier over it is an infinite ratio, which int() cannot take."""
+    assert target_budget(hbm_per_chiplet_gib=5e-324).max_utilization_that_fits == 0.0
+
+
 def test_rds_budget_larger_than_the_chiplet_leaves_no_utilization():
     budget = target_budget(rds_max_chunks=10_000)  # 40,512 MiB > 36,864 MiB
     assert budget.max_utilization_that_fits == 0.0
