@@ -152,6 +152,9 @@ def serve_args(
     return args + list(role.extra_args)
 
 
+# vllm-rbln's switch for prefix reuse in sub-blocks of max-num-batched-tokens ("1": on).
+SUB_BLOCK_CACHE_ENV = "VLLM_RBLN_SUB_BLOCK_CACHE"
+
 # Every flag the program generates, and the config field that sets it: an `extraArgs` entry may not
 # redefine one, or the gate would have checked a value the engine never sees.
 FLAG_FIELDS = {
@@ -213,7 +216,7 @@ ENV_FIELDS = {
     "VLLM_RBLN_USE_DEVICE_TENSOR": None,
     "VLLM_RBLN_USE_VLLM_MODEL": None,
     "VLLM_RBLN_AUTO_PORT": None,
-    "VLLM_RBLN_SUB_BLOCK_CACHE": "engine.subBlockCache",
+    SUB_BLOCK_CACHE_ENV: "engine.subBlockCache",
     "VLLM_ENGINE_READY_TIMEOUT_S": "engine.engineReadyTimeoutS",
     "VLLM_RPC_TIMEOUT": "engine.rpcTimeoutMs",
     "VLLM_CACHE_ROOT": None,
@@ -246,7 +249,7 @@ def engine_env(engine: Engine) -> dict[str, str]:
         "VLLM_RBLN_USE_DEVICE_TENSOR": "1",  # kv_buffer_device rbln needs it
         "VLLM_RBLN_USE_VLLM_MODEL": "1",
         "VLLM_RBLN_AUTO_PORT": "1",
-        "VLLM_RBLN_SUB_BLOCK_CACHE": "1" if engine.sub_block_cache else "0",
+        SUB_BLOCK_CACHE_ENV: "1" if engine.sub_block_cache else "0",
         "VLLM_ENGINE_READY_TIMEOUT_S": str(engine.engine_ready_timeout_s),
         "VLLM_RPC_TIMEOUT": str(engine.rpc_timeout_ms),
         "VLLM_CACHE_ROOT": COMPILE_CACHE_ROOT,

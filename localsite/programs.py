@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from core import sizing
 from core.cmdline import parse_flags
+from core.serving import SUB_BLOCK_CACHE_ENV
 from core.versions import engine, image_name, router, vllm_args
 
 # `vllm serve` flags and what the simulator makes of them. A value: the simulator's flag of the same meaning.
@@ -69,7 +70,6 @@ NOT_SIMULATED = {
 # The KV block sizes llm-d-inference-sim v0.10.2 takes (pkg/common/config.go validate), in tokens.
 SIM_BLOCK_SIZES = (8, 16, 32, 64, 128)
 VLLM_DEFAULT_BLOCK_SIZE = 16  # vLLM's block when the line passes no --block-size
-SUB_BLOCK_CACHE_ENV = "VLLM_RBLN_SUB_BLOCK_CACHE"  # "1": vllm-rbln reuses prefixes in max-num-batched-tokens units
 # Always: answer with the prompt (tests compare it), no tokenizer download (a model hub is never contacted). The
 # dummy tokenizer counts a word or a punctuation mark as one token.
 SIM_FIXED = ("--mode", "echo", "--force-dummy-tokenizer")

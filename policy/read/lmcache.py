@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from core.formats import image_reference
 from core.labels import LMCACHE_VERSION_ANNOTATION
+from core.serving import SUB_BLOCK_CACHE_ENV
 from core.versions import engine as engine_versions
 from core.versions import image_version
 from policy.read.engines import Engine
@@ -14,7 +15,7 @@ EXTRA_CONFIG_ENV = "LMCACHE_EXTRA_CONFIG"
 CHUNK_SIZE_ENV = "LMCACHE_CHUNK_SIZE"
 
 
-SUB_BLOCK_ENV = "VLLM_RBLN_SUB_BLOCK_CACHE"
+SUB_BLOCK_ENV = SUB_BLOCK_CACHE_ENV
 
 
 def lmcache_version(engine: Engine) -> tuple[str | None, str]:
