@@ -445,13 +445,35 @@ class Router(Section):
             "units)."
         ),
     )
-    prefix_cache: Literal["approximate", "none"] = Field(
+    prefix_cache: Literal["approximate", "precise", "none"] = Field(
         "approximate",
         description=(
             "Where the router looks for a prompt's cached prefix: `approximate`, the index the EPP keeps of its own "
-            "picks (prefix-cache-scorer; AGG: prefix-cache-affinity-filter); `none`, load alone, the baseline of a "
-            "routing comparison (the P/D decider still reads the index)."
+            "picks (prefix-cache-scorer; AGG: prefix-cache-affinity-filter); `precise`, the index of what the engines "
+            "announce they hold (their KV events; the EPP tokenizes each prompt through a tokenizer container of its "
+            "own and hashes it in `blockSizeTokens` units); `none`, load alone, the baseline of a routing comparison "
+            "(the P/D decider still reads the approximate index)."
         ),
+    )
+    kv_events_port: int = Field(
+        5557,
+        ge=1024,
+        le=65000,
+        description=(
+            "`precise`: the port of rank 0's KV-event socket in every engine pod (rank r: this + r), where the EPP "
+            "subscribes (upstream's default 5557)."
+        ),
+    )
+    tokenizer_image: Image = Field(
+        engine_versions.TOKENIZER_IMAGE,
+        min_length=1,
+        description=(
+            "`precise`: the image of the EPP's tokenizer container (`vllm launch render`), vLLM at the release the "
+            "engines build on, so a prompt becomes the same tokens in the router as in the engines."
+        ),
+    )
+    tokenizer_port: int = Field(
+        8000, ge=1024, le=65000, description="`precise`: the port of the tokenizer container inside the EPP pod."
     )
     prefix_scorer_weight: int = Field(2, ge=0, description="Weight of prefix-cache-scorer.")
     queue_scorer_weight: int = Field(1, ge=0, description="Weight of queue-scorer.")

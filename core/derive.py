@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
-from core import autoscaling, serving, sizing, weights
+from core import autoscaling, routing, serving, sizing, weights
 from core.config import Engine, Role, StackConfig
 from core.serving import RoleServing
 
@@ -167,11 +167,28 @@ def derive(cfg: StackConfig) -> StackFacts:
     )
 
 
+def engine_kv_events(cfg: StackConfig) -> serving.KvEvents | None:
+    """Every engine's `--kv-events-config` when the router indexes what the engines hold (router.prefixCache
+    precise): published under the served name, which requests name and the EPP hashes with; else None."""
+    if cfg.router.prefix_cache != "precise":
+        return None
+    topic = routing.kv_events_topic(cfg.model.served_name or cfg.model.name, serving.POD_IP_ENV)
+    return serving.KvEvents(cfg.router.kv_events_port, topic)
+
+
+def kv_events_ports(cfg: StackConfig, ranks: int) -> list[int]:
+    """The KV-event sockets of an engine of `ranks` DP ranks (rank r on router.kvEventsPort + r, as vLLM offsets
+    them); none unless the engines publish (router.prefixCache precise)."""
+    events = engine_kv_events(cfg)
+    return [] if events is None else [port for _name, port in events.ports(ranks)]
+
+
 def engine_commands(cfg: StackConfig, facts: StackFacts) -> dict[str, serving.EngineCommand]:
     """The `vllm serve` command of each role that runs pods, as the components render it: what the gate judges
     against the engine image's facts (core.versions.engine) and vLLM's own flag list. `facts`: derive(cfg), computed
     once by the caller."""
     plan = facts.weights
+    kv_events = engine_kv_events(cfg)
     commands = {}
     if "prefill" in facts.roles:
         commands["prefill"] = serving.prefill_command(
@@ -181,6 +198,7 @@ def engine_commands(cfg: StackConfig, facts: StackFacts) -> dict[str, serving.En
             facts.roles["prefill"].serving,
             lmcache=facts.kv_tier != "off",
             drain_seconds=cfg.rollout.drain_seconds,
+            kv_events=kv_events,
             revision=plan.revision,
             draft_revision=plan.draft_revision,
         )
@@ -191,6 +209,7 @@ def engine_commands(cfg: StackConfig, facts: StackFacts) -> dict[str, serving.En
         facts.decode,
         nixl=facts.pd,
         drain_seconds=cfg.rollout.drain_seconds,
+        kv_events=kv_events,
         revision=plan.revision,
         draft_revision=plan.draft_revision,
     )

@@ -26,6 +26,19 @@ PD_PROFILES: dict[str, tuple[str, ...]] = {
 # Their producer stays declared: the prefix-based P/D decider reads the index it keeps.
 PREFIX_AWARE = frozenset({"prefix-cache-scorer", "prefix-cache-affinity-filter"})
 
+# router.prefixCache precise: the token-producer turns each prompt into tokens through the EPP pod's tokenizer
+# container, the precise producer hashes them and looks them up in the index it keeps of the engines' KV events (one
+# subscriber per endpoint, opened and closed as endpoint-notification-source reports pods), and the PREFIX_AWARE
+# plugins read its match info instead of the approximate producer's. The approximate producer stays: the
+# prefix-based P/D decider reads only its unnamed key (llm-d-router v0.10.0 profilehandler/disagg/
+# prefix_based_pd_decider.go). Upstream's shape: deploy/config/sim-epp-tokenizer-vllm-http-config.yaml and
+# test/perf/config/router-configs/precise-prefix.yaml (pod discovery, topic filter "kv@").
+TOKEN_PRODUCER = "token-producer"
+PRECISE_PRODUCER = "precise-prefix-cache-producer"
+ENDPOINT_EVENTS = "endpoint-notification-source"
+PRECISE_PLUGINS = (TOKEN_PRODUCER, ENDPOINT_EVENTS, PRECISE_PRODUCER)
+KV_EVENTS_TOPIC_PREFIX = "kv@"  # what the EPP subscribes to; vLLM's topic is kv@<pod>@<model>
+
 
 def generation_of(settings: Router) -> router_versions.Generation:
     """The router generation the render is written for: the pinned EPP image's (by its tag)."""
@@ -38,21 +51,55 @@ def epp_drain_seconds(settings: Router) -> int | None:
     return settings.drain_seconds if router_versions.epp_drains(image_version(settings.image)) else None
 
 
-def _generated(settings: Router) -> dict[str, dict[str, tuple[str, Any]]]:
+def kv_events_topic(served_model: str, pod_ip_env: str) -> str:
+    """The topic an engine publishes its KV events under: vLLM's `kv@<pod>@<model>` (the pod by its IP, `$(env)`
+    expanded by the kubelet), the model a request names (the EPP hashes a prompt's blocks with it; the pod part is not
+    read when the EPP subscribes per pod)."""
+    return f"{KV_EVENTS_TOPIC_PREFIX}$({pod_ip_env})@{served_model}"
+
+
+def tokenizer_url(settings: Router) -> str:
+    return f"http://localhost:{settings.tokenizer_port}"
+
+
+def _generated(settings: Router, model_name: str = "") -> dict[str, dict[str, tuple[str, Any]]]:
     """Parameters the render generates, per plugin type: name -> (the router field it comes from, its value). The
     field is where a problem with it is reported, and `router.pluginParameters` may not redefine it."""
-    return {
-        generation_of(settings).prefix_index: {
-            "blockSizeTokens": ("router.blockSizeTokens", settings.block_size_tokens),
-            "lruCapacityPerServer": ("router.lruCapacityPerServer", settings.lru_capacity_per_server),
-            "autoTune": ("router.autoTune", settings.auto_tune),
+    precise = settings.prefix_cache == "precise"
+    match_info = {"prefixMatchInfoProducerName": ("router.prefixCache", PRECISE_PRODUCER)} if precise else {}
+    generated: dict[str, dict[str, tuple[str, Any]]] = {
+        TOKEN_PRODUCER: {
+            "modelName": ("model.name", model_name),
+            "vllm": ("router.tokenizerPort", {"url": tokenizer_url(settings)}),
         },
+        PRECISE_PRODUCER: {
+            "tokenProcessorConfig": ("router.blockSizeTokens", {"blockSizeTokens": settings.block_size_tokens}),
+            "kvEventsConfig": (
+                "router.kvEventsPort",
+                {
+                    "topicFilter": KV_EVENTS_TOPIC_PREFIX,
+                    "discoverPods": True,
+                    "podDiscoveryConfig": {"socketPort": settings.kv_events_port},
+                },
+            ),
+        },
+        "prefix-cache-scorer": dict(match_info),
         "prefix-cache-affinity-filter": {
-            "peakPrefillThroughput": ("router.peakPrefillThroughput", settings.peak_prefill_throughput)
+            "peakPrefillThroughput": ("router.peakPrefillThroughput", settings.peak_prefill_throughput),
+            **match_info,
         },
         "prefix-based-pd-decider": {"nonCachedTokens": ("router.nonCachedTokens", settings.non_cached_tokens)},
         "disagg-profile-handler": {"deciders": ("router.decider", {"prefill": _decider(settings)})},
     }
+    # The approximate index: its own producer at v0.10, the prefix-cache-scorer itself at v0.7.
+    generated.setdefault(generation_of(settings).prefix_index, {}).update(
+        {
+            "blockSizeTokens": ("router.blockSizeTokens", settings.block_size_tokens),
+            "lruCapacityPerServer": ("router.lruCapacityPerServer", settings.lru_capacity_per_server),
+            "autoTune": ("router.autoTune", settings.auto_tune),
+        }
+    )
+    return generated
 
 
 def parameter_fields(settings: Router) -> dict[tuple[str, str], str]:
@@ -92,24 +139,36 @@ def _profile_entry(plugin_type: str, settings: Router) -> dict[str, Any]:
     return {"pluginRef": plugin_type, **({"weight": weights[plugin_type]} if plugin_type in weights else {})}
 
 
-def endpoint_picker_config(settings: Router = Router(), topology: str = "pd") -> dict[str, Any]:
+def endpoint_picker_config(settings: Router = Router(), topology: str = "pd", model_name: str = "") -> dict[str, Any]:
     """The EndpointPickerConfig document: upstream pd-epp-config weights for P/D, the AGG recipe otherwise, with
-    the plugins and apiVersion of the pinned EPP's generation."""
+    the plugins and apiVersion of the pinned EPP's generation. `model_name` (model.name): what the tokenizer
+    container serves, which a precise render's token-producer names."""
     gen = generation_of(settings)
-    generated = _generated(settings)
+    generated = _generated(settings, model_name)
     if topology == "agg":
         types = list(gen.agg_plugins)
         profiles = [_profile("default", gen.agg_profile, settings)]
     else:
         types = [_decider(settings) if t == router_versions.DECIDER else t for t in gen.pd_plugins]
         profiles = [_profile(name, PD_PROFILES[name], settings) for name in PD_PROFILES]
+    precise = settings.prefix_cache == "precise"
+    if precise:
+        types = [*PRECISE_PLUGINS, *types]
     plugins = [_with_extra_parameters(_plugin(t, generated), settings) for t in types]
     gates = {"featureGates": list(gen.feature_gates)} if gen.feature_gates and topology != "agg" else {}
+    # The endpoint events open and close the precise producer's subscriber of each pod; the metrics source the EPP
+    # adds by itself beside a dataLayer that names none (v0.10.0 pkg/epp/config/loader/defaults.go ensureDataLayer).
+    data_layer = (
+        {"dataLayer": {"sources": [{"pluginRef": ENDPOINT_EVENTS, "extractors": [{"pluginRef": PRECISE_PRODUCER}]}]}}
+        if precise
+        else {}
+    )
     return {
         "apiVersion": settings.config_api_version or gen.api_version,
         "kind": "EndpointPickerConfig",
         **gates,
         "plugins": plugins,
+        **data_layer,
         "schedulingProfiles": profiles,
     }
 

@@ -747,6 +747,39 @@ def router_block_size(
     )
 
 
+def precise_block_size(
+    size: object, block: int, unit: int, *, size_name: str, engines: str, block_name: str
+) -> str | None:
+    """With the precise prefix cache the EPP re-hashes the token ids of each KV event the engines publish, in its own
+    blocks of `size` tokens, chained from the event before (llm-d-router v0.10.0 pkg/kvevents/pool.go): an event
+    holds whole engine blocks of `block` tokens, so a router block that divides the engine's indexes every token it
+    announces, and one that does not drops each event's tail and breaks the chain to the next event (its parent is
+    never indexed), so most of what the engines hold is never found. Whatever the size, the router matches only what
+    the engines announced, whole engine blocks: a finer block costs index entries, not accuracy. `unit` (the
+    engines' prefix-reuse unit) is the suggestion when it divides the block."""
+    if isinstance(size, int) and not isinstance(size, bool) and size > 0 and block % size == 0:
+        return None
+    suggestion = unit if block % unit == 0 else block
+    return (
+        f"{size_name} {'(unset)' if size is None else size} with the precise prefix cache does not divide the "
+        f"{block}-token blocks {engines} announce in their KV events ({block_name}): the EPP hashes each event's "
+        f"tokens in {size_name} blocks chained from the event before, so the tail of an event that is no whole block "
+        f"is dropped and the next event's chain is lost, and most of what the engines hold is never found. Set "
+        f"blockSizeTokens to a divisor of {block} (e.g. {suggestion})."
+    )
+
+
+def precise_needs_prefix_caching(enabled: bool, *, key_name: str) -> str | None:
+    """The precise index is what the engines announce: an engine without prefix caching announces nothing."""
+    if enabled:
+        return None
+    return (
+        f"router.prefixCache precise with {key_name} false: the engines keep no prefix cache and publish no KV "
+        f"events, so the router's index stays empty and no prompt ever scores a cached prefix. Turn prefix caching on, "
+        f"or set router.prefixCache approximate or none."
+    )
+
+
 def autotune_block_unit(
     block: int, batched: int, sub_block: bool, *, router_prefix: str, engines: str, sub_block_name: str
 ) -> str | None:

@@ -101,6 +101,7 @@ def serve_args(
     kv_transfer: dict[str, Any] | None,
     role_args: list[str],
     drain_seconds: int,
+    kv_events: KvEvents | None = None,
     revision: str = "main",
     draft_revision: str = "main",
 ) -> list[str]:
@@ -147,6 +148,8 @@ def serve_args(
         args += ["--speculative-config", speculative_json(serving.speculative, draft_revision)]
     if kv_transfer is not None:
         args += ["--kv-transfer-config", compact_json(kv_transfer)]
+    if kv_events is not None:
+        args += ["--kv-events-config", compact_json(kv_events.config())]
     if drain_seconds > 0:
         args += ["--shutdown-timeout", str(drain_seconds)]
     return args + list(role.extra_args)
@@ -183,6 +186,7 @@ FLAG_FIELDS = {
     "--gpu-memory-utilization": "{role}.gpuMemoryUtilization",
     "--speculative-config": "engine.speculative (or {role}.speculative)",
     "--kv-transfer-config": "kvTier (the connectors follow the topology and kvTier.mode)",
+    "--kv-events-config": "router.prefixCache (precise) and router.kvEventsPort",
     "--shutdown-timeout": "rollout.drainSeconds",
 }
 # vLLM's short aliases of generated flags.
@@ -239,7 +243,8 @@ EXTRA_CONFIG_FIELDS = {"rds_max_chunks": "kvTier.rdsMaxChunks"}
 HF_HOME = "/models"
 COMPILE_CACHE_ROOT = "/workspace/.cache"
 # Env names the components fill from references (pod IP, Secret), never from a literal value.
-REFERENCE_ENV = ("VLLM_NIXL_SIDE_CHANNEL_HOST", "HF_TOKEN")
+POD_IP_ENV = "VLLM_NIXL_SIDE_CHANNEL_HOST"  # the pod's IP (status.podIP), which NIXL advertises
+REFERENCE_ENV = (POD_IP_ENV, "HF_TOKEN")
 
 
 def engine_env(engine: Engine) -> dict[str, str]:
@@ -297,6 +302,7 @@ def prefill_command(
     *,
     lmcache: bool,
     drain_seconds: int,
+    kv_events: KvEvents | None = None,
     revision: str = "main",
     draft_revision: str = "main",
 ) -> EngineCommand:
@@ -315,12 +321,16 @@ def prefill_command(
         kv_transfer=kv_transfer_config(nixl=True, lmcache=lmcache),
         role_args=dp_args,
         drain_seconds=drain_seconds,
+        kv_events=kv_events,
         revision=revision,
         draft_revision=draft_revision,
     )
     # The pipeline spans every NPU the pod claims.
     env = {**engine_env(engine), "RBLN_DEVICES": ",".join(str(i) for i in range(serving.devices)), **role.extra_env}
-    return EngineCommand(args=args, env=env, ports=[("http", role.port), ("nixl", serving.side_channel_ports[0])])
+    ports = [("http", role.port), ("nixl", serving.side_channel_ports[0])]
+    if kv_events is not None:
+        ports += kv_events.ports(len(serving.rank_ports))
+    return EngineCommand(args=args, env=env, ports=ports)
 
 
 def decode_command(
@@ -331,6 +341,7 @@ def decode_command(
     *,
     nixl: bool,
     drain_seconds: int,
+    kv_events: KvEvents | None = None,
     revision: str = "main",
     draft_revision: str = "main",
 ) -> EngineCommand:
@@ -343,6 +354,7 @@ def decode_command(
         kv_transfer=kv_transfer_config(nixl=nixl, lmcache=False),
         role_args=data_parallel_args(role, dp_local=serving.data_parallel_local, rpc_port=role.data_parallel_rpc_port),
         drain_seconds=drain_seconds,
+        kv_events=kv_events,
         revision=revision,
         draft_revision=draft_revision,
     )
@@ -350,7 +362,40 @@ def decode_command(
     if role.data_parallel_size > 1:
         ports.append(("dp-rpc", role.data_parallel_rpc_port))
     ports += [(f"nixl-{i}", p) for i, p in enumerate(serving.side_channel_ports)]
+    if kv_events is not None:
+        ports += kv_events.ports(len(serving.rank_ports))
     return EngineCommand(args=args, env={**engine_env(engine), **role.extra_env}, ports=ports)
+
+
+def tokenizer_command(model: ModelSpec, engine: Engine, port: int, *, revision: str = "main") -> EngineCommand:
+    """The EPP's tokenizer container (router.prefixCache precise): `vllm launch render` of the served model at the
+    revision the weights volume holds, offline from that volume as the engines read it, refusing the prompts they
+    refuse (`--max-model-len`)."""
+    args = [model.name, "--revision", revision, "--max-model-len", str(engine.max_model_len), "--port", str(port)]
+    env = {"HF_HOME": HF_HOME, "HF_HUB_OFFLINE": "1", "HOME": "/tmp", "VLLM_CACHE_ROOT": "/tmp/vllm"}
+    return EngineCommand(args=args, env=env, ports=[("tokenizer", port)])
+
+
+@dataclasses.dataclass(frozen=True)
+class KvEvents:
+    """Where an engine publishes its KV events (router.prefixCache precise): a ZMQ publisher bound on `port` (rank r
+    of a DP engine on port + r: vllm/distributed/kv_events.py offset_endpoint_port), under `topic`."""
+
+    port: int
+    topic: str
+
+    def config(self) -> dict[str, Any]:
+        """vLLM's `--kv-events-config`."""
+        return {
+            "enable_kv_cache_events": True,
+            "publisher": "zmq",
+            "endpoint": f"tcp://*:{self.port}",
+            "topic": self.topic,
+        }
+
+    def ports(self, ranks: int) -> list[tuple[str, int]]:
+        """The named container ports of an engine of `ranks` DP ranks."""
+        return [(f"kv-events-{rank}", self.port + rank) for rank in range(ranks)]
 
 
 def sidecar_args(role: Decode, serving: RoleServing, *, pool_namespace: str, pool_name: str) -> list[str]:

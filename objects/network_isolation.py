@@ -3,7 +3,8 @@
   gateway pods  -> EPP (ext-proc) and the decode sidecars (in AGG: the decode ranks)
   decode pods   -> prefill engine port and NIXL side channel (decode pulls KV from prefill)
   prefill pods  -> decode NIXL side channel (the handshake runs both ways)
-  EPP           -> engine ports (it reads each pod's metrics to score it)
+  EPP           -> engine ports (it reads each pod's metrics to score it) and, with a precise prefix cache, the
+                   engines' KV-event sockets (it subscribes to each rank's)
   monitoring ns -> metrics ports
 RDMA traffic itself runs on the dranet NICs, outside the pod network, and is not affected.
 Egress is left open: engines may fetch weights and the draft model.
@@ -36,6 +37,12 @@ class NetworkIsolationArgs(component.StackArgs):
     decode_nixl_ports: list[Port] = Field(description="Decode NIXL side-channel ports.")
     prefill_port: Port | None = Field(description="Prefill engine port (P/D); None in AGG.")
     prefill_nixl_ports: list[Port] = Field(description="Prefill NIXL side-channel ports (P/D; none in AGG).")
+    decode_kv_events_ports: list[Port] = Field(
+        description="Decode ranks' KV-event sockets the EPP subscribes to (none: not precise)."
+    )
+    prefill_kv_events_ports: list[Port] = Field(
+        description="Prefill ranks' KV-event sockets the EPP subscribes to (none: not precise)."
+    )
 
 
 def _ports(numbers: list[int]) -> list[dict[str, Any]]:
@@ -93,6 +100,8 @@ def network_isolation(name: str, args: NetworkIsolationArgs) -> list[Child]:
         )
     )
     decode_rules = [_rule([gateway], args.entry_ports), _rule([epp, monitoring], args.decode_ports)]
+    if args.decode_kv_events_ports:
+        decode_rules.append(_rule([epp], args.decode_kv_events_ports))
     if args.topology == "pd":
         decode_rules.append(_rule([prefill], args.decode_nixl_ports))
     children.append(policy("decode", {**stack, ROLE_LABEL: "decode"}, decode_rules))
@@ -105,6 +114,7 @@ def network_isolation(name: str, args: NetworkIsolationArgs) -> list[Child]:
                 [
                     _rule([decode], [args.prefill_port, *args.prefill_nixl_ports]),
                     _rule([epp, monitoring], [args.prefill_port]),
+                    *([_rule([epp], args.prefill_kv_events_ports)] if args.prefill_kv_events_ports else []),
                 ],
             )
         )

@@ -237,7 +237,7 @@ def engine_env(literal: dict[str, str], *, hf_token_secret: str, hf_token_requir
     env: list[dict[str, Any]] = [
         {"name": key, "value": value} for key, value in literal.items() if key not in serving.REFERENCE_ENV
     ]
-    env.append({"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
+    env.append({"name": serving.POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
     token = {"name": hf_token_secret, "key": "token", "optional": not hf_token_required}
     env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": token}})
     return env

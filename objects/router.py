@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from core import sizing
 from core.formats import Image, Port
@@ -24,6 +24,7 @@ from core.versions import image_version
 from core.versions import router as router_versions
 from objects import component, manifests
 from objects.manifests import Child, cluster_scoped_name, manifest, object_meta
+from objects.pod import MODEL_MOUNT, EngineWeights, wait_for_weights_container
 
 POOL_GROUP = "inference.networking.k8s.io"
 POOL_API_VERSION = f"{POOL_GROUP}/v1"
@@ -39,6 +40,19 @@ REVIEW_RULES = [
     {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
     {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
 ]
+
+
+class Tokenizer(BaseModel):
+    """The EPP pod's tokenizer container (router.prefixCache precise): what the token-producer calls."""
+
+    model_config = ConfigDict(frozen=True)
+
+    image: Image = Field(description="vLLM CPU image of the release the engines build on.")
+    command: list[str] = Field(description="`vllm launch render`.")
+    args: list[str] = Field(description="The served model, its revision, max-model-len and the port.")
+    env: dict[str, str] = Field(description="Literal environment (offline, from the weights volume).")
+    port: Port = Field(description="Where it serves /v1/completions/render inside the pod.")
+    weights: EngineWeights = Field(description="The weights volume it reads the tokenizer from, as the engines do.")
 
 
 class RouterArgs(component.StackArgs):
@@ -67,6 +81,9 @@ class RouterArgs(component.StackArgs):
         ),
     )
     max_unavailable: int = Field(ge=1, description="PodDisruptionBudget maxUnavailable of the EPP.")
+    tokenizer: Tokenizer | None = Field(
+        description="The tokenizer container of a precise prefix-cache render; None: the EPP needs none."
+    )
     certificate: dict[str, str] | None = Field(
         description=(
             "The EPP's serving certificate (a kubernetes.io/tls Secret's `data`: base64 tls.crt and tls.key), made "
@@ -112,7 +129,6 @@ def router(name: str, args: RouterArgs) -> list[Child]:
     meta = object_meta(base, ns, labels)
     read = ["get", "list", "watch"]
     auth = metrics_auth_name(ns, args.stack_name)
-    grpc_health = {"port": args.health_port, "service": "inference-extension"}
     # On SIGTERM an EPP with --drain-timeout goes NotServing and keeps serving ext_proc for the window; its grace
     # period outlasts the window, so the kubelet's SIGKILL never cuts it (core.sizing.epp_grace_seconds).
     drain = args.drain_seconds
@@ -130,6 +146,18 @@ def router(name: str, args: RouterArgs) -> list[Child]:
         cert_args.append(f"--cert-path={CERT_MOUNT}")
         tls = manifest("v1", "Secret", object_meta(secret, ns, labels), type="kubernetes.io/tls", data=args.certificate)
         cert_children.append(Child(secret, tls, keep_inputs=("data",)))
+    containers = [epp_container(args, mounts, [*drain_args, *cert_args])]
+    init_containers: list[dict[str, Any]] = []
+    if args.tokenizer is not None:
+        containers.append(tokenizer_container(args.tokenizer))
+        init_containers.append(wait_for_weights_container(args.tokenizer.weights))
+        volumes += [
+            {
+                "name": "model",
+                "persistentVolumeClaim": {"claimName": args.tokenizer.weights.claim_name, "readOnly": True},
+            },
+            {"name": "tokenizer-tmp", "emptyDir": {}},
+        ]
     deployment = manifest(
         "apps/v1",
         "Deployment",
@@ -145,67 +173,8 @@ def router(name: str, args: RouterArgs) -> list[Child]:
                     "serviceAccountName": base,
                     "terminationGracePeriodSeconds": grace,
                     "securityContext": manifests.pod_security_context(),
-                    "containers": [
-                        {
-                            "name": "epp",
-                            "image": args.image,
-                            "env": router_versions.tracing_env(image_version(args.image)) or None,
-                            "args": [
-                                "--pool-name",
-                                pool_name(args.stack_name),
-                                "--pool-namespace",
-                                ns,
-                                "--pool-group",
-                                POOL_GROUP,
-                                "--config-file",
-                                f"{CONFIG_MOUNT}/{CONFIG_FILE}",
-                                "--grpc-port",
-                                str(args.grpc_port),
-                                "--grpc-health-port",
-                                str(args.health_port),
-                                "--metrics-port",
-                                str(args.metrics_port),
-                                f"--refresh-metrics-interval={args.refresh_metrics_interval_ms}ms",
-                                "--zap-encoder",
-                                "json",
-                                # Tracing off, as upstream's chart renders it unless tracing is configured: on by
-                                # default (--tracing, a bool: one token), the EPP exports spans with the `console`
-                                # exporter unless OTEL_TRACES_EXPORTER says otherwise, pretty-printed into the JSON log
-                                # above, for every request a tracing gateway samples (parent-based sampler) and 1 in 10
-                                # of the others: about 1,500 lines a sampled request at v0.10.0 (tests/localsite). GIE
-                                # v1.4.0 (the runner of llm-d-inference-scheduler v0.7.1) and llm-d-router v0.10.0
-                                # pkg/epp/server/options.go, pkg/common/observability/tracing/telemetry.go; v0.10.0
-                                # config/charts/routerlib.
-                                "--tracing=false",
-                                *drain_args,
-                                *cert_args,
-                            ],
-                            "ports": manifests.container_ports(
-                                [
-                                    ("grpc", args.grpc_port),
-                                    ("grpc-health", args.health_port),
-                                    ("metrics", args.metrics_port),
-                                ]
-                            ),
-                            # The health service says SERVING once the EPP has synced its pool, before the ext_proc
-                            # server listens (without a mounted certificate it makes a self-signed RSA-4096 one
-                            # first: 16 s seen on a busy 2-core site): Ready only once the ext_proc port takes
-                            # connections.
-                            "startupProbe": {
-                                "tcpSocket": {"port": args.grpc_port},
-                                "periodSeconds": EPP_STARTUP_PERIOD_S,
-                                "failureThreshold": EPP_STARTUP_FAILURES,
-                            },
-                            "readinessProbe": {"grpc": grpc_health, "periodSeconds": 5},
-                            "livenessProbe": {"grpc": grpc_health, "periodSeconds": 10},
-                            "resources": {
-                                "requests": {"cpu": "2", "memory": "2Gi"},
-                                "limits": {"cpu": "4", "memory": "4Gi"},
-                            },
-                            "volumeMounts": mounts,
-                            "securityContext": manifests.restricted_security_context(),
-                        }
-                    ],
+                    "initContainers": init_containers or None,
+                    "containers": containers,
                     "volumes": volumes,
                 },
             },
@@ -305,3 +274,87 @@ def router(name: str, args: RouterArgs) -> list[Child]:
             after=(f"{base}-svc",),
         ),
     ]
+
+
+def epp_container(args: RouterArgs, mounts: list[dict[str, Any]], extra_args: list[str]) -> dict[str, Any]:
+    """The EPP itself; `extra_args`: its drain and certificate flags."""
+    grpc_health = {"port": args.health_port, "service": "inference-extension"}
+    return {
+        "name": "epp",
+        "image": args.image,
+        "env": router_versions.tracing_env(image_version(args.image)) or None,
+        "args": [
+            "--pool-name",
+            pool_name(args.stack_name),
+            "--pool-namespace",
+            args.namespace,
+            "--pool-group",
+            POOL_GROUP,
+            "--config-file",
+            f"{CONFIG_MOUNT}/{CONFIG_FILE}",
+            "--grpc-port",
+            str(args.grpc_port),
+            "--grpc-health-port",
+            str(args.health_port),
+            "--metrics-port",
+            str(args.metrics_port),
+            f"--refresh-metrics-interval={args.refresh_metrics_interval_ms}ms",
+            "--zap-encoder",
+            "json",
+            # Tracing off, as upstream's chart renders it unless tracing is configured: on by
+            # default (--tracing, a bool: one token), the EPP exports spans with the `console`
+            # exporter unless OTEL_TRACES_EXPORTER says otherwise, pretty-printed into the JSON log
+            # above, for every request a tracing gateway samples (parent-based sampler) and 1 in 10
+            # of the others: about 1,500 lines a sampled request at v0.10.0 (tests/localsite). GIE
+            # v1.4.0 (the runner of llm-d-inference-scheduler v0.7.1) and llm-d-router v0.10.0
+            # pkg/epp/server/options.go, pkg/common/observability/tracing/telemetry.go; v0.10.0
+            # config/charts/routerlib.
+            "--tracing=false",
+            *extra_args,
+        ],
+        "ports": manifests.container_ports(
+            [
+                ("grpc", args.grpc_port),
+                ("grpc-health", args.health_port),
+                ("metrics", args.metrics_port),
+            ]
+        ),
+        # The health service says SERVING once the EPP has synced its pool, before the ext_proc
+        # server listens (without a mounted certificate it makes a self-signed RSA-4096 one
+        # first: 16 s seen on a busy 2-core site): Ready only once the ext_proc port takes
+        # connections.
+        "startupProbe": {
+            "tcpSocket": {"port": args.grpc_port},
+            "periodSeconds": EPP_STARTUP_PERIOD_S,
+            "failureThreshold": EPP_STARTUP_FAILURES,
+        },
+        "readinessProbe": {"grpc": grpc_health, "periodSeconds": 5},
+        "livenessProbe": {"grpc": grpc_health, "periodSeconds": 10},
+        "resources": {
+            "requests": {"cpu": "2", "memory": "2Gi"},
+            "limits": {"cpu": "4", "memory": "4Gi"},
+        },
+        "volumeMounts": mounts,
+        "securityContext": manifests.restricted_security_context(),
+    }
+
+
+def tokenizer_container(tokenizer: Tokenizer) -> dict[str, Any]:
+    """`vllm launch render` beside the EPP: it listens once the tokenizer is loaded, so Ready means it can answer."""
+    listening = {"tcpSocket": {"port": tokenizer.port}}
+    return {
+        "name": "tokenizer",
+        "image": tokenizer.image,
+        "command": tokenizer.command,
+        "args": tokenizer.args,
+        "env": [{"name": k, "value": v} for k, v in tokenizer.env.items()],
+        "ports": manifests.container_ports([("tokenizer", tokenizer.port)]),
+        "startupProbe": {**listening, "periodSeconds": 5, "failureThreshold": 60},
+        "readinessProbe": {**listening, "periodSeconds": 5},
+        "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}},
+        "volumeMounts": [
+            {"name": "model", "mountPath": MODEL_MOUNT, "readOnly": True},
+            {"name": "tokenizer-tmp", "mountPath": "/tmp"},
+        ],
+        "securityContext": manifests.restricted_security_context(),
+    }

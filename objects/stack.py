@@ -18,9 +18,10 @@ from core import alerts, autoscaling, routing
 from core import serving as engine_serving
 from core import weights as weight_files
 from core.config import Role, StackConfig
-from core.derive import StackFacts, derive
+from core.derive import StackFacts, derive, engine_kv_events, kv_events_ports
 from core.labels import PART_OF_LABEL, ROLE_LABEL, pool_names
 from core.stackfile import SECRET_PLACEHOLDER
+from core.versions import engine as engine_versions
 from objects import pod
 from objects.decode_pool import DecodePoolArgs, SidecarSpec, decode_pool, target_ports
 from objects.gateway import GatewayArgs, base_url, gateway, gateway_name
@@ -30,7 +31,7 @@ from objects.monitoring import MonitoredRole, MonitoringArgs, monitoring
 from objects.network_isolation import NetworkIsolationArgs, network_isolation
 from objects.prefill_pool import PrefillPoolArgs, prefill_pool
 from objects.rds_tier import RdsTierArgs, config_map_name, needs_rds_nodes, rds_tier
-from objects.router import CERT_KEYS, RouterArgs, epp_labels, pool_name, router
+from objects.router import CERT_KEYS, RouterArgs, Tokenizer, epp_labels, pool_name, router
 
 Args = TypeVar("Args", bound=BaseModel)
 
@@ -176,6 +177,7 @@ def prefill_pool_args(
         role.serving,
         lmcache=kv_tier_config_map is not None,
         drain_seconds=cfg.rollout.drain_seconds,
+        kv_events=engine_kv_events(cfg),
         revision=weights.revision,
         draft_revision=weights.draft_revision,
     )
@@ -198,6 +200,7 @@ def decode_pool_args(cfg: StackConfig, facts: StackFacts, weights: pod.EngineWei
         facts.decode,
         nixl=pd,
         drain_seconds=cfg.rollout.drain_seconds,
+        kv_events=engine_kv_events(cfg),
         revision=weights.revision,
         draft_revision=weights.draft_revision,
     )
@@ -270,17 +273,36 @@ def placeholder_certificate() -> dict[str, str]:
     return {key: encoded for key in CERT_KEYS}
 
 
-def router_args(cfg: StackConfig, target_ports: list[int], certificate: dict[str, str] | None = None) -> RouterArgs:
+def router_args(
+    cfg: StackConfig,
+    target_ports: list[int],
+    certificate: dict[str, str] | None = None,
+    weights: pod.EngineWeights | None = None,
+) -> RouterArgs:
     """The EPP and the InferencePool, which targets `target_ports` (objects.decode_pool.target_ports); `certificate`
-    is the EPP's when `router.certificate` is `stack` (the placeholder when not given)."""
+    is the EPP's when `router.certificate` is `stack` (the placeholder when not given); `weights`: the volume a
+    precise render's tokenizer reads (the engines')."""
     epp = cfg.router
+    tokenizer = None
+    if epp.prefix_cache == "precise":
+        if weights is None:
+            raise ValueError("A precise prefix-cache router needs the weights volume for its tokenizer.")
+        command = engine_serving.tokenizer_command(cfg.model, cfg.engine, epp.tokenizer_port, revision=weights.revision)
+        tokenizer = Tokenizer(
+            image=epp.tokenizer_image,
+            command=list(engine_versions.TOKENIZER_COMMAND),
+            args=command.args,
+            env=command.env,
+            port=epp.tokenizer_port,
+            weights=weights,
+        )
     return RouterArgs(
         stack_name=cfg.name,
         namespace=cfg.namespace,
         target_ports=target_ports,
         image=epp.image,
         replicas=epp.replicas,
-        epp_config=routing.endpoint_picker_config(epp, cfg.topology),
+        epp_config=routing.endpoint_picker_config(epp, cfg.topology, cfg.model.name),
         grpc_port=epp.grpc_port,
         health_port=epp.health_port,
         metrics_port=epp.metrics_port,
@@ -289,6 +311,7 @@ def router_args(cfg: StackConfig, target_ports: list[int], certificate: dict[str
         drain_seconds=routing.epp_drain_seconds(epp),
         max_unavailable=cfg.rollout.max_unavailable,
         certificate=(certificate or placeholder_certificate()) if epp.certificate == "stack" else None,
+        tokenizer=tokenizer,
     )
 
 
@@ -322,6 +345,8 @@ def network_args(cfg: StackConfig, facts: StackFacts, entry_ports: list[int]) ->
         decode_nixl_ports=facts.decode.side_channel_ports,
         prefill_port=cfg.prefill.port if pd else None,
         prefill_nixl_ports=prefill_serving.side_channel_ports if prefill_serving else [],
+        decode_kv_events_ports=kv_events_ports(cfg, len(facts.decode.rank_ports)),
+        prefill_kv_events_ports=kv_events_ports(cfg, len(prefill_serving.rank_ports)) if prefill_serving else [],
     )
 
 
@@ -410,7 +435,7 @@ def stack_objects(
         )
     decode = _part(f"{cfg.name}-decode", decode_pool_args(cfg, facts, on_volume), decode_pool)
     entry_ports = target_ports(decode.args)
-    routed = _part(f"{cfg.name}-router", router_args(cfg, entry_ports, epp_certificate), router)
+    routed = _part(f"{cfg.name}-router", router_args(cfg, entry_ports, epp_certificate, on_volume), router)
     entry = _part(f"{cfg.name}-gateway", gateway_args(cfg), gateway)
     network = None
     if cfg.security.network_policies:

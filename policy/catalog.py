@@ -177,6 +177,13 @@ POLICIES: tuple[PolicySpec, ...] = (
         "stack",
     ),
     PolicySpec(
+        "router-precise-prefix-cache",
+        "With the precise prefix cache, every engine keeps a prefix cache and publishes its KV events where the EPP "
+        "subscribes, in blocks the EPP's blockSizeTokens divides.",
+        wiring.router_precise_prefix_cache,
+        "stack",
+    ),
+    PolicySpec(
         "router-autotune-block-unit",
         "With autoTune on, the router hashes --block-size units while the engines reuse sub-blocks (advice).",
         wiring.router_autotune_block_unit,

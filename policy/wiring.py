@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from core import labels, rules, sizing
+from core import labels, routing, rules, sizing
 from core.cmdline import parse_flags
 from core.selectors import selects
 from core.versions import image_version
@@ -581,11 +581,81 @@ def router_block_size(manifests: list[dict], facts: Facts) -> list[Finding]:
     return found
 
 
-def router_autotune_block_unit(manifests: list[dict], facts: Facts) -> list[Finding]:
-    """Advice: autoTune makes the router hash --block-size units while the engines reuse sub-blocks."""
+# What llm-d-router v0.10.0 takes when the precise producer's parameters do not say (pkg/kvcache/kvblock/
+# token_processor.go defaultBlockSize; pkg/kvevents/pool.go DefaultPodReconcilerConfig).
+PRECISE_DEFAULT_BLOCK_TOKENS = 16
+PRECISE_DEFAULT_SOCKET_PORT = 5557
+
+
+def _precise_producers(manifests: list[dict]):
+    """(ConfigMap, where, block size, socket port) of each precise-prefix-cache-producer an EPP config declares."""
+    for config_map, key, config in epp_configs(manifests):
+        for name, plugin in _plugins(config).items():
+            if plugin.get("type") != routing.PRECISE_PRODUCER:
+                continue
+            params = _params(plugin)
+            tokens = params.get("tokenProcessorConfig") or {}
+            size = tokens.get("blockSizeTokens") or tokens.get("blockSize") or PRECISE_DEFAULT_BLOCK_TOKENS
+            discovery = (params.get("kvEventsConfig") or {}).get("podDiscoveryConfig") or {}
+            port = discovery.get("socketPort") or PRECISE_DEFAULT_SOCKET_PORT
+            yield config_map, f"data[{key}] plugin {name}", size, port
+
+
+def _publishes_on(engine: Engine, port: object) -> bool:
+    """The engine's `--kv-events-config` turns its events on and binds the port the EPP dials (rank 0's)."""
+    config = engine.flags.json("--kv-events-config")
+    if not isinstance(config, dict) or not config.get("enable_kv_cache_events"):
+        return False
+    return str(config.get("endpoint", "")).rsplit(":", 1)[-1] == str(port)
+
+
+def router_precise_prefix_cache(manifests: list[dict], facts: Facts) -> list[Finding]:
+    """The precise prefix cache's index is what the engines announce: every engine keeps a prefix cache, publishes
+    its KV events where the EPP subscribes, in blocks the EPP's blocks divide."""
     found = []
+    for config_map, where, size, port in _precise_producers(manifests):
+        here = resource_id(config_map)
+        namespace = namespace_of(config_map)
+        served = [e for e in engines(manifests) if e.template.namespace == namespace]
+        no_cache = [e for e in served if e.flags.has("--no-enable-prefix-caching")]
+        if no_cache:
+            problem = rules.precise_needs_prefix_caching(
+                False, key_name=f"--no-enable-prefix-caching ({name_list(e.resource for e in no_cache)})"
+            )
+            found.append(Finding(here, f"{where}: {problem}"))
+            continue
+        silent = [e for e in served if not _publishes_on(e, port)]
+        if silent:
+            found.append(
+                Finding(
+                    here,
+                    f"{where} subscribes to each engine's KV events on port {port} (podDiscoveryConfig.socketPort), "
+                    f"but {name_list(e.resource for e in silent)} publish none there (--kv-events-config with "
+                    f"enable_kv_cache_events true and endpoint tcp://*:{port}): the router never learns what they "
+                    f"hold. Give every engine that --kv-events-config, or route with the approximate prefix cache.",
+                )
+            )
+        for (block, unit, _sub_block), items in _reuse_units(manifests, namespace).items():
+            problem = rules.precise_block_size(
+                size,
+                block,
+                unit,
+                size_name="tokenProcessorConfig.blockSizeTokens",
+                engines=f"the engines ({name_list(e.resource for e in items)})",
+                block_name="--block-size",
+            )
+            if problem:
+                found.append(Finding(here, f"{where} {problem}"))
+    return found
+
+
+def router_autotune_block_unit(manifests: list[dict], facts: Facts) -> list[Finding]:
+    """Advice: autoTune makes the router hash --block-size units while the engines reuse sub-blocks (not where a
+    precise producer steers the picks: the approximate index then only feeds the P/D decider)."""
+    found = []
+    precise = {id(config_map) for config_map, *_rest in _precise_producers(manifests)}
     for config_map, where, params in _producers(manifests):
-        if params.get("autoTune", True) is False:
+        if params.get("autoTune", True) is False or id(config_map) in precise:
             continue
         for (block, unit, sub_block), items in _reuse_units(manifests, namespace_of(config_map)).items():
             problem = rules.autotune_block_unit(

@@ -84,7 +84,7 @@ def decode_args(cfg: StackConfig | None = None, **updates: Any) -> DecodePoolArg
 def router_args(cfg: StackConfig | None = None, **updates: Any) -> RouterArgs:
     """The EPP's args; the pool targets the decode pods' ports of the same config unless `target_ports` says."""
     cfg = cfg or config()
-    return replace(stack.router_args(cfg, target_ports(decode_args(cfg))), **updates)
+    return replace(stack.router_args(cfg, target_ports(decode_args(cfg)), weights=engine_weights_of(cfg)), **updates)
 
 
 def gateway_args(cfg: StackConfig | None = None, **updates: Any) -> GatewayArgs:

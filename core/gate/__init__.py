@@ -45,7 +45,13 @@ from core.gate.router import (
     rule_sidecar_ssrf,
 )
 from core.gate.weights import rule_weights
-from core.gate.wiring import reuse_units, rule_pd_wiring, rule_pool_endpoints, rule_roles_agree
+from core.gate.wiring import (
+    reuse_units,
+    rule_pd_wiring,
+    rule_pool_endpoints,
+    rule_precise_prefix_cache,
+    rule_roles_agree,
+)
 
 RULES = (
     rule_overrides,
@@ -61,6 +67,7 @@ RULES = (
     rule_kv_tier,
     rule_roles_agree,
     rule_pd_wiring,
+    rule_precise_prefix_cache,
     rule_pool_endpoints,
     rule_ports_distinct,
     rule_router_images,
@@ -77,7 +84,8 @@ def warnings_for(cfg: StackConfig) -> list[Issue]:
     """Advice that does not stop a deployment."""
     advice = []
     facts = derive(cfg)
-    if cfg.router.auto_tune:
+    # With the precise prefix cache the approximate index only feeds the P/D decider: autoTune steers no pick.
+    if cfg.router.auto_tune and cfg.router.prefix_cache != "precise":
         for (block, batched, sub_block), names in reuse_units(cfg, facts).items():
             problem = rules.autotune_block_unit(
                 block,

@@ -14,7 +14,7 @@ from pydantic.fields import FieldInfo
 
 from core import rules
 from core.config import StackConfig
-from core.derive import StackFacts
+from core.derive import StackFacts, kv_events_ports
 from core.gate.blame import likely_wrong
 from core.gate.issues import Issue, key
 
@@ -33,6 +33,7 @@ def rendered_ports(cfg: StackConfig, facts: StackFacts) -> list[tuple[str, bool,
                 ("router.grpcPort", [router.grpc_port]),
                 ("router.healthPort", [router.health_port]),
                 ("router.metricsPort", [router.metrics_port]),
+                *([("router.tokenizerPort", [router.tokenizer_port])] if router.prefix_cache == "precise" else []),
             ],
         )
     ]
@@ -42,7 +43,11 @@ def rendered_ports(cfg: StackConfig, facts: StackFacts) -> list[tuple[str, bool,
             (
                 "the prefill pod",
                 False,
-                [("prefill.port", prefill.rank_ports), ("engine.nixlSideChannelPort", prefill.side_channel_ports)],
+                [
+                    ("prefill.port", prefill.rank_ports),
+                    ("engine.nixlSideChannelPort", prefill.side_channel_ports),
+                    ("router.kvEventsPort", kv_events_ports(cfg, len(prefill.rank_ports))),
+                ],
             )
         )
     decode = facts.roles["decode"].serving
@@ -51,6 +56,7 @@ def rendered_ports(cfg: StackConfig, facts: StackFacts) -> list[tuple[str, bool,
     if cfg.decode.data_parallel_size > 1:  # the render passes the RPC port with DP only
         pod.append(("decode.dataParallelRpcPort", [cfg.decode.data_parallel_rpc_port]))
     pod.append(("engine.nixlSideChannelPort", decode.side_channel_ports))
+    pod.append(("router.kvEventsPort", kv_events_ports(cfg, len(decode.rank_ports))))
     found.append(("the decode pod", False, pod))
     return found
 

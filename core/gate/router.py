@@ -27,7 +27,7 @@ def rule_router_images(cfg: StackConfig, facts: StackFacts) -> Iterable[Issue]:
     """The EPP and sidecar pins know every feature their render uses (the facts: core/versions/router.py); the
     features are read from the render itself, so a plugin or flag added to the render is judged too."""
     epp = cfg.router.image
-    used = router_versions.epp_features_used(routing.endpoint_picker_config(cfg.router, cfg.topology))
+    used = router_versions.epp_features_used(routing.endpoint_picker_config(cfg.router, cfg.topology, cfg.model.name))
     chosen = cfg.router.config_api_version
     if chosen is not None and chosen in router_versions.API_VERSIONS:
         # An apiVersion set beside the pin is the key the file most likely got wrong: told there, naming the pin.
@@ -104,9 +104,9 @@ def rule_router_plugin_parameters(cfg: StackConfig, _facts: StackFacts) -> Itera
     generated parameter (the gates would judge one value and the EPP read another)."""
     declared = {
         p["type"]
-        for p in routing.endpoint_picker_config(cfg.router.model_copy(update={"plugin_parameters": {}}), cfg.topology)[
-            "plugins"
-        ]
+        for p in routing.endpoint_picker_config(
+            cfg.router.model_copy(update={"plugin_parameters": {}}), cfg.topology, cfg.model.name
+        )["plugins"]
     }
     generated = routing.parameter_fields(cfg.router)
     for plugin_type, params in cfg.router.plugin_parameters.items():
@@ -138,7 +138,7 @@ def rule_router_schema(cfg: StackConfig, facts: StackFacts) -> Iterable[Issue]:
     """The pinned EPP and sidecar accept the rendered EndpointPickerConfig and flags, judged by their schema
     at that version (core/versions/data) as strictly as the programs themselves."""
     image = cfg.router.image
-    config = routing.endpoint_picker_config(cfg.router, cfg.topology)
+    config = routing.endpoint_picker_config(cfg.router, cfg.topology, cfg.model.name)
     # A pin older than a feature is reported once, by rule_router_images, naming the feature.
     too_old = missing_features_of(image, router_versions.epp_features_used(config))
     data = None if too_old else epp_schema.data_for("epp", image_version(image))

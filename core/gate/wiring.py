@@ -84,6 +84,29 @@ def rule_pd_wiring(cfg: StackConfig, facts: StackFacts) -> Iterable[Issue]:
                 yield Issue(key("router.blockSizeTokens"), problem, "router-block-size")
 
 
+def rule_precise_prefix_cache(cfg: StackConfig, facts: StackFacts) -> Iterable[Issue]:
+    """router.prefixCache precise: the engines publish what the router's blocks can index."""
+    if cfg.router.prefix_cache != "precise":
+        return
+    problem = rules.precise_needs_prefix_caching(
+        cfg.engine.enable_prefix_caching, key_name="engine.enablePrefixCaching"
+    )
+    if problem:
+        yield Issue(key("router.prefixCache"), problem, "router-precise-prefix-cache")
+        return
+    for (block, batched, sub_block), names in reuse_units(cfg, facts).items():
+        problem = rules.precise_block_size(
+            cfg.router.block_size_tokens,
+            block,
+            sizing.prefix_reuse_unit(block, batched, sub_block),
+            size_name="router.blockSizeTokens",
+            engines=f"the {' and '.join(names)} engines",
+            block_name=" and ".join(sorted(set(names.values()))),
+        )
+        if problem:
+            yield Issue(key("router.blockSizeTokens"), problem, "router-precise-prefix-cache")
+
+
 def reuse_units(cfg: StackConfig, facts: StackFacts) -> dict[tuple[int, int, bool], dict[str, str]]:
     """The engine roles by (block size, max-num-batched-tokens, sub-block caching), each with the key its block size
     comes from: what the router's prefix index has to match."""

@@ -160,6 +160,17 @@ FLAGS: tuple[Feature, ...] = (
         "vllm==0.22.0 vllm/engine/arg_utils.py (EngineArgs.data_parallel_multi_port_external_lb), pinned by "
         "vllm-rbln==0.11.0; absent from vllm==0.13.0 and 0.18.0 arg_utils.py",
     ),
+    # The engines' KV events (router.prefixCache precise): read in the vLLM of the target (its `vllm serve` parser and
+    # vllm/config/kv_events.py KVEventsConfig: enable_kv_cache_events, publisher zmq, endpoint, topic); older wheels
+    # were not read for it, so an older pin is refused with a precise prefix cache rather than trusted.
+    Feature(
+        VLLM_RBLN,
+        "flag",
+        "--kv-events-config",
+        TARGET,
+        f"vllm==0.30.0 (pinned by vllm-rbln=={TARGET}) `vllm serve` parser: --kv-events-config "
+        "(core/versions/data/vllm-0.30.0-serve.json) and vllm/config/kv_events.py",
+    ),
     # The drain after SIGTERM (rollout.drainSeconds): added by vLLM PR #34730 (2026-02), reverted and re-added by #36666
     # (2026-03); no older wheel was read for it, so the vLLM of the target is where it is known to be. An older pin is
     # refused with a drain rather than trusted (a vLLM without the flag exits on it: the engine never starts); with
@@ -252,3 +263,16 @@ METRICS: dict[str, Feature] = {
         Feature(VLLM_RBLN, "metric", "vllm:kv_cache_usage_perc", TARGET, _METRICS_SOURCE.format("line 567")),
     )
 }
+
+# The EPP's tokenizer (router.prefixCache precise) is `vllm launch render` of the vLLM the target vllm-rbln builds on
+# (its wheel requires vllm==X+cpu): that release's CPU image, so a prompt becomes the same tokens in the router as in
+# the engines. `launch render` is in vllm 0.30.0 (vllm/entrypoints/cli/launch.py, RenderSubcommand: a GPU-less server
+# of /v1/completions/render and /v1/chat/completions/render, the routes llm-d-router v0.10.0's token-producer calls).
+TOKENIZER_REPOSITORY = "vllm/vllm-openai-cpu"
+TOKENIZER_IMAGE = f"{TOKENIZER_REPOSITORY}:v{target_release().vllm}"
+TOKENIZER_COMMAND = ("vllm", "launch", "render")
+
+
+def is_tokenizer_image(image: str) -> bool:
+    """The vLLM CPU image the EPP's tokenizer container runs (any registry, any tag)."""
+    return image_name(image) == image_name(TOKENIZER_REPOSITORY)

@@ -101,6 +101,29 @@ PLUGIN_TYPES: dict[str, Feature] = {
             V0_9_0,
             "pkg/epp/framework/plugins/scheduling/scorer/tokenload/token_load.go",
         ),
+        # router.prefixCache precise: the split pipeline token-producer -> precise-prefix-cache-producer ->
+        # prefix-cache-scorer, fed per pod by the endpoint events (v0.9.x was not read: taken to lack it).
+        _fact(
+            EPP,
+            "plugin type",
+            "token-producer",
+            Version(0, 10, 0),
+            "pkg/epp/framework/plugins/requestcontrol/dataproducer/tokenizer/tokenizer.go",
+        ),
+        _fact(
+            EPP,
+            "plugin type",
+            "precise-prefix-cache-producer",
+            Version(0, 10, 0),
+            "pkg/epp/framework/plugins/requestcontrol/dataproducer/preciseprefixcache/producer.go",
+        ),
+        _fact(
+            EPP,
+            "plugin type",
+            "endpoint-notification-source",
+            Version(0, 10, 0),
+            "pkg/epp/framework/plugins/datalayer/source/notifications/endpoint_datasource.go",
+        ),
         # P/D: deciders and the disagg profile handler.
         _fact(EPP, "plugin type", "prefix-based-pd-decider", V0_6_0, "pkg/plugins/profile/prefix_based_pd_decider.go"),
         _fact(EPP, "plugin type", "always-disagg-pd-decider", V0_6_0, "pkg/plugins/profile/always_disagg_decider.go"),

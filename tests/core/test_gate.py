@@ -1765,3 +1765,37 @@ def test_an_epp_making_its_own_certificate_is_advice_at_prod_only():
     )
     dev = ok(environment="dev", router={**quiet, "certificate": "epp"}, weights={"revision": "0" * 40})
     assert warnings_for(dev) == []
+
+
+PRECISE = {"prefixCache": "precise", "blockSizeTokens": 512}
+
+
+@pytest.mark.parametrize("size", [16, 128, 512, 4096])
+def test_a_precise_router_in_blocks_that_divide_the_engines_passes(size):
+    cfg = ok(router={**PRECISE, "blockSizeTokens": size})
+    assert not [w for w in warnings_for(cfg) if "autoTune" in w.path]  # the approximate index only feeds the decider
+
+
+def test_a_precise_router_in_blocks_that_do_not_divide_the_engines_is_refused():
+    text = problems(router={**PRECISE, "blockSizeTokens": 1000})
+    assert "rebel100:router.blockSizeTokens: router.blockSizeTokens 1000 with the precise prefix cache" in text
+    assert "Set blockSizeTokens to a divisor of 4096 (e.g. 512)" in text
+
+
+def test_a_precise_router_needs_the_engines_prefix_cache():
+    text = problems(router=PRECISE, engine={"enablePrefixCaching": False})
+    assert "rebel100:router.prefixCache: router.prefixCache precise with engine.enablePrefixCaching false" in text
+
+
+def test_a_precise_router_is_refused_where_the_pinned_epp_lacks_it():
+    text = problems(router={**PRECISE, "image": "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1"})
+    for plugin_type in ("token-producer", "precise-prefix-cache-producer", "endpoint-notification-source"):
+        assert f"plugin type {plugin_type} needs llm-d EPP 0.10.0 or later" in text
+
+
+def test_the_kv_event_sockets_and_the_tokenizer_take_ports_of_their_pods():
+    text = problems(router={**PRECISE, "kvEventsPort": 8201, "tokenizerPort": 9090})
+    assert "decode.port 8200-8203 and router.kvEventsPort 8201-8204 both take ports 8201-8203 in the decode pod" in text
+    assert "router.metricsPort 9090 and router.tokenizerPort 9090 both take port 9090" in text
+    assert "prefill.port 8000 and router.kvEventsPort" not in text
+    assert "router.kvEventsPort" in problems(router={**PRECISE, "kvEventsPort": 8000})  # prefill's one rank

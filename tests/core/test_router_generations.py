@@ -206,6 +206,55 @@ def test_load_only_routing_drops_the_prefix_aware_plugins_from_every_profile_and
         assert epp_schema.check_epp_config(load_only, data) == []
 
 
+@pytest.mark.parametrize("topology, steering", [("pd", "prefix-cache-scorer"), ("agg", "prefix-cache-affinity-filter")])
+def test_a_precise_render_adds_the_split_pipeline_and_points_the_prefix_plugins_at_it(topology, steering):
+    """router.prefixCache precise (llm-d-router v0.10.0 deploy/config/sim-epp-tokenizer-vllm-http-config.yaml): the
+    token-producer calls the EPP pod's tokenizer, the precise producer subscribes to every pod's KV events (pod
+    discovery, kv@ topics) and hashes in blockSizeTokens blocks, the endpoint events drive its subscribers, and the
+    plugin that steers a pick reads its match info; the profiles and the approximate index (the decider's) stay."""
+    settings = Router(prefix_cache="precise", block_size_tokens=128, kv_events_port=6000, tokenizer_port=8100)
+    approximate = routing.endpoint_picker_config(Router(block_size_tokens=128), topology, "org/model")
+    precise = routing.endpoint_picker_config(settings, topology, "org/model")
+    assert precise["plugins"][:3] == [
+        {"type": "token-producer", "parameters": {"modelName": "org/model", "vllm": {"url": "http://localhost:8100"}}},
+        {"type": "endpoint-notification-source"},
+        {
+            "type": "precise-prefix-cache-producer",
+            "parameters": {
+                "tokenProcessorConfig": {"blockSizeTokens": 128},
+                "kvEventsConfig": {
+                    "topicFilter": "kv@",
+                    "discoverPods": True,
+                    "podDiscoveryConfig": {"socketPort": 6000},
+                },
+            },
+        },
+    ]
+    rest = {p["type"]: p for p in precise["plugins"][3:]}
+    assert rest[steering]["parameters"]["prefixMatchInfoProducerName"] == "precise-prefix-cache-producer"
+    assert [p["type"] for p in approximate["plugins"]] == list(rest)
+    assert precise["dataLayer"] == {
+        "sources": [
+            {
+                "pluginRef": "endpoint-notification-source",
+                "extractors": [{"pluginRef": "precise-prefix-cache-producer"}],
+            }
+        ]
+    }
+    assert "dataLayer" not in approximate
+    assert precise["schedulingProfiles"] == approximate["schedulingProfiles"]
+    assert epp_schema.check_epp_config(precise, epp_schema.load("epp", Version(0, 10, 0))) == []
+
+
+def test_the_precise_parameters_are_the_renders_own():
+    """pluginParameters may not redefine what the precise render generates."""
+    fields = routing.parameter_fields(Router(prefix_cache="precise"))
+    assert fields[("precise-prefix-cache-producer", "tokenProcessorConfig")] == "router.blockSizeTokens"
+    assert fields[("precise-prefix-cache-producer", "kvEventsConfig")] == "router.kvEventsPort"
+    assert fields[("prefix-cache-scorer", "prefixMatchInfoProducerName")] == "router.prefixCache"
+    assert ("prefix-cache-scorer", "prefixMatchInfoProducerName") not in routing.parameter_fields(Router())
+
+
 def test_api_version_set_by_hand_wins():
     assert routing.endpoint_picker_config(Router(config_api_version=GIE_API), "pd")["apiVersion"] == GIE_API
 

@@ -656,6 +656,35 @@ def test_router_block_size_matches_the_block_without_sub_block_caching():
     )
 
 
+@pytest.mark.parametrize("size", [1, 16, 128, 512, 4096])
+def test_a_precise_router_block_that_divides_the_engines_passes(size):
+    assert rules.precise_block_size(size, 4096, 512, size_name="z", engines="E", block_name="B") is None
+
+
+@pytest.mark.parametrize("size", [1000, 8192, 96, 0, -16, True, None])
+def test_a_precise_router_block_that_does_not_divide_the_engines_is_refused(size):
+    shown = "(unset)" if size is None else size
+    assert rules.precise_block_size(size, 4096, 512, size_name="z", engines="E", block_name="B") == (
+        f"z {shown} with the precise prefix cache does not divide the 4096-token blocks E announce in their KV events "
+        "(B): the EPP hashes each event's tokens in z blocks chained from the event before, so the tail of an event "
+        "that is no whole block is dropped and the next event's chain is lost, and most of what the engines hold is "
+        "never found. Set blockSizeTokens to a divisor of 4096 (e.g. 512)."
+    )
+
+
+def test_a_precise_router_block_is_advised_the_block_where_the_unit_does_not_divide_it():
+    assert "(e.g. 1000)" in rules.precise_block_size(3, 1000, 512, size_name="z", engines="E", block_name="B")
+
+
+def test_the_precise_prefix_cache_needs_the_engines_prefix_cache():
+    assert rules.precise_needs_prefix_caching(True, key_name="K") is None
+    assert rules.precise_needs_prefix_caching(False, key_name="K") == (
+        "router.prefixCache precise with K false: the engines keep no prefix cache and publish no KV events, so the "
+        "router's index stays empty and no prompt ever scores a cached prefix. Turn prefix caching on, or set "
+        "router.prefixCache approximate or none."
+    )
+
+
 def test_autotune_block_unit_advises_only_where_the_unit_is_no_block():
     names = dict(router_prefix="p.", engines="E", sub_block_name="S")
     assert rules.autotune_block_unit(4096, 512, False, **names) is None

@@ -7,7 +7,7 @@ import pytest
 
 from core import serving
 from core.config import KvTier, Speculative
-from core.derive import derive
+from core.derive import derive, engine_commands
 from core.gate import load_config
 from core.serving import lmcache_env
 from tests.conftest import stack_config
@@ -338,3 +338,28 @@ def test_lmcache_env_of_each_mode_in_full():
         "LMCACHE_MAX_LOCAL_CPU_SIZE": "32.5",
         "LMCACHE_EXTRA_CONFIG": '{"x":1}',
     }
+
+
+def test_a_precise_router_has_every_engine_publish_its_kv_events_under_the_served_name():
+    """vLLM's --kv-events-config (vllm/config/kv_events.py): a ZMQ publisher bound on router.kvEventsPort, rank r on
+    port + r (declared as container ports), topic kv@<pod IP>@<served name>, the name requests carry."""
+    cfg = load_config(
+        stack_config(
+            "prod-4p4d", router={"prefixCache": "precise", "kvEventsPort": 6000}, model={"servedName": "coder"}
+        )
+    )
+    commands = engine_commands(cfg, derive(cfg))
+    for role, ranks in (("prefill", 1), ("decode", 4)):
+        args = commands[role].args
+        assert json.loads(args[args.index("--kv-events-config") + 1]) == {
+            "enable_kv_cache_events": True,
+            "publisher": "zmq",
+            "endpoint": "tcp://*:6000",
+            "topic": "kv@$(VLLM_NIXL_SIDE_CHANNEL_HOST)@coder",
+        }
+        named = [(n, p) for n, p in commands[role].ports if n.startswith("kv-events")]
+        assert named == [(f"kv-events-{r}", 6000 + r) for r in range(ranks)], role
+    approximate = load_config(stack_config("prod-4p4d"))
+    for command in engine_commands(approximate, derive(approximate)).values():
+        assert "--kv-events-config" not in command.args
+        assert not [n for n, _ in command.ports if n.startswith("kv-events")]

@@ -216,3 +216,58 @@ def test_eight_target_ports_are_the_most_a_pool_takes():
     ports = list(range(8000, 8008))
     (pool,) = [c for c in router("r", defaults.router_args(REFERENCE, target_ports=ports)) if c.kind == "InferencePool"]
     assert pool.manifest["spec"]["targetPorts"] == [{"number": port} for port in range(8000, 8008)]
+
+
+PRECISE = load_config(stack_config("prod-4p4d", router={"prefixCache": "precise", "blockSizeTokens": 512}))
+
+
+def test_a_precise_epp_pod_tokenizes_beside_the_epp_from_the_engines_weights():
+    """`vllm launch render` of the served model at its revision, offline from the weights volume the engines read
+    (read-only, after the same wait), listening on router.tokenizerPort; the EPP's own container is unchanged."""
+    children = {(c.kind, c.name): c.manifest for c in router("r", defaults.router_args(PRECISE))}
+    spec = children[("Deployment", EPP)]["spec"]["template"]["spec"]
+    plain = {(c.kind, c.name): c.manifest for c in router("r", defaults.router_args(REFERENCE))}
+    epp, tokenizer = spec["containers"]
+    assert epp == plain[("Deployment", EPP)]["spec"]["template"]["spec"]["containers"][0]
+    assert tokenizer["name"] == "tokenizer"
+    assert tokenizer["image"] == "vllm/vllm-openai-cpu:v0.30.0"
+    assert tokenizer["command"] == ["vllm", "launch", "render"]
+    assert tokenizer["args"] == [
+        "MiniMaxAI/MiniMax-M2.7",
+        "--revision",
+        "main",
+        "--max-model-len",
+        "204800",
+        "--port",
+        "8000",
+    ]
+    assert {e["name"]: e["value"] for e in tokenizer["env"]} == {
+        "HF_HOME": "/models",
+        "HF_HUB_OFFLINE": "1",
+        "HOME": "/tmp",
+        "VLLM_CACHE_ROOT": "/tmp/vllm",
+    }
+    assert tokenizer["readinessProbe"] == {"tcpSocket": {"port": 8000}, "periodSeconds": 5}
+    assert {"name": "model", "mountPath": "/models", "readOnly": True} in tokenizer["volumeMounts"]
+    assert tokenizer["securityContext"]["readOnlyRootFilesystem"] is True
+    assert {"name": "model", "persistentVolumeClaim": {"claimName": "model-weights", "readOnly": True}} in spec[
+        "volumes"
+    ]
+    assert [c["name"] for c in spec["initContainers"]] == ["wait-for-weights"]
+    assert "initContainers" not in plain[("Deployment", EPP)]["spec"]["template"]["spec"]
+
+
+def test_a_precise_stack_lets_the_epp_and_nothing_else_reach_each_engine_ranks_kv_events():
+    policies = {c.name: c.manifest for c in stack_objects(PRECISE).network.children if c.kind == "NetworkPolicy"}
+    epp = {
+        "podSelector": {
+            "matchLabels": {
+                "app.kubernetes.io/component": "router",
+                "app.kubernetes.io/name": "minimax-m27-epp",
+                "app.kubernetes.io/part-of": "minimax-m27",
+            }
+        }
+    }
+    for name, ports in (("minimax-m27-decode", [5557, 5558, 5559, 5560]), ("minimax-m27-prefill", [5557])):
+        rules = [r for r in policies[name]["spec"]["ingress"] if {p["port"] for p in r["ports"]} & {5557}]
+        assert rules == [{"from": [epp], "ports": [{"port": p, "protocol": "TCP"} for p in ports]}], name

@@ -39,11 +39,13 @@ from tests.policy import (
     test_memory,
     test_observability,
     test_parallelism,
+    test_precise,
     test_rollout,
     test_security,
     test_ssrf,
     test_wiring,
 )
+from tests.policy.conftest import PRECISE
 from tests.policy.fixtures import (
     DECODE,
     EPP,
@@ -623,7 +625,8 @@ def lines_run(rule: catalog.Rule, manifests: list[dict], facts) -> set[tuple[str
 
 
 def table_rows() -> list[tuple[str, Kind]]:
-    """Every row: KINDS and the BAD tables of the policy modules (their twin the unedited prod-4p4d)."""
+    """Every row: KINDS and the BAD tables of the policy modules (their twin the unedited prod-4p4d, or the precise
+    render of test_precise)."""
     rows = [(f"KINDS {row.policy}:{row.name}", row) for row in KINDS]
 
     def add(module, name, edit, policy):
@@ -646,6 +649,8 @@ def table_rows() -> list[tuple[str, Kind]]:
         add(test_observability, name, edit, "epp-metrics-scrapeable")
     for name, (edit, _deployment, _contains) in test_engine_consumers.BAD.items():
         add(test_engine_consumers, name, edit, test_engine_consumers.POLICY)
+    for name, (edit, _contains) in test_precise.BAD.items():  # their twin the precise render
+        rows.append((f"test_precise {name}", Kind(test_precise.POLICY, name, edit, (), stack=PRECISE)))
     return rows
 
 

@@ -62,6 +62,7 @@ SHARED = (
     "inference-pool-wiring",
     "router-pd-profiles",
     "router-block-size",
+    "router-precise-prefix-cache",
     "router-autotune-block-unit",
     "alerts-served",
 )
@@ -197,8 +198,8 @@ stack_config = st.fixed_dictionaries(
                 "decider": st.sampled_from(["prefix-based", "always-disagg"]),
                 "nonCachedTokens": st.sampled_from([0, 16]),
                 "autoTune": st.booleans(),
-                "prefixCache": st.sampled_from(["approximate", "none"]),
-                "blockSizeTokens": st.sampled_from([512, 1000, 4096, 8192]),
+                "prefixCache": st.sampled_from(["approximate", "precise", "none"]),
+                "blockSizeTokens": st.sampled_from([128, 512, 1000, 4096, 8192]),
                 "image": st.sampled_from(EPP_IMAGES),
                 # The EPP's three ports, each on its default or on another's.
                 "grpcPort": st.sampled_from([9002, 9003, 9090]),
@@ -330,14 +331,19 @@ def reference_verdict(cfg: StackConfig) -> set[tuple[str, str, str]]:
     # The EPP's prefix index: each engine reuses prefixes in max-num-batched-tokens sub-blocks with sub-block caching,
     # else in its blocks. autoTune reads the block (advice where that is not the unit); without it blockSizeTokens must
     # be a whole number of units.
+    # The precise prefix cache indexes the token ids of each KV event in blockSizeTokens blocks: they must divide the
+    # engines' blocks (an event is whole engine blocks); the approximate index then only feeds the decider (no advice).
     router = cfg.router
+    precise = router.prefix_cache == "precise"
     for role in (cfg.prefill, cfg.decode):
         block = role.block_size or engine.block_size
         unit = engine.max_num_batched_tokens if engine.sub_block_cache else block
-        if router.auto_tune and unit != block:
+        if router.auto_tune and unit != block and not precise:
             found.add(("router-autotune-block-unit", EPP_CONFIG, "rebel100:router.autoTune"))
         if not router.auto_tune and router.block_size_tokens % unit:
             found.add(("router-block-size", EPP_CONFIG, "rebel100:router.blockSizeTokens"))
+        if precise and block % router.block_size_tokens:
+            found.add(("router-precise-prefix-cache", EPP_CONFIG, "rebel100:router.blockSizeTokens"))
     # The prefix-based decider sends a request to prefill when more than nonCachedTokens tokens are not cached: never
     # at 0, and P/D is decode-only.
     if router.decider == "prefix-based" and router.non_cached_tokens == 0:
@@ -374,7 +380,8 @@ def reference_verdict(cfg: StackConfig) -> set[tuple[str, str, str]]:
             found.add(("lmcache-reads-rds-max-chunks", "prefill", "rebel100:engine.image"))
     # vllm-rbln: every render names the NIXL connector (0.10.3) and sets VLLM_RBLN_USE_DEVICE_TENSOR (0.10.4);
     # a role with DP > 1 passes --data-parallel-multi-port-external-lb (vLLM 0.22.0, in vllm-rbln 0.11.0); a drain
-    # passes --shutdown-timeout, known in the vLLM of vllm-rbln 0.12.0 (0.30.0) and read in no older one.
+    # passes --shutdown-timeout, and a precise prefix cache --kv-events-config, both known in the vLLM of vllm-rbln
+    # 0.12.0 (0.30.0) and read in no older one.
     tag = tag_of(engine.image)
     drains = cfg.rollout.drain_seconds > 0
     for name, role in (("prefill", cfg.prefill), ("decode", cfg.decode)):
@@ -382,6 +389,7 @@ def reference_verdict(cfg: StackConfig) -> set[tuple[str, str, str]]:
             version_before(tag, (0, 10, 4))
             or (role.data_parallel_size > 1 and version_before(tag, (0, 11, 0)))
             or (drains and version_before(tag, (0, 12, 0)))
+            or (cfg.router.prefix_cache == "precise" and version_before(tag, (0, 12, 0)))
         ):
             found.add(("engine-image-has-features", name, "rebel100:engine.image"))
     # Kubernetes kills a pod terminationGracePeriodSeconds after its deletion, preStop included: each engine's preStop
@@ -454,6 +462,7 @@ def port_clashes(cfg: StackConfig) -> set[tuple[str, str, str]]:
     channel per rank), the prefill pod (its ranks and side channels). Each pair that shares a port is reported by the
     gate at the key the stack file sets, of two it sets (or two defaults) at the later one in the order listed here."""
     found: set[tuple[str, str, str]] = set()
+    precise = cfg.router.prefix_cache == "precise"
 
     def span(start: int, count: int) -> set[int]:
         return set(range(start, start + count))
@@ -475,6 +484,7 @@ def port_clashes(cfg: StackConfig) -> set[tuple[str, str, str]]:
             ("router.grpcPort", router, "grpc_port", {router.grpc_port}),
             ("router.healthPort", router, "health_port", {router.health_port}),
             ("router.metricsPort", router, "metrics_port", {router.metrics_port}),
+            *([("router.tokenizerPort", router, "tokenizer_port", {router.tokenizer_port})] if precise else []),
         ],
     )
     ranks = decode.data_parallel_size_local or decode.data_parallel_size
@@ -487,6 +497,8 @@ def port_clashes(cfg: StackConfig) -> set[tuple[str, str, str]]:
     pod.append(
         ("engine.nixlSideChannelPort", engine, "nixl_side_channel_port", span(engine.nixl_side_channel_port, ranks))
     )
+    if precise:  # each rank's KV-event socket
+        pod.append(("router.kvEventsPort", router, "kv_events_port", span(router.kv_events_port, ranks)))
     judge(("decode",), pod)
     ranks = prefill.data_parallel_size_local or prefill.data_parallel_size
     judge(
@@ -498,6 +510,11 @@ def port_clashes(cfg: StackConfig) -> set[tuple[str, str, str]]:
                 engine,
                 "nixl_side_channel_port",
                 span(engine.nixl_side_channel_port, ranks),
+            ),
+            *(
+                [("router.kvEventsPort", router, "kv_events_port", span(router.kv_events_port, ranks))]
+                if precise
+                else []
             ),
         ],
     )
@@ -983,7 +1000,10 @@ FIELDS = {
     "router.blockSizeTokens": whole(0, 100001),
     "router.lruCapacityPerServer": whole(0, 100001),
     "router.autoTune": FLAG,
-    "router.prefixCache": choice("approximate", "none"),
+    "router.prefixCache": choice("approximate", "precise", "none"),
+    "router.kvEventsPort": whole(1023, 65001),
+    "router.tokenizerImage": text("vllm/vllm-openai-cpu:v0.30.0"),
+    "router.tokenizerPort": whole(1023, 65001),
     "router.prefixScorerWeight": whole(-1, 100001),
     "router.queueScorerWeight": whole(-1, 100001),
     "router.activeRequestScorerWeight": whole(-1, 100001),
