@@ -838,6 +838,8 @@ def _router(values: dict, **changes) -> None:
 def routing_options(engine_block: int, reuse_unit: int) -> dict[str, RoutingOption]:
     """The agentic section's options by name, for a stack whose engines have `engine_block`-token KV blocks and
     reuse prefixes in `reuse_unit`-token units."""
+    from localsite.programs import sim_block_size
+
     return {
         option.name: option
         for option in (
@@ -847,6 +849,11 @@ def routing_options(engine_block: int, reuse_unit: int) -> dict[str, RoutingOpti
             RoutingOption("engine-block", lambda v: _router(v, autoTune=False, blockSizeTokens=engine_block)),
             # The reference design's blockSizeTokens with autoTune off: the unit the engines reuse (512 tokens).
             RoutingOption("reuse-unit", lambda v: _router(v, autoTune=False, blockSizeTokens=reuse_unit)),
+            # The engines' own KV events: the router's blocks must divide the blocks the engines announce, the
+            # site's simulators' (programs.sim_block_size of the reuse unit; it divides Rebel100's 4096 too).
+            RoutingOption(
+                "precise", lambda v: _router(v, prefixCache="precise", blockSizeTokens=sim_block_size(reuse_unit))
+            ),
             RoutingOption("oracle", oracle=True),
         )
     }
@@ -891,7 +898,7 @@ def ttft_plot(by_turn: dict[str, tuple[float, ...]], title: str) -> str:
     return "\n".join([*parts, "</svg>", ""])
 
 
-AGENTIC_OPTIONS = ("load-only", "as-rendered", "engine-block", "reuse-unit", "oracle")
+AGENTIC_OPTIONS = ("load-only", "as-rendered", "engine-block", "reuse-unit", "precise", "oracle")
 
 
 def agentic_section(sessions: int, options: list[str], seed: int, plot: pathlib.Path | None = None) -> None:

@@ -3,7 +3,11 @@ arguments given to it (translated where the program is a simulator). Pure: a pod
 
 The image (any registry, any tag) and the program:
 
-- `vllm-rbln` (the engines): llm-d-inference-sim, the `vllm serve` args translated (SIM_FLAGS);
+- `vllm-rbln` (the engines): llm-d-inference-sim, the `vllm serve` args translated (SIM_FLAGS); an engine that
+  publishes KV events (`--kv-events-config`) runs one simulator per DP rank, each publishing to the pod's KV-event
+  relay (localsite/kvrelay.py), which binds the sockets the engine would;
+- `vllm-openai-cpu` running `vllm launch render` (the EPP's tokenizer): llm-d-inference-sim, which serves the same
+  render routes with the dummy tokenizer the simulated engines count tokens with;
 - `llm-d-router-disagg-sidecar`, `llm-d-routing-sidecar`: the real P/D sidecar, the rendered args as they are;
 - `llm-d-router-endpoint-picker`, `llm-d-inference-scheduler`: the real EPP, the rendered args; mounted ConfigMap
   paths point at a copy of the ConfigMap;
@@ -21,12 +25,15 @@ lists the InferencePool's pods. Client-go reads `KUBECONFIG` before the in-clust
 from __future__ import annotations
 
 import base64
+import json
+import sys
 from dataclasses import dataclass, field
 
 from core import sizing
 from core.cmdline import parse_flags
 from core.serving import SUB_BLOCK_CACHE_ENV
 from core.versions import engine, image_name, router, vllm_args
+from localsite import kvrelay
 
 # `vllm serve` flags and what the simulator makes of them. A value: the simulator's flag of the same meaning.
 SIM_FLAGS = {
@@ -58,6 +65,7 @@ NOT_SIMULATED = {
     "--reasoning-parser": "echo mode: no reasoning",
     "--speculative-config": "no speculative decoding",
     "--kv-transfer-config": "the simulator speaks the nixlv2 P/D protocol (kv_transfer_params) itself",
+    "--kv-events-config": "kv_events(): one simulator per rank, publishing through the pod's relay",
     "--shutdown-timeout": (
         "the simulator drains its in-flight requests for a fixed 30 s on SIGTERM (llm-d-inference-sim v0.10.2 "
         "pkg/communication/communication.go)"
@@ -173,6 +181,101 @@ def sim_args(command: list[str], args: list[str], env: dict[str, str] | None = N
     return [*out, *_cache_args(parsed, env or {}), *SIM_FIXED]
 
 
+@dataclass(frozen=True)
+class KvEvents:
+    """An engine's `--kv-events-config` as the site serves it: the rank-0 port the EPP dials, the model its topic
+    names (`kv@<pod>@<model>`, which the simulator builds from its `--model`)."""
+
+    port: int
+    model: str
+
+
+def kv_events(command: list[str], args: list[str]) -> KvEvents | None:
+    """The KV events a rendered `vllm serve` line publishes (None: none), read with vLLM's parser."""
+    parsed, _unknown = vllm_args.parser().parse_known_args(vllm_args.normalize([*command, *args][2:]))
+    raw = getattr(parsed, "kv_events_config", None)
+    if not raw:
+        return None
+    try:
+        config = json.loads(raw)
+        endpoint, topic = str(config["endpoint"]), str(config.get("topic", ""))
+        port = int(endpoint.rsplit(":", 1)[1])
+    except (ValueError, KeyError, IndexError, TypeError) as err:
+        raise Unsupported(
+            f"--kv-events-config {raw!r} is not a ZMQ endpoint and topic the site can serve: {err}"
+        ) from None
+    if not config.get("enable_kv_cache_events"):
+        return None
+    parts = topic.split("@")
+    if len(parts) != 3 or parts[0] != "kv":
+        raise Unsupported(f"--kv-events-config topic {topic!r} is not kv@<pod>@<model>, which the simulator publishes")
+    return KvEvents(port, parts[2])
+
+
+def engine_programs(
+    name: str, sim: str, argv: list[str], events: KvEvents | None, env: dict[str, str], account: str | None
+) -> list[Program]:
+    """The simulator of an engine container: one for all its ranks, or, when it publishes KV events, the pod's
+    relay and one simulator per rank (one process publishes every rank under one topic, where each vLLM rank binds a
+    socket of its own), rank 0 under the container's name (its probes), rank r under `<name>-rank<r>`."""
+    ranks = rank_ports(argv, "--port", 8000)
+    if events is None:
+        return [Program(name, [sim, *argv], env, service_account=account, ports=ranks)]
+    address = env["POD_IP"]
+    outer = [events.port + rank for rank in range(len(ranks))]
+    relay = Program(
+        f"{name}-kv-events",
+        [sys.executable, "-m", "localsite.kvrelay", address, *(f"{o}:{o + kvrelay.INNER_OFFSET}" for o in outer)],
+        env,
+        ports=tuple(outer),
+    )
+    base = _without(argv, "--data-parallel-size")
+    base = _with(base, "--model", events.model)
+    programs = [relay]
+    for rank, port in enumerate(ranks):
+        rank_argv = _with(base, "--port", str(port))
+        rank_argv += [
+            "--data-parallel-rank",
+            str(rank),
+            "--zmq-endpoint",
+            f"tcp://{address}:{outer[rank] + kvrelay.INNER_OFFSET}",
+        ]
+        label = name if rank == 0 else f"{name}-rank{rank}"
+        programs.append(Program(label, [sim, *rank_argv], env, service_account=account, ports=(port,)))
+    return programs
+
+
+def _without(argv: list[str], flag: str) -> list[str]:
+    out, skip = [], False
+    for token in argv:
+        if skip:
+            skip = False
+            continue
+        if token == flag:
+            skip = True
+            continue
+        if token.startswith(flag + "="):
+            continue
+        out.append(token)
+    return out
+
+
+def _with(argv: list[str], flag: str, value: str) -> list[str]:
+    return [*_without(argv, flag), flag, value]
+
+
+def tokenizer_args(command: list[str], args: list[str]) -> list[str]:
+    """The simulator's flags for the EPP's tokenizer (`vllm launch render MODEL ...`, the `vllm serve` parser's
+    arguments): the model, its port and max-model-len, the dummy tokenizer the engines count with, no cache."""
+    if [*command, *args][:3] != list(engine.TOKENIZER_COMMAND):
+        raise Unsupported(f"the tokenizer container runs {' '.join(command)!r}, not 'vllm launch render'")
+    parsed, _unknown = vllm_args.parser().parse_known_args(vllm_args.normalize([*command, *args][3:]))
+    out = ["--model", parsed.model_tag, "--port", str(parsed.port or 8000)]
+    if parsed.max_model_len:
+        out += ["--max-model-len", str(parsed.max_model_len)]
+    return [*out, *SIM_FIXED]
+
+
 def literal_env(container: dict, pod: dict) -> dict[str, str]:
     """The container's env with plain values and the downward API fields a pod's programs read."""
     fields = {
@@ -254,16 +357,13 @@ def plan(
         repository = image_name(image)
         env = {**base_env, **literal_env(container, pod)}
         if engine.is_engine_image(image):
-            argv = [binaries.sim, *sim_args(container.get("command") or [], container.get("args") or [], env)]
-            programs.append(
-                Program(
-                    name,
-                    argv,
-                    env,
-                    service_account=api_account(pod, container),
-                    ports=rank_ports(argv[1:], "--port", 8000),
-                )
-            )
+            command, args = container.get("command") or [], container.get("args") or []
+            argv = sim_args(command, args, env)
+            account = api_account(pod, container)
+            programs += engine_programs(name, binaries.sim, argv, kv_events(command, args), env, account)
+        elif engine.is_tokenizer_image(image):
+            argv = tokenizer_args(container.get("command") or [], container.get("args") or [])
+            programs.append(Program(name, [binaries.sim, *argv], env, ports=rank_ports(argv, "--port", 8000)))
         elif repository in router.SIDECAR_IMAGE_NAMES:
             args = container.get("args") or []
             programs.append(
@@ -291,7 +391,7 @@ def plan(
         else:
             raise Unsupported(
                 f"container {name}: the site has no program for image {image!r} "
-                "(localsite/programs.py maps vllm-rbln, the llm-d EPP and the P/D sidecar)"
+                "(localsite/programs.py maps vllm-rbln, the vLLM tokenizer, the llm-d EPP and the P/D sidecar)"
             )
     return programs
 

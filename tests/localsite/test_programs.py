@@ -121,6 +121,86 @@ def test_the_decode_engine_becomes_a_simulator_with_its_serving_shape():
     }  # a secret is not handed to a simulator
 
 
+KV_EVENTS = '{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:5557","topic":"kv@$(IP)@coder"}'
+
+
+def test_an_engine_that_publishes_kv_events_is_a_relay_and_a_simulator_per_rank():
+    """vLLM binds one publisher per DP rank (5557 + r) under the rendered topic; the simulator dials out and publishes
+    every rank of one process under one topic. So: the pod's relay binds 5557-5560 (the EPP's side) and 15557-15560
+    (the simulators' side), and each rank is a simulator of its own on its port, publishing to its relay socket under
+    kv@<POD_IP>@<the topic's model>."""
+    engine = {**ENGINE, "args": [*DECODE_ARGS, "--kv-events-config", KV_EVENTS]}
+    relay, *ranks = programs.plan(pod([engine]), BIN, {})
+    assert relay.container == "vllm-kv-events"
+    assert relay.argv[1:] == [
+        "-m",
+        "localsite.kvrelay",
+        "127.1.0.7",
+        "5557:15557",
+        "5558:15558",
+        "5559:15559",
+        "5560:15560",
+    ]
+    assert relay.ports == (5557, 5558, 5559, 5560)
+    assert [r.container for r in ranks] == ["vllm", "vllm-rank1", "vllm-rank2", "vllm-rank3"]
+    for rank, program in enumerate(ranks):
+        argv = program.argv
+        assert argv[0] == "/b/sim"
+        assert "--data-parallel-size" not in argv
+        assert argv[argv.index("--port") + 1] == str(8200 + rank)
+        assert argv[argv.index("--data-parallel-rank") + 1] == str(rank)
+        assert argv[argv.index("--zmq-endpoint") + 1] == f"tcp://127.1.0.7:{15557 + rank}"
+        assert argv[argv.index("--model") + 1] == "coder"  # the simulator's topic is kv@<POD_IP>@<--model>
+        assert argv.count("--model") == 1 and "--enable-kvcache" in argv
+        assert program.ports == (8200 + rank,)
+        assert program.env["POD_IP"] == "127.1.0.7"
+
+
+@pytest.mark.parametrize(
+    "config, says",
+    [
+        ('{"enable_kv_cache_events":true,"endpoint":"ipc:///tmp/x","topic":"kv@a@m"}', "not a ZMQ endpoint"),
+        ('{"enable_kv_cache_events":true,"endpoint":"tcp://*:5557","topic":"m"}', "is not kv@<pod>@<model>"),
+        ("not json", "not a ZMQ endpoint"),
+    ],
+)
+def test_kv_events_the_site_cannot_serve_are_said(config, says):
+    engine = {**ENGINE, "args": [*DECODE_ARGS, "--kv-events-config", config]}
+    with pytest.raises(programs.Unsupported, match=says):
+        programs.plan(pod([engine]), BIN, {})
+
+
+def test_kv_events_turned_off_are_one_simulator_as_before():
+    off = '{"enable_kv_cache_events":false,"endpoint":"tcp://*:5557","topic":"kv@a@m"}'
+    [program] = programs.plan(pod([{**ENGINE, "args": [*DECODE_ARGS, "--kv-events-config", off]}]), BIN, {})
+    assert program.ports == (8200, 8201, 8202, 8203)
+
+
+def test_the_epps_tokenizer_is_a_simulator_serving_the_render_routes_with_the_engines_tokenizer():
+    tokenizer = {
+        "name": "tokenizer",
+        "image": "vllm/vllm-openai-cpu:v0.30.0",
+        "command": ["vllm", "launch", "render"],
+        "args": ["MiniMaxAI/MiniMax-M2.7", "--revision", "main", "--max-model-len", "204800", "--port", "8100"],
+    }
+    [program] = programs.plan(pod([tokenizer]), BIN, {})
+    assert program.argv == [
+        "/b/sim",
+        "--model",
+        "MiniMaxAI/MiniMax-M2.7",
+        "--port",
+        "8100",
+        "--max-model-len",
+        "204800",
+        "--mode",
+        "echo",
+        "--force-dummy-tokenizer",
+    ]
+    assert program.ports == (8100,)
+    with pytest.raises(programs.Unsupported, match="not 'vllm launch render'"):
+        programs.plan(pod([{**tokenizer, "command": ["vllm", "serve"]}]), BIN, {})
+
+
 def test_the_native_sidecar_runs_first_and_the_plain_init_container_not_at_all():
     plan = programs.plan(pod([ENGINE], init=[WAIT, SIDECAR]), BIN, {})
     assert [p.container for p in plan] == ["routing-proxy", "vllm"]
