@@ -901,7 +901,9 @@ def ttft_plot(by_turn: dict[str, tuple[float, ...]], title: str) -> str:
 AGENTIC_OPTIONS = ("load-only", "as-rendered", "engine-block", "reuse-unit", "precise", "oracle")
 
 
-def agentic_section(sessions: int, options: list[str], seed: int, plot: pathlib.Path | None = None) -> None:
+def agentic_section(
+    sessions: int, options: list[str], seed: int, plot: pathlib.Path | None = None, turns: int | None = None
+) -> None:
     """Issue 37: a coding agent's sessions (sitetests/agentic.py) replayed the same under each routing option, each
     on a site of its own (every engine's cache empty at the start), the engines' time to first token growing with
     the tokens they have not cached."""
@@ -915,7 +917,7 @@ def agentic_section(sessions: int, options: list[str], seed: int, plot: pathlib.
 
     cfg = load_stack(stack_file(stack), stack)
     timing = agentic.SimTiming.of(cfg)
-    trace = agentic.Trace.make(seed, sessions)
+    trace = agentic.Trace.make(seed, sessions, turns or agentic.TURNS)
     known = routing_options(cfg.engine.block_size, derive(cfg).prefix_reuse_unit)
     header(
         f"agentic: stack {stack}, {trace.sessions} sessions x {len(trace.added[0])} turns (seed {seed}): a "
@@ -985,6 +987,9 @@ def main() -> int:
     )
     parser.add_argument("--sessions", type=int, default=32, help="coding-agent sessions of the agentic section")
     parser.add_argument("--seed", type=int, default=37, help="the agentic section's trace")
+    parser.add_argument(
+        "--turns", type=int, help="turns of each session of the agentic section (default: sitetests/agentic.py TURNS)"
+    )
     parser.add_argument("--plot", type=pathlib.Path, help="write the agentic section's TTFT by turn here (SVG)")
     parser.add_argument(
         "--routing",
@@ -1027,7 +1032,7 @@ def main() -> int:
             print("\n== changes: skipped, needs the local control plane (`scripts/cluster build`)")
     if "agentic" in sections:
         if cluster_bin:
-            agentic_section(args.sessions, args.routing, args.seed, args.plot)
+            agentic_section(args.sessions, args.routing, args.seed, args.plot, args.turns)
         else:
             print("\n== agentic: skipped, needs the local control plane (`scripts/cluster build`)")
     if "autoscaling" in sections:
