@@ -49,6 +49,7 @@ READY_DELAY_ANNOTATION = "rebel100.local/ready-delay"  # kwok's Running -> Ready
 GRACE_DEFAULT = 30.0  # the API's terminationGracePeriodSeconds
 SIDECAR_GRACE_MIN = 2.0  # what the kubelet still gives sidecars after the main containers used the grace period
 EPP_ENDPOINTS = "epp-endpoints"  # the file under the site's folder the gateway reads the EPP endpoints from
+POOL_ENDPOINTS = "pool-endpoints"  # and where, with FailOpen, it sends what the EPP could not route
 
 log = logging.getLogger("localsite")
 
@@ -167,6 +168,7 @@ class Agent:
         self.autoscaling_next_check = 0.0  # time.monotonic() of the next look for ScaledObjects (inf: decided)
         self.adapter_relay: socket.socket | None = None
         self.epp_endpoints: list[str] | None = None  # last written to EPP_ENDPOINTS
+        self.pool_endpoints: list[str] | None = None  # last written to POOL_ENDPOINTS
 
     @property
     def live_site(self) -> netns.Site:
@@ -564,20 +566,20 @@ class Agent:
     # --- the gateway role ----------------------------------------------------------------------------------------
     def ensure_gateway(self, pods: list[dict]) -> None:
         """The gateway program in front of the pool the HTTPRoute names, given the EPP Service's ready endpoints
-        through a file it follows (no restart when EPP pods come and go: their connections drain as Envoy's would);
-        restarted when the pool's failure mode or, with FailOpen, its endpoints change, or the program exited."""
+        and the pool's (FailOpen's) through files it follows (no restart when pods come and go: connections drain
+        as Envoy's would); restarted when the pool's failure mode changes or the program exited."""
         target = self.epp_target(pods)
         if target is None:
             return
         endpoints, failure_mode, fallbacks = target
         if endpoints != self.epp_endpoints:
-            path = self.dir / EPP_ENDPOINTS
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text("".join(f"{e}\n" for e in endpoints))
-            tmp.replace(path)
+            self._write_endpoints(EPP_ENDPOINTS, endpoints)
             if self.epp_endpoints is not None:
                 log.info("gateway: EPP endpoints %s", ", ".join(endpoints) or "(none)")
             self.epp_endpoints = endpoints
+        if fallbacks != self.pool_endpoints:
+            self._write_endpoints(POOL_ENDPOINTS, fallbacks)
+            self.pool_endpoints = fallbacks
         args = [
             self.gateway_binary,
             "--listen-fd",
@@ -588,7 +590,7 @@ class Agent:
             failure_mode,
         ]
         if failure_mode == "FailOpen":  # Envoy then routes to the pool's endpoints without the EPP
-            args += ["--fallback-endpoints", ",".join(fallbacks)]
+            args += ["--fallback-endpoints-file", str(self.dir / POOL_ENDPOINTS)]
         if self.gateway_process and self.gateway_process.alive() and args == self.gateway_args:
             return
         if self.gateway_process:
@@ -598,6 +600,13 @@ class Agent:
             "gateway", self.live_site.ns.command(args), pass_fds=(self.listener.fileno(),)
         )
         log.info("gateway: EPP endpoints %s (%s)", ", ".join(endpoints) or "(none)", failure_mode)
+
+    def _write_endpoints(self, name: str, endpoints: list[str]) -> None:
+        """One HOST:PORT a line, replaced whole (the gateway never reads half a list)."""
+        path = self.dir / name
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text("".join(f"{e}\n" for e in endpoints))
+        tmp.replace(path)
 
     def epp_target(self, pods: list[dict]) -> tuple[list[str], str, list[str]] | None:
         """The EPP Service's ready endpoints (its selected pods that are Ready, not terminating and run here, at the
@@ -620,25 +629,29 @@ class Agent:
         port = next(p for p in service["spec"]["ports"] if p["port"] == picker["port"]["number"])
         selector = service["spec"].get("selector") or {}
         failure_mode = picker.get("failureMode", "FailClose")
+        # As the EndpointSlice controller: a Service's ready endpoints are its selected pods that are Ready and not
+        # terminating (a Service without endpoints refuses connections: the gateway then has none to connect to).
+        # FailOpen's are the pool's, at its first target port (the one every role listens on), as a gateway's own
+        # load balancing over the pool has them.
         fallbacks = sorted(
             f"{run.ip}:{p['number']}"
             for pod in pods
-            if _selects(pool["spec"]["selector"], pod) and (run := self.pods.get(pod["metadata"]["name"])) and run.ns
+            if _selects(pool["spec"]["selector"], pod) and (run := self._serving(pod))
             for p in pool["spec"]["targetPorts"][:1]
         )
-        # As the EndpointSlice controller: a Service's ready endpoints are its selected pods that are Ready and not
-        # terminating (a Service without endpoints refuses connections: the gateway then has none to connect to).
         endpoints = sorted(
             f"{run.ip}:{port.get('targetPort', port['port'])}"
             for pod in pods
-            if _selects(selector, pod)
-            and _is_ready(pod)
-            and not pod["metadata"].get("deletionTimestamp")
-            and (run := self.pods.get(pod["metadata"]["name"]))
-            and run.ns
-            and not run.terminating
+            if _selects(selector, pod) and (run := self._serving(pod))
         )
         return endpoints, failure_mode, fallbacks
+
+    def _serving(self, pod: dict) -> PodRun | None:
+        """The pod's run here if the pod is a ready endpoint: Ready, not terminating, its programs started."""
+        if not _is_ready(pod) or pod["metadata"].get("deletionTimestamp"):
+            return None
+        run = self.pods.get(pod["metadata"]["name"])
+        return run if run and run.ns and not run.terminating else None
 
     # --- status --------------------------------------------------------------------------------------------------
     def listening(self, run: PodRun) -> bool:

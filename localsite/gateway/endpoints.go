@@ -6,6 +6,7 @@ import (
 	"log"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/resolver"
@@ -36,10 +37,62 @@ func (e *eppEndpoints) target() string { return e.resolver.Scheme() + ":///epp" 
 
 // follow reads path now and whenever its content changes, until ctx ends.
 func (e *eppEndpoints) follow(ctx context.Context, path string) {
+	followFile(ctx, path, &e.last, e.apply)
+}
+
+func (e *eppEndpoints) read(path string) { readFile(path, &e.last, e.apply) }
+
+func (e *eppEndpoints) apply(addresses []string) {
+	state := resolver.State{}
+	for _, a := range addresses {
+		state.Addresses = append(state.Addresses, resolver.Address{Addr: a})
+	}
+	log.Printf("gateway: EPP endpoints %v", addresses)
+	e.resolver.UpdateState(state)
+}
+
+// fallbackEndpoints are where FailOpen sends a request the EPP could not route: the pool's ready endpoints, as the
+// gateway's own load balancing over the InferencePool's Service has them (Envoy: its EDS cluster), round robin.
+// Followed from a file like the EPP's, so a pod that comes or goes needs no restart of the gateway.
+type fallbackEndpoints struct {
+	list atomic.Pointer[[]string]
+	next atomic.Uint64
+	last []byte
+}
+
+func newFallbackEndpoints(fixed []string) *fallbackEndpoints {
+	f := &fallbackEndpoints{}
+	f.list.Store(&fixed)
+	return f
+}
+
+// pick: the next endpoint, or "" when there is none (every pod of the pool gone or not Ready).
+func (f *fallbackEndpoints) pick() string {
+	list := *f.list.Load()
+	if len(list) == 0 {
+		return ""
+	}
+	return list[f.next.Add(1)%uint64(len(list))]
+}
+
+func (f *fallbackEndpoints) follow(ctx context.Context, path string) {
+	followFile(ctx, path, &f.last, f.apply)
+}
+
+func (f *fallbackEndpoints) read(path string) { readFile(path, &f.last, f.apply) }
+
+func (f *fallbackEndpoints) apply(addresses []string) {
+	log.Printf("gateway: FailOpen endpoints %v", addresses)
+	f.list.Store(&addresses)
+}
+
+// followFile reads path now and every endpointsPoll, calling apply with its endpoints whenever its content differs
+// from *last, until ctx ends.
+func followFile(ctx context.Context, path string, last *[]byte, apply func([]string)) {
 	ticker := time.NewTicker(endpointsPoll)
 	defer ticker.Stop()
 	for {
-		e.read(path)
+		readFile(path, last, apply)
 		select {
 		case <-ctx.Done():
 			return
@@ -48,22 +101,17 @@ func (e *eppEndpoints) follow(ctx context.Context, path string) {
 	}
 }
 
-func (e *eppEndpoints) read(path string) {
+// readFile calls apply with path's endpoints if its content differs from *last (a missing file lists none).
+func readFile(path string, last *[]byte, apply func([]string)) {
 	content, err := os.ReadFile(path)
 	if err != nil {
 		content = nil // no file yet: no endpoint
 	}
-	if e.last != nil && bytes.Equal(content, e.last) {
+	if *last != nil && bytes.Equal(content, *last) {
 		return
 	}
-	e.last = append([]byte{}, content...)
-	addresses := parseEndpoints(string(content))
-	state := resolver.State{}
-	for _, a := range addresses {
-		state.Addresses = append(state.Addresses, resolver.Address{Addr: a})
-	}
-	log.Printf("gateway: EPP endpoints %v", addresses)
-	e.resolver.UpdateState(state)
+	*last = append([]byte{}, content...)
+	apply(parseEndpoints(string(content)))
 }
 
 // parseEndpoints: HOST:PORT a line; blank lines and lines starting with # are skipped.

@@ -77,3 +77,37 @@ func TestEndpointsFileMovesNewStreamsAndLetsTheOldFinish(t *testing.T) {
 		t.Errorf("no EPP endpoint: %d, want FailClose's 500", resp.StatusCode)
 	}
 }
+
+// --fallback-endpoints-file: with FailOpen and no EPP, requests go round robin to the pool's ready endpoints as
+// the site lists them; a pod that leaves the list gets none, and an empty list answers 503 (no healthy upstream).
+func TestFallbackEndpointsFileFollowsThePool(t *testing.T) {
+	a, _ := startUpstream(t, "a")
+	b, _ := startUpstream(t, "b")
+	file := filepath.Join(t.TempDir(), "pool-endpoints")
+	writeEndpoints(t, file, a, b)
+	gw := startGateway(t, config{epp: closedPort(t), failOpen: true, fallbackFile: file})
+	served := func(n int) map[string]int {
+		seen := map[string]int{}
+		for i := 0; i < n; i++ {
+			resp, body := post(t, gw+"/v1/completions", `{}`, nil)
+			if resp.StatusCode != 200 {
+				t.Fatalf("FailOpen: %d %s", resp.StatusCode, body)
+			}
+			seen[resp.Header.Get("x-inference-pod")]++
+		}
+		return seen
+	}
+	if got := served(4); got["a"] != 2 || got["b"] != 2 {
+		t.Errorf("both pods listed: %v, want 2 each", got)
+	}
+	writeEndpoints(t, file, b)
+	time.Sleep(5 * endpointsPoll)
+	if got := served(3); got["b"] != 3 {
+		t.Errorf("a left the list: %v, want all on b", got)
+	}
+	writeEndpoints(t, file)
+	time.Sleep(5 * endpointsPoll)
+	if resp, body := post(t, gw+"/v1/completions", `{}`, nil); resp.StatusCode != 503 || !strings.Contains(body, "no ready endpoint") {
+		t.Errorf("no endpoint listed: %d %q, want 503", resp.StatusCode, body)
+	}
+}

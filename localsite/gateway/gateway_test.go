@@ -671,6 +671,7 @@ func TestFlags(t *testing.T) {
 		{"--listen", "127.0.0.1:0", "--epp", "x:1", "--failure-mode", "Open"},
 		{"--listen", "127.0.0.1:0", "--epp", "x:1", "--status-on-error", "42"},
 		{"--listen", "127.0.0.1:0", "--epp", "x:1", "--epp-endpoints-file", "/tmp/x"},
+		{"--listen", "127.0.0.1:0", "--epp", "x:1", "--failure-mode", "FailOpen", "--fallback-endpoints", "a:1", "--fallback-endpoints-file", "/tmp/x"},
 	} {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("%v accepted", args)
@@ -678,6 +679,10 @@ func TestFlags(t *testing.T) {
 	}
 	c, err := parseFlags([]string{"--listen-fd", "3", "--epp", "x:1", "--failure-mode", "FailOpen", "--fallback-endpoints", "a:1, b:2"})
 	if err != nil || !c.failOpen || len(c.fallbacks) != 2 || c.fallbacks[1] != "b:2" || c.statusOnError != 500 || c.eppPlaintext {
+		t.Errorf("%+v %v", c, err)
+	}
+	c, err = parseFlags([]string{"--listen-fd", "3", "--epp", "x:1", "--failure-mode", "FailOpen", "--fallback-endpoints-file", "/run/pool"})
+	if err != nil || !c.failOpen || c.fallbackFile != "/run/pool" || len(c.fallbacks) != 0 {
 		t.Errorf("%+v %v", c, err)
 	}
 }

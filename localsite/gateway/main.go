@@ -7,7 +7,7 @@
 //
 //	gateway --listen 127.0.0.1:8080 --epp 127.0.0.1:9002
 //	gateway --listen-fd 3 --epp 10.1.0.7:9002 --failure-mode FailOpen --fallback-endpoints 10.1.0.8:8000
-//	gateway --listen-fd 3 --epp-endpoints-file /run/epp-endpoints
+//	gateway --listen-fd 3 --epp-endpoints-file /run/epp-endpoints --failure-mode FailOpen --fallback-endpoints-file /run/pool
 //
 // One line per request goes to stderr. Two response headers are the stand-in's own, for tests:
 // x-gateway-destination-endpoint (the endpoint the request was sent to) and x-gateway-prefiller-host-port (the
@@ -53,6 +53,7 @@ type config struct {
 	eppPlaintext  bool
 	failOpen      bool
 	fallbacks     []string
+	fallbackFile  string // the pool's ready endpoints for FailOpen, one HOST:PORT a line (instead of --fallback-endpoints)
 	statusOnError int
 }
 
@@ -68,6 +69,8 @@ func parseFlags(args []string) (config, error) {
 	fs.BoolVar(&c.eppPlaintext, "epp-plaintext", false, "plaintext gRPC to the EPP (default: TLS without verification)")
 	fs.StringVar(&mode, "failure-mode", "FailClose", "the InferencePool's failureMode: FailClose or FailOpen")
 	fs.StringVar(&fallbacks, "fallback-endpoints", "", "HOST:PORT,... used when the EPP fails and --failure-mode is FailOpen")
+	fs.StringVar(&c.fallbackFile, "fallback-endpoints-file", "",
+		"instead of --fallback-endpoints: a file listing the pool's ready endpoints, HOST:PORT a line, read again when it changes")
 	fs.IntVar(&c.statusOnError, "status-on-error", http.StatusInternalServerError,
 		"HTTP status when the EPP fails and --failure-mode is FailClose (Envoy ext_proc's status_on_error)")
 	if err := fs.Parse(args); err != nil {
@@ -91,8 +94,11 @@ func parseFlags(args []string) (config, error) {
 			c.fallbacks = append(c.fallbacks, e)
 		}
 	}
-	if c.failOpen && len(c.fallbacks) == 0 {
-		return c, errors.New("--failure-mode FailOpen needs --fallback-endpoints")
+	if len(c.fallbacks) > 0 && c.fallbackFile != "" {
+		return c, errors.New("give at most one of --fallback-endpoints and --fallback-endpoints-file")
+	}
+	if c.failOpen && len(c.fallbacks) == 0 && c.fallbackFile == "" {
+		return c, errors.New("--failure-mode FailOpen needs --fallback-endpoints or --fallback-endpoints-file")
 	}
 	if c.statusOnError < 200 || c.statusOnError > 599 {
 		return c, fmt.Errorf("--status-on-error: %d is not an HTTP status", c.statusOnError)
@@ -151,6 +157,10 @@ func run(ctx context.Context, c config, ln net.Listener) error {
 		g.endpoints.read(c.eppFile)
 		go g.endpoints.follow(ctx, c.eppFile)
 	}
+	if c.fallbackFile != "" {
+		g.fallbacks.read(c.fallbackFile)
+		go g.fallbacks.follow(ctx, c.fallbackFile)
+	}
 	log.Printf("gateway: listening on %s, EPP %s (%s, %s)", ln.Addr(), c.epp+c.eppFile, map[bool]string{true: "plaintext", false: "TLS"}[c.eppPlaintext],
 		map[bool]string{true: "FailOpen", false: "FailClose"}[c.failOpen])
 	served := make(chan error, 1)
@@ -173,8 +183,7 @@ type gateway struct {
 	epp           extprocv3.ExternalProcessorClient
 	upstream      *http.Transport
 	failOpen      bool
-	fallbacks     []string
-	next          atomic.Uint64 // round robin over the fallbacks
+	fallbacks     *fallbackEndpoints
 	statusOnError int
 }
 
@@ -214,7 +223,7 @@ func newGateway(c config) (*gateway, error) {
 			DisableCompression:  true,
 		},
 		failOpen:      c.failOpen,
-		fallbacks:     c.fallbacks,
+		fallbacks:     newFallbackEndpoints(c.fallbacks),
 		statusOnError: c.statusOnError,
 	}, nil
 }
@@ -274,8 +283,12 @@ func (g *gateway) eppFailed(w http.ResponseWriter, r *http.Request, rec *record,
 		fail(w, rec, g.statusOnError, "the EPP failed: %v", err)
 		return
 	}
-	dest := g.fallbacks[g.next.Add(1)%uint64(len(g.fallbacks))]
+	dest := g.fallbacks.pick()
 	rec.note = fmt.Sprintf("FailOpen: the EPP failed: %v", err)
+	if dest == "" { // Envoy's "no healthy upstream"
+		fail(w, rec, http.StatusServiceUnavailable, "FailOpen: the EPP failed (%v) and the pool has no ready endpoint", err)
+		return
+	}
 	header := r.Header.Clone()
 	removeHopByHop(header)
 	resp, err := g.forward(r, dest, r.URL.RequestURI(), header, body)
