@@ -14,8 +14,6 @@ import signal
 import sys
 import threading
 
-import zmq
-
 # Where a rank's simulator publishes for the relay: its pod's KV-event port + this (a port no render uses there).
 INNER_OFFSET = 10_000
 
@@ -32,6 +30,10 @@ def pairs(specs: list[str]) -> list[tuple[int, int]]:
 
 
 def serve(address: str, ports: list[tuple[int, int]], stop: threading.Event) -> None:
+    # Imported here: the site's other modules import this one for INNER_OFFSET, and `make down` runs
+    # `python -m localsite stop` with the system's Python, which has no pyzmq.
+    import zmq
+
     context = zmq.Context()
     sockets = []
     try:

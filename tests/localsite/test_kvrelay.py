@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pathlib
+import subprocess
+import sys
 import threading
 import time
 
@@ -10,6 +13,8 @@ import zmq
 
 from host import ports
 from localsite import kvrelay
+
+PROJECT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def test_the_relay_forwards_each_ranks_messages_to_that_ranks_subscribers_only():
@@ -56,3 +61,18 @@ def test_a_port_pair_that_is_not_two_numbers_is_refused(spec):
     with pytest.raises(ValueError, match="OUTER:INNER"):
         kvrelay.pairs([spec])
     assert kvrelay.main(["127.0.0.1", spec]) == 2
+
+
+def test_the_sites_stop_command_runs_without_pyzmq(tmp_path):
+    """`make down` runs `python -m localsite stop` with the system's Python, which has no pyzmq: nothing on that path
+    may import it (it did once, through localsite.programs, and `make down` failed with ModuleNotFoundError)."""
+    blocked = "import runpy, sys; sys.modules['zmq'] = None; sys.argv[0] = 'localsite'; "
+    blocked += "runpy.run_module('localsite', run_name='__main__', alter_sys=True)"
+    proc = subprocess.run(
+        [sys.executable, "-c", blocked, "stop", "--dir", str(tmp_path / "site")],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
