@@ -818,7 +818,11 @@ def changes_section() -> None:
             runs += [changes.kill(site, "epp", "epp"), changes.kill(site, "decode", "vllm")]
             for run in runs:
                 values = (run.tally.sent(), run.sent_during, *run.tally.summary().values())
-                print(f"{run.kind:28} {run.over - run.began:5.1f}s " + " ".join(f"{v:7}" for v in values))
+                line = f"{run.kind:28} {run.over - run.began:5.1f}s " + " ".join(f"{v:7}" for v in values)
+                if (killed := run.marks.get("killed")) is not None:  # the bound: the requests held at the kill
+                    ready = run.marks["ready again"] - killed
+                    line += f"  ({run.tally.in_flight(killed)} in flight at the kill, Ready again {ready:.1f} s)"
+                print(line)
 
 
 @dataclasses.dataclass(frozen=True)

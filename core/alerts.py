@@ -21,7 +21,7 @@ import dataclasses
 import re
 from typing import Any
 
-from core import autoscaling
+from core import autoscaling, routing
 from core.config import StackConfig
 from core.labels import epp_name, pool_names
 from core.versions import engine as engine_versions
@@ -154,7 +154,7 @@ def alerts(cfg: StackConfig) -> list[Alert]:
             settings.epp_unavailable_for,
             "No EPP pod is Ready: the gateway cannot route.",
             f"No pod of the EPP ({epp_name(cfg.name)}) in {ns} is Ready: it is down, crash-looping, or (with leader "
-            f"election) none holds the lease. With failureMode FailClose every request fails.",
+            f"election) none holds the lease. {routing.without_epp(cfg.router.failure_mode)}",
             (Read(POD_READY, KUBE_STATE),),
         ),
         Alert(

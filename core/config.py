@@ -509,7 +509,13 @@ class Router(Section):
         ),
     )
     failure_mode: Literal["FailClose", "FailOpen"] = Field(
-        "FailClose", description="What the gateway does when the EPP is unreachable."
+        "FailOpen",
+        description=(
+            "The pool's `failureMode`: what the gateway does with a request while the EPP cannot be reached (its "
+            "restart, a rollout's last seconds). `FailOpen`: it sends the request to a ready pod of the pool itself, "
+            "without cache-aware routing or P/D (llm-d's advice for v0.10); `FailClose`: it answers an error "
+            "(500), so every request fails until the EPP serves again (docs/decisions.md)."
+        ),
     )
     certificate: Literal["stack", "epp"] = Field(
         "stack",

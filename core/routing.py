@@ -11,6 +11,17 @@ from core.config import Router
 from core.versions import image_version
 from core.versions import router as router_versions
 
+
+def without_epp(failure_mode: str) -> str:
+    """What users get while no EPP serves, by the pool's failureMode (a sentence)."""
+    if failure_mode == "FailOpen":
+        return (
+            "With failureMode FailOpen the gateway sends each request to a ready pod itself: served, without "
+            "cache-aware routing or P/D."
+        )
+    return f"With failureMode {failure_mode} the gateway answers every request with an error."
+
+
 # The P/D profiles of both generations: the role's filter, the picker, then the scorers. Decode also counts the
 # requests in flight: a decode rank holds its few sequences (maxNumSeqs 1 by default) for a whole answer, and
 # queue-scorer sees only waiting requests, so two requests met on one busy rank and the second waited a whole engine

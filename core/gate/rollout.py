@@ -52,7 +52,7 @@ def epp_certificate_advice(cfg: StackConfig) -> Iterable[Issue]:
     yield Issue(
         key("router.certificate"),
         "router.certificate epp: every start of the EPP (a rollout, a crash, a node drain) makes a self-signed "
-        "RSA-4096 key before its ext_proc port listens, 2.4-21.5 s on a 2-core node (docs/performance.md), and the "
-        f"gateway answers every request meanwhile with the pool's {cfg.router.failure_mode}. Set router.certificate "
+        "RSA-4096 key before its ext_proc port listens, 2.4-21.5 s on a 2-core node (docs/performance.md). "
+        f"{routing.without_epp(cfg.router.failure_mode)} Set router.certificate "
         "stack (the default): the stack makes the certificate once and the EPP reads it at its start.",
     )

@@ -72,7 +72,7 @@ def test_pool_points_at_epp_service(run_under_mocks):
     pool = cluster.get("InferencePool", "t-pool")
     assert pool["apiVersion"] == "inference.networking.k8s.io/v1"
     assert pool["spec"]["targetPorts"] == [{"number": p} for p in (8000, 8001, 8002, 8003)]
-    assert pool["spec"]["endpointPickerRef"] == {"name": "t-epp", "port": {"number": 9002}, "failureMode": "FailClose"}
+    assert pool["spec"]["endpointPickerRef"] == {"name": "t-epp", "port": {"number": 9002}, "failureMode": "FailOpen"}
     assert pool["spec"]["selector"]["matchLabels"] == {
         "app.kubernetes.io/part-of": "t",
         "llm-d.ai/inference-serving": "true",

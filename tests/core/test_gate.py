@@ -1758,7 +1758,11 @@ def test_an_epp_making_its_own_certificate_is_advice_at_prod_only():
     [advice] = warnings_for(ok(router={**quiet, "certificate": "epp"}, weights={"revision": "0" * 40}))
     assert advice.path == "rebel100:router.certificate"
     assert advice.message.startswith("router.certificate epp: every start of the EPP")
-    assert "the gateway answers every request meanwhile with the pool's FailClose" in advice.message
+    assert "With failureMode FailOpen the gateway sends each request to a ready pod itself" in advice.message
+    [closed] = warnings_for(
+        ok(router={**quiet, "certificate": "epp", "failureMode": "FailClose"}, weights={"revision": "0" * 40})
+    )
+    assert "With failureMode FailClose the gateway answers every request with an error." in closed.message
     assert advice.message.endswith(
         "Set router.certificate stack (the default): the stack makes the certificate once and the EPP reads it at "
         "its start."

@@ -96,24 +96,24 @@ def test_scaling_decode_in_and_out_drops_no_request(site):
     )
 
 
-def test_a_killed_epp_fails_fast_and_serves_again_within_10_s(site):
-    """kill -9 of the EPP's process: the site restarts it as the kubelet restarts a container; until its ext_proc port
-    listens again (its startupProbe) the gateway answers the pool's failure mode at once (no hang), and within 10 s of
-    the kill the stack serves again (the issue's figure): the restarted EPP reads its certificate from the stack's
-    Secret instead of making an RSA-4096 key first, which took 2.4-21.5 s on this 2-core machine
-    (docs/performance.md "Changes under load")."""
+def test_a_killed_epp_fails_no_more_than_it_held_and_serves_again_within_10_s(site):
+    """kill -9 of the EPP's process: the site restarts it as the kubelet restarts a container. Until its ext_proc
+    port listens again (its startupProbe) the gateway applies the pool's failureMode, FailOpen: it sends each request
+    to a ready pod itself, so at most the requests the EPP held at the kill fail, and none hangs (the issue's figures).
+    Within 10 s of the kill the EPP routes again: the restarted EPP reads its certificate from the stack's Secret
+    instead of making an RSA-4096 key first, which took 2.4-21.5 s on this 2-core machine (docs/performance.md
+    "Changes under load")."""
     run = changes.kill(site, "epp", "epp")
     killed, ready, tally = run.marks["killed"], run.marks["ready again"], run.tally
-    failed = tally.failures(killed)
-    last_failure = max((o.started for o in failed), default=killed)
+    failed = tally.failures()
     print(
         f"\nEPP kill -9: {len(failed)} failed ({tally.summary()}), {tally.in_flight(killed)} in flight at the kill, "
-        f"Ready again after {ready - killed:.1f}s, the last failure sent {last_failure - killed:.1f}s after the kill"
+        f"Ready again after {ready - killed:.1f}s"
     )
     assert not tally.count("hang"), failures_text(site, tally, killed)
     assert not [o for o in failed if o.ended - o.started > 5.0], failures_text(site, tally, killed)
-    assert last_failure - killed <= 10.0, f"still failing {last_failure - killed:.1f}s after the kill"
-    assert tally.count("ok", since=last_failure) > 0
+    assert len(failed) <= tally.in_flight(killed), failures_text(site, tally, killed)
+    assert ready - killed <= 10.0, f"the EPP Ready again only {ready - killed:.1f}s after the kill"
     # What made it quick: the restarted EPP serves the stack's certificate (not one of its own making).
     secret = site.get("secret", "minimax-m27-epp-tls")["data"]["tls.crt"]
     pem = base64.b64decode(secret).decode()

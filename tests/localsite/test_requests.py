@@ -457,25 +457,27 @@ def rendered_pool(serving: ServedSite) -> dict:
 
 
 def test_the_epp_gone_gives_the_pools_failure_mode_and_serving_resumes(serving):
-    """FailClose (the render's, read from the render: the API server's default is FailClose too, and so is the
-    gateway role's): the gateway answers with an error instead of routing around the EPP."""
-    assert rendered_pool(serving)["spec"]["endpointPickerRef"]["failureMode"] == "FailClose"
+    """FailOpen (the render's, read from the render: the API server's default and the gateway role's are FailClose):
+    with no EPP the gateway sends each request to a ready pod of the pool itself, round robin, without P/D."""
+    assert rendered_pool(serving)["spec"]["endpointPickerRef"]["failureMode"] == "FailOpen"
     args = serving.status()["gateway"]["args"]
-    assert args[args.index("--failure-mode") + 1] == "FailClose", args
+    assert args[args.index("--failure-mode") + 1] == "FailOpen", args
     deployment = next(
         p["metadata"]["name"].rsplit("-", 2)[0]
         for p in serving.pods()
         if (p["metadata"].get("labels") or {}).get("app.kubernetes.io/component") == "router"
     )
+    pool = {f"{ip}:8000" for role in ("decode", "prefill") for ip in ips(serving, role)}
     scale(serving, deployment, 0)
     try:
         serving.wait_for(
             "the EPP's pod gone from the site", lambda: not any(n.startswith(deployment) for n in serving.served())
         )
-        answer = serving.post("/completions", completion("anyone?"))
-        assert answer.status >= 500 and answer.status != 503, (answer.status, answer.body[:300])
-        assert not answer.destination and not answer.pod, answer.headers  # refused, not routed around the EPP
-        assert answer.body.startswith(b"gateway: the EPP failed"), answer.body[:300]
+        answers = [serving.post("/completions", completion(f"anyone {i}?")) for i in range(len(pool))]
+        assert [a.status for a in answers] == [200] * len(pool), [(a.status, a.body[:200]) for a in answers]
+        destinations = {a.destination for a in answers}
+        assert destinations == pool, (destinations, pool)  # round robin over every ready pod, none outside the pool
+        assert not any(a.prefiller for a in answers)  # no EPP, no P/D decision
     finally:
         scale(serving, deployment, 1)
     serving.wait_for(

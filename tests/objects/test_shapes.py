@@ -95,7 +95,7 @@ def test_the_pool_targets_the_ports_the_pods_listen_on(stack, overrides, target_
     found = objects_of(stack, **overrides)
     pool = found[("InferencePool", POOL)]["spec"]
     assert pool["targetPorts"] == [{"number": port} for port in target_ports]
-    assert pool["endpointPickerRef"] == {"name": EPP, "failureMode": "FailClose", "port": {"number": 9002}}
+    assert pool["endpointPickerRef"] == {"name": EPP, "failureMode": "FailOpen", "port": {"number": 9002}}
     decode_spec = pod_spec(found, "decode")
     assert ports(container(decode_spec, "vllm")) == decode
     if sidecar is None:

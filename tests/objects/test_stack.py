@@ -154,8 +154,8 @@ def test_the_kv_tier_is_told_the_chiplets_hbm_and_the_tokens_each_rank_keeps():
 
 
 def test_the_router_section_reaches_the_pool_the_epp_config_and_the_network_policy():
-    _, by_name = children(router={"failureMode": "FailOpen", "grpcPort": 9102, "metricsPort": 9190})
-    assert by_name[("InferencePool", "t-pool")].manifest["spec"]["endpointPickerRef"]["failureMode"] == "FailOpen"
+    _, by_name = children(router={"failureMode": "FailClose", "grpcPort": 9102, "metricsPort": 9190})
+    assert by_name[("InferencePool", "t-pool")].manifest["spec"]["endpointPickerRef"]["failureMode"] == "FailClose"
     (gateway_rule, metrics_rule) = by_name[("NetworkPolicy", "t-epp")].manifest["spec"]["ingress"]
     assert (gateway_rule["ports"], metrics_rule["ports"]) == (
         [{"port": 9102, "protocol": "TCP"}],
