@@ -54,6 +54,7 @@ API_SERVICE = "v1beta1.external.metrics.k8s.io"
 TARGETS_REFRESH = "5s"
 RESTART_SECONDS = 5.0
 KUBE_STATE_PORT = 8080  # kube-state-metrics' own port, on the site's address: where the site serves its series
+PROMETHEUS_DEFAULT_INTERVAL = "30s"  # the site's scrape and evaluation interval where nothing sets one (the Operator's)
 ALERT_TIME_SCALE = "REBEL100_SITE_ALERT_TIME_SCALE"  # the site option: every alert's `for:` x this
 
 
@@ -63,7 +64,10 @@ def _label_name(key: str) -> str:
 
 
 def scrape_config(
-    pod_monitors: list[dict], targets_dir: pathlib.Path, secrets_dir: pathlib.Path, default_interval: str = "30s"
+    pod_monitors: list[dict],
+    targets_dir: pathlib.Path,
+    secrets_dir: pathlib.Path,
+    default_interval: str = PROMETHEUS_DEFAULT_INTERVAL,
 ) -> dict:
     """Prometheus's configuration for the namespace's PodMonitors: one job per podMetricsEndpoint, named as the
     Prometheus Operator names it (`podMonitor/<namespace>/<name>/<index>`), its targets in a file per job
@@ -179,19 +183,32 @@ def rule_file(rule: dict, scale: float = 1.0) -> dict:
     return {"groups": groups}
 
 
+def alert_time_scale() -> float:
+    """The site option REBEL100_SITE_ALERT_TIME_SCALE (1 where unset)."""
+    return float(os.environ.get(ALERT_TIME_SCALE) or 1)
+
+
 def rule_file_name(rule: dict) -> str:
     return f"{rule['metadata']['namespace']}-{rule['metadata']['name']}.yaml"
 
 
-def alerting_config(config: dict, rules_dir: pathlib.Path) -> dict:
+def alerting_config(config: dict, rules_dir: pathlib.Path, scale: float = 1.0) -> dict:
     """The scrape configuration with the rule files, and a job for the site's kube-state-metrics series (its labels
-    kept, as kube-state-metrics is scraped: honor_labels)."""
+    kept, as kube-state-metrics is scraped: honor_labels). With the site option's `scale` (not 1) the rules'
+    evaluation and that job's scrape are as much faster as their `for:` windows are shorter (at least 1 s), so a
+    scaled window is not lost between two evaluations."""
     job = {
         "job_name": "kube-state-metrics",
         "honor_labels": True,
         "static_configs": [{"targets": [f"{netns.SITE_ADDRESS}:{KUBE_STATE_PORT}"]}],
     }
-    return {**config, "rule_files": [str(rules_dir / "*.yaml")], "scrape_configs": [*config["scrape_configs"], job]}
+    scaled = dict(config)
+    if scale != 1:
+        interval = (config.get("global") or {}).get("evaluation_interval") or PROMETHEUS_DEFAULT_INTERVAL
+        every = f"{max(1000, round((prometheus_duration_ms(interval) or 0) * scale)) // 1000}s"
+        scaled["global"] = {**(config.get("global") or {}), "evaluation_interval": every}
+        job["scrape_interval"] = every
+    return {**scaled, "rule_files": [str(rules_dir / "*.yaml")], "scrape_configs": [*config["scrape_configs"], job]}
 
 
 def kube_state_metrics(pods: list[dict]) -> str:
@@ -422,7 +439,7 @@ class SiteAutoscaling:
         self.write_rules()
         self.kube_state_dir.mkdir(parents=True, exist_ok=True)
         scrape = scrape_config(self.monitors, self.targets_dir, self.secrets_dir)
-        write_yaml(self.dir / "prometheus.yml", alerting_config(scrape, self.rules_dir))
+        write_yaml(self.dir / "prometheus.yml", alerting_config(scrape, self.rules_dir, alert_time_scale()))
         env = keda_env(kubeconfig, namespace)
         self.commands = {
             "prometheus": (
@@ -463,7 +480,7 @@ class SiteAutoscaling:
             if err.status != 404:
                 raise
             rules = []
-        scale = float(os.environ.get(ALERT_TIME_SCALE) or 1)
+        scale = alert_time_scale()
         self.rules_dir.mkdir(parents=True, exist_ok=True)
         for rule in rules:
             write_yaml(self.rules_dir / rule_file_name(rule), rule_file(rule, scale))

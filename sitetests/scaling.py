@@ -67,17 +67,17 @@ def hpa_active(site: ServedSite, deployment: str) -> bool:
 
 
 class Load:
-    """CLIENTS threads sending completions until stopped: new short ones (decode-only) or new long ones (prefill, then
+    """`clients` threads sending completions until stopped: new short ones (decode-only) or new long ones (prefill, then
     decode); the pods that answered, and how many were refused or failed."""
 
-    def __init__(self, site: ServedSite, long_prompts: bool = False):
+    def __init__(self, site: ServedSite, long_prompts: bool = False, clients: int = CLIENTS):
         self.site = site
         self.long_prompts = long_prompts
         self.stop = threading.Event()
         self.answered: dict[str, int] = {}
         self.failed = 0
         self.lock = threading.Lock()
-        self.threads = [threading.Thread(target=self.client, daemon=True) for _ in range(CLIENTS)]
+        self.threads = [threading.Thread(target=self.client, daemon=True) for _ in range(clients)]
 
     def client(self) -> None:
         while not self.stop.is_set():

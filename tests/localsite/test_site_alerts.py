@@ -4,18 +4,23 @@ series the site serves from the pods' status (localsite/autoscaler.py).
 
 The unit tests check those pieces with values written by hand; the cluster tests serve the autoscaled stack (the
 site runs Prometheus for a stack with ScaledObjects, sitetests/scaling.py) and see a steady load fire no alert, and
-the EPP scaled to 0 fire Rebel100EppUnavailable and nothing else."""
+each fault fire its own alert and nothing else: the EPP scaled to 0 (Rebel100EppUnavailable), every decode pod gone
+(Rebel100NoReadyDecode), P/D turned off by hand in the EPP's configuration (Rebel100PdDecisionsStopped) and a queue
+that outgrows decode's maximum (Rebel100EngineQueueAtMaximum)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 
 import pytest
 import yaml
@@ -105,6 +110,16 @@ def test_the_config_loads_the_rule_files_and_scrapes_the_kube_state_series():
             },
         ],
     }
+    # Windows x 0.1: the rules evaluated and the kube-state series scraped every 3 s instead of 30 s (never below 1 s).
+    scaled = autoscaler.alerting_config(
+        {"global": {"evaluation_interval": "30s", "scrape_interval": "30s"}, "scrape_configs": []},
+        pathlib.Path("/r"),
+        0.1,
+    )
+    assert scaled["global"] == {"evaluation_interval": "3s", "scrape_interval": "30s"}
+    assert scaled["scrape_configs"][-1]["scrape_interval"] == "3s"
+    tiny = autoscaler.alerting_config({"global": {}, "scrape_configs": []}, pathlib.Path("/r"), 0.001)
+    assert tiny["global"] == {"evaluation_interval": "1s"}
 
 
 def test_kube_state_series_are_the_pods_ready_condition_and_restarts():
@@ -248,7 +263,11 @@ def test_the_real_prometheus_evaluates_the_sites_rule_file_over_its_kube_state_s
 
 # --- on the site --------------------------------------------------------------------------------------------------
 
-FAULT_TIMEOUT = 150.0  # kube-state's 30 s scrape, the rule's 30 s evaluation, the scaled 6 s window, twice over
+FAULT_TIMEOUT = 150.0  # the kube-state scrape and the rules' evaluation (3 s scaled), the 6 s window, with room
+# Rebel100PdDecisionsStopped reads a 2 m rate (not scaled) before its scaled 90 s window starts, and the EPP restarts.
+PD_FAULT_TIMEOUT = 360.0
+QUEUE_CLIENTS = 48  # three times decode's 16 slots at its maximum (4 pods x 4 DP ranks x maxNumSeqs 1): 8 wait a pod
+EPP, EPP_CONFIG = "minimax-m27-epp", "minimax-m27-epp-config"
 
 
 @pytest.fixture(scope="module")
@@ -259,7 +278,9 @@ def alerting(tmp_path_factory, site_binaries) -> ServedSite:
     before = os.environ.get(autoscaler.ALERT_TIME_SCALE)
     os.environ[autoscaler.ALERT_TIME_SCALE] = str(SCALE)  # the site process inherits it
     try:
-        site = ServedSite(folder, stack, NAMESPACE, (), config_file=scaling.autoscaled_stack_file(stack, folder))
+        site = ServedSite(
+            folder, stack, NAMESPACE, scaling.SIM_ARGS, config_file=scaling.autoscaled_stack_file(stack, folder)
+        )
         with site:
             wait_until_evaluating(site)
             yield site
@@ -335,3 +356,110 @@ def test_the_epp_killed_fires_its_alert_and_nothing_else(alerting: ServedSite):
     finally:
         site.kubectl("scale", "deployment", "minimax-m27-epp", "--replicas=1", f"--namespace={NAMESPACE}")
     site.wait_for("the alert resolved with the EPP back", lambda: not firing(site), FAULT_TIMEOUT)
+
+
+@contextlib.contextmanager
+def long_prompts(site: ServedSite) -> Iterator[list[int]]:
+    """One client sending new long prompts one after another (P/D decisions) while the block runs; yields the
+    statuses of its answers so far."""
+    statuses: list[int] = []
+    stop = threading.Event()
+
+    def client() -> None:
+        while not stop.is_set():
+            try:
+                statuses.append(site.post("/completions", completion(long_prompt(60)), timeout=60).status)
+            except OSError:
+                statuses.append(0)
+            stop.wait(1)
+
+    thread = threading.Thread(target=client, daemon=True)
+    thread.start()
+    try:
+        yield statuses
+    finally:
+        stop.set()
+        thread.join(timeout=90)
+
+
+@contextlib.contextmanager
+def autoscaling_paused(site: ServedSite, deployment: str) -> Iterator[None]:
+    """KEDA's `autoscaling.keda.sh/paused` on the role's ScaledObject, its HPA gone, so the Deployment's replicas are
+    ours to set; unpaused at the end (KEDA makes the HPA again)."""
+    namespace = f"--namespace={NAMESPACE}"
+    site.kubectl("annotate", "scaledobject", deployment, "autoscaling.keda.sh/paused=true", "--overwrite", namespace)
+    try:
+        site.wait_for(
+            f"KEDA to remove the HPA of the paused {deployment}",
+            lambda: site.kubectl("get", "hpa", f"keda-hpa-{deployment}", namespace, check=False).returncode != 0,
+            scaling.TIMEOUT,
+        )
+        yield
+    finally:
+        site.kubectl("annotate", "scaledobject", deployment, "autoscaling.keda.sh/paused-", namespace)
+        scaling.wait_until_active(site)
+
+
+def restart_epp_with(site: ServedSite, config: str) -> None:
+    """The EPP's configuration replaced by hand (the drift an operator's edit makes) and the EPP restarted on it."""
+    patch = json.dumps({"data": {"epp-config.yaml": config}})
+    site.kubectl("patch", "configmap", EPP_CONFIG, f"--namespace={NAMESPACE}", "--type=merge", "-p", patch)
+    site.kubectl("rollout", "restart", f"deployment/{EPP}", f"--namespace={NAMESPACE}")
+    site.kubectl("rollout", "status", f"deployment/{EPP}", f"--namespace={NAMESPACE}", "--timeout=180s")
+
+
+def without_pd(config: str) -> str:
+    """The EPP configuration with the P/D decider's threshold beyond any prompt: every decision decode-only."""
+    doc = yaml.safe_load(config)
+    [decider] = [p for p in doc["plugins"] if p["type"] == "prefix-based-pd-decider"]
+    decider.setdefault("parameters", {})["nonCachedTokens"] = 10**9
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+@pytest.mark.cluster
+def test_every_decode_pod_gone_fires_its_alert_and_nothing_else(alerting: ServedSite):
+    site = alerting
+    assert firing(site) == set()
+    with autoscaling_paused(site, scaling.DECODE):
+        site.kubectl("scale", "deployment", scaling.DECODE, "--replicas=0", f"--namespace={NAMESPACE}")
+        try:
+            fired = site.wait_for("Rebel100NoReadyDecode firing", lambda: firing(site), FAULT_TIMEOUT)
+            assert fired == {"Rebel100NoReadyDecode"}, fired
+        finally:
+            site.kubectl("scale", "deployment", scaling.DECODE, "--replicas=1", f"--namespace={NAMESPACE}")
+    site.wait_for("the alert resolved with decode back", lambda: not firing(site), FAULT_TIMEOUT)
+
+
+@pytest.mark.cluster
+def test_pd_turned_off_in_the_epps_configuration_fires_its_alert_and_nothing_else(alerting: ServedSite):
+    """The decider's threshold raised by hand past any prompt: prefill stays Ready and idle, every request is served
+    decode-only and answered, and only Rebel100PdDecisionsStopped says so."""
+    site = alerting
+    assert firing(site) == set()
+    original = site.get("configmap", EPP_CONFIG)["data"]["epp-config.yaml"]
+    with long_prompts(site) as statuses:
+        restart_epp_with(site, without_pd(original))
+        try:
+            fired = site.wait_for("Rebel100PdDecisionsStopped firing", lambda: firing(site), PD_FAULT_TIMEOUT)
+            assert fired == {"Rebel100PdDecisionsStopped"}, fired
+        finally:
+            restart_epp_with(site, original)
+        site.wait_for("the alert resolved with P/D back", lambda: not firing(site), PD_FAULT_TIMEOUT)
+    assert statuses and set(statuses) == {200}, statuses
+
+
+@pytest.mark.cluster
+def test_a_queue_beyond_decodes_maximum_fires_its_alert_and_nothing_else(alerting: ServedSite):
+    """QUEUE_CLIENTS clients of short prompts: KEDA scales decode to its maximum and requests still wait above the
+    target on every pod; long prompts beside them keep P/D deciding."""
+    site = alerting
+    assert firing(site) == set()
+    with long_prompts(site), scaling.Load(site, clients=QUEUE_CLIENTS) as load:
+        fired = site.wait_for(
+            "Rebel100EngineQueueAtMaximum firing", lambda: firing(site), scaling.TIMEOUT + FAULT_TIMEOUT
+        )
+        at_maximum = len(scaling.live_pods(site, "decode"))
+    assert fired == {"Rebel100EngineQueueAtMaximum"}, fired
+    assert at_maximum == scaling.AUTOSCALING["maxReplicas"]
+    assert load.failed == 0, f"{load.failed} requests failed under the queue"
+    site.wait_for("the alert resolved once the load stopped", lambda: not firing(site), FAULT_TIMEOUT)
