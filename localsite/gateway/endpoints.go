@@ -23,33 +23,25 @@ const endpointsPoll = 100 * time.Millisecond
 // No endpoint listed: new streams fail at once (as connecting to a Service without endpoints is refused).
 type eppEndpoints struct {
 	resolver *manual.Resolver
-	last     []byte
+	file     endpointsFile
 }
 
 func newEppEndpoints() *eppEndpoints {
 	r := manual.NewBuilderWithScheme("eppendpoints")
 	e := &eppEndpoints{resolver: r}
+	e.file.apply = func(addresses []string) {
+		state := resolver.State{}
+		for _, a := range addresses {
+			state.Addresses = append(state.Addresses, resolver.Address{Addr: a})
+		}
+		log.Printf("gateway: EPP endpoints %v", addresses)
+		r.UpdateState(state)
+	}
 	r.InitialState(resolver.State{})
 	return e
 }
 
 func (e *eppEndpoints) target() string { return e.resolver.Scheme() + ":///epp" }
-
-// follow reads path now and whenever its content changes, until ctx ends.
-func (e *eppEndpoints) follow(ctx context.Context, path string) {
-	followFile(ctx, path, &e.last, e.apply)
-}
-
-func (e *eppEndpoints) read(path string) { readFile(path, &e.last, e.apply) }
-
-func (e *eppEndpoints) apply(addresses []string) {
-	state := resolver.State{}
-	for _, a := range addresses {
-		state.Addresses = append(state.Addresses, resolver.Address{Addr: a})
-	}
-	log.Printf("gateway: EPP endpoints %v", addresses)
-	e.resolver.UpdateState(state)
-}
 
 // fallbackEndpoints are where FailOpen sends a request the EPP could not route: the pool's ready endpoints, as the
 // gateway's own load balancing over the InferencePool's Service has them (Envoy: its EDS cluster), round robin.
@@ -57,12 +49,16 @@ func (e *eppEndpoints) apply(addresses []string) {
 type fallbackEndpoints struct {
 	list atomic.Pointer[[]string]
 	next atomic.Uint64
-	last []byte
+	file endpointsFile
 }
 
 func newFallbackEndpoints(fixed []string) *fallbackEndpoints {
 	f := &fallbackEndpoints{}
 	f.list.Store(&fixed)
+	f.file.apply = func(addresses []string) {
+		log.Printf("gateway: FailOpen endpoints %v", addresses)
+		f.list.Store(&addresses)
+	}
 	return f
 }
 
@@ -75,24 +71,19 @@ func (f *fallbackEndpoints) pick() string {
 	return list[f.next.Add(1)%uint64(len(list))]
 }
 
-func (f *fallbackEndpoints) follow(ctx context.Context, path string) {
-	followFile(ctx, path, &f.last, f.apply)
+// endpointsFile is a list of endpoints the site rewrites whole, one HOST:PORT a line: apply gets it each time its
+// content changes.
+type endpointsFile struct {
+	apply func([]string)
+	last  []byte
 }
 
-func (f *fallbackEndpoints) read(path string) { readFile(path, &f.last, f.apply) }
-
-func (f *fallbackEndpoints) apply(addresses []string) {
-	log.Printf("gateway: FailOpen endpoints %v", addresses)
-	f.list.Store(&addresses)
-}
-
-// followFile reads path now and every endpointsPoll, calling apply with its endpoints whenever its content differs
-// from *last, until ctx ends.
-func followFile(ctx context.Context, path string, last *[]byte, apply func([]string)) {
+// follow reads path now and every endpointsPoll until ctx ends.
+func (f *endpointsFile) follow(ctx context.Context, path string) {
 	ticker := time.NewTicker(endpointsPoll)
 	defer ticker.Stop()
 	for {
-		readFile(path, last, apply)
+		f.read(path)
 		select {
 		case <-ctx.Done():
 			return
@@ -101,17 +92,17 @@ func followFile(ctx context.Context, path string, last *[]byte, apply func([]str
 	}
 }
 
-// readFile calls apply with path's endpoints if its content differs from *last (a missing file lists none).
-func readFile(path string, last *[]byte, apply func([]string)) {
+// read calls apply with path's endpoints if its content changed since the last read (a missing file lists none).
+func (f *endpointsFile) read(path string) {
 	content, err := os.ReadFile(path)
 	if err != nil {
 		content = nil // no file yet: no endpoint
 	}
-	if *last != nil && bytes.Equal(content, *last) {
+	if f.last != nil && bytes.Equal(content, f.last) {
 		return
 	}
-	*last = append([]byte{}, content...)
-	apply(parseEndpoints(string(content)))
+	f.last = append([]byte{}, content...)
+	f.apply(parseEndpoints(string(content)))
 }
 
 // parseEndpoints: HOST:PORT a line; blank lines and lines starting with # are skipped.

@@ -154,12 +154,12 @@ func run(ctx context.Context, c config, ln net.Listener) error {
 	srv := &http.Server{Handler: g, ReadHeaderTimeout: 30 * time.Second}
 	if c.eppFile != "" {
 		// Read once before serving: a request that came before the first poll found no endpoint and failed.
-		g.endpoints.read(c.eppFile)
-		go g.endpoints.follow(ctx, c.eppFile)
+		g.endpoints.file.read(c.eppFile)
+		go g.endpoints.file.follow(ctx, c.eppFile)
 	}
 	if c.fallbackFile != "" {
-		g.fallbacks.read(c.fallbackFile)
-		go g.fallbacks.follow(ctx, c.fallbackFile)
+		g.fallbacks.file.read(c.fallbackFile)
+		go g.fallbacks.file.follow(ctx, c.fallbackFile)
 	}
 	log.Printf("gateway: listening on %s, EPP %s (%s, %s)", ln.Addr(), c.epp+c.eppFile, map[bool]string{true: "plaintext", false: "TLS"}[c.eppPlaintext],
 		map[bool]string{true: "FailOpen", false: "FailClose"}[c.failOpen])
