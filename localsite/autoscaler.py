@@ -205,7 +205,9 @@ def alerting_config(config: dict, rules_dir: pathlib.Path, scale: float = 1.0) -
     scaled = dict(config)
     if scale != 1:
         interval = (config.get("global") or {}).get("evaluation_interval") or PROMETHEUS_DEFAULT_INTERVAL
-        every = f"{max(1000, round((prometheus_duration_ms(interval) or 0) * scale)) // 1000}s"
+        every = scaled_duration(interval, scale)
+        if (prometheus_duration_ms(every) or 0) < 1000:
+            every = "1s"
         scaled["global"] = {**(config.get("global") or {}), "evaluation_interval": every}
         job["scrape_interval"] = every
     return {**scaled, "rule_files": [str(rules_dir / "*.yaml")], "scrape_configs": [*config["scrape_configs"], job]}
