@@ -17,7 +17,6 @@ import pathlib
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -361,30 +360,6 @@ def test_the_epp_killed_fires_its_alert_and_nothing_else(alerting: ServedSite):
 
 
 @contextlib.contextmanager
-def long_prompts(site: ServedSite) -> Iterator[list[int]]:
-    """One client sending new long prompts one after another (P/D decisions) while the block runs; yields the
-    statuses of its answers so far."""
-    statuses: list[int] = []
-    stop = threading.Event()
-
-    def client() -> None:
-        while not stop.is_set():
-            try:
-                statuses.append(site.post("/completions", completion(long_prompt(60)), timeout=60).status)
-            except OSError:
-                statuses.append(0)
-            stop.wait(1)
-
-    thread = threading.Thread(target=client, daemon=True)
-    thread.start()
-    try:
-        yield statuses
-    finally:
-        stop.set()
-        thread.join(timeout=90)
-
-
-@contextlib.contextmanager
 def autoscaling_paused(site: ServedSite, deployment: str) -> Iterator[None]:
     """KEDA's `autoscaling.keda.sh/paused` on the role's ScaledObject, its HPA gone, so the Deployment's replicas are
     ours to set; unpaused at the end (KEDA makes the HPA again)."""
@@ -439,7 +414,7 @@ def test_pd_turned_off_in_the_epps_configuration_fires_its_alert_and_nothing_els
     site = alerting
     assert firing(site) == set()
     original = site.get("configmap", EPP_CONFIG)["data"]["epp-config.yaml"]
-    with long_prompts(site) as statuses:
+    with scaling.Load(site, long_prompts=True, clients=1) as load:
         restart_epp_with(site, without_pd(original))
         try:
             fired = site.wait_for("Rebel100PdDecisionsStopped firing", lambda: firing(site), PD_FAULT_TIMEOUT)
@@ -447,7 +422,7 @@ def test_pd_turned_off_in_the_epps_configuration_fires_its_alert_and_nothing_els
         finally:
             restart_epp_with(site, original)
         site.wait_for("the alert resolved with P/D back", lambda: not firing(site), PD_FAULT_TIMEOUT)
-    assert statuses and set(statuses) == {200}, statuses
+    assert load.answered and load.failed == 0, (load.answered, load.failed)
 
 
 @pytest.mark.cluster
@@ -456,7 +431,7 @@ def test_a_queue_beyond_decodes_maximum_fires_its_alert_and_nothing_else(alertin
     target on every pod; long prompts beside them keep P/D deciding."""
     site = alerting
     assert firing(site) == set()
-    with long_prompts(site), scaling.Load(site, clients=QUEUE_CLIENTS) as load:
+    with scaling.Load(site, long_prompts=True, clients=1), scaling.Load(site, clients=QUEUE_CLIENTS) as load:
         fired = site.wait_for(
             "Rebel100EngineQueueAtMaximum firing", lambda: firing(site), scaling.TIMEOUT + FAULT_TIMEOUT
         )
