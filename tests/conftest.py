@@ -24,6 +24,25 @@ from core.stackfile import read_config, stack_file  # noqa: E402
 from stacks.mocks import _RecordingMocks  # noqa: E402
 
 
+def module_rank(item: pytest.Item) -> int:
+    """0 for a module that deploys (marker `cluster`), 1 for one that runs the engine (`e2e`), 2 for the rest."""
+    markers = {mark.name for mark in item.iter_markers()}
+    return 0 if "cluster" in markers else 1 if "e2e" in markers else 2
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under `make test`'s workers (pytest-xdist, whole modules each, `--no-loadscope-reorder`), the modules that
+    deploy go first and the short unit modules last, so that those fill the end of the run instead of one worker
+    finishing a long site module alone. A module keeps its tests' order (several are steps of one deployment)."""
+    if not hasattr(config, "workerinput"):
+        return
+    rank: dict[str, int] = {}
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        rank[module] = min(rank.get(module, 2), module_rank(item))
+    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])
+
+
 class Cluster:
     """What a program run under the mocks registered: Kubernetes objects by kind and name."""
 
