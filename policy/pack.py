@@ -15,7 +15,7 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ResourceValidationPolicy, StackValidationPolicy
 
-from policy import catalog
+from policy import catalog, conversions
 from policy.facts import schema_properties
 from policy.read.objects import resource_id
 
@@ -77,13 +77,19 @@ def to_manifest(resource_type: str, props: Mapping) -> dict | None:
     return manifest
 
 
+def manifest_of(resource_type: str, props: Mapping) -> dict | None:
+    """`to_manifest`, worked out once per content for the properties the SDK hands every policy
+    (policy/conversions.py)."""
+    return conversions.derived(props, resource_type, lambda: to_manifest(resource_type, props))
+
+
 def _schema(spec: catalog.PolicySpec) -> PolicyConfigSchema | None:
     return PolicyConfigSchema(properties=schema_properties(spec.facts)) if spec.facts else None
 
 
 def _resource_policy(spec: catalog.PolicySpec) -> ResourceValidationPolicy:
     def validate(args, report_violation) -> None:
-        manifest = to_manifest(args.resource_type, args.props)
+        manifest = manifest_of(args.resource_type, args.props)
         if manifest is None:
             return
         for finding in catalog.run_rule(spec, [manifest], args.get_config()):
@@ -102,7 +108,7 @@ def _stack_policy(spec: catalog.PolicySpec) -> StackValidationPolicy:
     def validate(args, report_violation) -> None:
         manifests, urns = [], {}
         for resource in args.resources:
-            manifest = to_manifest(resource.resource_type, resource.props)
+            manifest = manifest_of(resource.resource_type, resource.props)
             if manifest is not None:
                 manifests.append(manifest)
                 urns[resource_id(manifest)] = resource.urn
