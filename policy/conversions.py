@@ -70,7 +70,7 @@ class Conversions:
         """`json_format.MessageToDict` of a Struct with the SDK's arguments (none), once per content."""
         if args or kwargs or message.DESCRIPTOR.full_name != "google.protobuf.Struct":
             return json_format.MessageToDict(message, *args, **kwargs)
-        key = message.SerializeToString()
+        key = message.SerializeToString(deterministic=True)  # map keys sorted: the same content, the same bytes
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:
