@@ -40,6 +40,14 @@ def test_the_same_content_is_converted_once_and_read_as_before():
     assert dict(first["metadata"]) == {"name": "decode"}
 
 
+def test_the_same_content_with_its_keys_in_another_order_is_the_same_content():
+    """The engine marshals a map in any order, and a parsed Struct serialises its keys in the order they came."""
+    keys = [f"key{n}" for n in range(60)]
+    memo = Conversions()
+    first = chain(memo, struct({key: n for n, key in enumerate(keys)}))
+    assert chain(memo, struct({key: keys.index(key) for key in reversed(keys)})) is first
+
+
 def test_different_content_is_never_shared():
     memo = Conversions()
     other = {**DEPLOYMENT, "spec": {"replicas": 3, "ports": [8000, 8200]}}
