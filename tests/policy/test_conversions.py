@@ -67,8 +67,17 @@ def test_the_remediation_path_gets_its_own_objects():
     """`Remediate` deserialises with `proxy_secrets`, and a remediation may change what it is given: never shared."""
     memo = Conversions()
     plain = memo.message_to_dict(struct(DEPLOYMENT))
-    assert memo.deserialize_properties(plain, True) is not memo.deserialize_properties(plain, True)
+    kept = memo.deserialize_properties(plain, True)
+    assert kept is not memo.deserialize_properties(plain, True)
+    assert type(kept) is type(conversions.DESERIALIZE(plain, True)) is not dict  # the secrets-keeping proxy
     assert memo.deserialize_properties(plain) is memo.deserialize_properties(plain)
+
+
+def test_an_object_of_one_step_given_to_another_is_converted_as_it_is():
+    memo = Conversions()
+    plain = memo.message_to_dict(struct(DEPLOYMENT))
+    chain(memo, struct(DEPLOYMENT))
+    assert memo.unknown_checking_proxy(plain) is not memo.unknown_checking_proxy(plain)  # not the deserialised one
 
 
 def test_objects_it_did_not_hand_out_are_converted_each_time():
@@ -116,11 +125,16 @@ def test_the_least_recently_used_content_is_dropped_beyond_its_capacity():
 
 
 def test_other_messages_and_arguments_pass_through():
+    from pulumi.runtime.proto import analyzer_pb2
+
     memo = Conversions()
     resource = struct_pb2.ListValue()
     resource.append("a")
     assert memo.message_to_dict(resource) == ["a"]
     assert memo.message_to_dict(struct({"a": 1}), preserving_proto_field_name=True) == {"a": 1.0}
+    info = analyzer_pb2.PolicyInfo(policy_type=analyzer_pb2.PolicyType.POLICY_TYPE_RESOURCE)
+    assert memo.message_to_dict(info, preserving_proto_field_name=True) == {"policy_type": "POLICY_TYPE_RESOURCE"}
+    assert "name" in memo.message_to_dict(analyzer_pb2.AnalyzerInfo(), True)  # a positional argument: empty fields
     assert len(memo) == 0
 
 
@@ -138,3 +152,14 @@ def test_install_replaces_every_name_the_sdks_servicer_converts_with(monkeypatch
     conversions.install(memo)
     props = sdk.unknown_checking_proxy(sdk.deserialize_properties(sdk.json_format.MessageToDict(struct(DEPLOYMENT))))
     assert props is chain(memo, struct(DEPLOYMENT))
+
+
+def test_the_packs_manifest_is_worked_out_once_per_content(monkeypatch):
+    from policy import pack
+
+    memo = Conversions()
+    monkeypatch.setattr(conversions, "CONVERSIONS", memo)
+    props = chain(memo, struct({"apiVersion": "apps/v1", **DEPLOYMENT}))
+    manifest = pack.manifest_of("kubernetes:apps/v1:Deployment", props)
+    assert manifest == {"apiVersion": "apps/v1", **DEPLOYMENT, "spec": {"replicas": 2.0, "ports": [8000.0, 8200.0]}}
+    assert pack.manifest_of("kubernetes:apps/v1:Deployment", props) is manifest
