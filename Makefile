@@ -64,9 +64,10 @@ lint: venv
 # TEST_WORKERS pytest processes (pytest-xdist), each given whole modules: the modules that deploy spend most of their
 # time waiting for the cluster and the site, so two of them share 2 CPUs well (docs/figures.md); 0 runs them in one.
 TEST_WORKERS ?= 2
+IN_WORKERS = -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 test: venv lint
 	-@scripts/install-pulumi >/dev/null || echo "make test: no Pulumi toolchain, the e2e tests will skip" >&2
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	$(PY) -m pytest $(IN_WORKERS)
 
 e2e: venv toolchain
 	$(PY) -m pytest -m e2e
@@ -77,7 +78,7 @@ test-property-long: venv cluster
 	REBEL100_PROPERTY_RANDOM=1 REBEL100_PROPERTY_EXAMPLES=$(PROPERTY_EXAMPLES) $(PY) -m pytest tests/cluster/test_gate_subset.py tests/cluster/test_formats_agree.py -s
 
 unit: venv
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not e2e and not cluster"
+	$(PY) -m pytest $(IN_WORKERS) -m "not e2e and not cluster"
 
 # The engine side's facts as data (core/versions/data), dumped by the programs themselves: lmcache's config keys and
 # every option of `vllm serve` (docs/consumers-engine.md). Review the diff, then commit it.

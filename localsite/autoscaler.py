@@ -159,13 +159,13 @@ def scrape_targets(pod_monitors: list[dict], pods: list[dict]) -> dict[str, list
 # --- alerts: the namespace's PrometheusRules and kube-state-metrics' series ---------------------------------------
 
 
-def scaled_duration(text: str, scale: float) -> str:
-    """A Prometheus duration x `scale`, in whole seconds where it is one (else milliseconds, at least 1 ms); ValueError
-    for a text that is no Prometheus duration."""
+def scaled_duration(text: str, scale: float, floor_ms: int = 1) -> str:
+    """A Prometheus duration x `scale`, at least `floor_ms`, in whole seconds where it is one (else milliseconds);
+    ValueError for a text that is no Prometheus duration."""
     rendered = prometheus_duration_ms(text)
     if rendered is None:
         raise ValueError(f"{text!r} is not a Prometheus duration")
-    ms = max(1, round(rendered * scale))
+    ms = max(floor_ms, round(rendered * scale))
     return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
 
 
@@ -205,9 +205,7 @@ def alerting_config(config: dict, rules_dir: pathlib.Path, scale: float = 1.0) -
     scaled = dict(config)
     if scale != 1:
         interval = (config.get("global") or {}).get("evaluation_interval") or PROMETHEUS_DEFAULT_INTERVAL
-        every = scaled_duration(interval, scale)
-        if (prometheus_duration_ms(every) or 0) < 1000:
-            every = "1s"
+        every = scaled_duration(interval, scale, floor_ms=1000)
         scaled["global"] = {**(config.get("global") or {}), "evaluation_interval": every}
         job["scrape_interval"] = every
     return {**scaled, "rule_files": [str(rules_dir / "*.yaml")], "scrape_configs": [*config["scrape_configs"], job]}
