@@ -1,6 +1,8 @@
 """Entry point of the Pulumi program (`pulumi up -s <stack>`); the work is in stacks/program.py."""
 
+from stacks import sdk_runtime
 from stacks.program import main, refuse_unsafe_secrets
 
+sdk_runtime.install()
 refuse_unsafe_secrets()
 main()

@@ -20,6 +20,7 @@ from pulumi.runtime.sync_await import _sync_await
 from core.gate import load_config
 from core.stackfile import program_config
 from objects.manifests import plain
+from stacks import sdk_runtime
 from stacks.render import Rendered
 
 PROJECT = "rebel100-serving"
@@ -146,6 +147,7 @@ def _record(
         runtime_config.set_all_config(dict(config), secret_keys)
         SETTINGS.rpc_manager.clear()
         SETTINGS.outputs.clear()
+        sdk_runtime.install()
         _sync_await(run_pulumi_func(body))
         root = get_root_resource()
         outputs = dict(getattr(root, "outputs", None) or {})

@@ -21,6 +21,7 @@ from pulumi.runtime.stack import run_pulumi_func  # noqa: E402
 from pulumi.runtime.sync_await import _sync_await  # noqa: E402
 
 from core.stackfile import read_config, stack_file  # noqa: E402
+from stacks import sdk_runtime  # noqa: E402
 from stacks.mocks import _RecordingMocks  # noqa: E402
 
 
@@ -76,6 +77,7 @@ def run_under_mocks() -> Callable[[Callable[[], Any]], Cluster]:
         pulumi_mocks.set_mocks(recorder, project="rebel100-serving", stack="test", preview=False)
         SETTINGS.rpc_manager.clear()
         SETTINGS.outputs.clear()
+        sdk_runtime.install()  # as the program and the render run
         _sync_await(run_pulumi_func(fn))
         return Cluster(recorder)
 
