@@ -55,6 +55,7 @@ class Conversions:
         self.capacity = capacity
         self._entries: collections.OrderedDict[bytes, Entry] = collections.OrderedDict()
         self._owner: dict[int, bytes] = {}  # id of a handed-out object -> its content
+        self._messages: collections.OrderedDict[int, tuple[Any, bytes]] = collections.OrderedDict()  # id -> key
         self._lock = threading.RLock()  # the SDK serves on a pool of threads
 
     def __len__(self) -> int:
@@ -70,8 +71,8 @@ class Conversions:
         """`json_format.MessageToDict` of a Struct with the SDK's arguments (none), once per content."""
         if args or kwargs or message.DESCRIPTOR.full_name != "google.protobuf.Struct":
             return json_format.MessageToDict(message, *args, **kwargs)
-        key = message.SerializeToString(deterministic=True)  # map keys sorted: the same content, the same bytes
         with self._lock:
+            key = self._key(message)
             entry = self._entries.get(key)
             if entry is not None:
                 self._entries.move_to_end(key)
@@ -83,6 +84,20 @@ class Conversions:
                 for value in dropped.objects():
                     self._owner.pop(id(value), None)
             return entry.plain
+
+    def _key(self, message: Any) -> bytes:
+        """The content of a Struct: its bytes serialised with map keys sorted, worked out once per message object (a
+        request's resource is the same object for every policy that reads it, 31 in `AnalyzeStack`). The message is
+        held beside its key, so its identity is not reused while remembered; requests are not changed once received."""
+        known = self._messages.get(id(message))
+        if known is not None and known[0] is message:
+            self._messages.move_to_end(id(message))
+            return known[1]
+        key = message.SerializeToString(deterministic=True)  # map keys sorted: the same content, the same bytes
+        self._messages[id(message)] = (message, key)
+        while len(self._messages) > self.capacity:
+            self._messages.popitem(last=False)
+        return key
 
     def deserialize_properties(self, props: dict, proxy_secrets: bool = False) -> Any:
         """`deserialize_properties`, once per content for a dict this handed out (not with `proxy_secrets`)."""

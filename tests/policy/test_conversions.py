@@ -48,6 +48,29 @@ def test_the_same_content_with_its_keys_in_another_order_is_the_same_content():
     assert chain(memo, struct({key: keys.index(key) for key in reversed(keys)})) is first
 
 
+class Counted:
+    """A message that counts its serialisations (a Struct's own method cannot be wrapped)."""
+
+    def __init__(self, content: bytes) -> None:
+        self.content, self.serialised = content, 0
+
+    def SerializeToString(self, deterministic: bool = False) -> bytes:
+        assert deterministic
+        self.serialised += 1
+        return self.content
+
+
+def test_a_message_is_serialised_once_however_many_policies_read_it():
+    memo = Conversions(capacity=2)
+    message, twin = Counted(b"a"), Counted(b"a")
+    assert [memo._key(message) for _ in range(31)] == [b"a"] * 31
+    assert message.serialised == 1
+    assert memo._key(twin) == b"a" and twin.serialised == 1  # another object of the same content: its own bytes
+    memo._key(Counted(b"b"))  # the least recently used of the two remembered messages (message) is dropped
+    memo._key(message)
+    assert message.serialised == 2
+
+
 def test_different_content_is_never_shared():
     memo = Conversions()
     other = {**DEPLOYMENT, "spec": {"replicas": 3, "ports": [8000, 8200]}}
