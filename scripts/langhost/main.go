@@ -5,7 +5,8 @@
 // served by the Go module proxy reachable here, so this host is rebuilt on
 // the same sdk/v3 building blocks the upstream one uses (python/toolchain for
 // pip/poetry/uv virtualenv handling, sdk.PolicyProxy for policy packs) and
-// follows upstream behaviour for Run, RunPlugin (plugins and policy packs),
+// follows upstream behaviour for Run, RunPlugin (plugins and policy packs; a pack
+// that says `readsStackConfig: false` is started without upstream's proxy),
 // GetRequiredPackages, InstallDependencies, GetProgramDependencies, About.
 // Code generation RPCs (convert, package gen-sdk/add) are not implemented.
 // Modeled on upstream sdk/python/cmd/pulumi-language-python/main.go
@@ -135,6 +136,29 @@ type pythonLanguageHost struct {
 	tracing       string
 	cancelCtx     context.Context
 	cancelFunc    context.CancelFunc
+}
+
+// readsStackConfigOption is the PulumiPolicy.yaml `runtime.options` key by which a policy pack says whether it reads
+// the stack's configuration (pulumi.Config, get_stack, get_project) in its process. Upstream's host always assumes
+// it does: a proxy answers the engine's ConfigureStack, starts the pack with that configuration in its environment,
+// then decodes and re-encodes every call to it (at 256 pools about 1,100 Analyze and Remediate calls, each waited
+// for by the engine in turn: docs/performance.md). `false` starts the pack at once, and the engine talks to it.
+const readsStackConfigOption = "readsStackConfig"
+
+// startsWithoutStackConfig: the policy pack of `info` says it reads no stack configuration.
+func startsWithoutStackConfig(info *pulumirpc.ProgramInfo) (bool, error) {
+	if info.GetOptions() == nil {
+		return false, nil
+	}
+	v, ok := info.GetOptions().AsMap()[readsStackConfigOption]
+	if !ok {
+		return false, nil
+	}
+	reads, ok := v.(bool)
+	if !ok {
+		return false, fmt.Errorf("the %s option must be true or false, not %v", readsStackConfigOption, v)
+	}
+	return !reads, nil
 }
 
 // parseOptions maps Pulumi.yaml / PulumiPolicy.yaml `runtime.options` onto toolchain options.
@@ -526,7 +550,17 @@ func (host *pythonLanguageHost) RunPlugin(
 	defer closer.Close()
 
 	var proxy *sdk.PolicyProxy
+	direct := false
 	if isPolicy {
+		if direct, err = startsWithoutStackConfig(req.Info); err != nil {
+			return err
+		}
+	}
+	switch {
+	case direct:
+		// The pack prints its own port: the engine talks to it directly, ConfigureStack included.
+		cmd.Dir = req.Info.ProgramDirectory
+	case isPolicy:
 		// Policy packs run from their own directory and need the stack's config; the proxy
 		// answers the engine's ConfigureStack call before the Python process starts.
 		cmd.Dir = req.Info.ProgramDirectory
@@ -556,7 +590,7 @@ func (host *pythonLanguageHost) RunPlugin(
 				set("PULUMI_CONFIG", string(b))
 			}
 		}
-	} else {
+	default:
 		cmd.Dir = req.Pwd
 	}
 	cmd.Env = append(cmd.Env, req.Env...)
