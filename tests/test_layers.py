@@ -76,6 +76,14 @@ def test_the_site_tests_under_the_site_break_the_layers(tmp_path):
     assert proc.returncode == 1 and "localsite.agent -> sitetests.load" in proc.stdout, proc.stdout
 
 
+def test_the_pulumi_sdk_in_the_pack_breaks_its_contract(tmp_path):
+    """The project's language host starts the pack without the stack's configuration (policy/PulumiPolicy.yaml)."""
+    proc = lint_with(tmp_path, "policy/memory.py", "import pulumi")
+    assert proc.returncode == 1 and "reads no stack configuration" in proc.stdout and "BROKEN" in proc.stdout, (
+        proc.stdout
+    )
+
+
 def test_pulumi_under_the_offline_cli_breaks_its_contract(tmp_path):
     """`check` was 2x its import floor while its render ran under Pulumi's mock runtime (docs/performance.md)."""
     proc = lint_with(tmp_path, "stacks/render.py", "import pulumi.runtime")
