@@ -6,8 +6,10 @@ programs it runs."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
+import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -22,7 +24,7 @@ class Flags:
     A flag given twice keeps its last value, as argparse and Go's flag package do.
     """
 
-    values: dict[str, FlagValue]
+    values: Mapping[str, FlagValue]  # read-only: one parse is shared by every reader of the same line
     positionals: tuple[str, ...]
 
     def get(self, flag: str) -> FlagValue | None:
@@ -71,10 +73,18 @@ def parse_flags(
     go_style: bool = False,
 ) -> Flags:
     """Parse a command line. `go_style` accepts Go's single-dash long flags (`-vllm-port=8200`)."""
-    aliases = aliases or {}
+    return _parse(tuple(str(t) for t in argv), frozenset(boolean), tuple(sorted((aliases or {}).items())), go_style)
+
+
+# The pack's rules read the same engine lines over and over (at 256 pools, 31 stack policies over 256 engine
+# templates, most of them alike): each distinct line is parsed once.
+@functools.lru_cache(maxsize=4096)
+def _parse(
+    tokens: tuple[str, ...], boolean: frozenset[str], alias_items: tuple[tuple[str, str], ...], go_style: bool
+) -> Flags:
+    aliases = dict(alias_items)
     values: dict[str, FlagValue] = {}
     positionals: list[str] = []
-    tokens = [str(t) for t in argv]
     index = 0
     while index < len(tokens):
         token = tokens[index]
@@ -97,7 +107,7 @@ def parse_flags(
         else:
             values[name] = tokens[index]
             index += 1
-    return Flags(values=values, positionals=tuple(positionals))
+    return Flags(values=types.MappingProxyType(values), positionals=tuple(positionals))
 
 
 def _is_number(token: str) -> bool:

@@ -69,3 +69,13 @@ def test_the_readings_of_a_flag():
 )
 def test_go_durations_in_seconds(text, seconds):
     assert go_duration_seconds(text) == seconds
+
+
+def test_a_line_is_parsed_once_and_its_reading_cannot_be_changed():
+    """The pack's rules read the same engine lines over and over: one parse, shared, so no reader may change it."""
+    line = ["vllm", "serve", "--port", "8200", "-tp", "4"]
+    first = parse_flags(line, aliases={"-tp": "--tensor-parallel-size"})
+    assert parse_flags(list(line), aliases={"-tp": "--tensor-parallel-size"}) is first
+    assert parse_flags(line) is not first  # other aliases: another reading
+    with pytest.raises(TypeError):
+        first.values["--port"] = "9000"  # type: ignore[index]
