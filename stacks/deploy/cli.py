@@ -24,6 +24,14 @@ from host.processes import end_session, start_time, write_record
 PROGRAM_VERBS = frozenset({"preview", "up", "refresh", "destroy"})
 
 
+def without_event_log(args: list[str]) -> list[str]:
+    """`args` without the Automation API's `--event-log <where>`."""
+    if "--event-log" not in args:
+        return args
+    at = args.index("--event-log")
+    return [*args[:at], *args[at + 2 :]]
+
+
 def exit_status(code: int) -> int:
     """A CLI's return code as a shell reports it (a signal N: 128 + N)."""
     return 128 - code if code < 0 else code
@@ -65,8 +73,10 @@ class Cli(PulumiCommand):
     asks it. The version is not checked against the SDK's either way (the CLI is built from source). It runs
     through PulumiCommand's public `run`, the one the Automation API calls for every command. `pid` is the running
     CLI's (None between commands); `on_start(pid, verb)` is called once it runs; `extra`
-    holds flags for the next preview or up (a user's `scripts/preview STACK --diff`); `stderr` and `code` are the last
-    command's."""
+    holds flags for the next preview or up (a user's `scripts/preview STACK --diff`); `events` False keeps the CLI from
+    streaming its engine events to the Automation API (`--event-log`: every step with its properties, marshalled by
+    the CLI and read back here, about 1 s of a 256-pool preview) for a command that reads only the CLI's output and
+    exit status; `stderr` and `code` are the last command's."""
 
     def __init__(self, runs_dir: pathlib.Path) -> None:
         root = toolchain_root()
@@ -80,6 +90,7 @@ class Cli(PulumiCommand):
         self.pid: int | None = None
         self.on_start: Callable[[int, str], None] | None = None
         self.extra: list[str] = []
+        self.events = True
         self.stderr = ""
         self.code = 0
         self.stack_dir = PROJECT_ROOT
@@ -95,6 +106,8 @@ class Cli(PulumiCommand):
         verb = next((arg for arg in args if not arg.startswith("-")), "")
         if verb in ("preview", "up") and self.extra:
             args = [*args, *self.extra]
+        if not self.events:
+            args = without_event_log(args)
         if verb not in PROGRAM_VERBS:
             # Commands that read the stack file without running the program (`stack output`, `stack history`, which
             # the Automation API's `up` runs after the update, and `stack select`): in the folder of the stack file

@@ -78,3 +78,11 @@ def test_the_built_clis_version_is_read_from_its_folder():
     assert str(built_version("/cache/pulumi-3.274.1-k8s-4.25.0-host-65bb9a58")) == "3.274.1"
     assert built_version("/usr/local") is None
     assert built_version(None) is None
+
+
+def test_without_event_log_drops_the_flag_and_its_value_only():
+    from stacks.deploy.cli import without_event_log
+
+    args = ["preview", "--stack", "dev", "--event-log", "tcp://127.0.0.1:4000", "--exec-kind", "auto.local"]
+    assert without_event_log(args) == ["preview", "--stack", "dev", "--exec-kind", "auto.local"]
+    assert without_event_log(["up", "--yes"]) == ["up", "--yes"]
