@@ -133,7 +133,13 @@ class Verdict:
 
 def judge(argv: list[str]) -> Verdict | None:
     """None when `vllm serve ARGV` parses, else vLLM's own error (`unrecognized arguments: --foo`)."""
-    processed = normalize(argv)
+    return _judge(tuple(argv))
+
+
+# The pack judges every engine Deployment's line, most of them alike (256 at 256 pools): each distinct one once.
+@functools.lru_cache(maxsize=1024)
+def _judge(argv: tuple[str, ...]) -> Verdict | None:
+    processed = normalize(list(argv))
     try:
         _, unknown = parser().parse_known_args(processed)
     except Refused as refused:

@@ -73,3 +73,12 @@ def test_where_points_at_the_extra_args_entries():
 )
 def test_boolean_flags_come_from_the_parser_data(flag, valueless):
     assert (flag in vllm_args.boolean_flags()) is valueless
+
+
+def test_a_line_is_judged_once():
+    """The pack judges every engine Deployment's line, most of them alike: one verdict per distinct line, shared
+    (a Verdict cannot be changed)."""
+    bad = ["MiniMaxAI/MiniMax-M2.7", "--no-such-flag"]
+    first = vllm_args.judge(bad)
+    assert first is not None and vllm_args.judge(list(bad)) is first
+    assert vllm_args.judge(["MiniMaxAI/MiniMax-M2.7"]) is None
