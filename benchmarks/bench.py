@@ -282,9 +282,9 @@ def cluster_section(repeats: int, bin_dir: str, cluster_bin: str) -> None:
                 raise SystemExit(f"scripts/up prod-4p4d failed:\n{first.stdout}\n{first.stderr}")
             pulumi_env = ". scripts/pulumi-env && "
             pack = "--policy-pack policy --policy-pack-config policy/config/prod.json"
-            # What scripts/preview and scripts/up's preview set; the bare CLI rows get it too, so that the ratio is
-            # the wrapper's own cost.
-            skip = {**env, "PULUMI_SKIP_CHECKPOINTS": "true"}
+            # What scripts/preview and scripts/up's preview set (PULUMI_SKIP_CHECKPOINTS, GOGC); the bare CLI rows get
+            # them too, so that the ratio is the wrapper's own cost.
+            skip = {**env, "PULUMI_SKIP_CHECKPOINTS": "true", "GOGC": go_gc_percent()}
             # A generated stack of PR_CHECK_POOLS pools, rendered to a folder (no cluster), previewed new.
             big = generated_stack(PR_CHECK_POOLS, project).name.removeprefix("Pulumi.").removesuffix(".yaml")
             render_env = {**env, "KUBECONFIG": ""}
@@ -302,7 +302,7 @@ def cluster_section(repeats: int, bin_dir: str, cluster_bin: str) -> None:
                 f"PR check, {PR_CHECK_POOLS} pools: scripts/preview": (["scripts/preview", big], render_env),
                 f"  bare CLI, {PR_CHECK_POOLS} pools: pulumi preview with the pack": (
                     ["bash", "-c", f"{pulumi_env}pulumi preview -s {big} --non-interactive {pack}"],
-                    {**render_env, "PULUMI_SKIP_CHECKPOINTS": "true"},
+                    {**render_env, "PULUMI_SKIP_CHECKPOINTS": "true", "GOGC": go_gc_percent()},
                 ),
             }
             subprocess.run(
@@ -375,6 +375,14 @@ def cluster_section(repeats: int, bin_dir: str, cluster_bin: str) -> None:
 
 
 # --- scale -----------------------------------------------------------------------------------
+
+
+def go_gc_percent() -> str:
+    """The GOGC scripts/preview and scripts/up give the CLI (stacks/deploy/cli.py), a user's own kept."""
+    sys.path.insert(0, str(ROOT))  # the project's packages (this file runs as a script)
+    from stacks.deploy.cli import GO_GC_PERCENT
+
+    return os.environ.get("GOGC", GO_GC_PERCENT)
 
 
 def generated_stack(pools: int, folder: pathlib.Path) -> pathlib.Path:

@@ -24,6 +24,17 @@ from host.processes import end_session, start_time, write_record
 PROGRAM_VERBS = frozenset({"preview", "up", "refresh", "destroy"})
 
 
+# The Go runtime's collector at twice its default heap growth (GOGC 200) for the CLI and the Go plugins it starts:
+# they allocate a property map for every step and value, and at 256 pools collecting was about a tenth of the CLI's
+# CPU; for a quarter more memory (a 256-pool preview's CLI: 410 -> 510 MB). A GOGC of the user's own is kept.
+GO_GC_PERCENT = "200"
+
+
+def cli_env(additional_env: Mapping[str, str]) -> dict[str, str]:
+    """The environment of a CLI the Automation API runs: ours, the command's additions, GOGC unless set."""
+    return {"GOGC": GO_GC_PERCENT, **os.environ, **additional_env, "PULUMI_AUTOMATION_API": "true"}
+
+
 def without_event_log(args: list[str]) -> list[str]:
     """`args` without the Automation API's `--event-log <where>`."""
     if "--event-log" not in args:
@@ -116,7 +127,7 @@ class Cli(PulumiCommand):
             cwd = str(self.stack_dir)
         if "--non-interactive" not in args:
             args = ["--non-interactive", *args]
-        env = {**os.environ, **additional_env, "PULUMI_AUTOMATION_API": "true"}
+        env = cli_env(additional_env)
         chunks: dict[str, list[str]] = {"out": [], "err": []}
 
         def consume(stream: Any, callback: OnOutput | None, into: list[str]) -> None:

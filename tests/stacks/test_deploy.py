@@ -86,3 +86,17 @@ def test_without_event_log_drops_the_flag_and_its_value_only():
     args = ["preview", "--stack", "dev", "--event-log", "tcp://127.0.0.1:4000", "--exec-kind", "auto.local"]
     assert without_event_log(args) == ["preview", "--stack", "dev", "--exec-kind", "auto.local"]
     assert without_event_log(["up", "--yes"]) == ["up", "--yes"]
+
+
+def test_the_cli_runs_with_gogc_unless_the_user_set_one(monkeypatch):
+    from stacks.deploy.cli import GO_GC_PERCENT, cli_env
+
+    monkeypatch.delenv("GOGC", raising=False)
+    env = cli_env({"PULUMI_SKIP_CHECKPOINTS": "true"})
+    assert (env["GOGC"], env["PULUMI_SKIP_CHECKPOINTS"], env["PULUMI_AUTOMATION_API"]) == (
+        GO_GC_PERCENT,
+        "true",
+        "true",
+    )
+    monkeypatch.setenv("GOGC", "off")
+    assert cli_env({})["GOGC"] == "off"
