@@ -13,7 +13,9 @@ if str(ROOT) not in sys.path:
 
 from pulumi_policy import EnforcementLevel, PolicyPack  # noqa: E402
 
+from core import collector  # noqa: E402
 from policy import catalog, conversions, pack  # noqa: E402
 
+collector.tune()
 conversions.install()  # each resource converted once, not once per policy
 PolicyPack(name=catalog.PACK_NAME, policies=pack.policies(), enforcement_level=EnforcementLevel.MANDATORY)
