@@ -82,7 +82,9 @@ def test_the_router_finds_a_prefix_an_engine_cached_for_a_request_it_never_route
         assert (ip, port) in ranks, ranks
         prompt = f"{uuid.uuid4().hex} " + " ".join(f"line{i}" for i in range(PROMPT_WORDS))
         first = post_to_engine(precise, ip, port, prompt)
-        time.sleep(1)  # the events' way: simulator -> relay -> the EPP's subscriber -> its index
+        # The events' way: simulator -> relay -> the EPP's subscriber -> its index, which nothing reports; 1 s was too
+        # little once, with the other test worker loading both CPUs.
+        time.sleep(3)
         answer = precise.post("/completions", completion(prompt + " and one more question"))
         assert answer.status == 200, answer.body[:300]
         assert answer.destination == f"{ip}:{sidecar_ports[rank]}", (answer.destination, answer.headers)
