@@ -92,8 +92,9 @@ class DebugSender:
     def _run(self) -> None:
         while (item := self._queue.get()) is not None:
             engine, request = item
-            # The engine gone: the program's next call to it reports that, not a debug line.
-            with contextlib.suppress(grpc.RpcError):
+            # The engine gone (an RPC error) or its channel closed (ValueError): the program's next call to it reports
+            # that, not a debug line, and the rest of the queue is still taken so that `flush` ends.
+            with contextlib.suppress(grpc.RpcError, ValueError):
                 engine.Log(request)
 
     def flush(self, timeout: float = 10.0) -> None:

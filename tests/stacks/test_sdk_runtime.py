@@ -175,3 +175,22 @@ def test_debug_of_a_resource_and_without_an_engine_go_the_sdks_way(monkeypatch: 
     sdk_runtime.debug("of a resource", resource, 7)
     assert calls == [("no engine", None, None, None), ("of a resource", resource, 7, None)]
     assert sender._thread is None  # nothing went through the thread
+
+
+def test_an_engine_gone_loses_only_its_debug_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A closed channel (ValueError) or an RPC error on one message: the thread goes on, and `flush` ends."""
+    sent: list[str] = []
+
+    class Gone:
+        def Log(self, request: engine_pb2.LogRequest) -> None:
+            if request.message == "closed":
+                raise ValueError("Cannot invoke RPC on closed channel!")
+            sent.append(request.message)
+
+    sender = DebugSender()
+    monkeypatch.setattr(sdk_runtime, "SENDER", sender)
+    monkeypatch.setattr(pulumi.log, "get_engine", lambda: Gone())
+    for message in ("before", "closed", "after"):
+        sdk_runtime.debug(message)
+    sender.flush()
+    assert sent == ["before", "after"]
