@@ -284,7 +284,8 @@ def cluster_section(repeats: int, bin_dir: str, cluster_bin: str) -> None:
             pack = "--policy-pack policy --policy-pack-config policy/config/prod.json"
             # What scripts/preview and scripts/up's preview set (PULUMI_SKIP_CHECKPOINTS, GOGC); the bare CLI rows get
             # them too, so that the ratio is the wrapper's own cost.
-            skip = {**env, "PULUMI_SKIP_CHECKPOINTS": "true", "GOGC": go_gc_percent()}
+            as_wrapper = wrapper_settings()
+            skip = {**env, **as_wrapper}
             # A generated stack of PR_CHECK_POOLS pools, rendered to a folder (no cluster), previewed new.
             big = generated_stack(PR_CHECK_POOLS, project).name.removeprefix("Pulumi.").removesuffix(".yaml")
             render_env = {**env, "KUBECONFIG": ""}
@@ -302,7 +303,7 @@ def cluster_section(repeats: int, bin_dir: str, cluster_bin: str) -> None:
                 f"PR check, {PR_CHECK_POOLS} pools: scripts/preview": (["scripts/preview", big], render_env),
                 f"  bare CLI, {PR_CHECK_POOLS} pools: pulumi preview with the pack": (
                     ["bash", "-c", f"{pulumi_env}pulumi preview -s {big} --non-interactive {pack}"],
-                    {**render_env, "PULUMI_SKIP_CHECKPOINTS": "true", "GOGC": go_gc_percent()},
+                    {**render_env, **as_wrapper},
                 ),
             }
             subprocess.run(
@@ -377,12 +378,12 @@ def cluster_section(repeats: int, bin_dir: str, cluster_bin: str) -> None:
 # --- scale -----------------------------------------------------------------------------------
 
 
-def go_gc_percent() -> str:
-    """The GOGC scripts/preview and scripts/up give the CLI (stacks/deploy/cli.py), a user's own kept."""
+def wrapper_settings() -> dict[str, str]:
+    """The environment scripts/preview and scripts/up's preview give the CLI beyond the user's (stacks/deploy/)."""
     sys.path.insert(0, str(ROOT))  # the project's packages (this file runs as a script)
-    from stacks.deploy.cli import GO_GC_PERCENT
+    from stacks.deploy.cli import go_gc_env
 
-    return os.environ.get("GOGC", GO_GC_PERCENT)
+    return {"PULUMI_SKIP_CHECKPOINTS": "true", **go_gc_env()}
 
 
 def generated_stack(pools: int, folder: pathlib.Path) -> pathlib.Path:

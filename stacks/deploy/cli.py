@@ -30,9 +30,14 @@ PROGRAM_VERBS = frozenset({"preview", "up", "refresh", "destroy"})
 GO_GC_PERCENT = "200"
 
 
+def go_gc_env() -> dict[str, str]:
+    """GOGC for a CLI: the user's own, else GO_GC_PERCENT (the bench's bare CLI rows get the same)."""
+    return {"GOGC": os.environ.get("GOGC", GO_GC_PERCENT)}
+
+
 def cli_env(additional_env: Mapping[str, str]) -> dict[str, str]:
-    """The environment of a CLI the Automation API runs: ours, the command's additions, GOGC unless set."""
-    return {"GOGC": GO_GC_PERCENT, **os.environ, **additional_env, "PULUMI_AUTOMATION_API": "true"}
+    """The environment of a CLI the Automation API runs: ours with go_gc_env(), and the command's additions."""
+    return {**os.environ, **go_gc_env(), **additional_env, "PULUMI_AUTOMATION_API": "true"}
 
 
 def without_event_log(args: list[str]) -> list[str]:
