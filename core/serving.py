@@ -12,6 +12,7 @@ import itertools
 import json
 from typing import Any
 
+from core import sizing
 from core.config import Decode, Engine, KvTier, ModelSpec, Prefill, Role, Speculative
 from core.versions import image_version
 from core.versions import router as router_versions
@@ -264,25 +265,47 @@ def engine_env(engine: Engine) -> dict[str, str]:
     }
 
 
+# The LMCache variables a reader of the render looks into (the pack's budget rules, the site's simulated tier).
+LMCACHE_CHUNK_SIZE_ENV = "LMCACHE_CHUNK_SIZE"
+LMCACHE_EXTRA_CONFIG_ENV = "LMCACHE_EXTRA_CONFIG"
+LMCACHE_LOCAL_CPU_ENV = "LMCACHE_LOCAL_CPU"
+
+
 def lmcache_env(tier: KvTier) -> dict[str, str]:
     """LMCache environment of prefill (the chart's modelserver.extraServeEnv.prefill); empty when off."""
     if tier.mode == "off":
         return {}
     env = {
-        "LMCACHE_CHUNK_SIZE": str(tier.chunk_size),
+        LMCACHE_CHUNK_SIZE_ENV: str(tier.chunk_size),
         "LMCACHE_ENABLE_KV_EVENTS": "True" if tier.enable_kv_events else "False",
         "LMCACHE_PRE_CACHING_HASH_ALGORITHM": tier.hash_algorithm,
     }
     extra = dict(tier.extra_config)
     if tier.mode == "rds":
-        env["LMCACHE_LOCAL_CPU"] = "False"
+        env[LMCACHE_LOCAL_CPU_ENV] = "False"
         extra = {"rds_max_chunks": tier.rds_max_chunks, **extra}
     else:
-        env["LMCACHE_LOCAL_CPU"] = "True"
+        env[LMCACHE_LOCAL_CPU_ENV] = "True"
         env["LMCACHE_MAX_LOCAL_CPU_SIZE"] = f"{tier.cpu_size_gib:g}"
     if extra:
-        env["LMCACHE_EXTRA_CONFIG"] = compact_json(extra)
+        env[LMCACHE_EXTRA_CONFIG_ENV] = compact_json(extra)
     return env
+
+
+def rds_tier_tokens(env: dict[str, str]) -> int | None:
+    """Tokens one engine rank keeps on its RDS tier, read back from the LMCache environment `lmcache_env` writes
+    (`rds_max_chunks` x `LMCACHE_CHUNK_SIZE`, core.sizing); None when that environment sets no RDS tier or says it
+    in a form LMCache would not read (the pack's rules say why)."""
+    chunk_size, text = env.get(LMCACHE_CHUNK_SIZE_ENV, ""), env.get(LMCACHE_EXTRA_CONFIG_ENV)
+    if env.get(LMCACHE_LOCAL_CPU_ENV) != "False" or not chunk_size.isdigit() or text is None:
+        return None
+    try:
+        chunks = json.loads(text).get("rds_max_chunks")
+    except (ValueError, AttributeError):
+        return None
+    if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1 or int(chunk_size) < 1:
+        return None
+    return sizing.rds_tokens_per_rank(chunks, int(chunk_size))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from core import sizing
 from core.cmdline import parse_flags
-from core.serving import SUB_BLOCK_CACHE_ENV
+from core.serving import SUB_BLOCK_CACHE_ENV, rds_tier_tokens
 from core.versions import engine, image_name, router, vllm_args
 from localsite import kvrelay
 
@@ -137,18 +137,25 @@ def sim_block_size(reuse_unit: int) -> int:
 
 def _cache_args(parsed, env: dict[str, str]) -> list[str]:
     """The simulator's prefix cache for the engine's: on unless the line turns it off (vLLM's own default is on),
-    in blocks of sim_block_size() of the reuse unit the engine's block, batch budget and sub-block switch make."""
+    in blocks of sim_block_size() of the reuse unit the engine's block, batch budget and sub-block switch make.
+    Its size: an engine with an RDS tier reuses what the tier holds (LMCache stores every chunk it computes there,
+    so the tier, not the device, bounds what a rank finds again): rds_max_chunks x chunk size, in simulator blocks.
+    Any other engine keeps the simulator's default (1024 blocks): the device's KV capacity is what the engine
+    measures at start, which no render says."""
     if parsed.enable_prefix_caching is False:
         return []
     batched = int(parsed.max_num_batched_tokens or 0)
     unit = sizing.prefix_reuse_unit(
         int(parsed.block_size or VLLM_DEFAULT_BLOCK_SIZE), batched, env.get(SUB_BLOCK_CACHE_ENV) == "1" and batched > 0
     )
-    return ["--enable-kvcache", "--block-size", str(sim_block_size(unit))]
+    block = sim_block_size(unit)
+    size = [] if (tier := rds_tier_tokens(env)) is None else ["--kv-cache-size", str(tier // block)]
+    return ["--enable-kvcache", "--block-size", str(block), *size]
 
 
 def sim_args(command: list[str], args: list[str], env: dict[str, str] | None = None) -> list[str]:
-    """The simulator's flags for a rendered `vllm serve` command line and the container's `env` (SIM_FLAGS,
+    """The simulator's flags for a rendered `vllm serve` command line and the container's `env` (its envFrom
+    ConfigMaps' included: `engine_env`; SIM_FLAGS,
     NOT_SIMULATED, the prefix cache, SIM_FIXED), read with vLLM's own parser (core.versions.vllm_args): a line vLLM
     would refuse is refused here too, in its words."""
     argv = [*command, *args]
@@ -293,6 +300,18 @@ def literal_env(container: dict, pod: dict) -> dict[str, str]:
     return env
 
 
+def engine_env(container: dict, pod: dict, config_maps: dict[str, dict]) -> dict[str, str]:
+    """What the engine reads of its environment: its envFrom ConfigMaps (with their prefixes; later ones win, as the
+    kubelet has it) under its literal env (literal_env). A ConfigMap the namespace lacks adds nothing."""
+    env: dict[str, str] = {}
+    for source in container.get("envFrom") or []:
+        if (ref := source.get("configMapRef")) is None:
+            continue
+        data = (config_maps.get(ref.get("name", "")) or {}).get("data") or {}
+        env.update({source.get("prefix", "") + key: str(value) for key, value in data.items()})
+    return {**env, **literal_env(container, pod)}
+
+
 def _mounts_token(volume: dict) -> bool:
     return any("serviceAccountToken" in source for source in (volume.get("projected") or {}).get("sources") or [])
 
@@ -358,7 +377,7 @@ def plan(
         env = {**base_env, **literal_env(container, pod)}
         if engine.is_engine_image(image):
             command, args = container.get("command") or [], container.get("args") or []
-            argv = sim_args(command, args, env)
+            argv = sim_args(command, args, {**env, **engine_env(container, pod, config_maps)})
             account = api_account(pod, container)
             programs += engine_programs(name, binaries.sim, argv, kv_events(command, args), env, account)
         elif engine.is_tokenizer_image(image):

@@ -340,6 +340,30 @@ def test_lmcache_env_of_each_mode_in_full():
     }
 
 
+def test_the_rds_tier_is_read_back_from_the_env_lmcache_env_writes():
+    assert serving.rds_tier_tokens(lmcache_env(KvTier())) == 1000 * 4096  # reference design section 5: 4.096M
+    assert serving.rds_tier_tokens(lmcache_env(KvTier(rds_max_chunks=7, chunk_size=256))) == 1792
+    assert serving.rds_tier_tokens(lmcache_env(KvTier(mode="cpu"))) is None
+    assert serving.rds_tier_tokens(lmcache_env(KvTier(mode="off"))) is None
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"LMCACHE_EXTRA_CONFIG": "rds_max_chunks: 1000"},  # not JSON
+        {"LMCACHE_EXTRA_CONFIG": "[1000]"},
+        {"LMCACHE_EXTRA_CONFIG": '{"rds_max_chunks": true}'},
+        {"LMCACHE_EXTRA_CONFIG": '{"rds_max_chunks": 0}'},
+        {"LMCACHE_EXTRA_CONFIG": '{"other": 1}'},
+        {"LMCACHE_CHUNK_SIZE": "4k"},
+        {"LMCACHE_CHUNK_SIZE": "0"},
+        {"LMCACHE_LOCAL_CPU": "True"},
+    ],
+)
+def test_an_rds_tier_lmcache_would_not_read_is_no_tier(change):
+    assert serving.rds_tier_tokens({**lmcache_env(KvTier()), **change}) is None
+
+
 def test_a_precise_router_has_every_engine_publish_its_kv_events_under_the_served_name():
     """vLLM's --kv-events-config (vllm/config/kv_events.py): a ZMQ publisher bound on router.kvEventsPort, rank r on
     port + r (declared as container ports), topic kv@<pod IP>@<served name>, the name requests carry."""

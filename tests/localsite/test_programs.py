@@ -312,6 +312,39 @@ def test_the_simulators_block_divides_the_unit_the_engine_reuses_prefixes_in(arg
     assert argv[argv.index("--enable-kvcache") + 1 : argv.index("--enable-kvcache") + 3] == ["--block-size", block]
 
 
+def test_an_engine_with_an_rds_tier_simulates_a_cache_of_the_tiers_size():
+    """rds_max_chunks x LMCACHE_CHUNK_SIZE tokens (1000 x 4096 in prod-4p4d's ConfigMap), in simulator blocks."""
+    config_maps = {"lm": {"data": {"LMCACHE_CHUNK_SIZE": "4096", "LMCACHE_LOCAL_CPU": "False"}}}
+    extra = {"name": "LMCACHE_EXTRA_CONFIG", "value": '{"rds_max_chunks":1000}'}
+    prefill = {**ENGINE, "envFrom": [{"configMapRef": {"name": "lm"}}], "env": [*ENGINE["env"], extra]}
+    [program] = programs.plan(pod([prefill]), BIN, config_maps)
+    argv = program.argv
+    assert argv[argv.index("--enable-kvcache") : argv.index("--enable-kvcache") + 5] == [
+        "--enable-kvcache",
+        "--block-size",
+        "128",
+        "--kv-cache-size",
+        "32000",  # 4,096,000 tokens / 128
+    ]
+    assert "LMCACHE_CHUNK_SIZE" not in program.env  # read for the cache, not handed to the simulator
+    [without] = programs.plan(pod([prefill]), BIN, {})  # the ConfigMap missing: no chunk size, no tier
+    assert "--kv-cache-size" not in without.argv
+
+
+def test_envfrom_configmaps_under_the_literal_env_with_their_prefixes():
+    container = {
+        "envFrom": [
+            {"configMapRef": {"name": "a"}},
+            {"configMapRef": {"name": "b"}, "prefix": "P_"},
+            {"secretRef": {"name": "s"}},
+            {"configMapRef": {"name": "absent"}},
+        ],
+        "env": [{"name": "X", "value": "literal"}],
+    }
+    config_maps = {"a": {"data": {"X": "a", "Y": "a"}}, "b": {"data": {"Y": "b"}}}
+    assert programs.engine_env(container, pod([]), config_maps) == {"X": "literal", "Y": "a", "P_Y": "b"}
+
+
 def test_an_engine_without_prefix_caching_is_a_simulator_without_a_cache():
     argv = programs.sim_args(["vllm", "serve"], ["m", "--block-size", "4096", "--no-enable-prefix-caching"])
     assert "--enable-kvcache" not in argv and "--block-size" not in argv
