@@ -928,17 +928,25 @@ def agentic_section(
     from sitetests import agentic
     from sitetests.harness import ServedSite, stack_file_variant
 
+    from core.serving import rds_tier_tokens
+    from localsite.programs import sim_block_size
+
     cfg = load_stack(stack_file(stack), stack)
+    facts = derive(cfg)
     timing = agentic.SimTiming.of(cfg)
     trace = agentic.Trace.make(seed, sessions, turns or agentic.TURNS)
-    known = routing_options(cfg.engine.block_size, derive(cfg).prefix_reuse_unit)
+    known = routing_options(cfg.engine.block_size, facts.prefix_reuse_unit)
+    block = sim_block_size(facts.prefix_reuse_unit)
+    tier = rds_tier_tokens(facts.lmcache_env)
+    cache = f"{tier // block} a prefill rank (its RDS tier), 1024 a decode rank" if tier else "1024 a rank"
     header(
         f"agentic: stack {stack}, {trace.sessions} sessions x {len(trace.added[0])} turns (seed {seed}): a "
         f"{agentic.SYSTEM_TOKENS}-token system prompt, {agentic.ADDED_TOKENS[0]}-{agentic.ADDED_TOKENS[1]} tokens "
         f"added a turn, {agentic.TOOL_PAUSE_S[0]:g}-{agentic.TOOL_PAUSE_S[1]:g} s tool pauses, "
         f"{agentic.ANSWER_TOKENS}-token streamed answers; engines: TTFT {timing.prefill_overhead_ms:g} ms + uncached "
         f"tokens at {timing.prefill_tokens_per_s:g} tokens/s (+ {timing.transfer_us_per_token:.1f} us a prompt "
-        f"token of KV transfer on P/D); simulated KV blocks of 128 tokens, 1024 a rank"
+        f"token of KV transfer on P/D; prefill shared by {timing.shared_by}); simulated KV blocks of {block} tokens, "
+        f"{cache}"
     )
     columns = (
         f"{'option':<13} {'requests':>8} {'failed':>6} {'hit rate':>8} {'TTFT p50':>9} {'TTFT p99':>9} "

@@ -46,22 +46,29 @@ ENGINE_MODE = ("--mode=random",)
 class SimTiming:
     """The simulated engines' time to first token, stated once: `prefill_overhead_ms` + the prompt's uncached tokens
     at `prefill_tokens_per_s` on the engine that prefills, and on a P/D request the decode engine's wait for the whole
-    prompt's KV (`transfer_us_per_token`). llm-d-inference-sim v0.10.2's per-token model (pkg/llm-d-inference-sim
-    latencies.go) with `--time-to-first-token` 0."""
+    prompt's KV (`transfer_us_per_token`). The prefill engine's speed is its whole throughput, shared by the requests
+    it prefills at once: a request that starts with n running (n <= `shared_by`, the engine's `--max-num-seqs`) goes
+    at 1/n of it. llm-d-inference-sim v0.10.2's per-token model (pkg/llm-d-inference-sim latencies.go) with
+    `--time-to-first-token` 0 and `--time-factor-under-load` `shared_by`, whose factor is 1 + (f - 1)(n - 1)/(m - 1)
+    for an engine of `--max-num-seqs` m: n when f = m (a decode engine of `--max-num-seqs` 1 takes no factor)."""
 
     prefill_overhead_ms: float
     prefill_tokens_per_s: float
     transfer_us_per_token: float
+    shared_by: int
 
     @classmethod
     def of(cls, cfg: StackConfig, time_scale: float = 1.0) -> SimTiming:
-        """The stack's engines: prefill at the router's measured peak prefill throughput, the KV bytes a token takes
-        over one RDMA NIC; `time_scale` < 1 runs the same trace faster, every time in proportion."""
+        """The stack's engines: prefill at the router's measured peak prefill throughput, shared by the prefilling
+        role's `--max-num-seqs`; the KV bytes a token takes over one RDMA NIC; `time_scale` < 1 runs the same trace
+        faster, every time in proportion."""
         kv_bytes = derive(cfg).kv_bytes_per_token
+        prefilling = cfg.prefill if cfg.topology == "pd" else cfg.decode
         return cls(
             PREFILL_OVERHEAD_MS * time_scale,
             cfg.router.peak_prefill_throughput / time_scale,
             kv_bytes / RDMA_BYTES_PER_S * 1e6 * time_scale,
+            prefilling.max_num_seqs,
         )
 
     def sim_args(self) -> tuple[str, ...]:
@@ -70,6 +77,7 @@ class SimTiming:
             f"--prefill-overhead={self.prefill_overhead_ms * 1000:.0f}us",
             f"--prefill-time-per-token={1e6 / self.prefill_tokens_per_s:.0f}us",
             f"--kv-cache-transfer-time-per-token={self.transfer_us_per_token * 1000:.0f}ns",
+            f"--time-factor-under-load={self.shared_by}",
         )
 
 

@@ -42,3 +42,9 @@ def test_the_engines_timing_follows_the_stack():
     assert "--kv-cache-transfer-time-per-token=5079ns" in timing.sim_args()  # 126,976 B a token at 25 GB/s
     half = agentic.SimTiming.of(StackConfig(), time_scale=0.5)
     assert half.prefill_tokens_per_s == 2 * timing.prefill_tokens_per_s
+    # The prefill engine's throughput shared by the 4 sequences it runs at once (prefill --max-num-seqs 4).
+    assert "--time-factor-under-load=4" in timing.sim_args()
+    two = StackConfig.model_validate({"prefill": {"maxNumSeqs": 2}, "decode": {"maxNumSeqs": 8}})
+    assert "--time-factor-under-load=2" in agentic.SimTiming.of(two).sim_args()
+    agg = StackConfig.model_validate({"topology": "agg", "decode": {"maxNumSeqs": 8}})
+    assert "--time-factor-under-load=8" in agentic.SimTiming.of(agg).sim_args()  # no prefill role: decode prefills
