@@ -14,7 +14,7 @@ import types
 import typing
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from core import keys
@@ -427,22 +427,28 @@ class Router(Section):
             "prefix-based decider: prefill remotely when more tokens than this are not cached (0 disables P/D)."
         ),
     )
-    block_size_tokens: int = Field(
-        512,
+    block_size_tokens: int | None = Field(
+        None,
         ge=1,
         description=(
             "`blockSizeTokens` of the plugin that keeps the prefix index (the pinned EPP's generation names it: "
-            "core/versions/router.py), used as is when `autoTune` is false."
+            "core/versions/router.py), used as is when `autoTune` is false; null: the engines' KV block "
+            "(`--block-size`, 4096), which keeps coding agents' sessions where they are cached (docs/performance.md)."
         ),
     )
     lru_capacity_per_server: int = Field(
-        1024, ge=1, description="`lruCapacityPerServer` of the plugin that keeps the prefix index."
+        1024,
+        ge=1,
+        description=(
+            "`lruCapacityPerServer` of the plugin that keeps the prefix index, in `blockSizeTokens` blocks (1024 of "
+            "4096 tokens: about what a prefill rank keeps on its RDS tier)."
+        ),
     )
     auto_tune: bool = Field(
-        True,
+        False,
         description=(
-            "Let the router read block size and count from each pod's `vllm:cache_config_info` (hashes 4096-token "
-            "units)."
+            "Let the router read block size and count from each pod's `vllm:cache_config_info` instead "
+            "(vllm-rbln reports 4096-token blocks and its device's count only, not the RDS tier)."
         ),
     )
     prefix_cache: Literal["approximate", "precise", "none"] = Field(
@@ -880,6 +886,15 @@ class StackConfig(Section):
     observability: Observability = Field(Observability(), description="PodMonitors and the Grafana dashboard.")
     placement: Placement = Field(Placement(), description="Node groups and anti-affinity.")
     rollout: Rollout = Field(Rollout(), description="Update strategy and disruption budgets.")
+
+    @model_validator(mode="after")
+    def _router_block_follows_the_engines(self) -> StackConfig:
+        """`router.blockSizeTokens` null is the engines' KV block (the decode role's, which prefill's must equal),
+        resolved here so that every reader (the render, the gates, the plan) sees the number."""
+        if self.router.block_size_tokens is None:
+            block = self.decode.block_size or self.engine.block_size
+            object.__setattr__(self, "router", self.router.model_copy(update={"block_size_tokens": block}))
+        return self
 
     def engine_roles(self) -> list[tuple[str, Role]]:
         """(config key, section) of the engine roles that run pods: prefill only in P/D."""

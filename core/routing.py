@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.config import Router
+from core.config import Engine, Router
 from core.versions import image_version
 from core.versions import router as router_versions
 
@@ -73,6 +73,14 @@ def tokenizer_url(settings: Router) -> str:
     return f"http://localhost:{settings.tokenizer_port}"
 
 
+def block_tokens(settings: Router) -> int:
+    """The router's block: a StackConfig resolves null to its engines' block; a Router on its own (a test, a
+    generation check) takes the schema's engine block."""
+    if settings.block_size_tokens is not None:
+        return settings.block_size_tokens
+    return int(Engine.model_fields["block_size"].default)
+
+
 def _generated(settings: Router, model_name: str = "") -> dict[str, dict[str, tuple[str, Any]]]:
     """Parameters the render generates, per plugin type: name -> (the router field it comes from, its value). The
     field is where a problem with it is reported, and `router.pluginParameters` may not redefine it."""
@@ -84,7 +92,7 @@ def _generated(settings: Router, model_name: str = "") -> dict[str, dict[str, tu
             "vllm": ("router.tokenizerPort", {"url": tokenizer_url(settings)}),
         },
         PRECISE_PRODUCER: {
-            "tokenProcessorConfig": ("router.blockSizeTokens", {"blockSizeTokens": settings.block_size_tokens}),
+            "tokenProcessorConfig": ("router.blockSizeTokens", {"blockSizeTokens": block_tokens(settings)}),
             "kvEventsConfig": (
                 "router.kvEventsPort",
                 {
@@ -105,7 +113,7 @@ def _generated(settings: Router, model_name: str = "") -> dict[str, dict[str, tu
     # The approximate index: its own producer at v0.10, the prefix-cache-scorer itself at v0.7.
     generated.setdefault(generation_of(settings).prefix_index, {}).update(
         {
-            "blockSizeTokens": ("router.blockSizeTokens", settings.block_size_tokens),
+            "blockSizeTokens": ("router.blockSizeTokens", block_tokens(settings)),
             "lruCapacityPerServer": ("router.lruCapacityPerServer", settings.lru_capacity_per_server),
             "autoTune": ("router.autoTune", settings.auto_tune),
         }

@@ -559,10 +559,13 @@ def _producers(manifests: list[dict]):
 
 
 def router_block_size(manifests: list[dict], facts: Facts) -> list[Finding]:
-    """With autoTune off, the router's blockSizeTokens is a whole number of the engines' prefix-reuse units."""
+    """With autoTune off, the router's blockSizeTokens is a whole number of the engines' prefix-reuse units (not where
+    a precise producer steers the picks: the approximate index then only feeds the P/D decider, and
+    router_precise_prefix_cache judges the block)."""
     found = []
+    precise = {id(config_map) for config_map, *_rest in _precise_producers(manifests)}
     for config_map, where, params in _producers(manifests):
-        if params.get("autoTune", True) is not False:
+        if params.get("autoTune", True) is not False or id(config_map) in precise:
             continue
         for (block, unit, sub_block), items in _reuse_units(manifests, namespace_of(config_map)).items():
             problem = rules.router_block_size(

@@ -23,7 +23,8 @@ VALIDATED = [
 UNVERIFIED = [
     "Router plugin set and weights (pd-epp-config); the Target Configuration was measured with round robin",
     "LMCache / RDS KV tier (validation ran without it); the router's index does not count RDS capacity",
-    "Router autoTune false with blockSizeTokens 512 and a per-pod lruCapacityPerServer",
+    "Router autoTune false with blockSizeTokens the engines' 4096 and lruCapacityPerServer 1024 (the render's; "
+    "measured on the local site's simulated engines only, docs/performance.md)",
     "Hardware-profile defaults not in the sources: NVMe drives per node, RDS staging buffer size",
 ]
 

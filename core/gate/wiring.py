@@ -67,7 +67,9 @@ def rule_pd_wiring(cfg: StackConfig, facts: StackFacts) -> Iterable[Issue]:
         )
         if problem:
             yield Issue(key("router.nonCachedTokens"), problem, "router-pd-profiles")
-    if not cfg.router.auto_tune:
+    # With the precise prefix cache the approximate index only feeds the P/D decider (rule_precise_prefix_cache
+    # judges the block then).
+    if not cfg.router.auto_tune and cfg.router.prefix_cache != "precise":
         for (block, batched, sub_block), names in reuse_units(cfg, facts).items():
             problem = rules.router_block_size(
                 cfg.router.block_size_tokens,

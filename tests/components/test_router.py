@@ -25,9 +25,9 @@ def test_pd_plugins_and_profiles(run_under_mocks):
     assert config["apiVersion"] == "llm-d.ai/v1alpha1" and config["kind"] == "EndpointPickerConfig"
     plugins = {p["type"]: p.get("parameters") for p in config["plugins"]}
     assert plugins["approx-prefix-cache-producer"] == {
-        "blockSizeTokens": 512,
+        "blockSizeTokens": 4096,
         "lruCapacityPerServer": 1024,
-        "autoTune": True,
+        "autoTune": False,
     }
     assert plugins["prefix-based-pd-decider"] == {"nonCachedTokens": 16}
     assert plugins["disagg-profile-handler"] == {"deciders": {"prefill": "prefix-based-pd-decider"}}

@@ -140,8 +140,17 @@ def test_decode_port_overlap():
 
 
 def test_autotune_warning():
-    text = "\n".join(str(w) for w in warnings_for(ok()))
+    assert not [w for w in warnings_for(ok()) if "autoTune" in w.path]  # the default: autoTune off, 4096 blocks
+    text = "\n".join(str(w) for w in warnings_for(ok(router={"autoTune": True})))
     assert "4096-token units" in text
+
+
+def test_the_router_block_is_the_engines_unless_set():
+    assert ok().router.block_size_tokens == 4096
+    assert ok(engine={"blockSize": 2048}).router.block_size_tokens == 2048
+    assert ok(engine={"blockSize": 2048}, router={"blockSizeTokens": 512}).router.block_size_tokens == 512
+    # A role's own block (which both roles must share) is the one the router follows.
+    assert ok(prefill={"blockSize": 8192}, decode={"blockSize": 8192}).router.block_size_tokens == 8192
 
 
 # An image older than vllm-rbln 0.12.0, the first known to have --shutdown-timeout, passes only without a drain.
@@ -416,13 +425,14 @@ def test_extra_args_of_other_flags_pass(token):
     ok(decode={"extraArgs": [token]})
 
 
-NO_AUTOTUNE = {"autoTune": False}  # blockSizeTokens 512 equals the sub-block unit: no issue, no advice
+NO_AUTOTUNE = {"autoTune": False}  # the default: 4096-token blocks, whole sub-blocks: no issue, no advice
 
 
 @pytest.mark.parametrize(
     "stack, overrides, paths",
     [
-        ("prod-4p4d", {}, ["rebel100:router.autoTune", "rebel100:weights.revision"]),  # pvc at the branch main
+        ("prod-4p4d", {}, ["rebel100:weights.revision"]),  # pvc at the branch main
+        ("prod-4p4d", {"router": {"autoTune": True}}, ["rebel100:router.autoTune", "rebel100:weights.revision"]),
         ("prod-4p4d", {"router": NO_AUTOTUNE, "weights": {"revision": SHA}}, []),
         (
             "prod-4p4d",
@@ -475,10 +485,11 @@ def test_config_error_lists_every_issue_under_one_heading():
             [("rebel100:decode.pipelineParallelSize", "parallelism-fits-model")],
         ),
         (
-            {"engine": {"blockSize": 4000}},  # once per role
+            {"engine": {"blockSize": 4000}},  # once per role, and the router's block, which follows it
             [
                 ("rebel100:engine.blockSize", "engine-args-in-range"),
                 ("rebel100:engine.blockSize", "engine-args-in-range"),
+                ("rebel100:router.blockSizeTokens", "router-block-size"),
             ],
         ),
         (
@@ -1491,7 +1502,7 @@ def test_the_advice_of_prod_4p4d_in_full():
     """Each piece of advice with its key path, policy and message (issue 25: make mutate SCOPE=core found the
     autoTune and SSRF advice read by a phrase only)."""
     cfg = ok(
-        router={"image": "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1"},
+        router={"image": "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1", "autoTune": True},
         decode={"sidecar": {"image": "ghcr.io/llm-d/llm-d-routing-sidecar:v0.7.1"}},
     )
     assert [(w.path, w.policy, w.message) for w in warnings_for(cfg)][:2] == [

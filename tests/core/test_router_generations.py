@@ -111,7 +111,7 @@ def test_v0_7_pd_render():
             {"type": "disagg-headers-handler"},
             {
                 "type": "prefix-cache-scorer",
-                "parameters": {"blockSizeTokens": 512, "lruCapacityPerServer": 1024, "autoTune": True},
+                "parameters": {"blockSizeTokens": 4096, "lruCapacityPerServer": 1024, "autoTune": False},
             },
             {"type": "queue-scorer"},
             {"type": "active-request-scorer"},
@@ -178,7 +178,7 @@ def test_v0_10_pd_render_keeps_the_producer_and_its_api_version():
     assert config["plugins"][:2] == [
         {
             "type": "approx-prefix-cache-producer",
-            "parameters": {"blockSizeTokens": 512, "lruCapacityPerServer": 1024, "autoTune": True},
+            "parameters": {"blockSizeTokens": 4096, "lruCapacityPerServer": 1024, "autoTune": False},
         },
         {"type": "prefix-cache-scorer"},
     ]

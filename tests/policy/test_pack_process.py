@@ -111,7 +111,7 @@ def test_prod_render_has_no_mandatory_violation(pack, renders):
     )
     found = diagnostics(response)
     assert [d for d in found if d[1] == MANDATORY] == []
-    assert [d[0] for d in found] == ["router-autotune-block-unit"]
+    assert [d[0] for d in found] == []
     for manifest in renders["prod-4p4d"]:
         reply = stub.Analyze(
             analyzer_pb2.AnalyzeRequest(

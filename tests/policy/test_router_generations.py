@@ -65,6 +65,8 @@ def test_block_size_rule_reads_the_v0_7_prefix_index(v07):
 
 
 def test_autotune_advice_names_the_index_of_each_generation(prod, v07):
+    v07 = mutate(v07, index_parameters("prefix-cache-scorer", autoTune=True))
+    prod = mutate(prod, index_parameters("approx-prefix-cache-producer", autoTune=True))
     assert_verdict(
         run_policy("router-autotune-block-unit", v07),
         resource=EPP_CONFIG_ID,

@@ -366,7 +366,7 @@ def test_autotune_advice_is_given_past_a_config_with_autotune_off(prod):
         plugin(config, "approx-prefix-cache-producer")["parameters"].update(autoTune=False, blockSizeTokens=512)
         other["data"]["epp-config.yaml"] = yaml.safe_dump(config, sort_keys=False)
 
-    found = run_policy("router-autotune-block-unit", mutate(prod, tuned_copy_first))
+    found = run_policy("router-autotune-block-unit", mutate(prod, producer(autoTune=True), tuned_copy_first))
     assert [v.resource for v in found] == [EPP_CONFIG_ID], found
 
 
@@ -379,6 +379,9 @@ def test_the_block_size_is_judged_past_a_config_with_autotune_on(prod):
         other = copy.deepcopy(get(m, "ConfigMap", EPP_CONFIG))
         other["metadata"]["name"] = "autotuned-epp-config"
         m.insert(0, other)
+        config = epp_config(m)
+        plugin(config, "approx-prefix-cache-producer")["parameters"].update(autoTune=True, blockSizeTokens=1000)
+        other["data"]["epp-config.yaml"] = yaml.safe_dump(config, sort_keys=False)
 
     found = run_policy(
         "router-block-size", mutate(prod, autotuned_copy_first, producer(autoTune=False, blockSizeTokens=1000))
@@ -387,9 +390,10 @@ def test_the_block_size_is_judged_past_a_config_with_autotune_on(prod):
 
 
 def test_autotune_advice_is_advisory_and_goes_with_autotune_off(prod):
-    """The 4096-token unit note is printed for every stack as advice; autoTune false with 512 silences it."""
+    """autoTune on gets the 4096-token unit note as advice; autoTune false (the render's, at 4096, or 512) has none."""
+    assert run_policy("router-autotune-block-unit", prod) == []
     assert_verdict(
-        run_policy("router-autotune-block-unit", prod),
+        run_policy("router-autotune-block-unit", mutate(prod, producer(autoTune=True))),
         resource=EPP_CONFIG_ID,
         level="advisory",
         contains=(

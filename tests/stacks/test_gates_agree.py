@@ -332,7 +332,8 @@ def reference_verdict(cfg: StackConfig) -> set[tuple[str, str, str]]:
     # else in its blocks. autoTune reads the block (advice where that is not the unit); without it blockSizeTokens must
     # be a whole number of units.
     # The precise prefix cache indexes the token ids of each KV event in blockSizeTokens blocks: they must divide the
-    # engines' blocks (an event is whole engine blocks); the approximate index then only feeds the decider (no advice).
+    # engines' blocks (an event is whole engine blocks); the approximate index then only feeds the decider (no advice,
+    # no whole-unit rule).
     router = cfg.router
     precise = router.prefix_cache == "precise"
     for role in (cfg.prefill, cfg.decode):
@@ -340,7 +341,7 @@ def reference_verdict(cfg: StackConfig) -> set[tuple[str, str, str]]:
         unit = engine.max_num_batched_tokens if engine.sub_block_cache else block
         if router.auto_tune and unit != block and not precise:
             found.add(("router-autotune-block-unit", EPP_CONFIG, "rebel100:router.autoTune"))
-        if not router.auto_tune and router.block_size_tokens % unit:
+        if not router.auto_tune and router.block_size_tokens % unit and not precise:
             found.add(("router-block-size", EPP_CONFIG, "rebel100:router.blockSizeTokens"))
         if precise and block % router.block_size_tokens:
             found.add(("router-precise-prefix-cache", EPP_CONFIG, "rebel100:router.blockSizeTokens"))
@@ -744,26 +745,27 @@ def test_the_boundaries_in_full(values, gate_expected, pack_expected):
     assert [(v.policy, v.resource, v.message) for v in mandatory] == pack_expected
 
 
-# The advice every config with the default router and engine gets (autoTune on, 512-token sub-blocks).
+# The advice of autoTune on while the engines reuse 512-token sub-blocks (the default router has autoTune off).
 AUTOTUNE_ADVICE = ("router-autotune-block-unit", EPP_CONFIG, "rebel100:router.autoTune")
 
 
 def advised_and_more(cfg: StackConfig) -> set[tuple[str, str, str]]:
-    """The oracle's verdict, the default router's advice set aside."""
+    """The oracle's verdict, autoTune's advice set aside."""
     return reference_verdict(cfg) - {AUTOTUNE_ADVICE}
 
 
 def test_the_oracle_on_the_target_configuration():
-    """The oracle itself, on values whose verdicts the reference design states (beside the one advice of the default
-    router, autoTune on while the engines reuse 512-token sub-blocks of 4096-token blocks)."""
-    assert reference_verdict(StackConfig.model_validate({})) == {AUTOTUNE_ADVICE}
-    assert reference_verdict(StackConfig.model_validate({"router": {"autoTune": False}})) == set()
+    """The oracle itself, on values whose verdicts the reference design states (and autoTune's advice where the
+    engines reuse 512-token sub-blocks of 4096-token blocks)."""
+    assert reference_verdict(StackConfig.model_validate({})) == set()
+    assert reference_verdict(StackConfig.model_validate({"router": {"autoTune": True}})) == {AUTOTUNE_ADVICE}
+    assert reference_verdict(StackConfig.model_validate({"router": {"blockSizeTokens": 1000}})) == {
+        ("router-block-size", EPP_CONFIG, "rebel100:router.blockSizeTokens")
+    }
     assert reference_verdict(StackConfig.model_validate({"router": {"nonCachedTokens": 0}})) == {
-        AUTOTUNE_ADVICE,
         ("router-pd-profiles", EPP_CONFIG, "rebel100:router.nonCachedTokens"),
     }
     assert reference_verdict(StackConfig.model_validate({"decode": {"dataParallelSize": 9}})) == {
-        AUTOTUNE_ADVICE,
         ("inference-pool-wiring", POOL, "rebel100:decode.dataParallelSizeLocal"),
         ("npu-devices-fit-node", "decode", "rebel100:decode"),
         ("parallelism-fits-model", "decode", "rebel100:decode.enableExpertParallel"),  # 256 experts over 9
@@ -804,13 +806,10 @@ def test_drives_reach_the_pack():
     """One drive and 3000 chunks: 3000 x 2 MiB x 1 + 512 = 6512 MiB fits 7372.8 MiB in both gates."""
     cfg = StackConfig.model_validate({"kvTier": {"rdsDrives": 1, "rdsMaxChunks": 3000}})
     assert gate.validate(cfg) == []
-    assert pack_verdict(cfg) == {AUTOTUNE_ADVICE[:2]}
+    assert pack_verdict(cfg) == set()
     two_drives = StackConfig.model_validate({"kvTier": {"rdsMaxChunks": 3000}})
-    assert gate_verdict(two_drives) == {
-        ("rds-memory-budget", "rebel100:kvTier.rdsMaxChunks"),
-        (AUTOTUNE_ADVICE[0], AUTOTUNE_ADVICE[2]),
-    }
-    assert pack_verdict(two_drives) == {("rds-memory-budget", "prefill"), AUTOTUNE_ADVICE[:2]}
+    assert gate_verdict(two_drives) == {("rds-memory-budget", "rebel100:kvTier.rdsMaxChunks")}
+    assert pack_verdict(two_drives) == {("rds-memory-budget", "prefill")}
 
 
 # --- stack files: any content gets one clear line ---------------------------------------------
