@@ -24,10 +24,11 @@ Sections (each command a fresh process, as a user runs it; median of REPEATS run
             on a second site, paced with room (two sequences per decode rank), held to the overhead targets.
   agentic   with the same programs: a coding agent's sessions (sitetests/agentic.py: 32 by default, a shared
             3000-token system prompt, a context growing every turn, tool pauses, streamed answers), one seeded trace
-            replayed under each routing option on a site of its own (`--routing`: load only, the stack as rendered, the
-            router at the engines' block, at their reuse unit, and the oracle that pins each session), the engines'
-            time to first token growing with what they have not cached; per option the engines' own hit rate, TTFT
-            p50/p99, prompt tokens a second and the sessions that moved, then TTFT by turn.
+            replayed under each routing option on a site of its own (`--routing`: load only, the stack as rendered,
+            the precise scorer, the oracle that pins each session; on request the router at the engines' reuse unit
+            and with autoTune), the engines' time to first token growing with what they have not cached; per option
+            the engines' own hit rate, TTFT p50/p99, prompt tokens a second and the sessions that moved, then TTFT by
+            turn.
 Timings on a shared machine are noisy: the figures print the machine and its load (`uptime`).
 """
 
@@ -848,20 +849,22 @@ def _router(values: dict, **changes) -> None:
     values.setdefault("rebel100:router", {}).update(changes)
 
 
-def routing_options(engine_block: int, reuse_unit: int) -> dict[str, RoutingOption]:
-    """The agentic section's options by name, for a stack whose engines have `engine_block`-token KV blocks and
-    reuse prefixes in `reuse_unit`-token units."""
+def routing_options(reuse_unit: int) -> dict[str, RoutingOption]:
+    """The agentic section's options by name, for a stack whose engines reuse prefixes in `reuse_unit`-token
+    units."""
     from localsite.programs import sim_block_size
 
     return {
         option.name: option
         for option in (
             RoutingOption("load-only", lambda v: _router(v, prefixCache="none")),
+            # The render: the engines' KV block (4096), written out (docs/decisions.md).
             RoutingOption("as-rendered"),
-            # What autoTune reads on Rebel100 (the engines' --block-size); on the site it reads the simulators' 128.
-            RoutingOption("engine-block", lambda v: _router(v, autoTune=False, blockSizeTokens=engine_block)),
             # The reference design's blockSizeTokens with autoTune off: the unit the engines reuse (512 tokens).
             RoutingOption("reuse-unit", lambda v: _router(v, autoTune=False, blockSizeTokens=reuse_unit)),
+            # The reference design's autoTune: the block the engines report (Rebel100's 4096; the site's
+            # simulators report 128).
+            RoutingOption("autotune", lambda v: _router(v, autoTune=True)),
             # The engines' own KV events: the router's blocks must divide the blocks the engines announce, the
             # site's simulators' (programs.sim_block_size of the reuse unit; it divides Rebel100's 4096 too).
             RoutingOption(
@@ -911,7 +914,7 @@ def ttft_plot(by_turn: dict[str, tuple[float, ...]], title: str) -> str:
     return "\n".join([*parts, "</svg>", ""])
 
 
-AGENTIC_OPTIONS = ("load-only", "as-rendered", "engine-block", "reuse-unit", "precise", "oracle")
+AGENTIC_OPTIONS = ("load-only", "as-rendered", "precise", "oracle")  # the issue's four; `--routing` adds the others
 
 
 def agentic_section(
@@ -924,18 +927,20 @@ def agentic_section(
         return
     found, stack = site
     from core.derive import derive
+    from core.serving import rds_tier_tokens
     from core.stackfile import load_stack, stack_file
+    from localsite.programs import sim_block_size
     from sitetests import agentic
     from sitetests.harness import ServedSite, stack_file_variant
-
-    from core.serving import rds_tier_tokens
-    from localsite.programs import sim_block_size
 
     cfg = load_stack(stack_file(stack), stack)
     facts = derive(cfg)
     timing = agentic.SimTiming.of(cfg)
     trace = agentic.Trace.make(seed, sessions, turns or agentic.TURNS)
-    known = routing_options(cfg.engine.block_size, facts.prefix_reuse_unit)
+    known = routing_options(facts.prefix_reuse_unit)
+    if unknown := [name for name in options if name not in known]:
+        print(f"agentic: no routing option {', '.join(unknown)}; the options are {', '.join(known)}")
+        return
     block = sim_block_size(facts.prefix_reuse_unit)
     tier = rds_tier_tokens(facts.lmcache_env)
     cache = f"{tier // block} a prefill rank (its RDS tier), 1024 a decode rank" if tier else "1024 a rank"

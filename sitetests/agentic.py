@@ -24,13 +24,14 @@ from core.config import StackConfig
 from core.derive import derive
 
 MODEL = "MiniMaxAI/MiniMax-M2.7"
-# The shape of llm-d's agentic code-generation preset (a ~3k shared system prompt, a growing per-session context,
-# tool calls that pause a session), with shorter pauses so that one option's run lasts about a minute here.
+# The shape of llm-d's agentic code-generation preset (guides/agentic-serving: a 3000-token shared system prompt,
+# a growing per-session context of ~1500 tokens a turn, tool calls that pause a session, lognormal around 15 s), with
+# fewer turns and shorter pauses so that one option's run lasts about a minute and a half here.
 SESSIONS = 32
 TURNS = 6
 SYSTEM_TOKENS = 3000
 ADDED_TOKENS = (800, 2000)  # what a turn adds to its session's context (a file read, a tool's output), uniform
-TOOL_PAUSE_S = (1.0, 3.0)  # between a session's answer and its next request, uniform
+TOOL_PAUSE_S = (5.0, 15.0)  # between a session's answer and its next request, uniform
 ANSWER_TOKENS = 16
 # The engines' time to first token (`SimTiming`): a fixed cost per request, the tokens not cached at the prefill
 # engine's speed, and the KV of the whole prompt moved to the decode engine.
@@ -98,13 +99,18 @@ class Trace:
 
     @classmethod
     def make(
-        cls, seed: int = 37, sessions: int = SESSIONS, turns: int = TURNS, system_tokens: int = SYSTEM_TOKENS
+        cls,
+        seed: int = 37,
+        sessions: int = SESSIONS,
+        turns: int = TURNS,
+        system_tokens: int = SYSTEM_TOKENS,
+        pause_s: tuple[float, float] = TOOL_PAUSE_S,
     ) -> Trace:
         rng = random.Random(seed)
         system = _words(rng, system_tokens)
         added = tuple(tuple(_words(rng, rng.randint(*ADDED_TOKENS)) for _ in range(turns)) for _ in range(sessions))
         answers = tuple(tuple(_words(rng, ANSWER_TOKENS) for _ in range(turns)) for _ in range(sessions))
-        pauses = tuple(tuple(rng.uniform(*TOOL_PAUSE_S) for _ in range(turns)) for _ in range(sessions))
+        pauses = tuple(tuple(rng.uniform(*pause_s) for _ in range(turns)) for _ in range(sessions))
         return cls(system, added, answers, pauses)
 
     @property
