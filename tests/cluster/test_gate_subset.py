@@ -32,7 +32,7 @@ from tests.cluster.dry_run import DryRun
 
 pytestmark = pytest.mark.cluster
 
-PROPERTY_EXAMPLES = int(os.environ.get("REBEL100_PROPERTY_EXAMPLES", "12"))
+PROPERTY_EXAMPLES = int(os.environ.get("REBEL100_PROPERTY_EXAMPLES", "24"))
 # The same examples on every run of `make test` (CI has no example database, and a failure must reproduce);
 # REBEL100_PROPERTY_RANDOM=1 (`make test-property-long`) draws new ones.
 DERANDOMIZE = os.environ.get("REBEL100_PROPERTY_RANDOM") != "1"
@@ -229,4 +229,5 @@ def test_configs_that_pass_check_are_accepted_by_the_api_server(api, record_prop
         f"{len(tried)} generated configs, {len(passed)} passed check and were dry-run "
         f"({sum(objects)} objects, {api.sent} requests)"
     )
-    assert len(passed) * 3 >= len(tried), "too few generated configs pass check for the property to mean much"
+    # About a third pass (a random value of most fields is refused); at least a quarter, or the property says little.
+    assert len(passed) * 4 >= len(tried), "too few generated configs pass check for the property to mean much"
