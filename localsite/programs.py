@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from core import sizing
 from core.cmdline import parse_flags
+from core.podenv import container_env
 from core.serving import SUB_BLOCK_CACHE_ENV, rds_tier_tokens
 from core.versions import engine, image_name, router, vllm_args
 from localsite import kvrelay
@@ -301,15 +302,12 @@ def literal_env(container: dict, pod: dict) -> dict[str, str]:
 
 
 def engine_env(container: dict, pod: dict, config_maps: dict[str, dict]) -> dict[str, str]:
-    """What the engine reads of its environment: its envFrom ConfigMaps (with their prefixes; later ones win, as the
-    kubelet has it) under its literal env (literal_env). A ConfigMap the namespace lacks adds nothing."""
-    env: dict[str, str] = {}
-    for source in container.get("envFrom") or []:
-        if (ref := source.get("configMapRef")) is None:
-            continue
-        data = (config_maps.get(ref.get("name", "")) or {}).get("data") or {}
-        env.update({source.get("prefix", "") + key: str(value) for key, value in data.items()})
-    return {**env, **literal_env(container, pod)}
+    """What the engine reads of its environment: its envFrom ConfigMaps under its literal env (core.podenv), the
+    downward API fields of literal_env included. A ConfigMap the namespace lacks adds nothing."""
+    return {
+        **container_env(container, lambda name: (config_maps.get(name) or {}).get("data")),
+        **literal_env(container, pod),
+    }
 
 
 def _mounts_token(volume: dict) -> bool:

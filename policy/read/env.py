@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from core.podenv import container_env
 from policy.read.objects import find
 from policy.read.pods import PodTemplate
 
@@ -36,18 +37,14 @@ def env_from_config_maps(template: PodTemplate, container: dict, manifests: Iter
 
 
 def effective_env(template: PodTemplate, container: dict, manifests: Iterable[dict]) -> dict[str, str]:
-    """Literal env of a container as the kubelet assembles it: envFrom ConfigMaps, then `env` (which wins)."""
-    merged: dict[str, str] = {}
-    for config_map in env_from_config_maps(template, container, manifests):
-        prefix = ""
-        for source in container.get("envFrom") or []:
-            if ((source or {}).get("configMapRef") or {}).get("name") == (config_map.get("metadata") or {}).get("name"):
-                prefix = source.get("prefix") or ""
-        merged.update({prefix + str(k): str(v) for k, v in (config_map.get("data") or {}).items()})
-    for entry in container.get("env") or []:
-        if isinstance(entry, dict) and "value" in entry:
-            merged[str(entry.get("name"))] = str(entry["value"])
-    return merged
+    """Literal env of a container as the kubelet assembles it (core.podenv): envFrom ConfigMaps among `manifests`,
+    then `env` (which wins)."""
+
+    def data(name: str) -> dict | None:
+        config_map = find(manifests, "ConfigMap", template.namespace, name)
+        return None if config_map is None else config_map.get("data")
+
+    return container_env(container, data)
 
 
 def env_flag_on(container: dict, name: str) -> bool:
