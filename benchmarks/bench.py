@@ -927,9 +927,8 @@ def agentic_section(
         return
     found, stack = site
     from core.derive import derive
-    from core.serving import rds_tier_tokens
     from core.stackfile import load_stack, stack_file
-    from localsite.programs import sim_block_size
+    from localsite.programs import SIM_DEFAULT_KV_BLOCKS, sim_block_size, sim_cache_blocks
     from sitetests import agentic
     from sitetests.harness import ServedSite, stack_file_variant
 
@@ -942,8 +941,12 @@ def agentic_section(
         print(f"agentic: no routing option {', '.join(unknown)}; the options are {', '.join(known)}")
         return
     block = sim_block_size(facts.prefix_reuse_unit)
-    tier = rds_tier_tokens(facts.lmcache_env)
-    cache = f"{tier // block} a prefill rank (its RDS tier), 1024 a decode rank" if tier else "1024 a rank"
+    tiered = sim_cache_blocks(block, facts.lmcache_env)
+    cache = (
+        f"{tiered} a prefill rank (its RDS tier), {SIM_DEFAULT_KV_BLOCKS} a decode rank"
+        if tiered is not None
+        else f"{SIM_DEFAULT_KV_BLOCKS} a rank"
+    )
     header(
         f"agentic: stack {stack}, {trace.sessions} sessions x {len(trace.added[0])} turns (seed {seed}): a "
         f"{agentic.SYSTEM_TOKENS}-token system prompt, {agentic.ADDED_TOKENS[0]}-{agentic.ADDED_TOKENS[1]} tokens "

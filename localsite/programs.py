@@ -79,6 +79,7 @@ NOT_SIMULATED = {
 # The KV block sizes llm-d-inference-sim v0.10.2 takes (pkg/common/config.go validate), in tokens.
 SIM_BLOCK_SIZES = (8, 16, 32, 64, 128)
 VLLM_DEFAULT_BLOCK_SIZE = 16  # vLLM's block when the line passes no --block-size
+SIM_DEFAULT_KV_BLOCKS = 1024  # the simulator's --kv-cache-size when none is passed (pkg/common/config.go)
 # Always: answer with the prompt (tests compare it), no tokenizer download (a model hub is never contacted). The
 # dummy tokenizer counts a word or a punctuation mark as one token.
 SIM_FIXED = ("--mode", "echo", "--force-dummy-tokenizer")
@@ -139,10 +140,7 @@ def sim_block_size(reuse_unit: int) -> int:
 def _cache_args(parsed, env: dict[str, str]) -> list[str]:
     """The simulator's prefix cache for the engine's: on unless the line turns it off (vLLM's own default is on),
     in blocks of sim_block_size() of the reuse unit the engine's block, batch budget and sub-block switch make.
-    Its size: an engine with an RDS tier reuses what the tier holds (LMCache stores every chunk it computes there,
-    so the tier, not the device, bounds what a rank finds again): rds_max_chunks x chunk size, in simulator blocks.
-    Any other engine keeps the simulator's default (1024 blocks): the device's KV capacity is what the engine
-    measures at start, which no render says."""
+    Its size: sim_cache_blocks()."""
     if parsed.enable_prefix_caching is False:
         return []
     batched = int(parsed.max_num_batched_tokens or 0)
@@ -150,8 +148,18 @@ def _cache_args(parsed, env: dict[str, str]) -> list[str]:
         int(parsed.block_size or VLLM_DEFAULT_BLOCK_SIZE), batched, env.get(SUB_BLOCK_CACHE_ENV) == "1" and batched > 0
     )
     block = sim_block_size(unit)
-    size = [] if (tier := rds_tier_tokens(env)) is None else ["--kv-cache-size", str(tier // block)]
+    size = [] if (blocks := sim_cache_blocks(block, env)) is None else ["--kv-cache-size", str(blocks)]
     return ["--enable-kvcache", "--block-size", str(block), *size]
+
+
+def sim_cache_blocks(block: int, env: dict[str, str]) -> int | None:
+    """The simulator's cache, in `block`-token blocks, for an engine of LMCache environment `env`: an engine with an
+    RDS tier reuses what the tier holds (LMCache stores every chunk it computes there, so the tier, not the device,
+    bounds what a rank finds again): rds_max_chunks x chunk size. None, any other engine: the simulator's default
+    (SIM_DEFAULT_KV_BLOCKS), since the device's KV capacity is what the engine measures at start, which no render
+    says."""
+    tier = rds_tier_tokens(env)
+    return None if tier is None else tier // block
 
 
 def sim_args(command: list[str], args: list[str], env: dict[str, str] | None = None) -> list[str]:
