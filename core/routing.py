@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.config import Engine, Router
+from core.config import Router, StackConfig
 from core.versions import image_version
 from core.versions import router as router_versions
 
@@ -74,11 +74,13 @@ def tokenizer_url(settings: Router) -> str:
 
 
 def block_tokens(settings: Router) -> int:
-    """The router's block: a StackConfig resolves null to its engines' block; a Router on its own (a test, a
-    generation check) takes the schema's engine block."""
-    if settings.block_size_tokens is not None:
-        return settings.block_size_tokens
-    return int(Engine.model_fields["block_size"].default)
+    """The router's block, as the StackConfig it belongs to resolved it (null: the engines' block)."""
+    if settings.block_size_tokens is None:
+        raise ValueError(
+            "router.blockSizeTokens is unresolved: a Router learns its engines' block from its StackConfig; pass "
+            "the config's router (StackConfig(...).router)."
+        )
+    return settings.block_size_tokens
 
 
 def _generated(settings: Router, model_name: str = "") -> dict[str, dict[str, tuple[str, Any]]]:
@@ -158,7 +160,9 @@ def _profile_entry(plugin_type: str, settings: Router) -> dict[str, Any]:
     return {"pluginRef": plugin_type, **({"weight": weights[plugin_type]} if plugin_type in weights else {})}
 
 
-def endpoint_picker_config(settings: Router = Router(), topology: str = "pd", model_name: str = "") -> dict[str, Any]:
+def endpoint_picker_config(
+    settings: Router = StackConfig().router, topology: str = "pd", model_name: str = ""
+) -> dict[str, Any]:
     """The EndpointPickerConfig document: upstream pd-epp-config weights for P/D, the AGG recipe otherwise, with
     the plugins and apiVersion of the pinned EPP's generation. `model_name` (model.name): what the tokenizer
     container serves, which a precise render's token-producer names."""

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from core import serving
-from core.config import Decode, StackConfig
+from core.config import Decode, Router, StackConfig
 from core.derive import derive
 from objects import pod, stack
 from objects.decode_pool import DecodePoolArgs, target_ports
@@ -107,3 +107,9 @@ def rds_tier_args(cfg: StackConfig | None = None, **updates: Any) -> RdsTierArgs
     args = stack.rds_tier_args(cfg, derive(cfg))
     assert args is not None, "this config has no KV tier"
     return replace(args, **updates)
+
+
+def router(**changes: Any) -> Router:
+    """A router section as a stack has it, with `changes` (field names): StackConfig resolves what depends on the
+    rest of the stack (`router.blockSizeTokens` null: the engines' block)."""
+    return StackConfig(router=Router(**changes)).router

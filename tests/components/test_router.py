@@ -3,7 +3,6 @@
 import yaml
 
 from components.router import Router
-from core.config import Router as RouterSettings
 from core.routing import endpoint_picker_config
 from tests import defaults
 
@@ -11,7 +10,7 @@ from tests import defaults
 def build(run_under_mocks, topology="pd", **settings):
     args = defaults.router_args(
         target_ports=[8000, 8001, 8002, 8003],
-        epp_config=endpoint_picker_config(RouterSettings(**settings), topology),
+        epp_config=endpoint_picker_config(defaults.router(**settings), topology),
     )
     return run_under_mocks(lambda: Router("t-router", args))
 
@@ -41,14 +40,14 @@ def test_pd_plugins_and_profiles(run_under_mocks):
 
 
 def test_the_in_flight_weight_is_the_router_sections():
-    config = endpoint_picker_config(RouterSettings(active_request_scorer_weight=3), "pd")
+    config = endpoint_picker_config(defaults.router(active_request_scorer_weight=3), "pd")
     decode = next(p for p in config["schedulingProfiles"] if p["name"] == "decode")
     assert {"pluginRef": "active-request-scorer", "weight": 3} in decode["plugins"]
     assert {"type": "active-request-scorer"} in config["plugins"]
 
 
 def test_always_disagg_decider():
-    config = endpoint_picker_config(RouterSettings(decider="always-disagg"), "pd")
+    config = endpoint_picker_config(defaults.router(decider="always-disagg"), "pd")
     types = [p["type"] for p in config["plugins"]]
     assert "always-disagg-pd-decider" in types and "prefix-based-pd-decider" not in types
 

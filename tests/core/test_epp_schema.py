@@ -7,7 +7,6 @@ import copy
 import pytest
 
 from core import routing
-from core.config import Router
 from core.versions import Version, epp_schema
 from tests import defaults
 
@@ -16,7 +15,7 @@ V0100 = epp_schema.load("epp", Version(0, 10, 0))
 
 
 def render(topology: str = "pd", **router) -> dict:
-    return routing.endpoint_picker_config(Router(**router), topology)
+    return routing.endpoint_picker_config(defaults.router(**router), topology)
 
 
 def messages(config: dict, data: dict) -> list[str]:

@@ -1254,12 +1254,13 @@ def test_sidecar_pin_older_than_a_feature_is_reported_once(monkeypatch):
     ],
 )
 def test_router_field_of_a_schema_problem(settings, problem, field):
-    from core.config import Router
+    from core.config import Router, StackConfig
     from core.gate.router import _router_field
     from core.versions.epp_schema import Problem
 
     plugin_type, parameter = problem
-    assert _router_field(Router.model_validate(settings), Problem("p", "m", plugin_type, parameter)) == field
+    router = StackConfig(router=Router.model_validate(settings)).router  # its block resolved, as in a stack
+    assert _router_field(router, Problem("p", "m", plugin_type, parameter)) == field
 
 
 PD_PLUGINS = (

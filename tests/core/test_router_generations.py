@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from core import routing
-from core.config import Decode, Router, Sidecar
+from core.config import Decode, Sidecar
 from core.gate import ConfigError, load_config
 from core.versions import Version, epp_schema
 from core.versions import router as router_versions
@@ -103,7 +103,7 @@ def test_v0_7_pd_render():
     """As upstream's deploy/config/pd-epp-config.yaml at v0.7.1: the prepareDataPlugins gate (without it the decider
     reads no prefix match and every request is decode-only) and the disagg-headers-handler (without it the prefill
     pick never reaches the sidecar); both found by tests/localsite's first P/D request."""
-    assert routing.endpoint_picker_config(Router(image=EPP_071), "pd") == {
+    assert routing.endpoint_picker_config(defaults.router(image=EPP_071), "pd") == {
         "apiVersion": GIE_API,
         "kind": "EndpointPickerConfig",
         "featureGates": ["prepareDataPlugins"],
@@ -147,7 +147,7 @@ def test_v0_7_pd_render():
 
 
 def test_v0_7_agg_render():
-    settings = Router(image=EPP_071, auto_tune=False, block_size_tokens=64, prefix_scorer_weight=3)
+    settings = defaults.router(image=EPP_071, auto_tune=False, block_size_tokens=64, prefix_scorer_weight=3)
     assert routing.endpoint_picker_config(settings, "agg") == {
         "apiVersion": GIE_API,
         "kind": "EndpointPickerConfig",
@@ -173,7 +173,7 @@ def test_v0_7_agg_render():
 
 
 def test_v0_10_pd_render_keeps_the_producer_and_its_api_version():
-    config = routing.endpoint_picker_config(Router(), "pd")
+    config = routing.endpoint_picker_config(defaults.router(), "pd")
     assert config["apiVersion"] == "llm-d.ai/v1alpha1"
     assert config["plugins"][:2] == [
         {
@@ -188,13 +188,13 @@ def _profile_refs(config: dict) -> dict[str, list[str]]:
     return {p["name"]: [e["pluginRef"] for e in p["plugins"]] for p in config["schedulingProfiles"]}
 
 
-@pytest.mark.parametrize("image", [EPP_071, Router().image])
+@pytest.mark.parametrize("image", [EPP_071, defaults.router().image])
 def test_load_only_routing_drops_the_prefix_aware_plugins_from_every_profile_and_keeps_the_index(image):
     """router.prefixCache none: no profile weighs a cached prefix (the affinity filter of AGG neither), and the rest
     of each profile and every declared plugin stay, the index the P/D decider reads among them."""
     for topology in ("pd", "agg"):
-        weighed = routing.endpoint_picker_config(Router(image=image), topology)
-        load_only = routing.endpoint_picker_config(Router(image=image, prefix_cache="none"), topology)
+        weighed = routing.endpoint_picker_config(defaults.router(image=image), topology)
+        load_only = routing.endpoint_picker_config(defaults.router(image=image, prefix_cache="none"), topology)
         assert load_only["plugins"] == weighed["plugins"]
         expected = {
             name: [ref for ref in refs if ref not in ("prefix-cache-scorer", "prefix-cache-affinity-filter")]
@@ -212,8 +212,8 @@ def test_a_precise_render_adds_the_split_pipeline_and_points_the_prefix_plugins_
     token-producer calls the EPP pod's tokenizer, the precise producer subscribes to every pod's KV events (pod
     discovery, kv@ topics) and hashes in blockSizeTokens blocks, the endpoint events drive its subscribers, and the
     plugin that steers a pick reads its match info; the profiles and the approximate index (the decider's) stay."""
-    settings = Router(prefix_cache="precise", block_size_tokens=128, kv_events_port=6000, tokenizer_port=8100)
-    approximate = routing.endpoint_picker_config(Router(block_size_tokens=128), topology, "org/model")
+    settings = defaults.router(prefix_cache="precise", block_size_tokens=128, kv_events_port=6000, tokenizer_port=8100)
+    approximate = routing.endpoint_picker_config(defaults.router(block_size_tokens=128), topology, "org/model")
     precise = routing.endpoint_picker_config(settings, topology, "org/model")
     assert precise["plugins"][:3] == [
         {"type": "token-producer", "parameters": {"modelName": "org/model", "vllm": {"url": "http://localhost:8100"}}},
@@ -248,30 +248,33 @@ def test_a_precise_render_adds_the_split_pipeline_and_points_the_prefix_plugins_
 
 def test_the_precise_parameters_are_the_renders_own():
     """pluginParameters may not redefine what the precise render generates."""
-    fields = routing.parameter_fields(Router(prefix_cache="precise"))
+    fields = routing.parameter_fields(defaults.router(prefix_cache="precise"))
     assert fields[("precise-prefix-cache-producer", "tokenProcessorConfig")] == "router.blockSizeTokens"
     assert fields[("precise-prefix-cache-producer", "kvEventsConfig")] == "router.kvEventsPort"
     assert fields[("prefix-cache-scorer", "prefixMatchInfoProducerName")] == "router.prefixCache"
-    assert ("prefix-cache-scorer", "prefixMatchInfoProducerName") not in routing.parameter_fields(Router())
+    assert ("prefix-cache-scorer", "prefixMatchInfoProducerName") not in routing.parameter_fields(defaults.router())
 
 
 def test_api_version_set_by_hand_wins():
-    assert routing.endpoint_picker_config(Router(config_api_version=GIE_API), "pd")["apiVersion"] == GIE_API
+    assert routing.endpoint_picker_config(defaults.router(config_api_version=GIE_API), "pd")["apiVersion"] == GIE_API
 
 
 def test_renders_are_read_by_the_data_of_their_generation():
     v071, v0100 = epp_schema.load("epp", Version(0, 7, 1)), epp_schema.load("epp", Version(0, 10, 0))
     for topology in ("pd", "agg"):
-        assert epp_schema.check_epp_config(routing.endpoint_picker_config(Router(image=EPP_071), topology), v071) == []
-        assert epp_schema.check_epp_config(routing.endpoint_picker_config(Router(), topology), v0100) == []
+        assert (
+            epp_schema.check_epp_config(routing.endpoint_picker_config(defaults.router(image=EPP_071), topology), v071)
+            == []
+        )
+        assert epp_schema.check_epp_config(routing.endpoint_picker_config(defaults.router(), topology), v0100) == []
 
 
 def test_generated_parameters_follow_the_generation():
     assert (
-        routing.parameter_fields(Router(image=EPP_071))[("prefix-cache-scorer", "blockSizeTokens")]
+        routing.parameter_fields(defaults.router(image=EPP_071))[("prefix-cache-scorer", "blockSizeTokens")]
         == "router.blockSizeTokens"
     )
-    fields = routing.parameter_fields(Router())
+    fields = routing.parameter_fields(defaults.router())
     assert ("prefix-cache-scorer", "blockSizeTokens") not in fields
     assert fields[("approx-prefix-cache-producer", "autoTune")] == "router.autoTune"
 
@@ -392,3 +395,13 @@ def test_the_pd_decision_counter_each_disagg_profile_handler_increments(version,
 )
 def test_the_tracing_env_of_each_generation(version, env):
     assert router_versions.tracing_env(version) == env
+
+
+def test_a_router_outside_its_stack_has_no_block_to_render():
+    """`router.blockSizeTokens` null is the engines' block, which only the StackConfig knows: a bare Router is refused
+    with how to get a resolved one, not rendered with a block of nobody's."""
+    from core.config import Router
+
+    with pytest.raises(ValueError, match=r"router.blockSizeTokens is unresolved.*StackConfig\(\.\.\.\)\.router"):
+        routing.endpoint_picker_config(Router(), "pd")
+    assert routing.endpoint_picker_config(defaults.router(), "pd")  # resolved: 4096

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from core import routing, serving
-from core.config import Decode, Router
+from core.config import Decode
 from core.gate import ConfigError, load_config
 from core.versions import Version, image_version
 from core.versions import router as router_versions
@@ -23,14 +23,14 @@ def problems(stack: str = "prod-4p4d", **overrides) -> str:
 
 
 def test_defaults_are_the_target_release_under_its_v0_9_names():
-    assert Router().image == "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0"
+    assert defaults.router().image == "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0"
     assert Decode().sidecar.image == "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0"
-    assert image_version(Router().image) == router_versions.TARGET
+    assert image_version(defaults.router().image) == router_versions.TARGET
 
 
 @pytest.mark.parametrize("topology", ["pd", "agg"])
 def test_every_plugin_type_and_the_api_version_of_the_render_has_a_fact(topology):
-    config = routing.endpoint_picker_config(Router(), topology)
+    config = routing.endpoint_picker_config(defaults.router(), topology)
     used = {f.name for f in router_versions.epp_features_used(config)}
     assert used == {p["type"] for p in config["plugins"]} | {config["apiVersion"]}
 
