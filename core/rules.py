@@ -728,11 +728,16 @@ def router_block_size(
     block_name: str,
     batched_name: str,
     sub_block_name: str,
+    precise: bool,
 ) -> str | None:
     """With autoTune off the router hashes prompts in blockSizeTokens units; the engines reuse prefixes in their
     prefix-reuse unit (the sub-block with sub-block caching, else the KV block). A router block of whole units matches
     only what the engines can reuse (a larger one tracks coarser prefixes, as autoTune does on Rebel100: advice there);
-    one that is not counts matches that end inside a unit, which the engines recompute."""
+    one that is not counts matches that end inside a unit, which the engines recompute. Not judged when the router is
+    `precise`: the precise index steers the picks, the approximate one only feeds the P/D decider (precise_block_size
+    judges the block then)."""
+    if precise:
+        return None
     unit = sizing.prefix_reuse_unit(block, batched, sub_block)
     if isinstance(size, int) and not isinstance(size, bool) and size > 0 and size % unit == 0:
         return None
@@ -781,13 +786,21 @@ def precise_needs_prefix_caching(enabled: bool, *, key_name: str) -> str | None:
 
 
 def autotune_block_unit(
-    block: int, batched: int, sub_block: bool, *, router_prefix: str, engines: str, sub_block_name: str
+    block: int,
+    batched: int,
+    sub_block: bool,
+    *,
+    router_prefix: str,
+    engines: str,
+    sub_block_name: str,
+    precise: bool,
 ) -> str | None:
     """Advice: autoTune reads --block-size from vllm:cache_config_info, which is not the reuse unit when the engines
     cache sub-blocks: what that does to routing, as `make bench` section agentic measured it. `router_prefix` is put
-    before the router's autoTune (`router.`, `parameters.`)."""
+    before the router's autoTune (`router.`, `parameters.`). None when the router is `precise` (the approximate index
+    steers no pick then, as in router_block_size)."""
     unit = sizing.prefix_reuse_unit(block, batched, sub_block)
-    if unit == block:
+    if precise or unit == block:
         return None
     return (
         f"{router_prefix}autoTune true: the router reads --block-size {block} from each pod's vllm:cache_config_info "

@@ -559,13 +559,12 @@ def _producers(manifests: list[dict]):
 
 
 def router_block_size(manifests: list[dict], facts: Facts) -> list[Finding]:
-    """With autoTune off, the router's blockSizeTokens is a whole number of the engines' prefix-reuse units (not where
-    a precise producer steers the picks: the approximate index then only feeds the P/D decider, and
-    router_precise_prefix_cache judges the block)."""
+    """With autoTune off, the router's blockSizeTokens is a whole number of the engines' prefix-reuse units (not
+    judged in a config with a precise producer: core.rules.router_block_size)."""
     found = []
     precise = {id(config_map) for config_map, *_rest in _precise_producers(manifests)}
     for config_map, where, params in _producers(manifests):
-        if params.get("autoTune", True) is not False or id(config_map) in precise:
+        if params.get("autoTune", True) is not False:
             continue
         for (block, unit, sub_block), items in _reuse_units(manifests, namespace_of(config_map)).items():
             problem = rules.router_block_size(
@@ -578,6 +577,7 @@ def router_block_size(manifests: list[dict], facts: Facts) -> list[Finding]:
                 block_name="--block-size",
                 batched_name="--max-num-batched-tokens",
                 sub_block_name=f"{SUB_BLOCK_ENV}=1",
+                precise=id(config_map) in precise,
             )
             if problem:
                 found.append(Finding(resource_id(config_map), f"{where} {problem}"))
@@ -653,12 +653,12 @@ def router_precise_prefix_cache(manifests: list[dict], facts: Facts) -> list[Fin
 
 
 def router_autotune_block_unit(manifests: list[dict], facts: Facts) -> list[Finding]:
-    """Advice: autoTune makes the router hash --block-size units while the engines reuse sub-blocks (not where a
-    precise producer steers the picks: the approximate index then only feeds the P/D decider)."""
+    """Advice: autoTune makes the router hash --block-size units while the engines reuse sub-blocks (not given in a
+    config with a precise producer: core.rules.autotune_block_unit)."""
     found = []
     precise = {id(config_map) for config_map, *_rest in _precise_producers(manifests)}
     for config_map, where, params in _producers(manifests):
-        if params.get("autoTune", True) is False or id(config_map) in precise:
+        if params.get("autoTune", True) is False:
             continue
         for (block, unit, sub_block), items in _reuse_units(manifests, namespace_of(config_map)).items():
             problem = rules.autotune_block_unit(
@@ -668,6 +668,7 @@ def router_autotune_block_unit(manifests: list[dict], facts: Facts) -> list[Find
                 router_prefix="parameters.",
                 engines=f"the engines ({name_list(e.resource for e in items)})",
                 sub_block_name=f"{SUB_BLOCK_ENV}=1",
+                precise=id(config_map) in precise,
             )
             if problem:
                 found.append(Finding(resource_id(config_map), f"{where} {problem}"))

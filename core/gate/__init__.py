@@ -84,8 +84,7 @@ def warnings_for(cfg: StackConfig) -> list[Issue]:
     """Advice that does not stop a deployment."""
     advice = []
     facts = derive(cfg)
-    # With the precise prefix cache the approximate index only feeds the P/D decider: autoTune steers no pick.
-    if cfg.router.auto_tune and cfg.router.prefix_cache != "precise":
+    if cfg.router.auto_tune:
         for (block, batched, sub_block), names in reuse_units(cfg, facts).items():
             problem = rules.autotune_block_unit(
                 block,
@@ -94,6 +93,7 @@ def warnings_for(cfg: StackConfig) -> list[Issue]:
                 router_prefix="router.",
                 engines=f"the {' and '.join(names)} engines",
                 sub_block_name="engine.subBlockCache true",
+                precise=cfg.router.prefix_cache == "precise",
             )
             if problem:
                 advice.append(Issue(key("router.autoTune"), problem, "router-autotune-block-unit"))

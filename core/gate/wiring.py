@@ -67,9 +67,7 @@ def rule_pd_wiring(cfg: StackConfig, facts: StackFacts) -> Iterable[Issue]:
         )
         if problem:
             yield Issue(key("router.nonCachedTokens"), problem, "router-pd-profiles")
-    # With the precise prefix cache the approximate index only feeds the P/D decider (rule_precise_prefix_cache
-    # judges the block then).
-    if not cfg.router.auto_tune and cfg.router.prefix_cache != "precise":
+    if not cfg.router.auto_tune:
         for (block, batched, sub_block), names in reuse_units(cfg, facts).items():
             problem = rules.router_block_size(
                 cfg.router.block_size_tokens,
@@ -81,6 +79,7 @@ def rule_pd_wiring(cfg: StackConfig, facts: StackFacts) -> Iterable[Issue]:
                 block_name=" and ".join(sorted(set(names.values()))),
                 batched_name="engine.maxNumBatchedTokens",
                 sub_block_name="engine.subBlockCache true",
+                precise=cfg.router.prefix_cache == "precise",
             )
             if problem:
                 yield Issue(key("router.blockSizeTokens"), problem, "router-block-size")

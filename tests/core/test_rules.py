@@ -622,7 +622,7 @@ def test_pd_decider_fires():
     )
 
 
-BLOCK_NAMES = dict(block_name="B", batched_name="M", sub_block_name="S on")
+BLOCK_NAMES = dict(block_name="B", batched_name="M", sub_block_name="S on", precise=False)
 
 
 @pytest.mark.parametrize("size", [512, 1024, 4096])
@@ -686,7 +686,7 @@ def test_the_precise_prefix_cache_needs_the_engines_prefix_cache():
 
 
 def test_autotune_block_unit_advises_only_where_the_unit_is_no_block():
-    names = dict(router_prefix="p.", engines="E", sub_block_name="S")
+    names = dict(router_prefix="p.", engines="E", sub_block_name="S", precise=False)
     assert rules.autotune_block_unit(4096, 512, False, **names) is None
     assert rules.autotune_block_unit(512, 512, True, **names) is None
     assert rules.autotune_block_unit(4096, 512, True, **names) == (
@@ -891,3 +891,13 @@ def test_api_version_read_names_the_pins_own_version_where_known():
         "K v2 is read only by EPP 0.8.0 or later (src), but I epp:v0.7.1 is 0.7.1: the program would refuse its "
         "configuration and the pod would crash-loop. Remove K, or pin 0.8.0 or later in I."
     )
+
+
+def test_a_precise_router_has_its_approximate_block_neither_judged_nor_advised():
+    """The precise index steers the picks; the approximate one only feeds the P/D decider."""
+    names = {**BLOCK_NAMES, "precise": True}
+    assert rules.router_block_size(1000, 4096, 512, True, size_name="z", engines="e", **names) is None
+    assert rules.router_block_size(1000, 4096, 512, True, size_name="z", engines="e", **BLOCK_NAMES) is not None
+    advice = dict(router_prefix="p.", engines="E", sub_block_name="S")
+    assert rules.autotune_block_unit(4096, 512, True, **advice, precise=True) is None
+    assert rules.autotune_block_unit(4096, 512, True, **advice, precise=False) is not None
