@@ -9,6 +9,7 @@ engine gets must be one lmcache reads (core.versions.lmcache, dumped from lmcach
 from __future__ import annotations
 
 from core import rules
+from core.serving import LMCACHE_EXTRA_CONFIG_ENV
 from core.versions import engine as engine_versions
 from core.versions import image_version, vllm_args
 from core.versions import lmcache as lmcache_facts
@@ -59,7 +60,7 @@ def lmcache_env_known(manifests: list[dict], facts: Facts) -> list[Finding]:
             problem = lmcache_facts.unknown_env(name)
             if problem:
                 found.append(Finding(engine.resource, f"container {engine.name} env {name}: {problem}"))
-        extra = parse_structured(env.get("LMCACHE_EXTRA_CONFIG") or "")
+        extra = parse_structured(env.get(LMCACHE_EXTRA_CONFIG_ENV) or "")
         for extra_key in sorted(extra) if isinstance(extra, dict) else []:
             problem = lmcache_facts.misplaced_extra_config_key(str(extra_key))
             if problem:

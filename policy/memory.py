@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from core import rules, sizing
 from core.labels import RDS_BUDGET_ANNOTATION, RDS_BUDGET_KEYS
+from core.serving import LMCACHE_CHUNK_SIZE_ENV, LMCACHE_EXTRA_CONFIG_ENV
 from policy.facts import Facts
 from policy.read.devices import is_rebel100
 from policy.read.engines import Engine, engines
 from policy.read.env import effective_env, env_flag_on, env_from_config_maps, parse_structured
-from policy.read.lmcache import CHUNK_SIZE_ENV, EXTRA_CONFIG_ENV, SUB_BLOCK_ENV, lmcache_version
+from policy.read.lmcache import SUB_BLOCK_ENV, lmcache_version
 from policy.read.objects import Finding
 
 
@@ -51,15 +52,15 @@ def _budget_inputs(engine: Engine, manifests: list[dict], facts: Facts) -> tuple
 
 def _rds_max_chunks(engine: Engine, manifests: list[dict]) -> tuple[int | None, str | None]:
     """(rds_max_chunks, None), (None, None) when not set, (None, problem) when unreadable."""
-    text = effective_env(engine.template, engine.container, manifests).get(EXTRA_CONFIG_ENV)
+    text = effective_env(engine.template, engine.container, manifests).get(LMCACHE_EXTRA_CONFIG_ENV)
     if text is None:
         return None, None
     extra = parse_structured(text)
     if not isinstance(extra, dict):
         return (
             None,
-            f"env {EXTRA_CONFIG_ENV} {text!r} is not a JSON object, so LMCache cannot read it. Write it as JSON, e.g. "
-            f'{{"rds_max_chunks": 1000}}.',
+            f"env {LMCACHE_EXTRA_CONFIG_ENV} {text!r} is not a JSON object, so LMCache cannot read it. Write it as "
+            f'JSON, e.g. {{"rds_max_chunks": 1000}}.',
         )
     if "rds_max_chunks" not in extra:
         return None, None
@@ -67,8 +68,8 @@ def _rds_max_chunks(engine: Engine, manifests: list[dict]) -> tuple[int | None, 
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         return (
             None,
-            f"env {EXTRA_CONFIG_ENV} rds_max_chunks {value!r} is not a positive integer. Set a chunk count such as "
-            "1000.",
+            f"env {LMCACHE_EXTRA_CONFIG_ENV} rds_max_chunks {value!r} is not a positive integer. Set a chunk count "
+            "such as 1000.",
         )
     return value, None
 
@@ -107,18 +108,18 @@ def rds_memory_budget(manifests: list[dict], facts: Facts) -> list[Finding]:
         )
         verdict = rules.rds_budget_fits(budget, chunks_name="rds_max_chunks", utilization_name=utilization_name)
         if verdict:
-            chunk_size = effective_env(engine.template, engine.container, manifests).get(CHUNK_SIZE_ENV)
+            chunk_size = effective_env(engine.template, engine.container, manifests).get(LMCACHE_CHUNK_SIZE_ENV)
             capacity = ""
             if chunk_size and chunk_size.isdigit():
                 capacity = (
-                    f", {sizing.rds_tokens_per_rank(chunks, int(chunk_size))} tokens per rank at {CHUNK_SIZE_ENV} "
-                    f"{chunk_size}"
+                    f", {sizing.rds_tokens_per_rank(chunks, int(chunk_size))} tokens per rank at "
+                    f"{LMCACHE_CHUNK_SIZE_ENV} {chunk_size}"
                 )
             found.append(
                 Finding(
                     engine.resource,
-                    f"container {engine.name} env {EXTRA_CONFIG_ENV} (drives, overhead, staging and HBM from {source}"
-                    f"{capacity}): {verdict}",
+                    f"container {engine.name} env {LMCACHE_EXTRA_CONFIG_ENV} (drives, overhead, staging and HBM from "
+                    f"{source}{capacity}): {verdict}",
                 )
             )
     return found
@@ -135,7 +136,7 @@ def lmcache_reads_rds_max_chunks(manifests: list[dict], facts: Facts) -> list[Fi
             found.append(
                 Finding(
                     engine.resource,
-                    f"container {engine.name} env {EXTRA_CONFIG_ENV} (version from {source}): {verdict}",
+                    f"container {engine.name} env {LMCACHE_EXTRA_CONFIG_ENV} (version from {source}): {verdict}",
                 )
             )
     return found

@@ -1,19 +1,13 @@
-"""Reading LMCache: the env names the engines read, and the lmcache-rbln version of an engine."""
+"""Reading LMCache: the lmcache-rbln version of an engine (the env names it reads are core.serving's)."""
 
 from __future__ import annotations
 
 from core.formats import image_reference
 from core.labels import LMCACHE_VERSION_ANNOTATION
-from core.serving import LMCACHE_CHUNK_SIZE_ENV, LMCACHE_EXTRA_CONFIG_ENV, SUB_BLOCK_CACHE_ENV
+from core.serving import SUB_BLOCK_CACHE_ENV
 from core.versions import engine as engine_versions
 from core.versions import image_version
 from policy.read.engines import Engine
-
-EXTRA_CONFIG_ENV = LMCACHE_EXTRA_CONFIG_ENV
-
-
-CHUNK_SIZE_ENV = LMCACHE_CHUNK_SIZE_ENV
-
 
 SUB_BLOCK_ENV = SUB_BLOCK_CACHE_ENV
 
