@@ -292,20 +292,52 @@ def lmcache_env(tier: KvTier) -> dict[str, str]:
     return env
 
 
+def lmcache_extra_config(text: str) -> tuple[dict, str | None]:
+    """`LMCACHE_EXTRA_CONFIG` as lmcache 0.5.6 reads it (`json.loads`, lmcache/v1/config.py; empty is none): (its
+    object, None), or ({}, why LMCache would not use it). LMCache logs a value it cannot parse and runs without extra
+    config, so YAML such as `{rds_max_chunks: 1000}` is dropped, not read."""
+    if not text:
+        return {}, None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}, (
+            f"{LMCACHE_EXTRA_CONFIG_ENV} {text!r} is not JSON, so LMCache drops it (it logs a warning and runs without "
+            f'its extra config). Write it as a JSON object, e.g. {{"rds_max_chunks": 1000}}.'
+        )
+    if not isinstance(value, dict):
+        return {}, (
+            f"{LMCACHE_EXTRA_CONFIG_ENV} {text!r} is not a JSON object, so LMCache finds no key in it. Write it as a "
+            f'JSON object, e.g. {{"rds_max_chunks": 1000}}.'
+        )
+    return value, None
+
+
+def rds_max_chunks(extra: dict) -> tuple[int | None, str | None]:
+    """`rds_max_chunks` of LMCACHE_EXTRA_CONFIG's object: (chunks, None); (None, None) when it sets none; (None, why)
+    when it is no positive integer."""
+    if "rds_max_chunks" not in extra:
+        return None, None
+    value = extra["rds_max_chunks"]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        return (
+            None,
+            f"{LMCACHE_EXTRA_CONFIG_ENV} rds_max_chunks {value!r} is not a positive integer. Set a chunk count such "
+            "as 1000.",
+        )
+    return value, None
+
+
 def rds_tier_tokens(env: dict[str, str]) -> int | None:
     """Tokens one engine rank keeps on its RDS tier, read back from the LMCache environment `lmcache_env` writes
     (`rds_max_chunks` x `LMCACHE_CHUNK_SIZE`, core.sizing); None when that environment sets no RDS tier or says it
     in a form LMCache would not read (the pack's rules say why)."""
-    chunk_size, text = env.get(LMCACHE_CHUNK_SIZE_ENV, ""), env.get(LMCACHE_EXTRA_CONFIG_ENV)
-    if env.get(LMCACHE_LOCAL_CPU_ENV) != "False" or not chunk_size.isdigit() or text is None:
+    chunk_size = env.get(LMCACHE_CHUNK_SIZE_ENV, "")
+    if env.get(LMCACHE_LOCAL_CPU_ENV) != "False" or not chunk_size.isdigit() or int(chunk_size) < 1:
         return None
-    try:
-        chunks = json.loads(text).get("rds_max_chunks")
-    except (ValueError, AttributeError):
-        return None
-    if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1 or int(chunk_size) < 1:
-        return None
-    return sizing.rds_tokens_per_rank(chunks, int(chunk_size))
+    extra, _ = lmcache_extra_config(env.get(LMCACHE_EXTRA_CONFIG_ENV, ""))
+    chunks, _ = rds_max_chunks(extra)
+    return None if chunks is None else sizing.rds_tokens_per_rank(chunks, int(chunk_size))
 
 
 @dataclasses.dataclass(frozen=True)

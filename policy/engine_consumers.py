@@ -8,14 +8,14 @@ engine gets must be one lmcache reads (core.versions.lmcache, dumped from lmcach
 
 from __future__ import annotations
 
-from core import rules
+from core import rules, serving
 from core.serving import LMCACHE_EXTRA_CONFIG_ENV
 from core.versions import engine as engine_versions
 from core.versions import image_version, vllm_args
 from core.versions import lmcache as lmcache_facts
 from policy.facts import Facts
 from policy.read.engines import engines, kv_connectors
-from policy.read.env import effective_env, parse_structured
+from policy.read.env import effective_env
 from policy.read.flags import serve_argv
 from policy.read.objects import Finding
 
@@ -60,8 +60,10 @@ def lmcache_env_known(manifests: list[dict], facts: Facts) -> list[Finding]:
             problem = lmcache_facts.unknown_env(name)
             if problem:
                 found.append(Finding(engine.resource, f"container {engine.name} env {name}: {problem}"))
-        extra = parse_structured(env.get(LMCACHE_EXTRA_CONFIG_ENV) or "")
-        for extra_key in sorted(extra) if isinstance(extra, dict) else []:
+        extra, _ = serving.lmcache_extra_config(
+            env.get(LMCACHE_EXTRA_CONFIG_ENV) or ""
+        )  # unreadable: rds-memory-budget
+        for extra_key in sorted(extra):
             problem = lmcache_facts.misplaced_extra_config_key(str(extra_key))
             if problem:
                 found.append(

@@ -10,7 +10,7 @@ from the annotation `rebel100.ai/rds-budget` of that ConfigMap (RdsTier writes i
 
 from __future__ import annotations
 
-from core import rules, sizing
+from core import rules, serving, sizing
 from core.labels import RDS_BUDGET_ANNOTATION, RDS_BUDGET_KEYS
 from core.serving import LMCACHE_CHUNK_SIZE_ENV, LMCACHE_EXTRA_CONFIG_ENV
 from policy.facts import Facts
@@ -51,27 +51,15 @@ def _budget_inputs(engine: Engine, manifests: list[dict], facts: Facts) -> tuple
 
 
 def _rds_max_chunks(engine: Engine, manifests: list[dict]) -> tuple[int | None, str | None]:
-    """(rds_max_chunks, None), (None, None) when not set, (None, problem) when unreadable."""
+    """(rds_max_chunks, None), (None, None) when not set, (None, problem) when LMCache would not read it."""
     text = effective_env(engine.template, engine.container, manifests).get(LMCACHE_EXTRA_CONFIG_ENV)
-    if text is None:
-        return None, None
-    extra = parse_structured(text)
-    if not isinstance(extra, dict):
-        return (
-            None,
-            f"env {LMCACHE_EXTRA_CONFIG_ENV} {text!r} is not a JSON object, so LMCache cannot read it. Write it as "
-            f'JSON, e.g. {{"rds_max_chunks": 1000}}.',
-        )
-    if "rds_max_chunks" not in extra:
-        return None, None
-    value = extra["rds_max_chunks"]
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        return (
-            None,
-            f"env {LMCACHE_EXTRA_CONFIG_ENV} rds_max_chunks {value!r} is not a positive integer. Set a chunk count "
-            "such as 1000.",
-        )
-    return value, None
+    extra, problem = serving.lmcache_extra_config(text or "")
+    if problem:
+        return None, f"env {problem}"
+    chunks, problem = serving.rds_max_chunks(extra)
+    if problem:
+        return None, f"env {problem}"
+    return chunks, None
 
 
 def _utilization(engine: Engine) -> tuple[float | None, str | None]:

@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from core import serving
 from core.versions import lmcache as lmcache_facts
 from tests.policy.conftest import STACKS
 from tests.policy.fixtures import PREFILL
@@ -103,3 +104,19 @@ def test_known_names_data_is_lmcaches_own(engine_consumers):
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout) == lmcache_facts.facts(), "stale: run `make consumer-facts`"
+
+
+@pytest.mark.parametrize(
+    "text", ['{"rds_max_chunks": 1000}', "{rds_max_chunks: 1000}", "rds_max_chunks=1000", "[1000]", '"x"', ""]
+)
+def test_the_pack_reads_lmcache_extra_config_as_lmcache_does(engine_consumers, text):
+    """The pack judges the RDS budget from LMCACHE_EXTRA_CONFIG only where lmcache itself gets an object from it
+    (core.serving.lmcache_extra_config): lmcache drops YAML and other non-JSON without failing."""
+    loaded = load_with_lmcache(engine_consumers, {"LMCACHE_EXTRA_CONFIG": text})["extra_config"]
+    extra, problem = serving.lmcache_extra_config(text)
+    if isinstance(loaded, dict):
+        assert (extra, problem) == (loaded, None)
+    elif text:
+        assert problem is not None and extra == {}, f"lmcache read {text!r} as {loaded!r}"
+    else:
+        assert (extra, problem, loaded) == ({}, None, None)  # set but empty: no extra config, nothing wrong

@@ -107,7 +107,20 @@ BAD = {
         lambda m: set_env(engine(m, PREFILL), "LMCACHE_EXTRA_CONFIG", "rds_max_chunks=1000"),
         "rds-memory-budget",
         PREFILL_ID,
-        ("env LMCACHE_EXTRA_CONFIG 'rds_max_chunks=1000' is not a JSON object",),
+        ("env LMCACHE_EXTRA_CONFIG 'rds_max_chunks=1000' is not JSON, so LMCache drops it",),
+    ),
+    # YAML reads it, LMCache does not (tests/consumers/test_lmcache.py): no budget is judged from what never runs.
+    "prefill-extra-config-yaml": (
+        lambda m: set_env(engine(m, PREFILL), "LMCACHE_EXTRA_CONFIG", "{rds_max_chunks: 1000}"),
+        "rds-memory-budget",
+        PREFILL_ID,
+        ("env LMCACHE_EXTRA_CONFIG '{rds_max_chunks: 1000}' is not JSON", 'e.g. {"rds_max_chunks": 1000}'),
+    ),
+    "prefill-extra-config-json-list": (
+        lambda m: set_env(engine(m, PREFILL), "LMCACHE_EXTRA_CONFIG", "[1000]"),
+        "rds-memory-budget",
+        PREFILL_ID,
+        ("env LMCACHE_EXTRA_CONFIG '[1000]' is not a JSON object",),
     ),
     "prefill-vllm-rbln-0.11.2-image": (
         lmcache_image("rebellions/vllm-rbln:0.11.2"),
