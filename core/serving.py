@@ -292,7 +292,7 @@ def lmcache_env(tier: KvTier) -> dict[str, str]:
     return env
 
 
-def lmcache_extra_config(text: str) -> tuple[dict, str | None]:
+def lmcache_extra_config(text: str) -> tuple[dict[str, Any], str | None]:
     """`LMCACHE_EXTRA_CONFIG` as lmcache 0.5.6 reads it (`json.loads`, lmcache/v1/config.py; empty is none): (its
     object, None), or ({}, why LMCache would not use it). LMCache logs a value it cannot parse and runs without extra
     config, so YAML such as `{rds_max_chunks: 1000}` is dropped, not read."""
@@ -313,7 +313,7 @@ def lmcache_extra_config(text: str) -> tuple[dict, str | None]:
     return value, None
 
 
-def rds_max_chunks(extra: dict) -> tuple[int | None, str | None]:
+def rds_max_chunks(extra: dict[str, Any]) -> tuple[int | None, str | None]:
     """`rds_max_chunks` of LMCACHE_EXTRA_CONFIG's object: (chunks, None); (None, None) when it sets none; (None, why)
     when it is no positive integer."""
     if "rds_max_chunks" not in extra:
