@@ -296,7 +296,7 @@ class Summary:
     ttft_p50: float
     ttft_p99: float
     tokens_per_s: float  # prompt tokens served a second of the run
-    moved: int  # sessions whose requests were not all computed on one engine
+    moved: int  # sessions prefilled on two engines (P/D turns) or computed on two decode ranks (decode-only turns)
     ttft_by_turn: tuple[float, ...]  # p50 per turn
 
     @property
@@ -315,9 +315,11 @@ def summarize(run: Run, prefill_hits: int | None = None, prefill_queries: int | 
         prompts = prefill_queries + sum(r.prompt_tokens for r in decode_only)
     else:
         cached, prompts = sum(r.cached_tokens for r in ok), sum(r.prompt_tokens for r in ok)
-    homes: dict[int, set[str]] = {}
+    # Where each session's prompts were computed, by kind: a session computed on its prefill engine, then (below the
+    # P/D threshold) on the decode rank that holds it has not moved; one computed on two of a kind has.
+    homes: dict[tuple[int, bool], set[str]] = {}
     for r in ok:
-        homes.setdefault(r.session, set()).add(r.prefiller or r.pod)
+        homes.setdefault((r.session, bool(r.prefiller)), set()).add(r.prefiller or r.destination or r.pod)
     turns = max((r.turn for r in run.records), default=-1) + 1
     return Summary(
         requests=len(run.records),
@@ -327,7 +329,7 @@ def summarize(run: Run, prefill_hits: int | None = None, prefill_queries: int | 
         ttft_p50=statistics.median([r.ttft for r in ok]) if ok else float("nan"),
         ttft_p99=percentile([r.ttft for r in ok], 0.99),
         tokens_per_s=sum(r.prompt_tokens for r in ok) / run.wall if run.wall else 0.0,
-        moved=sum(len(h) > 1 for h in homes.values()),
+        moved=len({session for (session, _), engines in homes.items() if len(engines) > 1}),
         ttft_by_turn=tuple(
             statistics.median([r.ttft for r in ok if r.turn == t] or [float("nan")]) for t in range(turns)
         ),

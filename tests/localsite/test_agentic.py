@@ -48,3 +48,33 @@ def test_the_engines_timing_follows_the_stack():
     assert "--time-factor-under-load=2" in agentic.SimTiming.of(two).sim_args()
     agg = StackConfig.model_validate({"topology": "agg", "decode": {"maxNumSeqs": 8}})
     assert "--time-factor-under-load=8" in agentic.SimTiming.of(agg).sim_args()  # no prefill role: decode prefills
+
+
+def record(session: int, turn: int, prefiller: str = "", destination: str = "") -> agentic.Record:
+    return agentic.Record(
+        session,
+        turn,
+        0.0,
+        status=200,
+        ttft=0.5,
+        prompt_tokens=100,
+        prefiller=prefiller,
+        destination=destination,
+        pod=destination.split(":")[0],
+    )
+
+
+def moved(*records: agentic.Record) -> int:
+    return agentic.summarize(agentic.Run(list(records), wall=1.0)).moved
+
+
+def test_a_session_moves_when_two_engines_of_a_kind_computed_its_prompts():
+    # prefilled on A, then computed by the decode rank that holds it: stayed
+    assert moved(record(0, 0, prefiller="A:8000"), record(0, 1, destination="d1:8200")) == 0
+    # one prefill engine throughout: stayed; then on B: moved
+    assert moved(record(0, 0, prefiller="A:8000"), record(0, 1, prefiller="A:8000")) == 0
+    assert moved(record(0, 0, prefiller="A:8000"), record(0, 1, prefiller="B:8000")) == 1
+    # decode-only on two ranks of one pod: moved (a rank's cache is its own)
+    assert moved(record(0, 0, destination="d1:8200"), record(0, 1, destination="d1:8201")) == 1
+    # counted by session
+    assert moved(*(record(s, t, prefiller=f"{s}{t}:8000") for s in range(3) for t in range(2))) == 3
