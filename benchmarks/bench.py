@@ -849,9 +849,9 @@ def _router(values: dict, **changes) -> None:
     values.setdefault("rebel100:router", {}).update(changes)
 
 
-def routing_options(reuse_unit: int) -> dict[str, RoutingOption]:
+def routing_options(reuse_unit: int, router_block: int) -> dict[str, RoutingOption]:
     """The agentic section's options by name, for a stack whose engines reuse prefixes in `reuse_unit`-token
-    units."""
+    units and whose router scores prefixes in `router_block`-token blocks."""
     from localsite.programs import sim_block_size
 
     return {
@@ -865,6 +865,9 @@ def routing_options(reuse_unit: int) -> dict[str, RoutingOption]:
             # The reference design's autoTune: the block the engines report (Rebel100's 4096; the site's
             # simulators report 128).
             RoutingOption("autotune", lambda v: _router(v, autoTune=True)),
+            # The render with P/D only where more than a router block is not cached (the render: 16 tokens): a
+            # turn's new context, shorter than a block, is computed by the decode engine that holds the session.
+            RoutingOption("pd-threshold", lambda v: _router(v, nonCachedTokens=router_block)),
             # The engines' own KV events: the router's blocks must divide the blocks the engines announce, the
             # site's simulators' (programs.sim_block_size of the reuse unit; it divides Rebel100's 4096 too).
             RoutingOption(
@@ -926,6 +929,7 @@ def agentic_section(
     if (site := site_programs("agentic")) is None:
         return
     found, stack = site
+    from core import routing
     from core.derive import derive
     from core.stackfile import load_stack, stack_file
     from localsite.programs import SIM_DEFAULT_KV_BLOCKS, sim_block_size, sim_cache_blocks
@@ -936,7 +940,7 @@ def agentic_section(
     facts = derive(cfg)
     timing = agentic.SimTiming.of(cfg)
     trace = agentic.Trace.make(seed, sessions, turns or agentic.TURNS)
-    known = routing_options(facts.prefix_reuse_unit)
+    known = routing_options(facts.prefix_reuse_unit, routing.block_tokens(cfg.router))
     if unknown := [name for name in options if name not in known]:
         print(f"agentic: no routing option {', '.join(unknown)}; the options are {', '.join(known)}")
         return
