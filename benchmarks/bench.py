@@ -986,7 +986,7 @@ def agentic_section(
             print(columns)
         print(
             f"{name:<13} {row.requests:>8} {row.failed:>6} {row.hit_rate:>8.1%} {row.ttft_p50:>8.2f}s "
-            f"{row.ttft_p99:>8.2f}s {row.tokens_per_s:>9.0f} {row.moved:>5}"
+            f"{row.ttft_p99:>8.2f}s {row.tokens_per_s:>9.0f} {len(row.moved):>5}"
         )
         for record in [r for r in run.records if r.error][:3]:
             print(f"  failed: session {record.session} turn {record.turn}: {record.error[:200]}")
@@ -994,6 +994,12 @@ def agentic_section(
     print(f"{'option':<13} " + " ".join(f"{t + 1:>6}" for t in range(len(trace.added[0]))))
     for name, row in rows.items():
         print(f"{name:<13} " + " ".join(f"{v:>6.2f}" for v in row.ttft_by_turn))
+    # A router block indexes only full blocks: a session whose first prompt is shorter is routed by load on its second.
+    router_block = routing.block_tokens(cfg.router)
+    short = [s for s in range(trace.sessions) if trace.prompt_tokens(s, 0) < router_block]
+    print(f"sessions whose first prompt is shorter than a router block ({router_block}): {short}")
+    for name, row in rows.items():
+        print(f"{name:<13} moved: {list(row.moved)}")
     if plot is not None:
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         title = f"TTFT p50 by turn, {trace.sessions} coding-agent sessions, stack {stack} ({when})"

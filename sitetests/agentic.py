@@ -82,6 +82,9 @@ class SimTiming:
         )
 
 
+BYTES_PER_TOKEN = 4  # a word of the trace ("abx "): one simulator token, and one token of the router's estimate
+
+
 def _words(rng: random.Random, count: int) -> str:
     return "".join(rng.choice(string.ascii_lowercase) + rng.choice(string.ascii_lowercase) + "x " for _ in range(count))
 
@@ -116,6 +119,9 @@ class Trace:
     @property
     def sessions(self) -> int:
         return len(self.added)
+
+    def prompt_tokens(self, session: int, turn: int) -> int:
+        return len(self.prompt(session, turn)) // BYTES_PER_TOKEN
 
     def prompt(self, session: int, turn: int) -> str:
         """The session's prompt at `turn`: the system prompt, then each turn's added text followed by its answer, up
@@ -296,7 +302,9 @@ class Summary:
     ttft_p50: float
     ttft_p99: float
     tokens_per_s: float  # prompt tokens served a second of the run
-    moved: int  # sessions prefilled on two engines (P/D turns) or computed on two decode ranks (decode-only turns)
+    moved: tuple[
+        int, ...
+    ]  # sessions prefilled on two engines (P/D turns) or computed on two decode ranks (decode-only)
     ttft_by_turn: tuple[float, ...]  # p50 per turn
 
     @property
@@ -329,7 +337,7 @@ def summarize(run: Run, prefill_hits: int | None = None, prefill_queries: int | 
         ttft_p50=statistics.median([r.ttft for r in ok]) if ok else float("nan"),
         ttft_p99=percentile([r.ttft for r in ok], 0.99),
         tokens_per_s=sum(r.prompt_tokens for r in ok) / run.wall if run.wall else 0.0,
-        moved=len({session for (session, _), engines in homes.items() if len(engines) > 1}),
+        moved=tuple(sorted({session for (session, _), engines in homes.items() if len(engines) > 1})),
         ttft_by_turn=tuple(
             statistics.median([r.ttft for r in ok if r.turn == t] or [float("nan")]) for t in range(turns)
         ),

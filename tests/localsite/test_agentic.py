@@ -31,7 +31,9 @@ def test_a_prompt_is_as_many_simulator_tokens_as_router_tokens_of_four_bytes():
     trace = agentic.Trace.make(2, sessions=1, turns=1)
     prompt = trace.prompt(0, 0)
     tokens = len(SIM_TOKEN.findall(prompt))
-    assert tokens == len(prompt) // 4 == agentic.SYSTEM_TOKENS + len(trace.added[0][0]) // 4
+    assert (
+        tokens == trace.prompt_tokens(0, 0) == len(prompt) // 4 == agentic.SYSTEM_TOKENS + len(trace.added[0][0]) // 4
+    )
     assert agentic.ADDED_TOKENS[0] <= len(trace.added[0][0]) // 4 <= agentic.ADDED_TOKENS[1]
 
 
@@ -65,7 +67,7 @@ def record(session: int, turn: int, prefiller: str = "", destination: str = "") 
 
 
 def moved(*records: agentic.Record) -> int:
-    return agentic.summarize(agentic.Run(list(records), wall=1.0)).moved
+    return len(agentic.summarize(agentic.Run(list(records), wall=1.0)).moved)
 
 
 def test_a_session_moves_when_two_engines_of_a_kind_computed_its_prompts():
@@ -78,3 +80,6 @@ def test_a_session_moves_when_two_engines_of_a_kind_computed_its_prompts():
     assert moved(record(0, 0, destination="d1:8200"), record(0, 1, destination="d1:8201")) == 1
     # counted by session
     assert moved(*(record(s, t, prefiller=f"{s}{t}:8000") for s in range(3) for t in range(2))) == 3
+    stayed, left = record(0, 0, prefiller="A:8000"), record(1, 0, prefiller="A:8000")
+    run = agentic.Run([stayed, record(0, 1, prefiller="A:8000"), left, record(1, 1, prefiller="B:8000")], wall=1.0)
+    assert agentic.summarize(run).moved == (1,)  # which sessions, for the bench to name
