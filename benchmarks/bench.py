@@ -940,7 +940,8 @@ def agentic_section(
     facts = derive(cfg)
     timing = agentic.SimTiming.of(cfg)
     trace = agentic.Trace.make(seed, sessions, turns or agentic.TURNS)
-    known = routing_options(facts.prefix_reuse_unit, routing.block_tokens(cfg.router))
+    router_block = routing.block_tokens(cfg.router)
+    known = routing_options(facts.prefix_reuse_unit, router_block)
     if unknown := [name for name in options if name not in known]:
         print(f"agentic: no routing option {', '.join(unknown)}; the options are {', '.join(known)}")
         return
@@ -994,10 +995,8 @@ def agentic_section(
     print(f"{'option':<13} " + " ".join(f"{t + 1:>6}" for t in range(len(trace.added[0]))))
     for name, row in rows.items():
         print(f"{name:<13} " + " ".join(f"{v:>6.2f}" for v in row.ttft_by_turn))
-    # A router block indexes only full blocks: a session whose first prompt is shorter is routed by load on its second.
-    router_block = routing.block_tokens(cfg.router)
-    short = [s for s in range(trace.sessions) if trace.prompt_tokens(s, 0) < router_block]
-    print(f"sessions whose first prompt is shorter than a router block ({router_block}): {short}")
+    below = trace.below_one_block(router_block)
+    print(f"sessions whose first prompt is shorter than a router block ({router_block}): {below}")
     for name, row in rows.items():
         print(f"{name:<13} moved: {list(row.moved)}")
     if plot is not None:

@@ -60,9 +60,8 @@ def lmcache_env_known(manifests: list[dict], facts: Facts) -> list[Finding]:
             problem = lmcache_facts.unknown_env(name)
             if problem:
                 found.append(Finding(engine.resource, f"container {engine.name} env {name}: {problem}"))
-        extra, _ = serving.lmcache_extra_config(
-            env.get(LMCACHE_EXTRA_CONFIG_ENV) or ""
-        )  # unreadable: rds-memory-budget
+        # An extra config LMCache cannot read is rds-memory-budget's finding; it has no keys to judge here.
+        extra, _ = serving.lmcache_extra_config(env.get(LMCACHE_EXTRA_CONFIG_ENV) or "")
         for extra_key in sorted(extra):
             problem = lmcache_facts.misplaced_extra_config_key(str(extra_key))
             if problem:

@@ -123,6 +123,11 @@ class Trace:
     def prompt_tokens(self, session: int, turn: int) -> int:
         return len(self.prompt(session, turn)) // BYTES_PER_TOKEN
 
+    def below_one_block(self, block: int) -> list[int]:
+        """Sessions whose first prompt is shorter than a router block of `block` tokens: an index of whole blocks
+        holds nothing of them, so their second turn is routed by load alone."""
+        return [s for s in range(self.sessions) if self.prompt_tokens(s, 0) < block]
+
     def prompt(self, session: int, turn: int) -> str:
         """The session's prompt at `turn`: the system prompt, then each turn's added text followed by its answer, up
         to the added text of `turn`."""
@@ -302,9 +307,8 @@ class Summary:
     ttft_p50: float
     ttft_p99: float
     tokens_per_s: float  # prompt tokens served a second of the run
-    moved: tuple[
-        int, ...
-    ]  # sessions prefilled on two engines (P/D turns) or computed on two decode ranks (decode-only)
+    # Sessions prefilled on two engines (P/D turns) or computed on two decode ranks (decode-only turns).
+    moved: tuple[int, ...]
     ttft_by_turn: tuple[float, ...]  # p50 per turn
 
     @property

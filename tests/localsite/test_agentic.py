@@ -83,3 +83,12 @@ def test_a_session_moves_when_two_engines_of_a_kind_computed_its_prompts():
     stayed, left = record(0, 0, prefiller="A:8000"), record(1, 0, prefiller="A:8000")
     run = agentic.Run([stayed, record(0, 1, prefiller="A:8000"), left, record(1, 1, prefiller="B:8000")], wall=1.0)
     assert agentic.summarize(run).moved == (1,)  # which sessions, for the bench to name
+
+
+def test_the_sessions_below_one_block_are_those_whose_first_prompt_is_shorter():
+    trace = agentic.Trace.make(37, sessions=32, turns=2)
+    firsts = {s: trace.prompt_tokens(s, 0) for s in range(32)}
+    block = sorted(firsts.values())[5]  # six sessions at or below it, five strictly
+    assert trace.below_one_block(block) == sorted(s for s, tokens in firsts.items() if tokens < block)
+    assert len(trace.below_one_block(block)) == 5
+    assert trace.below_one_block(agentic.SYSTEM_TOKENS) == []  # every first prompt holds the system prompt and more

@@ -20,6 +20,8 @@ import uuid
 import pytest
 import yaml
 
+from core import routing
+from core.stackfile import load_stack, stack_file
 from core.versions import image_version
 from core.versions import router as router_versions
 from localsite import netns
@@ -92,10 +94,11 @@ def test_a_sessions_second_turn_is_served_from_the_cache_of_the_engines_of_its_f
     system prompt and the turn's file, 30-odd of the engines' 128-token blocks). The router sends it to the decode
     rank and the prefill engine of the first, and both engines say so themselves: the decode rank's answer counts the
     first prompt's whole blocks as cached, and the prefill engine's hits grow by as many."""
-    # A first prompt of at least one router block (4096 tokens, the render's): the index keeps only whole blocks, so
-    # a shorter first turn leaves the second to load (docs/performance.md), which is not what this test is about.
+    # A first prompt of at least one of the served router's blocks: a shorter one leaves the second turn to load
+    # (docs/performance.md), which is not what this test is about.
+    block = routing.block_tokens(load_stack(stack_file(serving.stack), serving.stack).router)
     seed = uuid.uuid4().int % 10**6
-    while (trace := agentic.Trace.make(seed, sessions=1, turns=2, pause_s=(1.0, 1.0))).prompt_tokens(0, 0) < 4096:
+    while (trace := agentic.Trace.make(seed, sessions=1, turns=2, pause_s=(1.0, 1.0))).below_one_block(block):
         seed += 1
     prefill = serving.engine_ranks(site_binaries.programs.sim, "prefill")
     hits_before = {rank: agentic.cache_counters(serving, [rank])[0] for rank in prefill}
