@@ -857,9 +857,11 @@ def routing_options(reuse_unit: int, router_block: int) -> dict[str, RoutingOpti
     return {
         option.name: option
         for option in (
-            RoutingOption("load-only", lambda v: _router(v, prefixCache="none")),
-            # The render: the engines' KV block (4096), written out (docs/decisions.md).
+            RoutingOption("load-only", lambda v: _router(v, prefixCache="none", sessionAffinityWeight=0)),
+            # The render: the engines' KV block (4096), written out (docs/decisions.md), and session affinity.
             RoutingOption("as-rendered"),
+            # The render without session affinity: a session shorter than a router block goes by load.
+            RoutingOption("no-session", lambda v: _router(v, sessionAffinityWeight=0)),
             # The reference design's blockSizeTokens with autoTune off: the unit the engines reuse (512 tokens).
             RoutingOption("reuse-unit", lambda v: _router(v, autoTune=False, blockSizeTokens=reuse_unit)),
             # The reference design's autoTune: the block the engines report (Rebel100's 4096; the site's

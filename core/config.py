@@ -10,12 +10,14 @@ This module only describes and parses. Rules that relate several fields live in
 
 from __future__ import annotations
 
+import re
 import types
 import typing
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
 
 from core import keys
 from core.formats import (
@@ -36,6 +38,20 @@ from core.formats import (
 )
 from core.versions import engine as engine_versions
 from core.versions import router as router_versions
+
+
+def _http_header_name(value: str) -> str:
+    # RFC 9110 section 5.1: a field name is a token; the EPP matches it whatever its case.
+    if not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", value):
+        raise PydanticCustomError(
+            "http_header_name",
+            "an HTTP header name is one or more letters, digits or !#$%&'*+-.^_`|~ (an RFC 9110 token), e.g. "
+            "x-session-id",
+        )
+    return value
+
+
+HttpHeaderName = Annotated[str, AfterValidator(_http_header_name)]
 
 NAMESPACE = keys.NAMESPACE  # in core.keys, which reading a stack file imports without the schema
 
@@ -457,8 +473,8 @@ class Router(Section):
             "Where the router looks for a prompt's cached prefix: `approximate`, the index the EPP keeps of its own "
             "picks (prefix-cache-scorer; AGG: prefix-cache-affinity-filter); `precise`, the index of what the engines "
             "announce they hold (their KV events; the EPP tokenizes each prompt through a tokenizer container of its "
-            "own and hashes it in `blockSizeTokens` units); `none`, load alone, the baseline of a routing comparison "
-            "(the P/D decider still reads the approximate index)."
+            "own and hashes it in `blockSizeTokens` units); `none`, load alone (with `sessionAffinityWeight` 0), the "
+            "baseline of a routing comparison (the P/D decider still reads the approximate index)."
         ),
     )
     kv_events_port: int = Field(
@@ -490,6 +506,24 @@ class Router(Section):
             "P/D: weight of active-request-scorer in the decode profile, the EPP's own count of requests in flight "
             "per endpoint (queue-scorer sees only waiting requests, up to 50 ms late); kept below "
             "prefixScorerWeight, a cached prefix outweighs a busy rank."
+        ),
+    )
+    session_affinity_weight: int = Field(
+        2,
+        ge=0,
+        description=(
+            "Weight of session-affinity-scorer in each profile (v0.10+): the endpoint that profile picked for a "
+            "session's last turn scores 1, the session named by its agent's own header (`sessionHeaders`, then "
+            "Claude Code's, OpenCode's and Codex's). Keeps a session whose context is shorter than a router block, "
+            "which the prefix index cannot see, where it is cached (docs/performance.md); 0: no session affinity."
+        ),
+    )
+    session_headers: list[HttpHeaderName] = Field(
+        ["x-session-id"],
+        description=(
+            "Request headers that name a client's session, read in order before the agents' own "
+            "(`x-claude-code-session-id`, `x-session-affinity`, `session-id`, `session_id`: the EPP's "
+            "agent-identity); `x-session-id` is session affinity's own default header upstream."
         ),
     )
     peak_prefill_throughput: int = Field(

@@ -5,10 +5,11 @@ GENERATIONS). Plain values only (no Pulumi): the Router component renders it.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from core.config import Router, StackConfig
-from core.versions import image_version
+from core.versions import epp_schema, image_version
 from core.versions import router as router_versions
 
 
@@ -51,15 +52,47 @@ PRECISE_PLUGINS = (TOKEN_PRODUCER, ENDPOINT_EVENTS, PRECISE_PRODUCER)
 KV_EVENTS_TOPIC_PREFIX = "kv@"  # what the EPP subscribes to; vLLM's topic is kv@<pod>@<model>
 
 
+# router.sessionAffinityWeight > 0: agent-identity reads the session a coding agent names in its own header into a
+# request attribute, and one session-affinity-scorer a profile (strategy session_id) scores the endpoint that profile
+# picked for the session last: a binding the EPP keeps (evicted after 300 s unused), nothing asked of the client.
+# A session shorter than a router block has no prefix score, and without it its next turn went by load
+# (docs/performance.md). The attribute also names the request's fairness flow, read only under the flowControl
+# feature gate, which the render leaves off (llm-d-router v0.10.0 pkg/epp/requestcontrol/director.go).
+AGENT_IDENTITY = "agent-identity"
+SESSION_SCORER = "session-affinity-scorer"
+
+
+def session_scorer_name(profile: str) -> str:
+    """The name of the session-affinity-scorer instance of a scheduling profile (one each: a binding per profile)."""
+    return f"session-affinity-{profile}"
+
+
 def generation_of(settings: Router) -> router_versions.Generation:
     """The router generation the render is written for: the pinned EPP image's (by its tag)."""
     return router_versions.generation_for_pin(image_version(settings.image))
+
+
+def session_affinity_weight(settings: Router) -> int:
+    """The weight of the render's session-affinity scorers (router.sessionAffinityWeight), or 0 when the pinned EPP
+    cannot keep a session a client names (core/versions/router.py: before v0.10.0): the render then has none."""
+    return settings.session_affinity_weight if router_versions.epp_keeps_sessions(image_version(settings.image)) else 0
 
 
 def epp_drain_seconds(settings: Router) -> int | None:
     """The EPP's `--drain-timeout` in seconds (router.drainSeconds), or None when the pinned EPP has no such flag
     (core/versions/router.py EPP_FLAGS): it then stops on SIGTERM and the render passes no flag."""
     return settings.drain_seconds if router_versions.epp_drains(image_version(settings.image)) else None
+
+
+def epp_experimental_flag(settings: Router, config: dict[str, Any]) -> str | None:
+    """`--allow-experimental-plugins=true` when `config` declares a plugin type the pinned EPP marks Alpha (session
+    affinity's two at v0.10.0), without which it exits at start; None otherwise. Judged by the data of the pin, else
+    of the newest EPP we hold data for (the render a pin without data gets)."""
+    data = epp_schema.data_for("epp", image_version(settings.image)) or epp_schema.load(
+        "epp", epp_schema.data_versions("epp")[-1]
+    )
+    flag = epp_schema.experimental_flag(data)
+    return f"{flag}=true" if flag and epp_schema.experimental_problems(config, data, []) else None
 
 
 def kv_events_topic(served_model: str, pod_ip_env: str) -> str:
@@ -109,6 +142,12 @@ def _generated(settings: Router, model_name: str = "") -> dict[str, dict[str, tu
             "peakPrefillThroughput": ("router.peakPrefillThroughput", settings.peak_prefill_throughput),
             **match_info,
         },
+        AGENT_IDENTITY: {"additionalSessionHeaders": ("router.sessionHeaders", list(settings.session_headers))},
+        SESSION_SCORER: {
+            "strategy": ("router.sessionAffinityWeight", "session_id"),
+            "sessionIdConfig": ("router.sessionAffinityWeight", {"sources": [{"attribute": AGENT_IDENTITY}]}),
+            "profileName": ("router.sessionAffinityWeight", ""),  # each instance's own profile
+        },
         "prefix-based-pd-decider": {"nonCachedTokens": ("router.nonCachedTokens", settings.non_cached_tokens)},
         "disagg-profile-handler": {"deciders": ("router.decider", {"prefill": _decider(settings)})},
     }
@@ -144,9 +183,13 @@ def _plugin(plugin_type: str, generated: dict[str, dict[str, tuple[str, Any]]]) 
 
 
 def _profile(name: str, plugin_types: tuple[str, ...], settings: Router) -> dict[str, Any]:
-    """A scheduling profile of these plugins, less the prefix-aware ones when the router weighs load alone."""
+    """A scheduling profile of these plugins, less the prefix-aware ones when the router weighs load alone, and its
+    own session-affinity-scorer when the router keeps sessions."""
     kept = [t for t in plugin_types if settings.prefix_cache != "none" or t not in PREFIX_AWARE]
-    return {"name": name, "plugins": [_profile_entry(t, settings) for t in kept]}
+    entries = [_profile_entry(t, settings) for t in kept]
+    if weight := session_affinity_weight(settings):
+        entries.append({"pluginRef": session_scorer_name(name), "weight": weight})
+    return {"name": name, "plugins": entries}
 
 
 def _profile_entry(plugin_type: str, settings: Router) -> dict[str, Any]:
@@ -158,6 +201,22 @@ def _profile_entry(plugin_type: str, settings: Router) -> dict[str, Any]:
         "token-load-scorer": 1,
     }
     return {"pluginRef": plugin_type, **({"weight": weights[plugin_type]} if plugin_type in weights else {})}
+
+
+def _session_plugins(profiles: list[dict[str, Any]], generated: dict[str, dict[str, tuple[str, Any]]]) -> list[Any]:
+    """agent-identity, then a session-affinity-scorer for each profile, binding the endpoint that profile picks."""
+    scorer = _plugin(SESSION_SCORER, generated)
+    return [
+        _plugin(AGENT_IDENTITY, generated),
+        *(
+            {
+                "name": session_scorer_name(profile["name"]),
+                **scorer,
+                "parameters": {**copy.deepcopy(scorer["parameters"]), "profileName": profile["name"]},
+            }
+            for profile in profiles
+        ),
+    ]
 
 
 def endpoint_picker_config(
@@ -177,7 +236,10 @@ def endpoint_picker_config(
     precise = settings.prefix_cache == "precise"
     if precise:
         types = [*PRECISE_PLUGINS, *types]
-    plugins = [_with_extra_parameters(_plugin(t, generated), settings) for t in types]
+    plugins = [_plugin(t, generated) for t in types]
+    if session_affinity_weight(settings):
+        plugins += _session_plugins(profiles, generated)
+    plugins = [_with_extra_parameters(plugin, settings) for plugin in plugins]
     gates = {"featureGates": list(gen.feature_gates)} if gen.feature_gates and topology != "agg" else {}
     # The endpoint events open and close the precise producer's subscriber of each pod; the metrics source the EPP
     # adds by itself beside a dataLayer that names none (v0.10.0 pkg/epp/config/loader/defaults.go ensureDataLayer).

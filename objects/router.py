@@ -80,6 +80,12 @@ class RouterArgs(component.StackArgs):
             "pinned EPP has no such flag."
         ),
     )
+    experimental_flag: str | None = Field(
+        description=(
+            "The EPP's flag that lets it load the Alpha plugins its config declares (core.routing."
+            "epp_experimental_flag); None: it declares none."
+        )
+    )
     max_unavailable: int = Field(ge=1, description="PodDisruptionBudget maxUnavailable of the EPP.")
     tokenizer: Tokenizer | None = Field(
         description="The tokenizer container of a precise prefix-cache render; None: the EPP needs none."
@@ -146,7 +152,8 @@ def router(name: str, args: RouterArgs) -> list[Child]:
         cert_args.append(f"--cert-path={CERT_MOUNT}")
         tls = manifest("v1", "Secret", object_meta(secret, ns, labels), type="kubernetes.io/tls", data=args.certificate)
         cert_children.append(Child(secret, tls, keep_inputs=("data",)))
-    containers = [epp_container(args, mounts, [*drain_args, *cert_args])]
+    experimental = [args.experimental_flag] if args.experimental_flag else []
+    containers = [epp_container(args, mounts, [*drain_args, *cert_args, *experimental])]
     init_containers: list[dict[str, Any]] = []
     if args.tokenizer is not None:
         containers.append(tokenizer_container(args.tokenizer))
@@ -277,7 +284,7 @@ def router(name: str, args: RouterArgs) -> list[Child]:
 
 
 def epp_container(args: RouterArgs, mounts: list[dict[str, Any]], extra_args: list[str]) -> dict[str, Any]:
-    """The EPP itself; `extra_args`: its drain and certificate flags."""
+    """The EPP itself; `extra_args`: its drain, certificate and experimental-plugin flags."""
     grpc_health = {"port": args.health_port, "service": "inference-extension"}
     return {
         "name": "epp",

@@ -283,6 +283,7 @@ def router_args(
     is the EPP's when `router.certificate` is `stack` (the placeholder when not given); `weights`: the volume a
     precise render's tokenizer reads (the engines')."""
     epp = cfg.router
+    epp_config = routing.endpoint_picker_config(epp, cfg.topology, cfg.model.name)
     tokenizer = None
     if epp.prefix_cache == "precise":
         if weights is None:
@@ -302,7 +303,8 @@ def router_args(
         target_ports=target_ports,
         image=epp.image,
         replicas=epp.replicas,
-        epp_config=routing.endpoint_picker_config(epp, cfg.topology, cfg.model.name),
+        epp_config=epp_config,
+        experimental_flag=routing.epp_experimental_flag(epp, epp_config),
         grpc_port=epp.grpc_port,
         health_port=epp.health_port,
         metrics_port=epp.metrics_port,

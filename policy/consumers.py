@@ -50,13 +50,14 @@ def router_config_schema(manifests: list[dict], facts: Facts) -> list[Finding]:
     image's version its flags, judged by their schema as data (core/versions/data) as strictly as the programs."""
     found = []
     for config_map, key, config in epp_configs(manifests):
-        for _template, container in epp_containers(manifests, config_map):
+        for template, container in epp_containers(manifests, config_map):
             image = str(container.get("image", ""))
             if _too_old(image, router_versions.epp_features_used(config)):
                 continue  # router-images-have-features names the missing feature
             data = epp_schema.data_for("epp", image_version(image))
             if not data:
                 continue
+            source = f"core/versions/data/epp-v{data['version']}.json"
             for problem in epp_schema.check_epp_config(config, data):
                 found.append(
                     Finding(
@@ -66,8 +67,23 @@ def router_config_schema(manifests: list[dict], facts: Facts) -> list[Finding]:
                             image,
                             f"data[{key}] {problem.path}",
                             problem.message,
-                            data_source=f"core/versions/data/epp-v{data['version']}.json",
+                            data_source=source,
                             fix="Remove or correct it, or pin an EPP that has it.",
+                        ),
+                    )
+                )
+            if alpha := epp_schema.experimental_problems(config, data, command_line(container)):
+                found.append(
+                    Finding(
+                        template.resource,
+                        rules.program_refuses(
+                            f"the EPP {data['version']}",
+                            image,
+                            f"{resource_id(config_map)} data[{key}] " + ", ".join(p.path for p in alpha),
+                            "; ".join(p.message for p in alpha),
+                            data_source=source,
+                            fix=f"Add {epp_schema.experimental_flag(data)}=true to the EPP's args, or remove the "
+                            "plugins.",
                         ),
                     )
                 )

@@ -17,6 +17,7 @@ import string
 import threading
 import time
 import urllib.parse
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -38,6 +39,9 @@ ANSWER_TOKENS = 16
 PREFILL_OVERHEAD_MS = 20.0  # assumed: a scheduler step and the first decode step; no source measures it for Rebel100
 RDMA_BYTES_PER_S = 25e9  # assumed: one 200 Gb/s NIC's line rate, the KV transfer's ceiling
 PREFILLER_HEADER = "x-prefiller-host-port"  # where the P/D sidecar reads the prefill endpoint of a request
+# Where the agent names its session on every request: OpenCode's header (an OpenAI-compatible client, no proxy),
+# one the EPP's agent-identity reads for session affinity (core/routing.py).
+SESSION_HEADER = "x-session-affinity"
 # The simulator answers with tokens of its own, at most max_tokens (echo mode answers with the whole prompt, whatever
 # max_tokens says, and a session's context would double each turn).
 ENGINE_MODE = ("--mode=random",)
@@ -205,12 +209,15 @@ def stream_completion(
 
 
 def gateway_target(base_url: str, timeout: float = 120) -> Target:
-    """Every session through the gateway (the router picks), on a connection of its own."""
+    """Every session through the gateway (the router picks), on a connection of its own, named in the agent's
+    session header as an agent names it: an id of its own, new with each target."""
     url = urllib.parse.urlsplit(base_url)
+    agent = uuid.uuid4().hex[:12]
 
     def target(session: int) -> tuple[http.client.HTTPConnection, str, dict[str, str]]:
         assert url.hostname is not None
-        return http.client.HTTPConnection(url.hostname, url.port, timeout=timeout), url.path + "/completions", {}
+        conn = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
+        return conn, url.path + "/completions", {SESSION_HEADER: f"{agent}-{session}"}
 
     return target
 

@@ -56,3 +56,20 @@ def epp_certificate_advice(cfg: StackConfig) -> Iterable[Issue]:
         f"{routing.without_epp(cfg.router.failure_mode)} Set router.certificate "
         "stack (the default): the stack makes the certificate once and the EPP reads it at its start.",
     )
+
+
+def session_affinity_advice(cfg: StackConfig) -> Iterable[Issue]:
+    """Advice: router.sessionAffinityWeight set for an EPP pin that cannot keep a session a client names."""
+    settings = cfg.router
+    if "session_affinity_weight" not in settings.model_fields_set or not settings.session_affinity_weight:
+        return
+    if routing.session_affinity_weight(settings):
+        return
+    since = router_versions.SESSION_ID_STRATEGY.since
+    yield Issue(
+        key("router.sessionAffinityWeight"),
+        f"router.sessionAffinityWeight {settings.session_affinity_weight} is set, but {settings.image} "
+        f"(router.image) cannot keep a session a client names (agent-identity and session-affinity-scorer's "
+        f"session_id strategy, first in {since}): the render leaves session affinity out, so the next turn of a "
+        f"session shorter than a router block goes by load. Pin {since} or later, or remove the setting.",
+    )

@@ -330,6 +330,42 @@ def _profile_problems(config: dict[str, Any], data: dict[str, Any]) -> list[Prob
     return problems
 
 
+# --- plugin stability -------------------------------------------------------------------------
+
+
+def experimental_flag(data: dict[str, Any]) -> str | None:
+    """The EPP flag without which it refuses to start with an Alpha plugin; None for an EPP without stability levels
+    (v0.7.1)."""
+    experimental = data.get("experimentalTypes")
+    return str(experimental["flag"]) if experimental else None
+
+
+def experimental_problems(config: Any, data: dict[str, Any], args: Iterable[str]) -> list[Problem]:
+    """Each plugin of `config` whose type the EPP of `data` registers as Alpha, when its command line `args` does not
+    set the flag that allows them: it exits at start (ValidatePluginStability)."""
+    flag = experimental_flag(data)
+    if flag is None or not isinstance(config, dict) or _bool_flag(list(args), flag):
+        return []
+    alpha, message = set(data["experimentalTypes"]["types"]), data["experimentalTypes"]["message"]
+    return [
+        Problem(
+            f"plugins[{index}].type", message.format(name=plugin.get("name") or plugin["type"], type=plugin["type"])
+        )
+        for index, plugin in enumerate(config.get("plugins") or [])
+        if isinstance(plugin, dict) and plugin.get("type") in alpha
+    ]
+
+
+def _bool_flag(args: list[str], flag: str) -> bool:
+    """A Go boolean flag as pflag reads it: `--flag` alone or `--flag=<true>`; the last one wins."""
+    value = "false"
+    for token in args:
+        name, has_value, given = token.partition("=")
+        if "--" + name.lstrip("-") == flag:
+            value = given if has_value else "true"
+    return value in ("1", "t", "T", "true", "TRUE", "True")
+
+
 # --- the sidecar's flags ----------------------------------------------------------------------
 
 

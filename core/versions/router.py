@@ -124,6 +124,23 @@ PLUGIN_TYPES: dict[str, Feature] = {
             Version(0, 10, 0),
             "pkg/epp/framework/plugins/datalayer/source/notifications/endpoint_datasource.go",
         ),
+        # router.sessionAffinityWeight: the request-header processor that names an agent's session (at v0.9.0 a
+        # pre-admitter of another interface; not read further: taken to lack it).
+        _fact(
+            EPP,
+            "plugin type",
+            "agent-identity",
+            Version(0, 10, 0),
+            "pkg/epp/framework/plugins/requestcontrol/requestheader/agentidentity/agent_identity.go",
+        ),
+        # Its `strategy: session_id`, which the render uses, came at v0.10.0 (PLUGIN_PARAMETER_VALUES).
+        _fact(
+            EPP,
+            "plugin type",
+            "session-affinity-scorer",
+            Version(0, 1, 0),
+            "pkg/scheduling/plugins/scorer/session_affinity.go",
+        ),
         # P/D: deciders and the disagg profile handler.
         _fact(EPP, "plugin type", "prefix-based-pd-decider", V0_6_0, "pkg/plugins/profile/prefix_based_pd_decider.go"),
         _fact(EPP, "plugin type", "always-disagg-pd-decider", V0_6_0, "pkg/plugins/profile/always_disagg_decider.go"),
@@ -160,6 +177,29 @@ PLUGIN_TYPES: dict[str, Feature] = {
     )
 }
 
+# Plugin parameter values the render uses that a plugin type older than them ignores or refuses: (type, parameter,
+# value) -> the feature. session-affinity-scorer took a `strategy`, and the server-side bindings of `session_id`, at
+# v0.10.0 (#2238); up to v0.9.0 it knows only a pod token the client must echo (its README at v0.9.0), and v0.7.1
+# ignores an unknown parameter (json.Unmarshal), so such a pin would keep no session.
+PLUGIN_PARAMETER_VALUES: dict[tuple[str, str, str], Feature] = {
+    ("session-affinity-scorer", "strategy", "session_id"): _fact(
+        EPP,
+        "plugin parameter",
+        "session-affinity-scorer strategy session_id",
+        Version(0, 10, 0),
+        "pkg/epp/framework/plugins/scheduling/scorer/sessionaffinity/session_affinity.go (StrategySessionID)",
+    ),
+}
+
+SESSION_ID_STRATEGY = PLUGIN_PARAMETER_VALUES[("session-affinity-scorer", "strategy", "session_id")]
+
+
+def epp_keeps_sessions(version: Version | None) -> bool:
+    """The EPP at `version` keeps a session a client names on the endpoint that served it (session-affinity-scorer's
+    `session_id` strategy and agent-identity); a tag that is no version is taken as the newest, as its render is."""
+    return version is None or version >= SESSION_ID_STRATEGY.since
+
+
 # Flags of the EPP the render passes whose presence depends on the pin (the others are in every EPP it targets).
 # `--drain-timeout` (a Go duration, default 30s): on SIGTERM the EPP goes NotServing and releases its leader lease at
 # once, then keeps serving ext_proc for this window, so requests in flight and those sent before the gateway sees the
@@ -169,9 +209,17 @@ PLUGIN_TYPES: dict[str, Feature] = {
 # taken to lack the flag.
 DRAIN_TIMEOUT_FLAG = "--drain-timeout"
 EPP_DRAIN_TIMEOUT_DEFAULT_S = 30  # upstream's DefaultDrainTimeout, what an EPP with the flag drains when not given it
+EXPERIMENTAL_FLAG = "--allow-experimental-plugins"  # the EPP loads an Alpha plugin type only with it (v0.10.0)
 EPP_FLAGS: dict[str, Feature] = {
     f.name: f
     for f in (
+        _fact(
+            EPP,
+            "flag",
+            EXPERIMENTAL_FLAG,
+            Version(0, 10, 0),
+            "pkg/epp/server/options.go (AllowExperimentalPlugins); not in llm-d-router@v0.9.0's",
+        ),
         _fact(
             EPP,
             "flag",
@@ -274,14 +322,21 @@ def ssrf_pool(flags: dict[str, str], env: dict[str, str] | None = None) -> str |
 
 
 def epp_features_used(config: dict[str, Any]) -> list[Feature]:
-    """The EPP features a rendered EndpointPickerConfig uses: its apiVersion and each plugin type it declares.
+    """The EPP features a rendered EndpointPickerConfig uses: its apiVersion, each plugin type it declares and each
+    parameter value with a fact of its own (PLUGIN_PARAMETER_VALUES).
     A name without a fact here is left to the schema check (core.versions.epp_schema), which knows every
     registered type of the versions it has data for."""
     used = [API_VERSIONS[config["apiVersion"]]] if config.get("apiVersion") in API_VERSIONS else []
     for plugin in config.get("plugins") or []:
-        feature = PLUGIN_TYPES.get(str(plugin.get("type"))) if isinstance(plugin, dict) else None
-        if feature and feature not in used:
-            used.append(feature)
+        if not isinstance(plugin, dict):
+            continue
+        plugin_type = str(plugin.get("type"))
+        given = plugin.get("parameters")
+        params: dict[str, Any] = given if isinstance(given, dict) else {}
+        features = [PLUGIN_TYPES.get(plugin_type)] + [
+            PLUGIN_PARAMETER_VALUES.get((plugin_type, str(name), str(value))) for name, value in params.items()
+        ]
+        used += [f for f in dict.fromkeys(features) if f and f not in used]
     return used
 
 

@@ -61,6 +61,8 @@ def test_agg_plugins(run_under_mocks):
         "prefix-cache-affinity-filter",
         "token-load-scorer",
         "max-score-picker",
+        "agent-identity",
+        "session-affinity-scorer",
     ]
     assert config["plugins"][2]["parameters"] == {"peakPrefillThroughput": 2256}
     assert len(config["schedulingProfiles"]) == 1
@@ -129,6 +131,7 @@ def test_epp_args_log_json_and_turn_tracing_off(run_under_mocks):
         "--tracing=false",
         "--drain-timeout=30s",
         "--cert-path=/etc/epp-tls",
+        "--allow-experimental-plugins=true",  # session affinity's plugins are Alpha at v0.10.0
     ]
     assert "env" not in epp  # no OTEL_* variables: nothing to export to
 

@@ -75,8 +75,9 @@ def test_real_epp_on_the_real_render_gives_the_verdict_its_data_predicts(program
     configuration is read), then its configuration (by the schema data of this EPP's version)."""
     stack, (config, args), _image = render
     outcome = run_epp(programs, config, args)
-    missing = missing_features(Version.parse(VERSION), router_versions.epp_flag_features_used(args))
-    reasons = [f"unknown flag: {feature.name}" for feature in missing] + [
+    missing = {f.name for f in missing_features(Version.parse(VERSION), router_versions.epp_flag_features_used(args))}
+    flags = router_versions.flag_names(args)  # pflag stops at the first unknown one, in the order given
+    reasons = [f"unknown flag: {name}" for name in flags if name in missing] + [
         problem.message.split(" (")[0] for problem in epp_schema.check_epp_config(config, DATA)
     ]
     assert verdict(outcome) == ("refused" if reasons else "accepted"), (stack, reasons, outcome["log"][-20:])

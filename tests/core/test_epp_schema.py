@@ -15,7 +15,8 @@ V0100 = epp_schema.load("epp", Version(0, 10, 0))
 
 
 def render(topology: str = "pd", **router) -> dict:
-    return routing.endpoint_picker_config(defaults.router(**router), topology)
+    """The render without session affinity unless asked (its plugins come last; the tests below count from the end)."""
+    return routing.endpoint_picker_config(defaults.router(**{"session_affinity_weight": 0, **router}), topology)
 
 
 def messages(config: dict, data: dict) -> list[str]:
@@ -74,6 +75,60 @@ def test_wrong_type_and_nested_wrong_type():
     assert any(
         m.startswith("plugins[8].parameters: fits neither the nested nor the flat parameter format") for m in found
     )
+
+
+def test_session_affinity_parameters_as_the_v0_10_scorer_decodes_them():
+    config = render("pd", session_affinity_weight=1)
+    assert messages(config, V0100) == []
+    scorer = next(i for i, p in enumerate(config["plugins"]) if p.get("name") == "session-affinity-decode")
+    params = config["plugins"][scorer]["parameters"]
+    params["strategy"], params["sessionIdConfig"]["evictionTtlSeconds"], params["ttl"] = "sticky", "5m", 1
+    assert messages(config, V0100) == [
+        f"plugins[{scorer}].parameters.strategy: strategy 'sticky' is not one of 'encoded_endpoint_header', "
+        "'session_id'",
+        f"plugins[{scorer}].parameters.sessionIdConfig.evictionTtlSeconds: json: cannot unmarshal string into Go "
+        "struct field evictionTtlSeconds of type float64",
+        f'plugins[{scorer}].parameters.ttl: json: unknown field "ttl"',
+    ]
+
+
+def test_an_alpha_plugin_needs_the_flag_that_allows_it():
+    """v0.10.0 pkg/epp/framework/interface/plugin/registry.go ValidatePluginStability, as the site's EPP showed it."""
+    config = render("pd", session_affinity_weight=1)
+    refused = [str(p) for p in epp_schema.experimental_problems(config, V0100, ["--tracing=false"])]
+    assert len(refused) == 3 and refused[0].endswith(
+        ".type: plugin 'agent-identity' (type: 'agent-identity') has Alpha stability level, but command line flag "
+        "--allow-experimental-plugins is not set"
+    )
+    assert "plugin 'session-affinity-prefill' (type: 'session-affinity-scorer')" in refused[1]
+    for args in (
+        ["--allow-experimental-plugins"],
+        ["--allow-experimental-plugins=true"],
+        ["-allow-experimental-plugins=1"],
+    ):
+        assert epp_schema.experimental_problems(config, V0100, args) == [], args
+    for args in (
+        ["--allow-experimental-plugins=false"],
+        ["--allow-experimental-plugins", "--allow-experimental-plugins=f"],
+    ):
+        assert len(epp_schema.experimental_problems(config, V0100, args)) == 3, args
+    assert epp_schema.experimental_problems(render("pd"), V0100, []) == []  # every plugin of the rest is Beta
+    assert epp_schema.experimental_problems(config, V071, []) == []  # no stability levels before v0.9
+    assert epp_schema.experimental_flag(V071) is None
+
+
+@pytest.mark.parametrize(
+    "router, flag",
+    [
+        ({}, "--allow-experimental-plugins=true"),
+        ({"session_affinity_weight": 0}, None),
+        ({"image": "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.11.2"}, "--allow-experimental-plugins=true"),
+        ({"image": "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1", "session_affinity_weight": 0}, None),
+    ],
+)
+def test_the_render_allows_alpha_plugins_only_where_it_declares_one(router, flag):
+    settings = defaults.router(**router)
+    assert routing.epp_experimental_flag(settings, routing.endpoint_picker_config(settings, "pd")) == flag
 
 
 def test_references_must_name_declared_plugins_and_at_0_7_be_declared_first():

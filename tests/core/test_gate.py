@@ -1264,8 +1264,9 @@ def test_router_field_of_a_schema_problem(settings, problem, field):
 
 
 PD_PLUGINS = (
-    "active-request-scorer, approx-prefix-cache-producer, decode-filter, disagg-profile-handler, max-score-picker, "
-    "prefill-filter, prefix-based-pd-decider, prefix-cache-scorer, queue-scorer"
+    "active-request-scorer, agent-identity, approx-prefix-cache-producer, decode-filter, disagg-profile-handler, "
+    "max-score-picker, prefill-filter, prefix-based-pd-decider, prefix-cache-scorer, queue-scorer, "
+    "session-affinity-scorer"
 )
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from core import routing
 from core.config import Decode, Sidecar
-from core.gate import ConfigError, load_config
+from core.gate import ConfigError, load_config, warnings_for
 from core.versions import Version, epp_schema
 from core.versions import router as router_versions
 from tests import defaults
@@ -24,6 +24,11 @@ PORTS = "llm-d.ai/active-ports"
 def pinned_07(**router) -> dict:
     """prod-4p4d with the EPP and sidecar of v0.7.1 (as Pulumi.pd-router07.yaml pins them) and more router keys."""
     return {"router": {"image": EPP_071, **router}, "decode": {"sidecar": {"image": SIDECAR_071}}}
+
+
+def router_07(**fields):
+    """The v0.7.1 EPP's router settings, with `fields`."""
+    return defaults.router(image=EPP_071, **fields)
 
 
 def issues(stack: str = "prod-4p4d", **overrides) -> list[str]:
@@ -103,7 +108,7 @@ def test_v0_7_pd_render():
     """As upstream's deploy/config/pd-epp-config.yaml at v0.7.1: the prepareDataPlugins gate (without it the decider
     reads no prefix match and every request is decode-only) and the disagg-headers-handler (without it the prefill
     pick never reaches the sidecar); both found by tests/localsite's first P/D request."""
-    assert routing.endpoint_picker_config(defaults.router(image=EPP_071), "pd") == {
+    assert routing.endpoint_picker_config(router_07(), "pd") == {
         "apiVersion": GIE_API,
         "kind": "EndpointPickerConfig",
         "featureGates": ["prepareDataPlugins"],
@@ -147,7 +152,7 @@ def test_v0_7_pd_render():
 
 
 def test_v0_7_agg_render():
-    settings = defaults.router(image=EPP_071, auto_tune=False, block_size_tokens=64, prefix_scorer_weight=3)
+    settings = router_07(auto_tune=False, block_size_tokens=64, prefix_scorer_weight=3)
     assert routing.endpoint_picker_config(settings, "agg") == {
         "apiVersion": GIE_API,
         "kind": "EndpointPickerConfig",
@@ -230,9 +235,9 @@ def test_a_precise_render_adds_the_split_pipeline_and_points_the_prefix_plugins_
             },
         },
     ]
-    rest = {p["type"]: p for p in precise["plugins"][3:]}
+    rest = {p.get("name", p["type"]): p for p in precise["plugins"][3:]}
     assert rest[steering]["parameters"]["prefixMatchInfoProducerName"] == "precise-prefix-cache-producer"
-    assert [p["type"] for p in approximate["plugins"]] == list(rest)
+    assert [p.get("name", p["type"]) for p in approximate["plugins"]] == list(rest)
     assert precise["dataLayer"] == {
         "sources": [
             {
@@ -259,21 +264,83 @@ def test_api_version_set_by_hand_wins():
     assert routing.endpoint_picker_config(defaults.router(config_api_version=GIE_API), "pd")["apiVersion"] == GIE_API
 
 
+def test_session_affinity_is_an_agent_identity_and_a_session_scorer_for_each_profile():
+    """router.sessionAffinityWeight (llm-d-router v0.10.0 scorer/sessionaffinity/README.md, "PD Disaggregation
+    Configuration" with strategy session_id, and requestheader/agentidentity/README.md): the session an agent names
+    is read by agent-identity, and each profile has a scorer of its own that binds the endpoint that profile picked."""
+    settings = defaults.router(session_affinity_weight=3, session_headers=["x-my-agent", "x-session-id"])
+    config = routing.endpoint_picker_config(settings, "pd")
+    without = routing.endpoint_picker_config(defaults.router(session_affinity_weight=0), "pd")
+    added = config["plugins"][len(without["plugins"]) :]
+    assert config["plugins"][: len(without["plugins"])] == without["plugins"]
+    scorer = {"strategy": "session_id", "sessionIdConfig": {"sources": [{"attribute": "agent-identity"}]}}
+    assert added == [
+        {"type": "agent-identity", "parameters": {"additionalSessionHeaders": ["x-my-agent", "x-session-id"]}},
+        {
+            "name": "session-affinity-prefill",
+            "type": "session-affinity-scorer",
+            "parameters": {**scorer, "profileName": "prefill"},
+        },
+        {
+            "name": "session-affinity-decode",
+            "type": "session-affinity-scorer",
+            "parameters": {**scorer, "profileName": "decode"},
+        },
+    ]
+    for profile, before in zip(config["schedulingProfiles"], without["schedulingProfiles"], strict=True):
+        assert profile["plugins"] == [
+            *before["plugins"],
+            {"pluginRef": f"session-affinity-{profile['name']}", "weight": 3},
+        ]
+    assert epp_schema.check_epp_config(config, epp_schema.load("epp", Version(0, 10, 0))) == []
+    agg = routing.endpoint_picker_config(settings, "agg")
+    assert [p.get("name") for p in agg["plugins"] if p["type"] == "session-affinity-scorer"] == [
+        "session-affinity-default"
+    ]
+    assert agg["schedulingProfiles"][0]["plugins"][-1] == {"pluginRef": "session-affinity-default", "weight": 3}
+
+
+def test_session_affinity_parameters_are_the_renders_own():
+    fields = routing.parameter_fields(defaults.router())
+    assert fields[("session-affinity-scorer", "strategy")] == "router.sessionAffinityWeight"
+    assert fields[("agent-identity", "additionalSessionHeaders")] == "router.sessionHeaders"
+    found = issues("prod-4p4d", router={"pluginParameters": {"session-affinity-scorer": {"profileName": "x"}}})
+    assert len(found) == 1 and "Set router.sessionAffinityWeight instead." in found[0], found
+
+
+def test_session_affinity_is_left_out_where_the_pin_has_none_and_setting_it_there_is_advice():
+    """The v0.7.1 EPP has no agent-identity, and its session-affinity-scorer only the pod token a client echoes: the
+    render has no session affinity for it (as it has no drain), and a weight set by hand there is advice."""
+    assert routing.endpoint_picker_config(router_07(), "pd") == routing.endpoint_picker_config(
+        router_07(session_affinity_weight=0), "pd"
+    )
+    assert load_config(stack_config("prod-4p4d", **pinned_07())).router.session_affinity_weight == 2
+    cfg = load_config(stack_config("prod-4p4d", **pinned_07(sessionAffinityWeight=3)))
+    assert [str(a) for a in warnings_for(cfg) if "sessionAffinityWeight" in str(a)] == [
+        "rebel100:router.sessionAffinityWeight: router.sessionAffinityWeight 3 is set, but "
+        f"{EPP_071} (router.image) cannot keep a session a client names (agent-identity and session-affinity-scorer's "
+        "session_id strategy, first in 0.10.0): the render leaves session affinity out, so the next turn of a "
+        "session shorter than a router block goes by load. Pin 0.10.0 or later, or remove the setting."
+    ]
+
+
+@pytest.mark.parametrize("header", ["x session", "", "x-é", "a:b"])
+def test_a_session_header_must_be_a_header_name(header):
+    found = issues("prod-4p4d", router={"sessionHeaders": [header]})
+    assert len(found) == 1 and found[0].startswith(
+        f"rebel100:router.sessionHeaders[0]: {header!r} is not valid: an HTTP header name is one or more letters"
+    ), found
+
+
 def test_renders_are_read_by_the_data_of_their_generation():
     v071, v0100 = epp_schema.load("epp", Version(0, 7, 1)), epp_schema.load("epp", Version(0, 10, 0))
     for topology in ("pd", "agg"):
-        assert (
-            epp_schema.check_epp_config(routing.endpoint_picker_config(defaults.router(image=EPP_071), topology), v071)
-            == []
-        )
+        assert epp_schema.check_epp_config(routing.endpoint_picker_config(router_07(), topology), v071) == []
         assert epp_schema.check_epp_config(routing.endpoint_picker_config(defaults.router(), topology), v0100) == []
 
 
 def test_generated_parameters_follow_the_generation():
-    assert (
-        routing.parameter_fields(defaults.router(image=EPP_071))[("prefix-cache-scorer", "blockSizeTokens")]
-        == "router.blockSizeTokens"
-    )
+    assert routing.parameter_fields(router_07())[("prefix-cache-scorer", "blockSizeTokens")] == "router.blockSizeTokens"
     fields = routing.parameter_fields(defaults.router())
     assert ("prefix-cache-scorer", "blockSizeTokens") not in fields
     assert fields[("approx-prefix-cache-producer", "autoTune")] == "router.autoTune"

@@ -32,7 +32,8 @@ def test_defaults_are_the_target_release_under_its_v0_9_names():
 def test_every_plugin_type_and_the_api_version_of_the_render_has_a_fact(topology):
     config = routing.endpoint_picker_config(defaults.router(), topology)
     used = {f.name for f in router_versions.epp_features_used(config)}
-    assert used == {p["type"] for p in config["plugins"]} | {config["apiVersion"]}
+    values = {"session-affinity-scorer strategy session_id"}  # a parameter value with a fact of its own
+    assert used == {p["type"] for p in config["plugins"]} | {config["apiVersion"]} | values
 
 
 def test_every_sidecar_flag_of_the_render_has_a_fact():

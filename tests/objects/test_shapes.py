@@ -554,20 +554,24 @@ EPP_ARGS = [
 ]
 
 
+V0100 = "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0"
+
+
 @pytest.mark.parametrize(
-    "stack, image, drain",
+    "stack, image, drain, alpha",
     [
-        # v0.10.0 drains 30 s after SIGTERM (upstream's default, written out); v0.7.1 has no such flag.
-        ("prod-4p4d", "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0", ["--drain-timeout=30s"]),
-        ("dev", "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0", ["--drain-timeout=30s"]),
-        ("agg", "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0", ["--drain-timeout=30s"]),
-        ("pd-router07", "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1", []),
+        # v0.10.0 drains 30 s after SIGTERM (upstream's default, written out) and loads session affinity's Alpha
+        # plugins only with their flag; v0.7.1 has neither flag (nor session affinity).
+        ("prod-4p4d", V0100, ["--drain-timeout=30s"], ["--allow-experimental-plugins=true"]),
+        ("dev", V0100, ["--drain-timeout=30s"], ["--allow-experimental-plugins=true"]),
+        ("agg", V0100, ["--drain-timeout=30s"], ["--allow-experimental-plugins=true"]),
+        ("pd-router07", "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1", [], []),
     ],
 )
-def test_the_epp_serves_its_pool_on_the_services_ports(stack, image, drain):
+def test_the_epp_serves_its_pool_on_the_services_ports(stack, image, drain, alpha):
     epp = container(pod_spec(objects_of(stack), "epp"), "epp")
     # Its certificate mounted (router.certificate: stack, the default): a restart does not make one first.
-    assert (epp["image"], epp["args"]) == (image, EPP_ARGS + drain + ["--cert-path=/etc/epp-tls"])
+    assert (epp["image"], epp["args"]) == (image, EPP_ARGS + drain + ["--cert-path=/etc/epp-tls"] + alpha)
 
 
 def test_the_epp_ports_of_the_config_reach_its_args_its_container_and_its_service():

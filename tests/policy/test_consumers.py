@@ -57,10 +57,12 @@ def test_old_epp_image_is_refused_naming_the_feature(prod):
     assert run_policy("router-config-schema", old) == []  # reported once, by the feature rule
 
 
-def test_an_epp_given_a_flag_it_does_not_have_is_refused(prod):
-    """v0.9.0 reads the v0.10 config but has no --drain-timeout (pflag exits on an unknown flag); without the flag it
-    passes."""
-    old = mutate(prod, lambda m: epp_container(m).update(image="ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.9.0"))
+def test_an_epp_given_a_flag_it_does_not_have_is_refused(sessionless):
+    """v0.9.0 reads the v0.10 config (without session affinity) but has no --drain-timeout (pflag exits on an unknown
+    flag); without the flag it passes."""
+    old = mutate(
+        sessionless, lambda m: epp_container(m).update(image="ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.9.0")
+    )
     assert_verdict(
         run_policy("router-images-have-features", old),
         resource=EPP_ID,
@@ -121,6 +123,27 @@ def test_unknown_plugin_type_is_refused(prod):
         level="mandatory",
         contains=("plugin type 'approx-prefix-cache-scorer' is not registered",),
     )
+
+
+def test_an_alpha_plugin_without_the_flag_that_allows_it_is_refused(prod):
+    """v0.10.0 exits at start when a configured plugin is Alpha and --allow-experimental-plugins is not set (the site
+    showed it: session affinity's agent-identity); the render sets the flag, a hand edit that drops it is refused."""
+    edited = mutate(prod, lambda m: epp_container(m)["args"].remove("--allow-experimental-plugins=true"))
+    assert_verdict(
+        run_policy("router-config-schema", edited),
+        resource=EPP_ID,
+        level="mandatory",
+        contains=(
+            "plugin 'agent-identity' (type: 'agent-identity') has Alpha stability level, but command line flag "
+            "--allow-experimental-plugins is not set",
+            "plugin 'session-affinity-decode' (type: 'session-affinity-scorer') has Alpha stability level",
+            "Add --allow-experimental-plugins=true to the EPP's args, or remove the plugins.",
+        ),
+    )
+    off = mutate(edited, lambda m: epp_container(m)["args"].append("--allow-experimental-plugins=false"))
+    assert run_policy("router-config-schema", off)
+    on = mutate(edited, lambda m: epp_container(m)["args"].append("--allow-experimental-plugins"))
+    assert run_policy("router-config-schema", on) == []
 
 
 def test_unknown_sidecar_flag_is_refused(prod):

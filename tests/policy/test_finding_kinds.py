@@ -45,7 +45,7 @@ from tests.policy import (
     test_ssrf,
     test_wiring,
 )
-from tests.policy.conftest import PRECISE
+from tests.policy.conftest import PRECISE, SESSIONLESS
 from tests.policy.fixtures import (
     DECODE,
     EPP,
@@ -322,6 +322,7 @@ KINDS = (
             "flag --drain-timeout needs llm-d EPP 0.10.0 or later",
         ),
         good=without_drain_timeout("ghcr.io/llm-d/llm-d-inference-scheduler:v0.9.0"),
+        stack=SESSIONLESS,
     ),
     Kind(
         "router-images-have-features",
@@ -329,12 +330,27 @@ KINDS = (
         epp_image("ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.9.0"),
         one(EPP_ID, "is 0.9.0, older than features the render uses: flag --drain-timeout needs llm-d EPP 0.10.0"),
         good=without_drain_timeout("ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.9.0"),
+        stack=SESSIONLESS,
     ),
     Kind(
         "router-images-have-features",
         "sidecar-image-too-old",
         lambda m: sidecar(m).update(image="ghcr.io/llm-d/llm-d-routing-sidecar:v0.3.0"),
         one(DECODE_ID, "container routing-proxy image", "flag --data-parallel-size needs llm-d P/D sidecar 0.4.0"),
+    ),
+    Kind(
+        "router-config-schema",
+        "epp-alpha-plugin-without-the-flag",
+        lambda m: set_arg(
+            next(c for c in pod_spec(m, EPP)["containers"] if c["name"] == "epp"), "--allow-experimental-plugins", None
+        ),
+        one(
+            EPP_ID,
+            "would refuse ConfigMap/rebel100/minimax-m27-epp-config data[epp-config.yaml] plugins[9].type, "
+            "plugins[10].type, plugins[11].type: plugin 'agent-identity' (type: 'agent-identity') has Alpha stability "
+            "level, but command line flag --allow-experimental-plugins is not set;",
+            "Add --allow-experimental-plugins=true to the EPP's args, or remove the plugins.",
+        ),
     ),
     Kind(
         "router-config-schema",

@@ -1006,6 +1006,8 @@ FIELDS = {
     "router.prefixScorerWeight": whole(-1, 100001),
     "router.queueScorerWeight": whole(-1, 100001),
     "router.activeRequestScorerWeight": whole(-1, 100001),
+    "router.sessionAffinityWeight": whole(-1, 100001),
+    "router.sessionHeaders": items("x-session-id", "x-my-agent", "session_id", "a b", "", "x:y"),
     "router.peakPrefillThroughput": whole(0, 100001),
     "router.grpcPort": whole(1023, 65001),
     "router.healthPort": whole(1023, 65001),
