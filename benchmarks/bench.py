@@ -1001,6 +1001,9 @@ def agentic_section(
     print(f"sessions whose first prompt is shorter than a router block ({router_block}): {below}")
     for name, row in rows.items():
         print(f"{name:<13} moved: {list(row.moved)}")
+    print("sessions each prefill engine computed the first turn of, most first:")
+    for name, row in rows.items():
+        print(f"{name:<13} {list(row.placed)}")
     if plot is not None:
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         title = f"TTFT p50 by turn, {trace.sessions} coding-agent sessions, stack {stack} ({when})"

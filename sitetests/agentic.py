@@ -9,6 +9,7 @@ and the router's estimate (about 4 bytes a token) count the same prompt alike, a
 
 from __future__ import annotations
 
+import collections
 import http.client
 import json
 import random
@@ -317,6 +318,9 @@ class Summary:
     # Sessions prefilled on two engines (P/D turns) or computed on two decode ranks (decode-only turns).
     moved: tuple[int, ...]
     ttft_by_turn: tuple[float, ...]  # p50 per turn
+    # Sessions whose first turn each prefill engine computed, most first: how evenly the sessions were placed (the
+    # oracle's n / engines each; a session stays where it began unless it moves).
+    placed: tuple[int, ...]
 
     @property
     def hit_rate(self) -> float:
@@ -351,5 +355,8 @@ def summarize(run: Run, prefill_hits: int | None = None, prefill_queries: int | 
         moved=tuple(sorted({session for (session, _), engines in homes.items() if len(engines) > 1})),
         ttft_by_turn=tuple(
             statistics.median([r.ttft for r in ok if r.turn == t] or [float("nan")]) for t in range(turns)
+        ),
+        placed=tuple(
+            sorted(collections.Counter(r.prefiller for r in ok if r.turn == 0 and r.prefiller).values())[::-1]
         ),
     )

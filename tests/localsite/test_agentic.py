@@ -85,6 +85,12 @@ def test_a_session_moves_when_two_engines_of_a_kind_computed_its_prompts():
     assert agentic.summarize(run).moved == (1,)  # which sessions, for the bench to name
 
 
+def test_placed_counts_the_sessions_each_prefill_engine_began_most_first():
+    records = [record(0, 0, prefiller="A:8000"), record(0, 1, prefiller="B:8000"), record(1, 0, prefiller="B:8000")]
+    records += [record(2, 0, prefiller="B:8000"), record(3, 0, destination="d1:8200"), record(4, 1, prefiller="C:8000")]
+    assert agentic.summarize(agentic.Run(records, wall=1.0)).placed == (2, 1)
+
+
 def test_the_sessions_below_one_block_are_those_whose_first_prompt_is_shorter():
     trace = agentic.Trace.make(37, sessions=32, turns=2)
     firsts = {s: trace.prompt_tokens(s, 0) for s in range(32)}
