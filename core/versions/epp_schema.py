@@ -24,7 +24,7 @@ import pathlib
 from collections.abc import Iterable
 from typing import Any
 
-from core.versions import Version
+from core.versions import Version, go_true
 
 DATA = pathlib.Path(__file__).resolve().parent / "data"
 GO_TYPES = {
@@ -357,13 +357,13 @@ def experimental_problems(config: Any, data: dict[str, Any], args: Iterable[str]
 
 
 def _bool_flag(args: list[str], flag: str) -> bool:
-    """A Go boolean flag as pflag reads it: `--flag` alone or `--flag=<true>`; the last one wins."""
+    """A Go boolean flag as pflag reads it: `--flag` alone or `--flag=<value>`; the last one wins."""
     value = "false"
     for token in args:
         name, has_value, given = token.partition("=")
-        if "--" + name.lstrip("-") == flag:
+        if name == flag:
             value = given if has_value else "true"
-    return value in ("1", "t", "T", "true", "TRUE", "True")
+    return go_true(value)
 
 
 # --- the sidecar's flags ----------------------------------------------------------------------

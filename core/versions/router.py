@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
-from core.versions import Feature, Version
+from core.versions import Feature, Version, go_true
 
 EPP = "llm-d EPP"
 SIDECAR = "llm-d P/D sidecar"
@@ -305,7 +305,7 @@ def sidecar_flags(args: Iterable[str]) -> dict[str, str]:
 
 def ssrf_protection_on(flags: dict[str, str]) -> bool:
     """The sidecar's --enable-ssrf-protection as Go's strconv.ParseBool reads it (off by default)."""
-    return flags.get(SSRF_PROTECTION_FLAG, "false") in ("1", "t", "T", "true", "TRUE", "True")
+    return go_true(flags.get(SSRF_PROTECTION_FLAG, "false"))
 
 
 def ssrf_pool(flags: dict[str, str], env: dict[str, str] | None = None) -> str | None:

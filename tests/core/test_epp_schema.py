@@ -104,7 +104,7 @@ def test_an_alpha_plugin_needs_the_flag_that_allows_it():
     for args in (
         ["--allow-experimental-plugins"],
         ["--allow-experimental-plugins=true"],
-        ["-allow-experimental-plugins=1"],
+        ["--allow-experimental-plugins=T"],
     ):
         assert epp_schema.experimental_problems(config, V0100, args) == [], args
     for args in (
