@@ -862,6 +862,9 @@ def routing_options(reuse_unit: int, router_block: int) -> dict[str, RoutingOpti
             RoutingOption("as-rendered"),
             # The render without session affinity: a session shorter than a router block goes by load.
             RoutingOption("no-session", lambda v: _router(v, sessionAffinityWeight=0)),
+            # The render with the EPP's own in-flight count in the prefill profile too: sessions that arrive at once
+            # spread over the prefill engines by the picks already made, not by a queue read up to 50 ms before.
+            RoutingOption("prefill-inflight", lambda v: _router(v, prefillActiveRequestScorerWeight=1)),
             # The reference design's blockSizeTokens with autoTune off: the unit the engines reuse (512 tokens).
             RoutingOption("reuse-unit", lambda v: _router(v, autoTune=False, blockSizeTokens=reuse_unit)),
             # The reference design's autoTune: the block the engines report (Rebel100's 4096; the site's

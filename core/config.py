@@ -508,6 +508,15 @@ class Router(Section):
             "prefixScorerWeight, a cached prefix outweighs a busy rank."
         ),
     )
+    prefill_active_request_scorer_weight: int = Field(
+        0,
+        ge=0,
+        description=(
+            "P/D: weight of active-request-scorer in the prefill profile; 0: none. The count holds a request from the "
+            "pick to the end of its response, long after its prefill leg, so it overstates a prefill rank's load "
+            "while answers stream; it does spread sessions that arrive at once (docs/performance.md)."
+        ),
+    )
     session_affinity_weight: int = Field(
         2,
         ge=0,

@@ -187,6 +187,8 @@ def _profile(name: str, plugin_types: tuple[str, ...], settings: Router) -> dict
     own session-affinity-scorer when the router keeps sessions."""
     kept = [t for t in plugin_types if settings.prefix_cache != "none" or t not in PREFIX_AWARE]
     entries = [_profile_entry(t, settings) for t in kept]
+    if name == "prefill" and settings.prefill_active_request_scorer_weight:
+        entries.append({"pluginRef": "active-request-scorer", "weight": settings.prefill_active_request_scorer_weight})
     if weight := session_affinity_weight(settings):
         entries.append({"pluginRef": session_scorer_name(name), "weight": weight})
     return {"name": name, "plugins": entries}

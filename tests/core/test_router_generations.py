@@ -300,6 +300,22 @@ def test_session_affinity_is_an_agent_identity_and_a_session_scorer_for_each_pro
     assert agg["schedulingProfiles"][0]["plugins"][-1] == {"pluginRef": "session-affinity-default", "weight": 3}
 
 
+def test_the_prefill_profile_counts_requests_in_flight_only_when_weighed():
+    """router.prefillActiveRequestScorerWeight: the active-request-scorer the decode profile has, in the prefill
+    profile too (a bench option, docs/performance.md); none by default."""
+    without = routing.endpoint_picker_config(defaults.router(), "pd")
+    weighed = routing.endpoint_picker_config(defaults.router(prefill_active_request_scorer_weight=3), "pd")
+    assert weighed["plugins"] == without["plugins"]
+    prefill, decode = weighed["schedulingProfiles"]
+    assert prefill["plugins"] == [
+        *without["schedulingProfiles"][0]["plugins"][:-1],
+        {"pluginRef": "active-request-scorer", "weight": 3},
+        without["schedulingProfiles"][0]["plugins"][-1],
+    ]
+    assert decode == without["schedulingProfiles"][1]
+    assert "active-request-scorer" not in [e["pluginRef"] for e in without["schedulingProfiles"][0]["plugins"]]
+
+
 def test_session_affinity_parameters_are_the_renders_own():
     fields = routing.parameter_fields(defaults.router())
     assert fields[("session-affinity-scorer", "strategy")] == "router.sessionAffinityWeight"

@@ -1006,6 +1006,7 @@ FIELDS = {
     "router.prefixScorerWeight": whole(-1, 100001),
     "router.queueScorerWeight": whole(-1, 100001),
     "router.activeRequestScorerWeight": whole(-1, 100001),
+    "router.prefillActiveRequestScorerWeight": whole(-1, 100001),
     "router.sessionAffinityWeight": whole(-1, 100001),
     "router.sessionHeaders": items("x-session-id", "x-my-agent", "session_id", "a b", "", "x:y"),
     "router.peakPrefillThroughput": whole(0, 100001),
