@@ -118,6 +118,21 @@ def _is_number(token: str) -> bool:
         return False
 
 
+# What Go's strconv.ParseBool reads as true: a Go program's boolean flag given a value (`--flag=T`).
+_GO_TRUE = frozenset({"1", "t", "T", "true", "TRUE", "True"})
+
+
+def go_true(text: str) -> bool:
+    """A Go boolean flag's value is true, as strconv.ParseBool reads it."""
+    return text in _GO_TRUE
+
+
+def go_flag_on(flags: Flags, flag: str) -> bool:
+    """A Go boolean flag is on: given alone, or with a value Go reads as true (parse `flag` as boolean)."""
+    value = flags.get(flag)
+    return value is True or (isinstance(value, str) and go_true(value))
+
+
 # Go's time.ParseDuration (a Go program's duration flag, `--drain-timeout=30s`): a sign, then decimal numbers, each
 # with a unit; "0" alone is allowed. In seconds.
 _GO_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}

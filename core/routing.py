@@ -26,10 +26,11 @@ def without_epp(failure_mode: str) -> str:
 # The P/D profiles of both generations: the role's filter, the picker, then the scorers. Decode also counts the
 # requests in flight: a decode rank holds its few sequences (maxNumSeqs 1 by default) for a whole answer, and
 # queue-scorer sees only waiting requests, so two requests met on one busy rank and the second waited a whole engine
-# turn (tests/localsite). Prefill keeps the metrics alone: the count holds until the response ends, long after a
-# P/D request's prefill leg, and would overstate a prefill rank's load.
+# turn (tests/localsite). Prefill keeps the metrics alone unless router.prefillActiveRequestScorerWeight says
+# otherwise (0 by default: the count holds until the response ends, long after a P/D request's prefill leg, and
+# would overstate a prefill rank's load; `_weights` leaves it out).
 PD_PROFILES: dict[str, tuple[str, ...]] = {
-    "prefill": ("prefill-filter", "max-score-picker", "prefix-cache-scorer", "queue-scorer"),
+    "prefill": ("prefill-filter", "max-score-picker", "prefix-cache-scorer", "queue-scorer", "active-request-scorer"),
     "decode": ("decode-filter", "max-score-picker", "prefix-cache-scorer", "queue-scorer", "active-request-scorer"),
 }
 
@@ -183,26 +184,35 @@ def _plugin(plugin_type: str, generated: dict[str, dict[str, tuple[str, Any]]]) 
 
 
 def _profile(name: str, plugin_types: tuple[str, ...], settings: Router) -> dict[str, Any]:
-    """A scheduling profile of these plugins, less the prefix-aware ones when the router weighs load alone, and its
-    own session-affinity-scorer when the router keeps sessions."""
-    kept = [t for t in plugin_types if settings.prefix_cache != "none" or t not in PREFIX_AWARE]
-    entries = [_profile_entry(t, settings) for t in kept]
-    if name == "prefill" and settings.prefill_active_request_scorer_weight:
-        entries.append({"pluginRef": "active-request-scorer", "weight": settings.prefill_active_request_scorer_weight})
-    if weight := session_affinity_weight(settings):
-        entries.append({"pluginRef": session_scorer_name(name), "weight": weight})
-    return {"name": name, "plugins": entries}
+    """A scheduling profile of these plugins and its own session-affinity-scorer, less the prefix-aware ones when the
+    router weighs load alone and less each scorer its weight turns off. Scorers carry a weight; filters and pickers
+    do not."""
+    weights = _weights(name, settings)
+    refs = [
+        ref
+        for ref in (*plugin_types, session_scorer_name(name))
+        if (settings.prefix_cache != "none" or ref not in PREFIX_AWARE)
+        and not (ref in weights and weights[ref] is None)
+    ]
+    return {
+        "name": name,
+        "plugins": [{"pluginRef": ref, **({"weight": weights[ref]} if ref in weights else {})} for ref in refs],
+    }
 
 
-def _profile_entry(plugin_type: str, settings: Router) -> dict[str, Any]:
-    # Scorers carry a weight; filters and pickers do not. token-load-scorer is the AGG profile's only scorer.
-    weights = {
+def _weights(profile: str, settings: Router) -> dict[str, int | None]:
+    """The weight of each scorer a profile may have; None: a scorer whose field turns it off at 0 is left out.
+    token-load-scorer is the AGG profile's only scorer."""
+    prefill = profile == "prefill"
+    return {
         "prefix-cache-scorer": settings.prefix_scorer_weight,
         "queue-scorer": settings.queue_scorer_weight,
-        "active-request-scorer": settings.active_request_scorer_weight,
+        "active-request-scorer": (settings.prefill_active_request_scorer_weight or None)
+        if prefill
+        else settings.active_request_scorer_weight,
         "token-load-scorer": 1,
+        session_scorer_name(profile): session_affinity_weight(settings) or None,
     }
-    return {"pluginRef": plugin_type, **({"weight": weights[plugin_type]} if plugin_type in weights else {})}
 
 
 def _session_plugins(profiles: list[dict[str, Any]], generated: dict[str, dict[str, tuple[str, Any]]]) -> list[Any]:

@@ -77,11 +77,3 @@ class Feature:
 def missing_features(pinned: Version, used: Iterable[Feature]) -> list[Feature]:
     """The features a render uses that a consumer at `pinned` does not have yet, oldest first."""
     return sorted((f for f in used if f.since > pinned), key=lambda f: (f.since, f.name))
-
-
-GO_TRUE = ("1", "t", "T", "true", "TRUE", "True")  # what Go's strconv.ParseBool reads as true (pflag's bool flags)
-
-
-def go_true(text: str) -> bool:
-    """A Go program's boolean flag value (strconv.ParseBool) is true."""
-    return text in GO_TRUE

@@ -24,7 +24,8 @@ import pathlib
 from collections.abc import Iterable
 from typing import Any
 
-from core.versions import Version, go_true
+from core import cmdline
+from core.versions import Version
 
 DATA = pathlib.Path(__file__).resolve().parent / "data"
 GO_TYPES = {
@@ -344,7 +345,9 @@ def experimental_problems(config: Any, data: dict[str, Any], args: Iterable[str]
     """Each plugin of `config` whose type the EPP of `data` registers as Alpha, when its command line `args` does not
     set the flag that allows them: it exits at start (ValidatePluginStability)."""
     flag = experimental_flag(data)
-    if flag is None or not isinstance(config, dict) or _bool_flag(list(args), flag):
+    if flag is None or not isinstance(config, dict):
+        return []
+    if cmdline.go_flag_on(cmdline.parse_flags(args, boolean=frozenset({flag})), flag):
         return []
     alpha, message = set(data["experimentalTypes"]["types"]), data["experimentalTypes"]["message"]
     return [
@@ -354,16 +357,6 @@ def experimental_problems(config: Any, data: dict[str, Any], args: Iterable[str]
         for index, plugin in enumerate(config.get("plugins") or [])
         if isinstance(plugin, dict) and plugin.get("type") in alpha
     ]
-
-
-def _bool_flag(args: list[str], flag: str) -> bool:
-    """A Go boolean flag as pflag reads it: `--flag` alone or `--flag=<value>`; the last one wins."""
-    value = "false"
-    for token in args:
-        name, has_value, given = token.partition("=")
-        if name == flag:
-            value = given if has_value else "true"
-    return go_true(value)
 
 
 # --- the sidecar's flags ----------------------------------------------------------------------

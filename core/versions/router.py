@@ -18,7 +18,8 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
-from core.versions import Feature, Version, go_true
+from core.cmdline import go_true
+from core.versions import Feature, Version
 
 EPP = "llm-d EPP"
 SIDECAR = "llm-d P/D sidecar"

@@ -3,6 +3,7 @@ container's argv with it, the local site the programs it runs)."""
 
 import pytest
 
+from core import cmdline
 from core.cmdline import Flags, go_duration_seconds, parse_flags
 
 
@@ -79,3 +80,14 @@ def test_a_line_is_parsed_once_and_its_reading_cannot_be_changed():
     assert parse_flags(line) is not first  # other aliases: another reading
     with pytest.raises(TypeError):
         first.values["--port"] = "9000"  # type: ignore[index]
+
+
+def test_a_go_boolean_flag_is_on_alone_or_with_a_value_go_reads_as_true():
+    on, off = ("1", "t", "T", "true", "TRUE", "True"), ("0", "f", "false", "yes", "on", "")
+    for value in on:
+        assert cmdline.go_true(value) and cmdline.go_flag_on(cmdline.parse_flags([f"--x={value}"]), "--x"), value
+    for value in off:
+        assert not cmdline.go_flag_on(cmdline.parse_flags([f"--x={value}"]), "--x"), value
+    assert cmdline.go_flag_on(cmdline.parse_flags(["--x", "--y", "1"], boolean=frozenset({"--x"})), "--x")
+    assert not cmdline.go_flag_on(cmdline.parse_flags(["--y", "1"]), "--x")  # absent: off
+    assert not cmdline.go_flag_on(cmdline.parse_flags(["--x", "--x=false"], boolean=frozenset({"--x"})), "--x")
