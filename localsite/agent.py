@@ -247,8 +247,13 @@ class Agent:
         self.stop_event.set()
         if self.gateway_process:
             self.registry.stop("gateway")
-        for name in list(self.pods):
-            self.stop_pod(name)
+        # Every pod at once, as a kubelet stops them: a program that ignores SIGTERM costs its own pod
+        # host.processes.STOP_TIMEOUT, not the whole site's stop one pod after another.
+        stoppers = [threading.Thread(target=self.stop_pod, args=(name,), name=f"close-{name}") for name in self.pods]
+        for stopper in stoppers:
+            stopper.start()
+        for stopper in stoppers:
+            stopper.join()
         self.registry.stop_all()
         self.write_status()
 
@@ -415,6 +420,7 @@ class Agent:
         return lines[-1][:300] if lines else "(empty log)"
 
     def stop_pod(self, name: str) -> None:
+        began = time.monotonic()
         run = self.pods.pop(name)
         run.gone.set()
         for item in reversed(run.programs):
@@ -422,7 +428,7 @@ class Agent:
                 self.registry.stop(f"pod-{name}-{item.program.container}")
         if run.ns is not None:
             self.registry.stop(f"pod-{name}")
-        log.info("pod %s stopped", name)
+        log.info("pod %s stopped (%.1f s)", name, time.monotonic() - began)
 
     # --- the kubelet's part: probes, readiness, termination (kubelet mode) --------------------------------------------
     def probe_pod(self, run: PodRun) -> None:

@@ -74,8 +74,14 @@ class Serve:
         try:
             return self.process.wait(timeout=STOP_TIMEOUT)
         except subprocess.TimeoutExpired:
+            running = subprocess.run(
+                ["ps", "-o", "pid,etime,stat,args", "--sid", str(self.process.pid)], capture_output=True, text=True
+            ).stdout
             os.killpg(self.process.pid, signal.SIGKILL)
-            raise AssertionError(f"scripts/serve did not stop within {STOP_TIMEOUT:.0f} s of Ctrl-C") from None
+            raise AssertionError(
+                f"scripts/serve did not stop within {STOP_TIMEOUT:.0f} s of Ctrl-C; still running:\n{running}\n"
+                f"its log:\n{self.tail()}"
+            ) from None
 
     def tail(self) -> str:
         return self.log.read_text(errors="replace")[-4000:]
