@@ -24,8 +24,8 @@ import os
 import pathlib
 import signal
 import sys
-import threading
 
+from host import signals
 from localsite import binaries as site_binaries
 from localsite import netns, procs
 
@@ -38,9 +38,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     found = site_binaries.find()
     folder = pathlib.Path(args.dir).resolve()
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
+    stop = signals.StopSignals(signal.SIGINT, signal.SIGTERM)
     # Serving again from the same folder replaces the site there: one still serving, or what a killed one left.
     leftover = procs.stop_site(folder)
     if leftover:
@@ -118,7 +116,10 @@ def cmd_stack(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str]) -> int:
-    logging.basicConfig(level=logging.INFO, format="[localsite] %(message)s", stream=sys.stderr)
+    # The time of day on each line: where a stop or a start spent its time, read from the log alone.
+    logging.basicConfig(
+        level=logging.INFO, format="[localsite %(asctime)s] %(message)s", datefmt="%H:%M:%S", stream=sys.stderr
+    )
     parser = argparse.ArgumentParser(prog="python -m localsite", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("run", help="serve the namespace's pods (foreground)")

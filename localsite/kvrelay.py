@@ -14,6 +14,8 @@ import signal
 import sys
 import threading
 
+from host import signals
+
 # Where a rank's simulator publishes for the relay: its pod's KV-event port + this (a port no render uses there).
 INNER_OFFSET = 10_000
 
@@ -29,7 +31,7 @@ def pairs(specs: list[str]) -> list[tuple[int, int]]:
     return found
 
 
-def serve(address: str, ports: list[tuple[int, int]], stop: threading.Event) -> None:
+def serve(address: str, ports: list[tuple[int, int]], stop: threading.Event | signals.StopSignals) -> None:
     # Imported here: the site's other modules import this one for INNER_OFFSET, and `make down` runs
     # `python -m localsite stop` with the system's Python, which has no pyzmq.
     import zmq
@@ -69,10 +71,7 @@ def main(argv: list[str]) -> int:
     except ValueError as err:
         print(f"kvrelay: {err}", file=sys.stderr)
         return 2
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
-    serve(argv[0], ports, stop)
+    serve(argv[0], ports, signals.StopSignals(signal.SIGTERM, signal.SIGINT))
     return 0
 
 
