@@ -10,9 +10,12 @@ Without the built programs or control plane the tests skip, unless REBEL100_REQU
 
 from __future__ import annotations
 
+import pathlib
 from collections.abc import Iterator
 
+import certifi
 import pytest
+import yaml
 
 from localsite import binaries
 from localsite.autoscaler import SiteAutoscaling
@@ -24,6 +27,22 @@ NAMESPACE = "rebel100"
 # Every engine answers after 20 ms (time to first token): concurrent requests overlap, so the router sees queues.
 TIME_TO_FIRST_TOKEN = "20ms"
 SIM_ARGS = (f"--time-to-first-token={TIME_TO_FIRST_TOKEN}",)
+
+
+def write_kubeconfig(path: pathlib.Path, server: str) -> pathlib.Path:
+    """A kubeconfig for `server` with a token and any CA bundle the site's client loads (certifi's, from moto's
+    requests): for an API server the test never lets it reach."""
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "current-context": "c",
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+                "clusters": [{"name": "c", "cluster": {"server": server, "certificate-authority": certifi.where()}}],
+                "users": [{"name": "u", "user": {"token": "none"}}],
+            }
+        )
+    )
+    return path
 
 
 @pytest.fixture(scope="session")

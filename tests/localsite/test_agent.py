@@ -4,33 +4,17 @@ from __future__ import annotations
 
 import threading
 
-import certifi
 import pytest
-import yaml
 
 from localsite import agent as agent_module
 from localsite import programs
+from tests.localsite.conftest import write_kubeconfig
 
 
 @pytest.fixture
 def agent(tmp_path) -> agent_module.Agent:
     """An agent that never started: a kubeconfig it never dials, no site, no gateway."""
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "current-context": "c",
-                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-                "clusters": [
-                    {
-                        "name": "c",
-                        "cluster": {"server": "https://127.0.0.1:1", "certificate-authority": certifi.where()},
-                    }
-                ],
-                "users": [{"name": "u", "user": {"token": "none"}}],
-            }
-        )
-    )
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", "https://127.0.0.1:1")
     return agent_module.Agent(
         tmp_path / "site", str(kubeconfig), "ns", programs.Binaries("sim", "epp", "sidecar"), "gateway", None
     )

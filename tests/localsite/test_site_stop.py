@@ -14,11 +14,10 @@ import sys
 import time
 from collections.abc import Iterator
 
-import certifi
 import pytest
-import yaml
 
 from localsite import procs
+from tests.localsite.conftest import write_kubeconfig
 from tests.prerequisites import require
 
 PROJECT = pathlib.Path(__file__).resolve().parents[2]
@@ -35,24 +34,7 @@ def kubeconfig(tmp_path, site_binaries) -> pathlib.Path:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # free now and closed: connections are refused
-    path = tmp_path / "kubeconfig"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "current-context": "c",
-                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-                # Any CA bundle the client loads (certifi's, from moto's requests); it never verifies a server.
-                "clusters": [
-                    {
-                        "name": "c",
-                        "cluster": {"server": f"https://127.0.0.1:{port}", "certificate-authority": certifi.where()},
-                    }
-                ],
-                "users": [{"name": "u", "user": {"token": "none"}}],
-            }
-        )
-    )
-    return path
+    return write_kubeconfig(tmp_path / "kubeconfig", f"https://127.0.0.1:{port}")
 
 
 class Sites:
