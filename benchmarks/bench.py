@@ -862,6 +862,9 @@ def routing_options(reuse_unit: int, router_block: int) -> dict[str, RoutingOpti
             RoutingOption("as-rendered"),
             # The render without session affinity: a session shorter than a router block goes by load.
             RoutingOption("no-session", lambda v: _router(v, sessionAffinityWeight=0)),
+            # The render with upstream's no-hit-lru-scorer (weight 1): a request no endpoint holds a prefix of goes to
+            # the endpoint that took one least recently.
+            RoutingOption("no-hit-lru", lambda v: _router(v, noHitLruScorerWeight=1)),
             # The render with the EPP's own in-flight count in the prefill profile too: sessions that arrive at once
             # spread over the prefill engines by the picks already made, not by a queue read up to 50 ms before.
             RoutingOption("prefill-inflight", lambda v: _router(v, prefillActiveRequestScorerWeight=1)),

@@ -512,9 +512,18 @@ class Router(Section):
         0,
         ge=0,
         description=(
-            "P/D: weight of active-request-scorer in the prefill profile; 0: none. The count holds a request from the "
-            "pick to the end of its response, long after its prefill leg, so it overstates a prefill rank's load "
-            "while answers stream; it does spread sessions that arrive at once (docs/performance.md)."
+            "P/D: weight of active-request-scorer in the prefill profile; 0: none. From v0.9 the count of a prefill "
+            "pick ends with the response's first bytes (its prefill leg), at v0.7 with the response's end, long after "
+            "its prefill leg (docs/performance.md)."
+        ),
+    )
+    no_hit_lru_scorer_weight: int = Field(
+        0,
+        ge=0,
+        description=(
+            "Weight of no-hit-lru-scorer in each P/D profile; 0: none. A request no endpoint holds a prefix of (a new "
+            "session) goes to the endpoint that took such a request least recently; sessions that arrive at once are "
+            "scored before any of their picks is recorded and did not spread (docs/performance.md)."
         ),
     )
     session_affinity_weight: int = Field(

@@ -27,17 +27,33 @@ def without_epp(failure_mode: str) -> str:
 # requests in flight: a decode rank holds its few sequences (maxNumSeqs 1 by default) for a whole answer, and
 # queue-scorer sees only waiting requests, so two requests met on one busy rank and the second waited a whole engine
 # turn (tests/localsite). Prefill keeps the metrics alone unless router.prefillActiveRequestScorerWeight says
-# otherwise (0 by default: the count holds until the response ends, long after a P/D request's prefill leg, and
-# would overstate a prefill rank's load; `_weights` leaves it out).
+# otherwise (0 by default; `_weights` leaves it out), and no-hit-lru-scorer (upstream's least-recently-used pick for a
+# request no endpoint holds a prefix of) only where router.noHitLruScorerWeight is set (0 by default).
+NO_HIT_LRU = "no-hit-lru-scorer"
 PD_PROFILES: dict[str, tuple[str, ...]] = {
-    "prefill": ("prefill-filter", "max-score-picker", "prefix-cache-scorer", "queue-scorer", "active-request-scorer"),
-    "decode": ("decode-filter", "max-score-picker", "prefix-cache-scorer", "queue-scorer", "active-request-scorer"),
+    "prefill": (
+        "prefill-filter",
+        "max-score-picker",
+        "prefix-cache-scorer",
+        "queue-scorer",
+        "active-request-scorer",
+        NO_HIT_LRU,
+    ),
+    "decode": (
+        "decode-filter",
+        "max-score-picker",
+        "prefix-cache-scorer",
+        "queue-scorer",
+        "active-request-scorer",
+        NO_HIT_LRU,
+    ),
 }
 
 
-# The plugins that steer a pick towards a cached prefix, left out of every profile when router.prefixCache is none.
-# Their producer stays declared: the prefix-based P/D decider reads the index it keeps.
-PREFIX_AWARE = frozenset({"prefix-cache-scorer", "prefix-cache-affinity-filter"})
+# The plugins that read a prompt's cached prefix, left out of every profile when router.prefixCache is none (with
+# none, no-hit-lru-scorer would find every request cold and deal them round-robin, not by load). Their producer stays
+# declared: the prefix-based P/D decider reads the index it keeps.
+PREFIX_AWARE = frozenset({"prefix-cache-scorer", "prefix-cache-affinity-filter", NO_HIT_LRU})
 
 # router.prefixCache precise: the token-producer turns each prompt into tokens through the EPP pod's tokenizer
 # container, the precise producer hashes them and looks them up in the index it keeps of the engines' KV events (one
@@ -139,6 +155,7 @@ def _generated(settings: Router, model_name: str = "") -> dict[str, dict[str, tu
             ),
         },
         "prefix-cache-scorer": dict(match_info),
+        NO_HIT_LRU: dict(match_info),
         "prefix-cache-affinity-filter": {
             "peakPrefillThroughput": ("router.peakPrefillThroughput", settings.peak_prefill_throughput),
             **match_info,
@@ -211,6 +228,7 @@ def _weights(profile: str, settings: Router) -> dict[str, int | None]:
         if prefill
         else settings.active_request_scorer_weight,
         "token-load-scorer": 1,
+        NO_HIT_LRU: settings.no_hit_lru_scorer_weight or None,
         session_scorer_name(profile): session_affinity_weight(settings) or None,
     }
 
@@ -245,6 +263,8 @@ def endpoint_picker_config(
     else:
         types = [_decider(settings) if t == router_versions.DECIDER else t for t in gen.pd_plugins]
         profiles = [_profile(name, PD_PROFILES[name], settings) for name in PD_PROFILES]
+        if any(plugin["pluginRef"] == NO_HIT_LRU for profile in profiles for plugin in profile["plugins"]):
+            types.insert(types.index("active-request-scorer") + 1, NO_HIT_LRU)  # one LRU for both profiles' picks
     precise = settings.prefix_cache == "precise"
     if precise:
         types = [*PRECISE_PLUGINS, *types]

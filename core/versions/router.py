@@ -142,6 +142,8 @@ PLUGIN_TYPES: dict[str, Feature] = {
             Version(0, 1, 0),
             "pkg/scheduling/plugins/scorer/session_affinity.go",
         ),
+        # router.noHitLruScorerWeight: new sessions dealt in least-recently-used order.
+        _fact(EPP, "plugin type", "no-hit-lru-scorer", Version(0, 4, 0), "pkg/plugins/scorer/no_hit_lru.go"),
         # P/D: deciders and the disagg profile handler.
         _fact(EPP, "plugin type", "prefix-based-pd-decider", V0_6_0, "pkg/plugins/profile/prefix_based_pd_decider.go"),
         _fact(EPP, "plugin type", "always-disagg-pd-decider", V0_6_0, "pkg/plugins/profile/always_disagg_decider.go"),
@@ -150,7 +152,8 @@ PLUGIN_TYPES: dict[str, Feature] = {
             EPP, "plugin type", "prefill-filter", Version(0, 1, 0), "pkg/scheduling/plugins/filter/pd_role_filter.go"
         ),
         # Counts a request from the EPP's pick to the response's end (PreRequest .. ResponseComplete); from v0.9.0 it
-        # reads the same count from the inflight-load-producer, which the EPP creates for it.
+        # reads the count of the inflight-load-producer, which the EPP creates for it and which ends the `prefill`
+        # profile's count at the response's first bytes (v0.9.0 inflightload/producer.go ResponseBody).
         _fact(EPP, "plugin type", "active-request-scorer", Version(0, 3, 0), "pkg/plugins/scorer/active_request.go"),
         _fact(EPP, "plugin type", "decode-filter", Version(0, 1, 0), "pkg/scheduling/plugins/filter/pd_role_filter.go"),
         # From GIE, linked into every EPP the stack pinned.

@@ -196,14 +196,17 @@ def _profile_refs(config: dict) -> dict[str, list[str]]:
 @pytest.mark.parametrize("image", [EPP_071, defaults.router().image])
 def test_load_only_routing_drops_the_prefix_aware_plugins_from_every_profile_and_keeps_the_index(image):
     """router.prefixCache none: no profile weighs a cached prefix (the affinity filter of AGG neither), and the rest
-    of each profile and every declared plugin stay, the index the P/D decider reads among them."""
+    of each profile and every declared plugin stay, the index the P/D decider reads among them; no-hit-lru-scorer,
+    which would find every request cold and deal them round-robin, goes too, declaration and all."""
+    prefix_aware = ("prefix-cache-scorer", "prefix-cache-affinity-filter", "no-hit-lru-scorer")
     for topology in ("pd", "agg"):
-        weighed = routing.endpoint_picker_config(defaults.router(image=image), topology)
-        load_only = routing.endpoint_picker_config(defaults.router(image=image, prefix_cache="none"), topology)
-        assert load_only["plugins"] == weighed["plugins"]
+        weighed = routing.endpoint_picker_config(defaults.router(image=image, no_hit_lru_scorer_weight=1), topology)
+        load_only = routing.endpoint_picker_config(
+            defaults.router(image=image, prefix_cache="none", no_hit_lru_scorer_weight=1), topology
+        )
+        assert load_only["plugins"] == [p for p in weighed["plugins"] if p["type"] != "no-hit-lru-scorer"]
         expected = {
-            name: [ref for ref in refs if ref not in ("prefix-cache-scorer", "prefix-cache-affinity-filter")]
-            for name, refs in _profile_refs(weighed).items()
+            name: [ref for ref in refs if ref not in prefix_aware] for name, refs in _profile_refs(weighed).items()
         }
         assert _profile_refs(load_only) == expected
         assert expected != _profile_refs(weighed), topology  # the default does weigh a prefix
@@ -314,6 +317,34 @@ def test_the_prefill_profile_counts_requests_in_flight_only_when_weighed():
     ]
     assert decode == without["schedulingProfiles"][1]
     assert "active-request-scorer" not in [e["pluginRef"] for e in without["schedulingProfiles"][0]["plugins"]]
+
+
+def test_new_sessions_are_dealt_least_recently_used_first_where_weighed():
+    """router.noHitLruScorerWeight (llm-d-router v0.10.0 scorer/nohitlru/README.md; upstream's
+    test/perf/config/router-configs/optimized-baseline.yaml weighs it beside the prefix scorer): none by default (it did
+    not spread sessions that arrive at once, docs/performance.md); weighed, one instance in both P/D profiles, so one
+    LRU of the endpoints either picked for a cold request, before the session scorer; a precise render points it at
+    the precise match info; at v0.7 it finds the prefix-cache-scorer by its default name."""
+    assert "no-hit-lru-scorer" not in str(routing.endpoint_picker_config(defaults.router(), "pd"))
+    config = routing.endpoint_picker_config(defaults.router(no_hit_lru_scorer_weight=1), "pd")
+    assert [p for p in config["plugins"] if p["type"] == "no-hit-lru-scorer"] == [{"type": "no-hit-lru-scorer"}]
+    for profile in config["schedulingProfiles"]:
+        refs = [entry["pluginRef"] for entry in profile["plugins"]]
+        assert refs[-2:] == ["no-hit-lru-scorer", f"session-affinity-{profile['name']}"], refs
+        assert profile["plugins"][-2] == {"pluginRef": "no-hit-lru-scorer", "weight": 1}
+    assert epp_schema.check_epp_config(config, epp_schema.load("epp", Version(0, 10, 0))) == []
+    precise = routing.endpoint_picker_config(
+        defaults.router(prefix_cache="precise", block_size_tokens=128, no_hit_lru_scorer_weight=1), "pd"
+    )
+    assert [p for p in precise["plugins"] if p["type"] == "no-hit-lru-scorer"] == [
+        {"type": "no-hit-lru-scorer", "parameters": {"prefixMatchInfoProducerName": "precise-prefix-cache-producer"}}
+    ]
+    assert "no-hit-lru-scorer" not in str(
+        routing.endpoint_picker_config(defaults.router(no_hit_lru_scorer_weight=1), "agg")
+    )
+    v07 = routing.endpoint_picker_config(router_07(no_hit_lru_scorer_weight=2), "pd")
+    assert {"type": "no-hit-lru-scorer"} in v07["plugins"]
+    assert epp_schema.check_epp_config(v07, epp_schema.load("epp", Version(0, 7, 1))) == []
 
 
 def test_session_affinity_parameters_are_the_renders_own():
