@@ -50,9 +50,9 @@ PD_PROFILES: dict[str, tuple[str, ...]] = {
 }
 
 
-# The plugins that read a prompt's cached prefix, left out of every profile when router.prefixCache is none (with
-# none, no-hit-lru-scorer would find every request cold and deal them round-robin, not by load). Their producer stays
-# declared: the prefix-based P/D decider reads the index it keeps.
+# The plugins that read a prompt's cached prefix (no-hit-lru-scorer too: its cold request is one the index matches
+# nowhere), left out of every profile when router.prefixCache is none. Their producer stays declared: the
+# prefix-based P/D decider reads the index it keeps.
 PREFIX_AWARE = frozenset({"prefix-cache-scorer", "prefix-cache-affinity-filter", NO_HIT_LRU})
 
 # router.prefixCache precise: the token-producer turns each prompt into tokens through the EPP pod's tokenizer

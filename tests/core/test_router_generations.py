@@ -197,7 +197,7 @@ def _profile_refs(config: dict) -> dict[str, list[str]]:
 def test_load_only_routing_drops_the_prefix_aware_plugins_from_every_profile_and_keeps_the_index(image):
     """router.prefixCache none: no profile weighs a cached prefix (the affinity filter of AGG neither), and the rest
     of each profile and every declared plugin stay, the index the P/D decider reads among them; no-hit-lru-scorer,
-    which would find every request cold and deal them round-robin, goes too, declaration and all."""
+    which reads the same index, goes too, declaration and all."""
     prefix_aware = ("prefix-cache-scorer", "prefix-cache-affinity-filter", "no-hit-lru-scorer")
     for topology in ("pd", "agg"):
         weighed = routing.endpoint_picker_config(defaults.router(image=image, no_hit_lru_scorer_weight=1), topology)
