@@ -17,7 +17,7 @@ class StopSignals:
 
     def __init__(self, *signums: signal.Signals) -> None:
         self.received: list[int] = []
-        for signum in signums or (signal.SIGINT, signal.SIGTERM):
+        for signum in signums:
             signal.signal(signum, self._note)
 
     def _note(self, signum: int, _frame: FrameType | None) -> None:

@@ -3,13 +3,10 @@ cannot leave the process waiting for itself."""
 
 from __future__ import annotations
 
-import os
 import pathlib
 import signal
 import subprocess
 import sys
-
-import pytest
 
 from host import signals
 
@@ -81,11 +78,3 @@ def test_signals_arrive_in_order_and_the_loop_reads_them(monkeypatch):
     installed[signal.SIGTERM](signal.SIGTERM, None)  # type: ignore[operator]
     installed[signal.SIGINT](signal.SIGINT, None)  # type: ignore[operator]
     assert stop.is_set() and stop.received == [signal.SIGTERM, signal.SIGINT]
-
-
-@pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
-def test_the_default_signals_are_sigint_and_sigterm(monkeypatch):
-    installed: list[int] = []
-    monkeypatch.setattr(signals.signal, "signal", lambda signum, _handler: installed.append(signum))
-    signals.StopSignals()
-    assert installed == [signal.SIGINT, signal.SIGTERM]
