@@ -849,6 +849,11 @@ def _router(values: dict, **changes) -> None:
     values.setdefault("rebel100:router", {}).update(changes)
 
 
+def _edit_all(edits: tuple[Any, ...], values: dict) -> None:
+    for edit in edits:
+        edit(values)
+
+
 def routing_options(reuse_unit: int, router_block: int) -> dict[str, RoutingOption]:
     """The agentic section's options by name, for a stack whose engines reuse prefixes in `reuse_unit`-token
     units and whose router scores prefixes in `router_block`-token blocks."""
@@ -868,6 +873,9 @@ def routing_options(reuse_unit: int, router_block: int) -> dict[str, RoutingOpti
             # The render with the EPP's own in-flight count in the prefill profile too: sessions that arrive at once
             # spread over the prefill engines by the picks already made, not by a queue read up to 50 ms before.
             RoutingOption("prefill-inflight", lambda v: _router(v, prefillActiveRequestScorerWeight=1)),
+            # The render without token-load-scorer in the prefill profile (the render before it, docs/decisions.md):
+            # sessions that arrive at once spread over the prefill engines by a queue read up to a scrape before.
+            RoutingOption("no-token-load", lambda v: _router(v, prefillTokenLoadScorerWeight=0)),
             # The reference design's blockSizeTokens with autoTune off: the unit the engines reuse (512 tokens).
             RoutingOption("reuse-unit", lambda v: _router(v, autoTune=False, blockSizeTokens=reuse_unit)),
             # The reference design's autoTune: the block the engines report (Rebel100's 4096; the site's
@@ -928,8 +936,21 @@ def ttft_plot(by_turn: dict[str, tuple[float, ...]], title: str) -> str:
 AGENTIC_OPTIONS = ("load-only", "as-rendered", "precise", "oracle")  # the issue's four; `--routing` adds the others
 
 
+def _record_json(option: str, record: Any) -> dict[str, Any]:
+    """A request of the agentic section as JSON: its option, then its Record's fields (null for a time it never
+    reached, where the Record holds NaN)."""
+    fields = dataclasses.asdict(record)
+    return {"option": option, **{k: None if isinstance(v, float) and v != v else v for k, v in fields.items()}}
+
+
 def agentic_section(
-    sessions: int, options: list[str], seed: int, plot: pathlib.Path | None = None, turns: int | None = None
+    sessions: int,
+    options: list[str],
+    seed: int,
+    plot: pathlib.Path | None = None,
+    turns: int | None = None,
+    records: pathlib.Path | None = None,
+    scrape_ms: int | None = None,
 ) -> None:
     """Issue 37: a coding agent's sessions (sitetests/agentic.py) replayed the same under each routing option, each
     on a site of its own (every engine's cache empty at the start), the engines' time to first token growing with
@@ -973,12 +994,18 @@ def agentic_section(
         f"{'option':<13} {'requests':>8} {'failed':>6} {'hit rate':>8} {'TTFT p50':>9} {'TTFT p99':>9} "
         f"{'tokens/s':>9} {'moved':>5}"
     )
+    # Every option's site, the oracle's too, with the EPP scraping at this interval: how much of a routed request's
+    # time is the scrape's share of the site's two cores (docs/performance.md), not the routing.
+    site_edit = (lambda v: _router(v, refreshMetricsIntervalMs=scrape_ms)) if scrape_ms else None
+    if scrape_ms:
+        print(f"every option's EPP scrapes every {scrape_ms} ms (router.refreshMetricsIntervalMs)")
     rows: dict[str, Any] = {}
     for name in options:
         option = known[name]
         with tempfile.TemporaryDirectory(prefix="bench-agentic.") as tmp:
             folder = pathlib.Path(tmp)
-            config_file = stack_file_variant(stack, folder, option.edit) if option.edit else None
+            edits = tuple(e for e in (site_edit, option.edit) if e is not None)
+            config_file = stack_file_variant(stack, folder, functools.partial(_edit_all, edits)) if edits else None
             sim_args = (*agentic.ENGINE_MODE, *timing.sim_args())
             with ServedSite(folder, stack, sim_args=sim_args, config_file=config_file) as site:
                 prefill = site.engine_ranks(found.programs.sim, "prefill")
@@ -991,6 +1018,9 @@ def agentic_section(
                 after = agentic.cache_counters(site, prefill)
         row = agentic.summarize(run, after[0] - before[0], after[1] - before[1])
         rows[name] = row
+        if records is not None:
+            with records.open("a") as out:
+                out.writelines(json.dumps(_record_json(name, r)) + "\n" for r in run.records)
         if len(rows) == 1:
             print(columns)
         print(
@@ -1041,6 +1071,16 @@ def main() -> int:
     )
     parser.add_argument("--plot", type=pathlib.Path, help="write the agentic section's TTFT by turn here (SVG)")
     parser.add_argument(
+        "--scrape-ms",
+        type=int,
+        help="the agentic section's sites with the EPP scraping at this interval (router.refreshMetricsIntervalMs)",
+    )
+    parser.add_argument(
+        "--records",
+        type=pathlib.Path,
+        help="append each request of the agentic section here, one JSON object a line (its option, then Record)",
+    )
+    parser.add_argument(
         "--routing",
         nargs="*",
         default=list(AGENTIC_OPTIONS),
@@ -1081,7 +1121,7 @@ def main() -> int:
             print("\n== changes: skipped, needs the local control plane (`scripts/cluster build`)")
     if "agentic" in sections:
         if cluster_bin:
-            agentic_section(args.sessions, args.routing, args.seed, args.plot, args.turns)
+            agentic_section(args.sessions, args.routing, args.seed, args.plot, args.turns, args.records, args.scrape_ms)
         else:
             print("\n== agentic: skipped, needs the local control plane (`scripts/cluster build`)")
     if "autoscaling" in sections:

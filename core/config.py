@@ -517,6 +517,17 @@ class Router(Section):
             "its prefill leg (docs/performance.md)."
         ),
     )
+    prefill_token_load_scorer_weight: int = Field(
+        1,
+        ge=0,
+        description=(
+            "P/D: weight of token-load-scorer in the prefill profile (v0.9+); 0: none. It scores each prefill engine "
+            "by the prompt tokens it has yet to compute: those of the requests the EPP sent it and has not seen "
+            "answered, plus this request's uncached tail there, counted from the EPP's own picks (queue-scorer reads "
+            "a queue up to a scrape old), so sessions that begin at once spread; upstream's prefill scorer for agentic "
+            "P/D (docs/performance.md). Left out with prefixCache none: its uncached estimate reads the prefix index."
+        ),
+    )
     no_hit_lru_scorer_weight: int = Field(
         0,
         ge=0,

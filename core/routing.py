@@ -26,10 +26,16 @@ def without_epp(failure_mode: str) -> str:
 # The P/D profiles of both generations: the role's filter, the picker, then the scorers. Decode also counts the
 # requests in flight: a decode rank holds its few sequences (maxNumSeqs 1 by default) for a whole answer, and
 # queue-scorer sees only waiting requests, so two requests met on one busy rank and the second waited a whole engine
-# turn (tests/localsite). Prefill keeps the metrics alone unless router.prefillActiveRequestScorerWeight says
-# otherwise (0 by default; `_weights` leaves it out), and no-hit-lru-scorer (upstream's least-recently-used pick for a
-# request no endpoint holds a prefix of) only where router.noHitLruScorerWeight is set (0 by default).
+# turn (tests/localsite). Prefill keeps the metrics alone unless router.prefillActiveRequestScorerWeight or
+# router.prefillTokenLoadScorerWeight says otherwise (`_weights` leaves out a scorer weighed 0), and no-hit-lru-scorer
+# (upstream's least-recently-used pick for a request no endpoint holds a prefix of) only where
+# router.noHitLruScorerWeight is set (0 by default). The P/D plugin list declares the last two only where a profile
+# weighs them, each with the producers it needs declared (OPTIONAL_SCORERS): token-load-scorer reads a request's
+# uncached tokens per endpoint, a data key the EPP has no default producer for (v0.10.0 cmd/epp/runner/runner.go
+# RegisterAsDefaultProducer), so it refuses the config unless inflight-load-producer is declared (the local site).
+TOKEN_LOAD = "token-load-scorer"
 NO_HIT_LRU = "no-hit-lru-scorer"
+OPTIONAL_SCORERS: dict[str, tuple[str, ...]] = {NO_HIT_LRU: (), TOKEN_LOAD: ("inflight-load-producer",)}
 PD_PROFILES: dict[str, tuple[str, ...]] = {
     "prefill": (
         "prefill-filter",
@@ -37,6 +43,7 @@ PD_PROFILES: dict[str, tuple[str, ...]] = {
         "prefix-cache-scorer",
         "queue-scorer",
         "active-request-scorer",
+        TOKEN_LOAD,
         NO_HIT_LRU,
     ),
     "decode": (
@@ -93,6 +100,14 @@ def session_affinity_weight(settings: Router) -> int:
     """The weight of the render's session-affinity scorers (router.sessionAffinityWeight), or 0 when the pinned EPP
     cannot keep a session a client names (core/versions/router.py: before v0.10.0): the render then has none."""
     return settings.session_affinity_weight if router_versions.epp_keeps_sessions(image_version(settings.image)) else 0
+
+
+def prefill_token_load_weight(settings: Router) -> int:
+    """The weight of token-load-scorer in the prefill profile (router.prefillTokenLoadScorerWeight), or 0 when the
+    pinned EPP has no such scorer (before v0.9.0): the render then has none."""
+    if router_versions.epp_counts_prefill_tokens(image_version(settings.image)):
+        return settings.prefill_token_load_scorer_weight
+    return 0
 
 
 def epp_drain_seconds(settings: Router) -> int | None:
@@ -227,7 +242,11 @@ def _weights(profile: str, settings: Router) -> dict[str, int | None]:
         "active-request-scorer": (settings.prefill_active_request_scorer_weight or None)
         if prefill
         else settings.active_request_scorer_weight,
-        "token-load-scorer": 1,
+        # Not with prefixCache none: its estimate of a request's uncached tokens at each endpoint reads the prefix
+        # index (which still runs for the decider), and the load-only baseline would place by cache after all.
+        TOKEN_LOAD: (prefill_token_load_weight(settings) if settings.prefix_cache != "none" else 0) or None
+        if prefill
+        else 1,
         NO_HIT_LRU: settings.no_hit_lru_scorer_weight or None,
         session_scorer_name(profile): session_affinity_weight(settings) or None,
     }
@@ -263,8 +282,11 @@ def endpoint_picker_config(
     else:
         types = [_decider(settings) if t == router_versions.DECIDER else t for t in gen.pd_plugins]
         profiles = [_profile(name, PD_PROFILES[name], settings) for name in PD_PROFILES]
-        if any(plugin["pluginRef"] == NO_HIT_LRU for profile in profiles for plugin in profile["plugins"]):
-            types.insert(types.index("active-request-scorer") + 1, NO_HIT_LRU)  # one LRU for both profiles' picks
+        weighed = {plugin["pluginRef"] for profile in profiles for plugin in profile["plugins"]}
+        for scorer, producers in OPTIONAL_SCORERS.items():  # one instance for both profiles (one LRU of their picks)
+            if scorer in weighed:
+                at = types.index("active-request-scorer") + 1
+                types[at:at] = [*producers, scorer]
     precise = settings.prefix_cache == "precise"
     if precise:
         types = [*PRECISE_PLUGINS, *types]

@@ -36,7 +36,13 @@ from core.gate.parallelism import (
 )
 from core.gate.parse import _pydantic_issues, namespace_values
 from core.gate.ports import rule_ports_distinct
-from core.gate.rollout import epp_certificate_advice, epp_drain_advice, rule_engine_grace, session_affinity_advice
+from core.gate.rollout import (
+    epp_certificate_advice,
+    epp_drain_advice,
+    rule_engine_grace,
+    session_affinity_advice,
+    token_load_advice,
+)
 from core.gate.router import (
     _sidecar_ssrf,
     rule_router_images,
@@ -104,6 +110,7 @@ def warnings_for(cfg: StackConfig) -> list[Issue]:
             advice.append(Issue(key("decode.sidecar.image"), problem, "sidecar-ssrf-capable"))
     advice.extend(epp_drain_advice(cfg))
     advice.extend(session_affinity_advice(cfg))
+    advice.extend(token_load_advice(cfg))
     advice.extend(epp_certificate_advice(cfg))
     settings = cfg.weights
     if settings.source == "download" and model_weights.needed_bytes(cfg.model.name, facts.weights.draft) is None:

@@ -73,3 +73,23 @@ def session_affinity_advice(cfg: StackConfig) -> Iterable[Issue]:
         f"session_id strategy, first in {since}): the render leaves session affinity out, so the next turn of a "
         f"session shorter than a router block goes by load. Pin {since} or later, or remove the setting.",
     )
+
+
+def token_load_advice(cfg: StackConfig) -> Iterable[Issue]:
+    """Advice: router.prefillTokenLoadScorerWeight set for an EPP pin without token-load-scorer."""
+    settings = cfg.router
+    if (
+        "prefill_token_load_scorer_weight" not in settings.model_fields_set
+        or not settings.prefill_token_load_scorer_weight
+    ):
+        return
+    if cfg.topology != "pd" or routing.prefill_token_load_weight(settings):
+        return
+    since = router_versions.PLUGIN_TYPES["token-load-scorer"].since
+    yield Issue(
+        key("router.prefillTokenLoadScorerWeight"),
+        f"router.prefillTokenLoadScorerWeight {settings.prefill_token_load_scorer_weight} is set, but "
+        f"{settings.image} (router.image) has no token-load-scorer (first in {since}): the render leaves it out, so "
+        f"sessions that begin at once spread over the prefill engines by a queue read up to a scrape before. Pin "
+        f"{since} or later, or remove the setting.",
+    )

@@ -10,6 +10,8 @@ The EPP reads its EndpointPickerConfig in two stages, and the data says how stri
 Types a factory never decodes (`parameters: "ignored"`) accept anything. Plugin references (a profile's
 `pluginRef`, the disagg profile handler's `deciders.*`) must name a declared plugin; at v0.7.1 the decider must be
 declared before the handler (plugins are created in order), at v0.10.0 anywhere (they are ordered by reference).
+From v0.10.0 a plugin may require data another plugin produces; the EPP creates a default producer for most such data,
+and refuses a config whose plugin requires data it has none for and no declared plugin produces (`dataKeys`).
 
 `check_epp_config` returns every problem the program would refuse (empty: it would load). The corpus test in
 tests/consumers shows it gives the real v0.7.1 EPP's verdict on every config of the corpus.
@@ -216,7 +218,8 @@ def check_epp_config(config: Any, data: dict[str, Any]) -> list[Problem]:
     ]
     if problems:
         return problems  # decoding stops the program before any plugin is looked at
-    return _plugin_problems(config.get("plugins") or [], data) + _profile_problems(config, data)
+    plugins = config.get("plugins") or []
+    return _plugin_problems(plugins, data) + _profile_problems(config, data) + _data_key_problems(plugins, data)
 
 
 def _plugin_problems(plugins: list[Any], data: dict[str, Any]) -> list[Problem]:
@@ -270,6 +273,26 @@ def _reference_problems(
             if ref in every:
                 message += " (it is declared after this plugin, and this EPP creates plugins in order)"
             problems.append(Problem(f"{path}.{dotted}", message, plugin_type, dotted.split(".", 1)[0]))
+    return problems
+
+
+def _data_key_problems(plugins: list[Any], data: dict[str, Any]) -> list[Problem]:
+    """A plugin that requires a data key no declared plugin produces, of a key the EPP has no default producer for
+    (`dataKeys`; an EPP without data dependencies, v0.7.1, has none). A key is named for its producer: the plugin's
+    name, which a consumer names in a parameter of its own, else the producer's type."""
+    declared = [(i, p) for i, p in enumerate(plugins) if isinstance(p, dict) and p.get("type")]
+    problems = []
+    for key, spec in (data.get("dataKeys") or {}).get("withoutDefaultProducer", {}).items():
+        produced = {str(p.get("name") or p["type"]) for _, p in declared if p["type"] == spec["producedBy"]}
+        for index, plugin in declared:
+            if (name_parameter := spec["consumedBy"].get(plugin["type"])) is None:
+                continue
+            params = plugin.get("parameters") if isinstance(plugin.get("parameters"), dict) else {}
+            producer = str(params.get(name_parameter) or spec["producedBy"])
+            if producer not in produced:
+                consumer = str(plugin.get("name") or plugin["type"])
+                message = data["messages"]["noDefaultProducer"].format(key=f"{key}/{producer}", consumer=consumer)
+                problems.append(Problem(f"plugins[{index}]", message, plugin["type"]))
     return problems
 
 

@@ -198,6 +198,12 @@ PLUGIN_PARAMETER_VALUES: dict[tuple[str, str, str], Feature] = {
 SESSION_ID_STRATEGY = PLUGIN_PARAMETER_VALUES[("session-affinity-scorer", "strategy", "session_id")]
 
 
+def epp_counts_prefill_tokens(version: Version | None) -> bool:
+    """The EPP at `version` has token-load-scorer (the prompt tokens in flight to each endpoint, from its own picks);
+    a tag that is no version is taken as the newest, as its render is."""
+    return version is None or version >= PLUGIN_TYPES["token-load-scorer"].since
+
+
 def epp_keeps_sessions(version: Version | None) -> bool:
     """The EPP at `version` keeps a session a client names on the endpoint that served it (session-affinity-scorer's
     `session_id` strategy and agent-identity); a tag that is no version is taken as the newest, as its render is."""

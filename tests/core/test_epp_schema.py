@@ -15,8 +15,9 @@ V0100 = epp_schema.load("epp", Version(0, 10, 0))
 
 
 def render(topology: str = "pd", **router) -> dict:
-    """The render without session affinity unless asked (its plugins come last; the tests below count from the end)."""
-    return routing.endpoint_picker_config(defaults.router(**{"session_affinity_weight": 0, **router}), topology)
+    """The render without session affinity or token-load-scorer unless asked (the tests below count plugins)."""
+    base = {"session_affinity_weight": 0, "prefill_token_load_scorer_weight": 0}
+    return routing.endpoint_picker_config(defaults.router(**{**base, **router}), topology)
 
 
 def messages(config: dict, data: dict) -> list[str]:
@@ -140,6 +141,31 @@ def test_references_must_name_declared_plugins_and_at_0_7_be_declared_first():
     moved = render("pd")
     moved["plugins"].insert(0, moved["plugins"].pop())  # the handler before its decider: fine at 0.10
     assert messages(moved, V0100) == []
+
+
+def test_a_scorer_whose_data_no_declared_plugin_produces_is_refused_where_the_epp_makes_none_for_it():
+    """token-load-scorer reads a request's uncached tokens per endpoint, a key v0.10.0 has no default producer for:
+    without a declared inflight-load-producer (of the name the scorer gives, else of its type) the EPP refuses the
+    config, in the words the real v0.10.0 EPP logged on the local site. v0.7.1 has no such scorer and no such rule."""
+    weighed = render("pd", prefill_token_load_scorer_weight=1)
+    assert messages(weighed, V0100) == []
+    bare = copy.deepcopy(weighed)
+    bare["plugins"] = [p for p in bare["plugins"] if p["type"] != "inflight-load-producer"]
+    at = [p["type"] for p in bare["plugins"]].index("token-load-scorer")
+    assert messages(bare, V0100) == [
+        f"plugins[{at}]: failed to create missing data producers - no default producer found for missing data key "
+        "UncachedRequestTokensDataKey/inflight-load-producer, consumed by token-load-scorer"
+    ]
+    named = copy.deepcopy(weighed)
+    producer = [p["type"] for p in named["plugins"]].index("inflight-load-producer")
+    named["plugins"][producer]["name"] = "load"  # the producer, named: the scorer must name it
+    assert [m.split(": ", 1)[1] for m in messages(named, V0100)] == [
+        "failed to create missing data producers - no default producer found for missing data key "
+        "UncachedRequestTokensDataKey/inflight-load-producer, consumed by token-load-scorer"
+    ]
+    named["plugins"][producer + 1]["parameters"] = {"inFlightLoadProducerName": "load"}
+    assert messages(named, V0100) == []
+    assert messages(render("agg"), V0100) == []  # AGG declares its producer
 
 
 def test_profile_reference_and_unknown_document_field():

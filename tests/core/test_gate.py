@@ -1265,18 +1265,24 @@ def test_router_field_of_a_schema_problem(settings, problem, field):
 
 PD_PLUGINS = (
     "active-request-scorer, agent-identity, approx-prefix-cache-producer, decode-filter, disagg-profile-handler, "
-    "max-score-picker, prefill-filter, prefix-based-pd-decider, prefix-cache-scorer, queue-scorer, "
-    "session-affinity-scorer"
+    "inflight-load-producer, max-score-picker, prefill-filter, prefix-based-pd-decider, prefix-cache-scorer, "
+    "queue-scorer, session-affinity-scorer, token-load-scorer"
 )
 
 
 def test_plugin_parameters_issues_in_full_each_entry_judged():
     assert issues(
-        router={"pluginParameters": {"token-load-scorer": {"x": 1}, "prefix-based-pd-decider": {"nonCachedTokens": 0}}}
+        router={
+            "pluginParameters": {
+                "prefix-cache-affinity-filter": {"x": 1},
+                "prefix-based-pd-decider": {"nonCachedTokens": 0},
+            }
+        }
     ) == {
         (
-            "rebel100:router.pluginParameters.token-load-scorer",
-            f"plugin type 'token-load-scorer' is not in this stack's EndpointPickerConfig (topology 'pd' declares "
+            "rebel100:router.pluginParameters.prefix-cache-affinity-filter",
+            f"plugin type 'prefix-cache-affinity-filter' is not in this stack's EndpointPickerConfig (topology 'pd' "
+            f"declares "
             f"{PD_PLUGINS}): its parameters would configure nothing. Use one of those types.",
             "",
         ),
@@ -1422,8 +1428,9 @@ def test_rule_weights_assumes_no_token_secret_unless_told():
 
 
 def test_epp_pin_of_agg_is_judged_by_the_agg_render():
-    """agg declares plugins pd does not (inflight-load-producer, prefix-cache-affinity-filter, token-load-scorer):
-    the features come from the stack's own topology (0.8.0 is in no generation: it gets the newest render)."""
+    """agg declares plugins pd does not for this pin (inflight-load-producer, prefix-cache-affinity-filter,
+    token-load-scorer: pd's only from 0.9.0): the features come from the stack's own topology (0.8.0 is in no
+    generation: it gets the newest render)."""
     [(path, message, policy)] = issues("agg", router={"image": "ghcr.io/llm-d/llm-d-inference-scheduler:v0.8.0"})
     assert (path, policy) == ("rebel100:router.image", "router-images-have-features")
     for feature in (

@@ -197,14 +197,18 @@ def _profile_refs(config: dict) -> dict[str, list[str]]:
 def test_load_only_routing_drops_the_prefix_aware_plugins_from_every_profile_and_keeps_the_index(image):
     """router.prefixCache none: no profile weighs a cached prefix (the affinity filter of AGG neither), and the rest
     of each profile and every declared plugin stay, the index the P/D decider reads among them; no-hit-lru-scorer,
-    which reads the same index, goes too, declaration and all."""
-    prefix_aware = ("prefix-cache-scorer", "prefix-cache-affinity-filter", "no-hit-lru-scorer")
+    which reads the same index, goes too, declaration and all, and so does the P/D prefill profile's
+    token-load-scorer with its producer (its uncached estimate reads the index; AGG's only scorer stays)."""
     for topology in ("pd", "agg"):
+        token_load = ("token-load-scorer", "inflight-load-producer") if topology == "pd" else ()
+        prefix_aware = ("prefix-cache-scorer", "prefix-cache-affinity-filter", "no-hit-lru-scorer", *token_load)
         weighed = routing.endpoint_picker_config(defaults.router(image=image, no_hit_lru_scorer_weight=1), topology)
         load_only = routing.endpoint_picker_config(
             defaults.router(image=image, prefix_cache="none", no_hit_lru_scorer_weight=1), topology
         )
-        assert load_only["plugins"] == [p for p in weighed["plugins"] if p["type"] != "no-hit-lru-scorer"]
+        assert load_only["plugins"] == [
+            p for p in weighed["plugins"] if p["type"] not in ("no-hit-lru-scorer", *token_load)
+        ]
         expected = {
             name: [ref for ref in refs if ref not in prefix_aware] for name, refs in _profile_refs(weighed).items()
         }
@@ -306,8 +310,10 @@ def test_session_affinity_is_an_agent_identity_and_a_session_scorer_for_each_pro
 def test_the_prefill_profile_counts_requests_in_flight_only_when_weighed():
     """router.prefillActiveRequestScorerWeight: the active-request-scorer the decode profile has, in the prefill
     profile too (a bench option, docs/performance.md); none by default."""
-    without = routing.endpoint_picker_config(defaults.router(), "pd")
-    weighed = routing.endpoint_picker_config(defaults.router(prefill_active_request_scorer_weight=3), "pd")
+    without = routing.endpoint_picker_config(defaults.router(prefill_token_load_scorer_weight=0), "pd")
+    weighed = routing.endpoint_picker_config(
+        defaults.router(prefill_active_request_scorer_weight=3, prefill_token_load_scorer_weight=0), "pd"
+    )
     assert weighed["plugins"] == without["plugins"]
     prefill, decode = weighed["schedulingProfiles"]
     assert prefill["plugins"] == [
@@ -317,6 +323,58 @@ def test_the_prefill_profile_counts_requests_in_flight_only_when_weighed():
     ]
     assert decode == without["schedulingProfiles"][1]
     assert "active-request-scorer" not in [e["pluginRef"] for e in without["schedulingProfiles"][0]["plugins"]]
+
+
+def test_the_prefill_profile_weighs_the_tokens_each_engine_has_to_compute():
+    """router.prefillTokenLoadScorerWeight (1 by default): token-load-scorer, the prefill scorer of upstream's agentic
+    P/D router (llm-d's guides/agentic-serving/router/agentic-serving-gpu.values.yaml), in the prefill profile only,
+    declared once with its producer (the EPP creates none for a request's uncached tokens); at 0 neither is
+    rendered. AGG keeps its own instance at weight 1."""
+    without = routing.endpoint_picker_config(defaults.router(prefill_token_load_scorer_weight=0), "pd")
+    assert "token-load-scorer" not in str(without) and "inflight-load-producer" not in str(without)
+    assert routing.endpoint_picker_config(defaults.router(), "pd") == routing.endpoint_picker_config(
+        defaults.router(prefill_token_load_scorer_weight=1), "pd"
+    )
+    weighed = routing.endpoint_picker_config(defaults.router(prefill_token_load_scorer_weight=3), "pd")
+    types = [p["type"] for p in weighed["plugins"]]
+    assert types.count("token-load-scorer") == 1
+    after = types.index("active-request-scorer") + 1
+    assert types[after : after + 2] == ["inflight-load-producer", "token-load-scorer"]
+    assert {"type": "token-load-scorer"} in weighed["plugins"]
+    prefill, decode = weighed["schedulingProfiles"]
+    assert prefill["plugins"] == [
+        *without["schedulingProfiles"][0]["plugins"][:-1],
+        {"pluginRef": "token-load-scorer", "weight": 3},
+        without["schedulingProfiles"][0]["plugins"][-1],
+    ]
+    assert decode == without["schedulingProfiles"][1]
+    assert epp_schema.check_epp_config(weighed, epp_schema.load("epp", Version(0, 10, 0))) == []
+    agg = routing.endpoint_picker_config(defaults.router(prefill_token_load_scorer_weight=3), "agg")
+    assert {"pluginRef": "token-load-scorer", "weight": 1} in agg["schedulingProfiles"][0]["plugins"]
+    # The load-only baseline: the scorer's uncached estimate reads the prefix index, so it is left out with it.
+    load_only = routing.endpoint_picker_config(defaults.router(prefix_cache="none"), "pd")
+    assert "token-load-scorer" not in str(load_only) and "inflight-load-producer" not in str(load_only)
+
+
+def test_token_load_is_left_out_where_the_pin_has_none_and_setting_it_there_is_advice():
+    """The v0.7.1 EPP registers no token-load-scorer: the render has none for it (pd-router07 stays valid), and a
+    weight set by hand there is advice."""
+    assert routing.endpoint_picker_config(router_07(), "pd") == routing.endpoint_picker_config(
+        router_07(prefill_token_load_scorer_weight=0), "pd"
+    )
+    assert "token-load-scorer" not in str(routing.endpoint_picker_config(router_07(), "pd"))
+    assert not [
+        str(a)
+        for a in warnings_for(load_config(stack_config("prod-4p4d", **pinned_07())))
+        if "prefillTokenLoadScorerWeight" in str(a)
+    ]
+    cfg = load_config(stack_config("prod-4p4d", **pinned_07(prefillTokenLoadScorerWeight=2)))
+    assert [str(a) for a in warnings_for(cfg) if "prefillTokenLoadScorerWeight" in str(a)] == [
+        "rebel100:router.prefillTokenLoadScorerWeight: router.prefillTokenLoadScorerWeight 2 is set, but "
+        f"{EPP_071} (router.image) has no token-load-scorer (first in 0.9.0): the render leaves it out, so sessions "
+        "that begin at once spread over the prefill engines by a queue read up to a scrape before. Pin 0.9.0 or "
+        "later, or remove the setting."
+    ]
 
 
 def test_new_sessions_are_dealt_least_recently_used_first_where_weighed():

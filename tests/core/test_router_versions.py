@@ -119,11 +119,11 @@ def test_a_mistyped_parameter_is_refused_and_a_known_one_passes():
 
 
 def test_plugin_parameters_may_not_add_a_plugin_or_redefine_a_generated_parameter():
-    text = problems(router={"pluginParameters": {"token-load-scorer": {"x": 1}}})
+    text = problems(router={"pluginParameters": {"prefix-cache-affinity-filter": {"x": 1}}})
     assert (
-        "rebel100:router.pluginParameters.token-load-scorer: plugin type 'token-load-scorer' is not in this stack's"
-        in text
-    )
+        "rebel100:router.pluginParameters.prefix-cache-affinity-filter: plugin type 'prefix-cache-affinity-filter' is "
+        "not in this stack's"
+    ) in text
     text = problems(router={"pluginParameters": {"prefix-based-pd-decider": {"nonCachedTokens": 0}}})
     assert (
         "rebel100:router.pluginParameters.prefix-based-pd-decider.nonCachedTokens: nonCachedTokens of "

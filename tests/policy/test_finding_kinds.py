@@ -346,8 +346,8 @@ KINDS = (
         ),
         one(
             EPP_ID,
-            "would refuse ConfigMap/rebel100/minimax-m27-epp-config data[epp-config.yaml] plugins[9].type, "
-            "plugins[10].type, plugins[11].type: plugin 'agent-identity' (type: 'agent-identity') has Alpha stability "
+            "would refuse ConfigMap/rebel100/minimax-m27-epp-config data[epp-config.yaml] plugins[11].type, "
+            "plugins[12].type, plugins[13].type: plugin 'agent-identity' (type: 'agent-identity') has Alpha stability "
             "level, but command line flag --allow-experimental-plugins is not set;",
             "Add --allow-experimental-plugins=true to the EPP's args, or remove the plugins.",
         ),

@@ -742,9 +742,10 @@ def test_the_decider_messages_name_the_plugins(prod):
     (violation,) = run_policy("router-pd-profiles", missing)
     assert violation.message == (
         "data[epp-config.yaml] disagg-profile-handler parameters.deciders.prefill x names no plugin of the config "
-        "(approx-prefix-cache-producer, prefix-cache-scorer, queue-scorer, active-request-scorer, prefill-filter, "
-        "decode-filter, max-score-picker, prefix-based-pd-decider, disagg-profile-handler, agent-identity, "
-        "session-affinity-prefill, session-affinity-decode). Declare the decider plugin."
+        "(approx-prefix-cache-producer, prefix-cache-scorer, queue-scorer, active-request-scorer, "
+        "inflight-load-producer, token-load-scorer, prefill-filter, decode-filter, max-score-picker, "
+        "prefix-based-pd-decider, disagg-profile-handler, agent-identity, session-affinity-prefill, "
+        "session-affinity-decode). Declare the decider plugin."
     )
     not_a_decider = mutate(
         prod,

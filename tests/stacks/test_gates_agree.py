@@ -1007,6 +1007,7 @@ FIELDS = {
     "router.queueScorerWeight": whole(-1, 100001),
     "router.activeRequestScorerWeight": whole(-1, 100001),
     "router.prefillActiveRequestScorerWeight": whole(-1, 100001),
+    "router.prefillTokenLoadScorerWeight": whole(-1, 100001),
     "router.noHitLruScorerWeight": whole(-1, 100001),
     "router.sessionAffinityWeight": whole(-1, 100001),
     "router.sessionHeaders": items("x-session-id", "x-my-agent", "session_id", "a b", "", "x:y"),
