@@ -287,7 +287,7 @@ def _data_key_problems(plugins: list[Any], data: dict[str, Any]) -> list[Problem
         for index, plugin in declared:
             if (name_parameter := spec["consumedBy"].get(plugin["type"])) is None:
                 continue
-            params = plugin.get("parameters") if isinstance(plugin.get("parameters"), dict) else {}
+            params: dict[str, Any] = plugin["parameters"] if isinstance(plugin.get("parameters"), dict) else {}
             producer = str(params.get(name_parameter) or spec["producedBy"])
             if producer not in produced:
                 consumer = str(plugin.get("name") or plugin["type"])

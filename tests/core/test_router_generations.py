@@ -31,6 +31,12 @@ def router_07(**fields):
     return defaults.router(image=EPP_071, **fields)
 
 
+def advice_07(field: str, **router) -> list[str]:
+    """The gate's advice naming router.`field` for prod-4p4d pinned to v0.7.1 with these router keys."""
+    cfg = load_config(stack_config("prod-4p4d", **pinned_07(**router)))
+    return [str(a) for a in warnings_for(cfg) if f"router.{field}" in str(a)]
+
+
 def issues(stack: str = "prod-4p4d", **overrides) -> list[str]:
     with pytest.raises(ConfigError) as info:
         load_config(stack_config(stack, **overrides))
@@ -363,13 +369,8 @@ def test_token_load_is_left_out_where_the_pin_has_none_and_setting_it_there_is_a
         router_07(prefill_token_load_scorer_weight=0), "pd"
     )
     assert "token-load-scorer" not in str(routing.endpoint_picker_config(router_07(), "pd"))
-    assert not [
-        str(a)
-        for a in warnings_for(load_config(stack_config("prod-4p4d", **pinned_07())))
-        if "prefillTokenLoadScorerWeight" in str(a)
-    ]
-    cfg = load_config(stack_config("prod-4p4d", **pinned_07(prefillTokenLoadScorerWeight=2)))
-    assert [str(a) for a in warnings_for(cfg) if "prefillTokenLoadScorerWeight" in str(a)] == [
+    assert advice_07("prefillTokenLoadScorerWeight") == []
+    assert advice_07("prefillTokenLoadScorerWeight", prefillTokenLoadScorerWeight=2) == [
         "rebel100:router.prefillTokenLoadScorerWeight: router.prefillTokenLoadScorerWeight 2 is set, but "
         f"{EPP_071} (router.image) has no token-load-scorer (first in 0.9.0): the render leaves it out, so sessions "
         "that begin at once spread over the prefill engines by a queue read up to a scrape before. Pin 0.9.0 or "
@@ -420,8 +421,7 @@ def test_session_affinity_is_left_out_where_the_pin_has_none_and_setting_it_ther
         router_07(session_affinity_weight=0), "pd"
     )
     assert load_config(stack_config("prod-4p4d", **pinned_07())).router.session_affinity_weight == 2
-    cfg = load_config(stack_config("prod-4p4d", **pinned_07(sessionAffinityWeight=3)))
-    assert [str(a) for a in warnings_for(cfg) if "sessionAffinityWeight" in str(a)] == [
+    assert advice_07("sessionAffinityWeight", sessionAffinityWeight=3) == [
         "rebel100:router.sessionAffinityWeight: router.sessionAffinityWeight 3 is set, but "
         f"{EPP_071} (router.image) cannot keep a session a client names (agent-identity and session-affinity-scorer's "
         "session_id strategy, first in 0.10.0): the render leaves session affinity out, so the next turn of a "
