@@ -154,6 +154,9 @@ class ServedSite:
         if not self.base_url.startswith("http://127."):
             raise RuntimeError(f"the site did not start serving: {self.base_url!r}\n{self.log()}")
         self.wait_for("a first answer through the gateway", self._answers)
+        # The gateway answers once one decode and one prefill engine serve; a test that reads every engine (its
+        # metrics, its latency) must find each one listening (CI: one prefill engine Ready 12 s after the answer).
+        self.wait_for("every pod Ready", self.every_pod_ready)
 
     def _first_line(self, timeout: float) -> str:
         """The site's first stdout line (its base URL, printed once it serves), or "" after `timeout` or its exit."""
@@ -266,6 +269,14 @@ class ServedSite:
         engines = self.pods("prefill") + self.pods("decode")
         return bool(engines) and all(
             p["status"].get("phase") == "Running" and p["status"].get("podIP") for p in engines
+        )
+
+    def every_pod_ready(self) -> bool:
+        """Every pod of the stack not run to completion is Ready, as the site's kubelet reports it."""
+        pods = [p for p in self.pods() if p["status"].get("phase") != "Succeeded"]
+        return bool(pods) and all(
+            any(c.get("type") == "Ready" and c.get("status") == "True" for c in p["status"].get("conditions") or [])
+            for p in pods
         )
 
     # --- the site ----------------------------------------------------------------------------------------------
