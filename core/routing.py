@@ -61,6 +61,9 @@ PD_PROFILES: dict[str, tuple[str, ...]] = {
 # nowhere), left out of every profile when router.prefixCache is none. Their producer stays declared: the
 # prefix-based P/D decider reads the index it keeps.
 PREFIX_AWARE = frozenset({"prefix-cache-scorer", "prefix-cache-affinity-filter", NO_HIT_LRU})
+# The P/D profiles leave out token-load-scorer too: its estimate of a request's uncached tokens at each endpoint reads
+# the same index, and the load-only baseline would place by cache after all. AGG keeps it, its only scorer.
+PD_PREFIX_AWARE = PREFIX_AWARE | {TOKEN_LOAD}
 
 # router.prefixCache precise: the token-producer turns each prompt into tokens through the EPP pod's tokenizer
 # container, the precise producer hashes them and looks them up in the index it keeps of the engines' KV events (one
@@ -220,10 +223,11 @@ def _profile(name: str, plugin_types: tuple[str, ...], settings: Router) -> dict
     router weighs load alone and less each scorer its weight turns off. Scorers carry a weight; filters and pickers
     do not."""
     weights = _weights(name, settings)
+    prefix_aware = PD_PREFIX_AWARE if name in PD_PROFILES else PREFIX_AWARE
     refs = [
         ref
         for ref in (*plugin_types, session_scorer_name(name))
-        if (settings.prefix_cache != "none" or ref not in PREFIX_AWARE)
+        if (settings.prefix_cache != "none" or ref not in prefix_aware)
         and not (ref in weights and weights[ref] is None)
     ]
     return {
@@ -242,11 +246,7 @@ def _weights(profile: str, settings: Router) -> dict[str, int | None]:
         "active-request-scorer": (settings.prefill_active_request_scorer_weight or None)
         if prefill
         else settings.active_request_scorer_weight,
-        # Not with prefixCache none: its estimate of a request's uncached tokens at each endpoint reads the prefix
-        # index (which still runs for the decider), and the load-only baseline would place by cache after all.
-        TOKEN_LOAD: (prefill_token_load_weight(settings) if settings.prefix_cache != "none" else 0) or None
-        if prefill
-        else 1,
+        TOKEN_LOAD: (prefill_token_load_weight(settings) or None) if prefill else 1,
         NO_HIT_LRU: settings.no_hit_lru_scorer_weight or None,
         session_scorer_name(profile): session_affinity_weight(settings) or None,
     }
