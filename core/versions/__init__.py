@@ -73,6 +73,10 @@ class Feature:
     since: Version
     source: str  # where the fact comes from: module@version and file
 
+    def in_pin(self, version: Version | None) -> bool:
+        """A consumer pinned at `version` has it; a tag that is no version is taken as the newest, as its render is."""
+        return version is None or version >= self.since
+
 
 def missing_features(pinned: Version, used: Iterable[Feature]) -> list[Feature]:
     """The features a render uses that a consumer at `pinned` does not have yet, oldest first."""

@@ -199,15 +199,14 @@ SESSION_ID_STRATEGY = PLUGIN_PARAMETER_VALUES[("session-affinity-scorer", "strat
 
 
 def epp_counts_prefill_tokens(version: Version | None) -> bool:
-    """The EPP at `version` has token-load-scorer (the prompt tokens in flight to each endpoint, from its own picks);
-    a tag that is no version is taken as the newest, as its render is."""
-    return version is None or version >= PLUGIN_TYPES["token-load-scorer"].since
+    """The EPP at `version` has token-load-scorer (the prompt tokens in flight to each endpoint, from its own picks)."""
+    return PLUGIN_TYPES["token-load-scorer"].in_pin(version)
 
 
 def epp_keeps_sessions(version: Version | None) -> bool:
     """The EPP at `version` keeps a session a client names on the endpoint that served it (session-affinity-scorer's
-    `session_id` strategy and agent-identity); a tag that is no version is taken as the newest, as its render is."""
-    return version is None or version >= SESSION_ID_STRATEGY.since
+    `session_id` strategy and agent-identity)."""
+    return SESSION_ID_STRATEGY.in_pin(version)
 
 
 # Flags of the EPP the render passes whose presence depends on the pin (the others are in every EPP it targets).
@@ -243,9 +242,8 @@ EPP_FLAGS: dict[str, Feature] = {
 
 
 def epp_drains(version: Version | None) -> bool:
-    """The EPP at `version` has `--drain-timeout` (a tag that is no version is taken as the newest, as its render
-    is)."""
-    return version is None or version >= EPP_FLAGS[DRAIN_TIMEOUT_FLAG].since
+    """The EPP at `version` has `--drain-timeout`."""
+    return EPP_FLAGS[DRAIN_TIMEOUT_FLAG].in_pin(version)
 
 
 # The routing sidecar moved into the scheduler repository at v0.4.0 (cmd/pd-sidecar) and kept the
@@ -287,9 +285,8 @@ SSRF_ALLOWLIST = Feature(
 
 
 def sidecar_can_protect(version: Version | None) -> bool:
-    """The sidecar at `version` can run with SSRF protection against the stack's GA InferencePool (a tag that is no
-    version is taken as the newest, as its render is)."""
-    return version is None or version >= SSRF_ALLOWLIST.since
+    """The sidecar at `version` can run with SSRF protection against the stack's GA InferencePool."""
+    return SSRF_ALLOWLIST.in_pin(version)
 
 
 def sidecar_flags(args: Iterable[str]) -> dict[str, str]:

@@ -88,3 +88,10 @@ def test_image_version_reads_the_tag():
 )
 def test_image_name_is_the_repositorys_last_component(image, name):
     assert image_name(image) == name
+
+
+def test_a_feature_is_in_a_pin_from_its_first_version_and_in_a_tag_that_is_no_version():
+    feature = Feature("llm-d EPP", "plugin type", "token-load-scorer", Version(0, 9, 0), "x")
+    assert not feature.in_pin(Version(0, 8, 9))
+    assert feature.in_pin(Version(0, 9, 0)) and feature.in_pin(Version(0, 10, 3))
+    assert feature.in_pin(None)
