@@ -83,7 +83,8 @@ class PodRun:
     gone: threading.Event = field(default_factory=threading.Event)  # the agent let go of it: its prober ends
 
 
-def _is_ready(pod: dict) -> bool:
+def is_ready(pod: dict) -> bool:
+    """The pod's Ready condition is True (what a kubelet reports, and what the site's own agent writes)."""
     return any(
         c.get("type") == "Ready" and c.get("status") == "True"
         for c in (pod.get("status") or {}).get("conditions") or []
@@ -468,7 +469,7 @@ class Agent:
             return
         ready = run.problem is None and bool(run.programs) and all(self.container_ready(i) for i in run.programs)
         flags = {i.program.container: (self.container_ready(i), i.restarts) for i in run.programs}
-        if ready == run.ready and ready == _is_ready(pod):
+        if ready == run.ready and ready == is_ready(pod):
             return
         status = pod.get("status") or {}
 
@@ -654,7 +655,7 @@ class Agent:
 
     def _serving(self, pod: dict) -> PodRun | None:
         """The pod's run here if the pod is a ready endpoint: Ready, not terminating, its programs started."""
-        if not _is_ready(pod) or pod["metadata"].get("deletionTimestamp"):
+        if not is_ready(pod) or pod["metadata"].get("deletionTimestamp"):
             return None
         run = self.pods.get(pod["metadata"]["name"])
         return run if run and run.ns and not run.terminating else None

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from core.config import Router
 from core.labels import ROLE_LABEL
+from localsite.agent import is_ready
 from sitetests.harness import ServedSite, stack_file_variant
 from sitetests.load import SteadyLoad, Tally
 
@@ -83,8 +84,7 @@ def role_pods(site: ServedSite, role: str) -> dict[str, dict]:
 
 
 def pod_ready(site: ServedSite, name: str) -> bool:
-    conditions = site.get("pod", name)["status"].get("conditions", [])
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+    return is_ready(site.get("pod", name))
 
 
 def apply_change(site: ServedSite, edits: dict[str, Callable[[dict], None]]) -> None:

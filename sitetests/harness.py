@@ -25,6 +25,7 @@ import yaml
 from core.stackfile import stack_file
 from host import ports
 from localsite import netns, procs
+from localsite.agent import is_ready
 from objects.stack import placeholder_certificate
 from stacks.certificate import self_signed
 
@@ -274,10 +275,7 @@ class ServedSite:
     def every_pod_ready(self) -> bool:
         """Every pod of the stack not run to completion is Ready, as the site's kubelet reports it."""
         pods = [p for p in self.pods() if p["status"].get("phase") != "Succeeded"]
-        return bool(pods) and all(
-            any(c.get("type") == "Ready" and c.get("status") == "True" for c in p["status"].get("conditions") or [])
-            for p in pods
-        )
+        return bool(pods) and all(is_ready(p) for p in pods)
 
     # --- the site ----------------------------------------------------------------------------------------------
     def status(self) -> dict:
