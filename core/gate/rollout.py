@@ -7,10 +7,10 @@ epp_grace_seconds), so the render cannot give it one too short; the pack judges 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from core import routing, rules
-from core.config import StackConfig
+from core.config import Router, StackConfig
 from core.derive import StackFacts
 from core.gate.issues import Issue, key
 from core.versions import router as router_versions
@@ -58,17 +58,25 @@ def epp_certificate_advice(cfg: StackConfig) -> Iterable[Issue]:
     )
 
 
+def _weight_the_render_drops(settings: Router, field: str, rendered: Callable[[Router], int]) -> int | None:
+    """The weight `field` was given in the stack file when the render leaves its scorer out (`rendered` gives 0 for
+    this pin), else None: a default the pin cannot use is no one's choice, a value set by hand is."""
+    weight: int = getattr(settings, field)
+    if field not in settings.model_fields_set or not weight or rendered(settings):
+        return None
+    return weight
+
+
 def session_affinity_advice(cfg: StackConfig) -> Iterable[Issue]:
     """Advice: router.sessionAffinityWeight set for an EPP pin that cannot keep a session a client names."""
     settings = cfg.router
-    if "session_affinity_weight" not in settings.model_fields_set or not settings.session_affinity_weight:
-        return
-    if routing.session_affinity_weight(settings):
+    weight = _weight_the_render_drops(settings, "session_affinity_weight", routing.session_affinity_weight)
+    if weight is None:
         return
     since = router_versions.SESSION_ID_STRATEGY.since
     yield Issue(
         key("router.sessionAffinityWeight"),
-        f"router.sessionAffinityWeight {settings.session_affinity_weight} is set, but {settings.image} "
+        f"router.sessionAffinityWeight {weight} is set, but {settings.image} "
         f"(router.image) cannot keep a session a client names (agent-identity and session-affinity-scorer's "
         f"session_id strategy, first in {since}): the render leaves session affinity out, so the next turn of a "
         f"session shorter than a router block goes by load. Pin {since} or later, or remove the setting.",
@@ -76,19 +84,16 @@ def session_affinity_advice(cfg: StackConfig) -> Iterable[Issue]:
 
 
 def token_load_advice(cfg: StackConfig) -> Iterable[Issue]:
-    """Advice: router.prefillTokenLoadScorerWeight set for an EPP pin without token-load-scorer."""
+    """Advice: router.prefillTokenLoadScorerWeight set for an EPP pin without token-load-scorer (P/D: AGG's own
+    token-load-scorer is another matter)."""
     settings = cfg.router
-    if (
-        "prefill_token_load_scorer_weight" not in settings.model_fields_set
-        or not settings.prefill_token_load_scorer_weight
-    ):
-        return
-    if cfg.topology != "pd" or routing.prefill_token_load_weight(settings):
+    weight = _weight_the_render_drops(settings, "prefill_token_load_scorer_weight", routing.prefill_token_load_weight)
+    if weight is None or cfg.topology != "pd":
         return
     since = router_versions.PLUGIN_TYPES["token-load-scorer"].since
     yield Issue(
         key("router.prefillTokenLoadScorerWeight"),
-        f"router.prefillTokenLoadScorerWeight {settings.prefill_token_load_scorer_weight} is set, but "
+        f"router.prefillTokenLoadScorerWeight {weight} is set, but "
         f"{settings.image} (router.image) has no token-load-scorer (first in {since}): the render leaves it out, so "
         f"sessions that begin at once spread over the prefill engines by a queue read up to a scrape before. Pin "
         f"{since} or later, or remove the setting.",
