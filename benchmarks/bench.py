@@ -25,10 +25,10 @@ Sections (each command a fresh process, as a user runs it; median of REPEATS run
   agentic   with the same programs: a coding agent's sessions (sitetests/agentic.py: 32 by default, a shared
             3000-token system prompt, a context growing every turn, tool pauses, streamed answers), one seeded trace
             replayed under each routing option on a site of its own (`--routing`: load only, the stack as rendered,
-            the precise scorer, the oracle that pins each session; on request the router at the engines' reuse unit
-            and with autoTune), the engines' time to first token growing with what they have not cached; per option
-            the engines' own hit rate, TTFT p50/p99, prompt tokens a second and the sessions that moved, then TTFT by
-            turn.
+            the precise scorer, the oracle that pins each session through the router and straight to the engines;
+            on request the others of `routing_options`), the engines' time to first token growing with what they
+            have not cached; per option the engines' own hit rate, TTFT p50/p99, prompt tokens a second and the
+            sessions that moved, then TTFT by turn.
 Timings on a shared machine are noisy: the figures print the machine and its load (`uptime`).
 """
 
@@ -837,12 +837,12 @@ def changes_section() -> None:
 
 @dataclasses.dataclass(frozen=True)
 class RoutingOption:
-    """One way of routing the agentic trace: a change to the stack's config (None: as the stack file has it), or the
-    oracle, which pins each session and bypasses the router."""
+    """One way of routing the agentic trace: a change to the stack's config (None: as the stack file has it), or an
+    oracle, which pins each session (sitetests/agentic.py `pins`) through the router or straight to the engines."""
 
     name: str
     edit: Any = None  # config mapping -> None, as stack_file_variant takes it
-    oracle: bool = False
+    oracle: str = ""  # "routed": through the gateway and an EPP that keeps the pinned endpoints; "direct": no router
 
 
 def _router(values: dict, **changes) -> None:
@@ -889,7 +889,12 @@ def routing_options(reuse_unit: int, router_block: int) -> dict[str, RoutingOpti
             RoutingOption(
                 "precise", lambda v: _router(v, prefixCache="precise", blockSizeTokens=sim_block_size(reuse_unit))
             ),
-            RoutingOption("oracle", oracle=True),
+            # The oracle on the routed options' path: the same gateway, sidecar and EPP (scraping, scoring, deciding
+            # P/D as rendered), the EPP keeping only the endpoints each session is pinned to.
+            RoutingOption("oracle-routed", oracle="routed"),
+            # The oracle without the router (the only oracle of the figures before 2026-12-07 10:00 UTC): from inside
+            # the site to the pinned decode rank's sidecar; against oracle-routed, what the router's path costs here.
+            RoutingOption("oracle", oracle="direct"),
         )
     }
 
@@ -933,7 +938,9 @@ def ttft_plot(by_turn: dict[str, tuple[float, ...]], title: str) -> str:
     return "\n".join([*parts, "</svg>", ""])
 
 
-AGENTIC_OPTIONS = ("load-only", "as-rendered", "precise", "oracle")  # the issue's four; `--routing` adds the others
+# The issue's four, its oracle on the routed options' path and straight to the engines; `--routing` adds the others.
+AGENTIC_OPTIONS = ("load-only", "as-rendered", "precise", "oracle-routed", "oracle")
+ORACLES = ("oracle-routed", "oracle")
 
 
 def _record_json(option: str, record: Any) -> dict[str, Any]:
@@ -1007,15 +1014,28 @@ def agentic_section(
             edits = tuple(e for e in (site_edit, option.edit) if e is not None)
             config_file = stack_file_variant(stack, folder, functools.partial(_edit_all, edits)) if edits else None
             sim_args = (*agentic.ENGINE_MODE, *timing.sim_args())
-            with ServedSite(folder, stack, sim_args=sim_args, config_file=config_file) as site:
+            pinned = option.oracle == "routed"
+            with ServedSite(
+                folder,
+                stack,
+                sim_args=sim_args,
+                config_file=config_file,
+                render_edit=agentic.pin_in_router if pinned else None,
+                probe_headers=agentic.pin_every_engine if pinned else None,
+            ) as site:
                 prefill = site.engine_ranks(found.programs.sim, "prefill")
-                if option.oracle:
-                    target = agentic.pinned_target(site, site.engine_ranks(found.programs.sidecar, "decode"), prefill)
+                decode = site.engine_ranks(found.programs.sidecar, "decode")
+                if option.oracle == "direct":
+                    target = agentic.pinned_target(site, decode, prefill)
+                elif option.oracle == "routed":
+                    target = agentic.router_pinned_target(site.base_url, decode, prefill)
                 else:
                     target = agentic.gateway_target(site.base_url)
                 before = agentic.cache_counters(site, prefill)  # the site's own first answer
                 run = agentic.replay(trace, target)
                 after = agentic.cache_counters(site, prefill)
+                if pinned and (off := agentic.off_pins([r for r in run.records if not r.error], decode, prefill)):
+                    print(f"{name}: {len(off)} requests answered off their pins, not an oracle (first: {off[0]})")
         row = agentic.summarize(run, after[0] - before[0], after[1] - before[1])
         rows[name] = row
         if records is not None:
@@ -1045,14 +1065,16 @@ def agentic_section(
         title = f"TTFT p50 by turn, {trace.sessions} coding-agent sessions, stack {stack} ({when})"
         plot.write_text(ttft_plot({name: row.ttft_by_turn for name, row in rows.items()}, title))
         print(f"plot: {plot}")
-    if "oracle" in rows:
-        oracle = rows["oracle"]
-        for name, row in rows.items():
-            if name != "oracle":
-                print(
-                    f"{name}: {row.hit_rate / oracle.hit_rate:.0%} of the oracle's hit rate, TTFT p50 "
-                    f"{row.ttft_p50 / oracle.ttft_p50:.2f}x the oracle's"
-                )
+    for oracle_name in [name for name in ORACLES if name in rows]:
+        oracle = rows[oracle_name]
+        for name, row in [(name, row) for name, row in rows.items() if name not in ORACLES]:
+            print(
+                f"{name}: {row.hit_rate / oracle.hit_rate:.0%} of {oracle_name}'s hit rate, TTFT p50 "
+                f"{row.ttft_p50 / oracle.ttft_p50:.2f}x {oracle_name}'s"
+            )
+    if all(name in rows for name in ORACLES):
+        routed, direct = (rows[name] for name in ORACLES)
+        print(f"the router's path here: oracle-routed's TTFT p50 {routed.ttft_p50 / direct.ttft_p50:.2f}x oracle's")
 
 
 def main() -> int:

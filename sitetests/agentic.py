@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import http.client
 import json
+import pathlib
 import random
 import statistics
 import string
@@ -22,8 +23,11 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import yaml
+
 from core.config import StackConfig
 from core.derive import derive
+from objects.router import CONFIG_FILE
 
 MODEL = "MiniMaxAI/MiniMax-M2.7"
 # The shape of llm-d's agentic code-generation preset (guides/agentic-serving: a 3000-token shared system prompt,
@@ -43,6 +47,10 @@ PREFILLER_HEADER = "x-prefiller-host-port"  # where the P/D sidecar reads the pr
 # Where the agent names its session on every request: OpenCode's header (an OpenAI-compatible client, no proxy),
 # one the EPP's agent-identity reads for session affinity (core/routing.py).
 SESSION_HEADER = "x-session-affinity"
+# The oracle through the router: llm-d-router's test filter (pkg/epp/framework/plugins/scheduling/test/filter) keeps
+# the endpoints, "ip:port" comma-separated, that a request names in this header.
+PIN_FILTER = "header-based-testing-filter"
+PIN_HEADER = "test-epp-endpoint-selection"
 # The simulator answers with tokens of its own, at most max_tokens (echo mode answers with the whole prompt, whatever
 # max_tokens says, and a session's context would double each turn).
 ENGINE_MODE = ("--mode=random",)
@@ -223,16 +231,75 @@ def gateway_target(base_url: str, timeout: float = 120) -> Target:
     return target
 
 
+def pins(session: int, decode_ranks: list[tuple[str, int]], prefill_ranks: list[tuple[str, int]]) -> tuple[str, str]:
+    """The oracle's placement of `session`, as "ip:port" of its decode rank and its prefill rank: decode rank s mod n,
+    prefill rank s mod m, so that each session's context stays where it was computed, with sessions spread evenly."""
+    ip, port = decode_ranks[session % len(decode_ranks)]
+    prefill_ip, prefill_port = prefill_ranks[session % len(prefill_ranks)]
+    return f"{ip}:{port}", f"{prefill_ip}:{prefill_port}"
+
+
 def pinned_target(site, decode_ranks: list[tuple[str, int]], prefill_ranks: list[tuple[str, int]]) -> Target:
-    """The oracle: session s always on decode rank s mod n through its P/D sidecar (from inside the site, as the
-    gateway would), its prefill always on prefill rank s mod m (named in the sidecar's header, as the EPP does): each
-    session's context stays where it was computed, the most reuse routing can give, with sessions spread evenly."""
+    """The oracle straight to the engines: each session (`pins`) to its decode rank's P/D sidecar from inside the site,
+    as the gateway would send it, its prefill rank named in the sidecar's header, as the EPP does. No gateway, no
+    EPP: the most reuse routing can give, less the router's own path."""
 
     def target(session: int) -> tuple[http.client.HTTPConnection, str, dict[str, str]]:
-        ip, port = decode_ranks[session % len(decode_ranks)]
-        prefill_ip, prefill_port = prefill_ranks[session % len(prefill_ranks)]
-        conn = site.connection_in_site(ip, port, timeout=120)
-        return conn, "/v1/completions", {PREFILLER_HEADER: f"{prefill_ip}:{prefill_port}"}
+        decode, prefill = pins(session, decode_ranks, prefill_ranks)
+        ip, port = decode.rsplit(":", 1)
+        conn = site.connection_in_site(ip, int(port), timeout=120)
+        return conn, "/v1/completions", {PREFILLER_HEADER: prefill}
+
+    return target
+
+
+def off_pins(
+    records: list[Record], decode_ranks: list[tuple[str, int]], prefill_ranks: list[tuple[str, int]]
+) -> list[Record]:
+    """The routed requests answered elsewhere than their session's `pins`: on another decode rank, or prefilled on
+    another engine (a decode-only turn has no prefill engine to check)."""
+    off = []
+    for record in records:
+        decode, prefill = pins(record.session, decode_ranks, prefill_ranks)
+        if record.destination != decode or record.prefiller not in ("", prefill):
+            off.append(record)
+    return off
+
+
+def pin_in_router(render: pathlib.Path) -> None:
+    """The render's EPP config with upstream's `header-based-testing-filter` first in every scheduling profile: the EPP
+    picks only among the endpoints a request names in PIN_HEADER, and scores, decides P/D and scrapes as rendered."""
+    for path in sorted(render.rglob("*.yaml")):
+        document = yaml.safe_load(path.read_text()) or {}
+        if document.get("kind") != "ConfigMap" or CONFIG_FILE not in (document.get("data") or {}):
+            continue
+        config = yaml.safe_load(document["data"][CONFIG_FILE])
+        config["plugins"].append({"type": PIN_FILTER, "name": PIN_FILTER})
+        for profile in config["schedulingProfiles"]:
+            profile["plugins"].insert(0, {"pluginRef": PIN_FILTER})
+        document["data"][CONFIG_FILE] = yaml.safe_dump(config, sort_keys=False)
+        path.write_text(yaml.safe_dump(document, sort_keys=False))
+        return
+    raise RuntimeError(f"no ConfigMap with {CONFIG_FILE} in the render at {render}")
+
+
+def pin_every_engine(site) -> dict[str, str]:
+    """PIN_HEADER naming every engine pod of `site` (an IP alone names one rank of it): a request the router given
+    `pin_in_router` may send anywhere, as the site's own first request."""
+    return {PIN_HEADER: ",".join(sorted([*site.ips("decode"), *site.ips("prefill")]))}
+
+
+def router_pinned_target(
+    base_url: str, decode_ranks: list[tuple[str, int]], prefill_ranks: list[tuple[str, int]]
+) -> Target:
+    """The oracle through the router: every session through the gateway as `gateway_target` sends it, naming its
+    `pins` in PIN_HEADER for an EPP given `pin_in_router`: the same path as every routed option, the placement the
+    oracle's."""
+    through_gateway = gateway_target(base_url)
+
+    def target(session: int) -> tuple[http.client.HTTPConnection, str, dict[str, str]]:
+        conn, path, headers = through_gateway(session)
+        return conn, path, {**headers, PIN_HEADER: ",".join(pins(session, decode_ranks, prefill_ranks))}
 
     return target
 

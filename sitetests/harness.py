@@ -75,6 +75,8 @@ class ServedSite:
         sim_args: tuple[str, ...] = (),
         render: pathlib.Path | None = None,
         config_file: pathlib.Path | None = None,
+        render_edit: Callable[[pathlib.Path], None] | None = None,
+        probe_headers: Callable[[ServedSite], dict[str, str]] | None = None,
         time_scale: float = TIME_SCALE,
         engine_start_delay: float = 0.0,
     ):
@@ -84,6 +86,8 @@ class ServedSite:
         self.sim_args = sim_args
         self.render = render
         self.config_file = config_file  # a stack file other than Pulumi.<stack>.yaml (`stacks render --config-file`)
+        self.render_edit = render_edit  # a change to the render folder before it is applied (a bench's yardstick)
+        self.probe_headers = probe_headers  # what the site's first request carries, for a router edited to need it
         self.time_scale = time_scale
         self.engine_start_delay = engine_start_delay
         self.cluster_dir = folder / "cluster"
@@ -224,6 +228,8 @@ class ServedSite:
         )
         if proc.returncode != 0:
             raise RuntimeError(f"python -m stacks render {self.stack} failed:\n{proc.stdout}{proc.stderr}")
+        if self.render_edit is not None:
+            self.render_edit(out)
         files = {f: (yaml.safe_load(f.read_text()) or {}).get("kind") for f in sorted(out.rglob("*.yaml"))}
         for f in [f for f, kind in files.items() if kind == "Secret"]:
             if not self.certificate_made(f):
@@ -409,7 +415,8 @@ class ServedSite:
 
     def _answers(self) -> bool:
         try:
-            return self.post("/completions", completion("hello"), timeout=5).status == 200
+            headers = self.probe_headers(self) if self.probe_headers else None
+            return self.post("/completions", completion("hello"), timeout=5, headers=headers).status == 200
         except OSError:
             return False
 

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import collections
+import pathlib
 import re
+import shutil
+
+import pytest
+import yaml
 
 from core.config import StackConfig
+from core.versions import Version, epp_schema
+from objects.router import CONFIG_FILE
 from sitetests import agentic
 
 # llm-d-inference-sim v0.10.2's dummy tokenizer (pkg/tokenizer/tokenizer.go): a word or a punctuation mark, with the
 # space after it, is one token.
+GOLDEN = pathlib.Path(__file__).parents[1] / "golden" / "prod-4p4d"
 SIM_TOKEN = re.compile(r"""(\{|\}|:|,|-|\.|\?|\!|;|@|#|\$|%|\^|&|\*|\(|\)|\+|\-|_|~|/|\\|>|<|\[|\]|=|"|'|\w+)(\s*)""")
 
 
@@ -98,3 +107,52 @@ def test_the_sessions_below_one_block_are_those_whose_first_prompt_is_shorter():
     assert trace.below_one_block(block) == sorted(s for s, tokens in firsts.items() if tokens < block)
     assert len(trace.below_one_block(block)) == 5
     assert trace.below_one_block(agentic.SYSTEM_TOKENS) == []  # every first prompt holds the system prompt and more
+
+
+RANKS = [("127.1.0.2", 8000), ("127.1.0.2", 8001), ("127.1.0.3", 8000), ("127.1.0.3", 8001)]
+PREFILL = [("127.1.0.4", 8000), ("127.1.0.4", 8001)]
+
+
+def test_the_oracle_pins_each_session_to_one_rank_of_each_kind_and_spreads_them_evenly():
+    placed = [agentic.pins(s, RANKS, PREFILL) for s in range(8)]
+    assert placed[0] == ("127.1.0.2:8000", "127.1.0.4:8000") and placed[5] == ("127.1.0.2:8001", "127.1.0.4:8001")
+    assert collections.Counter(d for d, _ in placed) == {f"{ip}:{port}": 2 for ip, port in RANKS}
+    assert collections.Counter(p for _, p in placed) == {f"{ip}:{port}": 4 for ip, port in PREFILL}
+
+
+def test_off_pins_lists_the_requests_answered_elsewhere_than_their_sessions_pins():
+    home = agentic.Record(started=0.0, session=1, turn=0, destination="127.1.0.2:8001", prefiller="127.1.0.4:8001")
+    decode_only = agentic.Record(started=0.0, session=1, turn=1, destination="127.1.0.2:8001")
+    other_rank = agentic.Record(
+        started=0.0, session=1, turn=2, destination="127.1.0.3:8001", prefiller="127.1.0.4:8001"
+    )
+    other_prefill = agentic.Record(
+        started=0.0, session=1, turn=3, destination="127.1.0.2:8001", prefiller="127.1.0.4:8000"
+    )
+    records = [home, decode_only, other_rank, other_prefill]
+    assert agentic.off_pins(records, RANKS, PREFILL) == [other_rank, other_prefill]
+
+
+def test_the_pinned_router_keeps_its_render_and_puts_the_pin_filter_first_in_every_profile(tmp_path):
+    """The render of prod-4p4d (its golden copy) edited for the oracle: the EPP config the v0.10.0 EPP's own schema
+    accepts (core's data of it), every profile led by the filter, the rest as rendered."""
+    render = tmp_path / "render"
+    shutil.copytree(GOLDEN, render)
+    agentic.pin_in_router(render)
+    before, after = (epp_config(folder) for folder in (GOLDEN, render))
+    assert after["plugins"] == [*before["plugins"], {"type": agentic.PIN_FILTER, "name": agentic.PIN_FILTER}]
+    for was, now in zip(before["schedulingProfiles"], after["schedulingProfiles"], strict=True):
+        assert now["plugins"] == [{"pluginRef": agentic.PIN_FILTER}, *was["plugins"]]
+    assert epp_schema.check_epp_config(after, epp_schema.data_for("epp", Version(0, 10, 0))) == []
+    changed = [p.name for p in render.rglob("*.yaml") if p.read_text() != (GOLDEN / p.relative_to(render)).read_text()]
+    assert changed == ["v1-configmap-rebel100-minimax-m27-epp-config.yaml"]
+
+
+def test_pin_in_router_says_so_when_the_render_has_no_epp_config(tmp_path):
+    with pytest.raises(RuntimeError, match=r"no ConfigMap with epp-config\.yaml"):
+        agentic.pin_in_router(tmp_path)
+
+
+def epp_config(render: pathlib.Path) -> dict:
+    (path,) = render.rglob("*epp-config.yaml")
+    return yaml.safe_load(yaml.safe_load(path.read_text())["data"][CONFIG_FILE])
