@@ -49,7 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -842,7 +842,8 @@ class RoutingOption:
 
     name: str
     edit: Any = None  # config mapping -> None, as stack_file_variant takes it
-    oracle: str = ""  # "routed": through the gateway and an EPP that keeps the pinned endpoints; "direct": no router
+    # "routed": through the gateway and an EPP that keeps the pinned endpoints; "direct": to the engines, no router
+    oracle: Literal["", "routed", "direct"] = ""
 
 
 def _router(values: dict, **changes) -> None:
