@@ -100,17 +100,20 @@ class Command:
         pid = self._cli.pid if self._cli else None
         if pid is None:
             raise SystemExit(130)
-        if self.verb == "up":
-            if self.cancelling == "preview":
-                print(f"up: interrupted: cancelling the preview of {self.stack} (nothing was changed)", file=sys.stderr)
-            else:
-                print(
-                    f"up: interrupted: cancelling the update of {self.stack} (the next scripts/up {self.stack} resumes "
-                    f"it)",
-                    file=sys.stderr,
-                )
+        # The CLI is told first, and the line goes to fd 2 unbuffered: a handler that lands while this thread is
+        # inside a print to stderr gets "reentrant call" from a second print, and the cancel would be lost with it.
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGINT)
+        if self.verb == "up":
+            if self.cancelling == "preview":
+                line = f"up: interrupted: cancelling the preview of {self.stack} (nothing was changed)"
+            else:
+                line = (
+                    f"up: interrupted: cancelling the update of {self.stack} "
+                    f"(the next scripts/up {self.stack} resumes it)"
+                )
+            with contextlib.suppress(OSError):
+                os.write(sys.stderr.fileno(), f"{line}\n".encode())
 
     def __enter__(self) -> Self:
         # A signal ignored when this started (SIGINT in a background job of a shell without job control) stays

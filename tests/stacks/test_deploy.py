@@ -1,5 +1,6 @@
 """stacks/deploy/ without a cluster or a stack: who holds a lock (Pulumi's ConcurrentUpdateError message), which lock is
-stale, and a command's session ended with everything in it (scripts/up's process rules, docs/recovery.md)."""
+stale, a command's session ended with everything in it (scripts/up's process rules, docs/recovery.md), and Ctrl-C
+cancelling the CLI whatever the command was printing."""
 
 from __future__ import annotations
 
@@ -100,3 +101,42 @@ def test_the_cli_runs_with_gogc_unless_the_user_set_one(monkeypatch):
     )
     monkeypatch.setenv("GOGC", "off")
     assert cli_env({})["GOGC"] == "off"
+
+
+class StderrMidPrint:
+    """sys.stderr as a signal handler finds it when it lands inside a print of the same thread: its buffer refuses a
+    second write (CPython's BufferedWriter); its file descriptor is a pipe the test reads."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def write(self, _text: str) -> int:
+        raise RuntimeError("reentrant call inside <_io.BufferedWriter name='<stderr>'>")
+
+    def flush(self) -> None:
+        raise RuntimeError("reentrant call inside <_io.BufferedWriter name='<stderr>'>")
+
+    def fileno(self) -> int:
+        return self.fd
+
+
+def test_ctrl_c_inside_a_print_still_cancels_the_cli_and_says_so(monkeypatch):
+    from stacks.deploy.command import Command
+
+    command = Command("prod-4p4d", "up")
+    cli = subprocess.Popen(["sleep", "30"])  # the running CLI, as the handler sees it
+    monkeypatch.setattr(command, "_cli", type("RunningCli", (), {"pid": cli.pid})())
+    command.cancelling = "update"
+    read_end, write_end = os.pipe()
+    monkeypatch.setattr("sys.stderr", StderrMidPrint(write_end))
+    try:
+        command.on_signal(signal.SIGINT, None)
+        assert cli.wait(timeout=10) == -signal.SIGINT
+    finally:
+        cli.kill()
+        os.close(write_end)
+    with os.fdopen(read_end) as said:
+        assert (
+            said.read()
+            == "up: interrupted: cancelling the update of prod-4p4d (the next scripts/up prod-4p4d resumes it)\n"
+        )
