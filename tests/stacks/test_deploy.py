@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 
 from host import processes
@@ -103,6 +104,14 @@ def test_the_cli_runs_with_gogc_unless_the_user_set_one(monkeypatch):
     assert cli_env({})["GOGC"] == "off"
 
 
+TOLD_CLI = """
+import signal, sys, time
+signal.signal(signal.SIGINT, lambda signum, _frame: sys.exit(print(signal.Signals(signum).name, flush=True)))
+print("ready", flush=True)
+time.sleep(30)
+"""
+
+
 class StderrMidPrint:
     """sys.stderr as a signal handler finds it when it lands inside a print of the same thread: its buffer refuses a
     second write (CPython's BufferedWriter); its file descriptor is a pipe the test reads."""
@@ -124,14 +133,18 @@ def test_ctrl_c_inside_a_print_still_cancels_the_cli_and_says_so(monkeypatch):
     from stacks.deploy.command import Command
 
     command = Command("prod-4p4d", "up")
-    cli = subprocess.Popen(["sleep", "30"])  # the running CLI, as the handler sees it
+    # The running CLI, as the handler sees it: a process that says which signal it got. It takes SIGINT itself,
+    # since a shell's background job (CI's) starts with SIGINT ignored and passes that on.
+    cli = subprocess.Popen([sys.executable, "-c", TOLD_CLI], stdout=subprocess.PIPE, text=True)
+    assert cli.stdout is not None and cli.stdout.readline() == "ready\n"
     monkeypatch.setattr(command, "_cli", type("RunningCli", (), {"pid": cli.pid})())
     command.cancelling = "update"
     read_end, write_end = os.pipe()
     monkeypatch.setattr("sys.stderr", StderrMidPrint(write_end))
     try:
         command.on_signal(signal.SIGINT, None)
-        assert cli.wait(timeout=10) == -signal.SIGINT
+        told, _ = cli.communicate(timeout=10)
+        assert told == "SIGINT\n"
     finally:
         cli.kill()
         os.close(write_end)
