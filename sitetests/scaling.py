@@ -55,6 +55,11 @@ def live_pods(site: ServedSite, role: str) -> dict[str, dict]:
     return {p["metadata"]["name"]: p for p in site.pods(role) if not p["metadata"].get("deletionTimestamp")}
 
 
+def running_pods(site: ServedSite, role: str) -> dict[str, dict]:
+    """The role's live pods that run: a pod the scheduler has placed is Pending until the site has started it."""
+    return {name: pod for name, pod in live_pods(site, role).items() if pod["status"].get("phase") == "Running"}
+
+
 def hpa_active(site: ServedSite, deployment: str) -> bool:
     """KEDA made the HPA of the Deployment's ScaledObject (`keda-hpa-<name>`), and it reads its external metric."""
     found = site.kubectl(
@@ -144,7 +149,12 @@ def decode_cycle(
         maximum = AUTOSCALING["maxReplicas"]
         site.wait_for("decode at its maximum", lambda: len(live_pods(site, "decode")) == maximum, timeout)
         cycle.at_maximum = time.monotonic() - started
-        cycle.pods_at_maximum = live_pods(site, "decode")
+
+        def all_running() -> dict[str, dict]:
+            running = running_pods(site, "decode")
+            return running if len(running) == maximum else {}
+
+        cycle.pods_at_maximum = site.wait_for("decode's pods at its maximum Running", all_running, timeout)
         cycle.prefill_at_maximum = replicas(site, PREFILL)
         if at_maximum is not None:
             at_maximum(cycle.pods_at_maximum)
