@@ -1028,7 +1028,7 @@ def agentic_section(
                 decode = site.engine_ranks(found.programs.sidecar, "decode")
                 if option.oracle == "direct":
                     target = agentic.pinned_target(site, decode, prefill)
-                elif option.oracle == "routed":
+                elif pinned:
                     target = agentic.router_pinned_target(site.base_url, decode, prefill)
                 else:
                     target = agentic.gateway_target(site.base_url)

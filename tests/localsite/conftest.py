@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pathlib
 from collections.abc import Iterator
+from typing import Any
 
 import certifi
 import pytest
@@ -67,13 +68,13 @@ def require_site_autoscaling() -> None:
 
 
 def served(
-    tmp_path_factory, site_binaries: binaries.Found, name: str, sim_args: tuple[str, ...]
+    tmp_path_factory, site_binaries: binaries.Found, name: str, sim_args: tuple[str, ...], **site_options: Any
 ) -> Iterator[ServedSite]:
-    """The stack of the router programs' generation served on a site of its own (in a folder named `name`), stopped
-    after the module, with nothing of it left running."""
+    """The stack of the router programs' generation served on a site of its own (in a folder named `name`; ServedSite
+    takes `site_options`), stopped after the module, with nothing of it left running."""
     require(cluster_bin_dir(), "the local cluster is not built (run `scripts/cluster build` or `make cluster`)")
     stack = binaries.stack_for(site_binaries.programs.epp)
-    site = ServedSite(tmp_path_factory.mktemp(name), stack, NAMESPACE, sim_args)
+    site = ServedSite(tmp_path_factory.mktemp(name), stack, NAMESPACE, sim_args, **site_options)
     with site:
         yield site
     left = site.leftovers()

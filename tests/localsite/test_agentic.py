@@ -17,7 +17,6 @@ from sitetests import agentic
 
 # llm-d-inference-sim v0.10.2's dummy tokenizer (pkg/tokenizer/tokenizer.go): a word or a punctuation mark, with the
 # space after it, is one token.
-GOLDEN = pathlib.Path(__file__).parents[1] / "golden" / "prod-4p4d"
 SIM_TOKEN = re.compile(r"""(\{|\}|:|,|-|\.|\?|\!|;|@|#|\$|%|\^|&|\*|\(|\)|\+|\-|_|~|/|\\|>|<|\[|\]|=|"|'|\w+)(\s*)""")
 
 
@@ -109,6 +108,7 @@ def test_the_sessions_below_one_block_are_those_whose_first_prompt_is_shorter():
     assert trace.below_one_block(agentic.SYSTEM_TOKENS) == []  # every first prompt holds the system prompt and more
 
 
+GOLDEN = pathlib.Path(__file__).parents[1] / "golden" / "prod-4p4d"
 RANKS = [("127.1.0.2", 8000), ("127.1.0.2", 8001), ("127.1.0.3", 8000), ("127.1.0.3", 8001)]
 PREFILL = [("127.1.0.4", 8000), ("127.1.0.4", 8001)]
 

@@ -13,32 +13,23 @@ from collections.abc import Iterator
 
 import pytest
 
-from localsite import binaries
 from sitetests import agentic
 from sitetests.harness import ServedSite
-from tests.cluster.conftest import cluster_bin_dir
-from tests.localsite.conftest import NAMESPACE
-from tests.prerequisites import require
+from tests.localsite.conftest import served
 
 pytestmark = pytest.mark.cluster
 
 
 @pytest.fixture(scope="module")
 def pinned(tmp_path_factory, site_binaries) -> Iterator[ServedSite]:
-    require(cluster_bin_dir(), "the local cluster is not built (run `scripts/cluster build` or `make cluster`)")
-    stack = binaries.stack_for(site_binaries.programs.epp)
-    site = ServedSite(
-        tmp_path_factory.mktemp("pinned"),
-        stack,
-        NAMESPACE,
+    yield from served(
+        tmp_path_factory,
+        site_binaries,
+        "pinned",
         agentic.ENGINE_MODE,
         render_edit=agentic.pin_in_router,
         probe_headers=agentic.pin_every_engine,
     )
-    with site:
-        yield site
-    left = site.leftovers()
-    assert not left, f"processes left running after the site and its cluster stopped: {left}"
 
 
 def test_the_oracle_through_the_router_sends_every_turn_of_a_session_where_it_is_pinned(pinned, site_binaries):
